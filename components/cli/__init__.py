@@ -1,0 +1,44 @@
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``.
+
+Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
+the parser it adds sets ``func`` to a callable ``(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from components.errors import UserError
+
+SUBCOMMANDS = ("plan", "capacity", "verify")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kimi-k3",
+        description="Deploy Kimi K3 on AWS with Pulumi: offline plan, Capacity Block operations, endpoint checks.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"components.cli.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit status (0 ok, 1 check failed, 2 user error)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as err:
+        print(f"kimi-k3: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kimi-k3: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
