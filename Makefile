@@ -1,0 +1,39 @@
+# Quick start on a fresh machine (Python 3.11): `make plan`, then `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CHECKOV_VENV := .venv-checkov
+CHECKOV_VERSION := 3.3.30
+STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
+
+.PHONY: venv test plan plan-all clean
+
+$(BIN)/kimi-k3: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+$(CHECKOV_VENV)/bin/checkov:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
+	@touch $@
+
+## venv: create .venv with the project, its pinned dependencies and the test tools
+venv: $(BIN)/kimi-k3
+
+## plan: offline plan of the dev stack (no AWS, no Pulumi CLI) into build/plan/dev
+plan: venv
+	$(BIN)/kimi-k3 plan dev
+
+## plan-all: offline plan of every stack in stacks/
+plan-all: venv
+	@set -e; for s in $(STACKS); do $(BIN)/kimi-k3 plan $$s --quiet; done
+
+## test: the whole test suite (schema validation, checkov scan, workflow lint included)
+test: venv $(CHECKOV_VENV)/bin/checkov
+	$(BIN)/python -m pytest -q -n 2
+
+clean:
+	rm -rf build $(VENV) $(CHECKOV_VENV)

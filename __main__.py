@@ -1,0 +1,14 @@
+"""Kimi K3 on AWS — the Pulumi program: settings → platform → stack outputs."""
+
+import pulumi
+
+from components import settings as stack_settings
+from components.platform import Platform
+
+settings = stack_settings.from_pulumi()
+for warning in settings.warnings:
+    pulumi.log.warn(warning)
+
+platform = Platform("kimi-k3", settings)
+for name, value in platform.stack_outputs().items():
+    pulumi.export(name, value)

@@ -1,0 +1,731 @@
+"""EC2 Capacity Block operations with boto3: find, buy, inspect, preflight.
+
+Pure logic for the ``kimi-k3 capacity`` commands. Every function takes the boto3
+client(s) it needs and, where time matters, a timezone-aware ``now``; results are
+small frozen dataclasses and nothing here prints. AWS failures (no credentials,
+access denied, unknown ids, unreachable endpoints) become one-line
+:class:`components.errors.UserError` messages via :func:`aws_errors`.
+
+Capacity Block facts this relies on (see ``/work/shared/DESIGN.md``): a block is a
+targeted Capacity Reservation (``cr-`` + 17 hex) of ReservationType
+``capacity-block`` in one AZ, bought from an offering (``cb-`` + 17 hex) that
+starts at most 8 weeks ahead, lasts 1-14 days in 1-day steps or up to 182 days in
+7-day steps, and holds 1-64 instances. A purchase cannot be undone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any, Iterator, Mapping, Sequence
+
+from components.errors import UserError
+
+PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
+"""Tag put on every Capacity Block reservation bought through this tool."""
+
+INSTANCE_PLATFORM = "Linux/UNIX"
+"""Platform of the reservation; must match the AL2023 EKS AMI's platform."""
+
+MAX_START_AHEAD = timedelta(weeks=8)
+"""Capacity Blocks can start at most this far ahead."""
+
+MAX_INSTANCES = 64
+"""Instances per Capacity Block."""
+
+ENDING_SOON = timedelta(hours=1)
+"""A block ending sooner than this is a no-go (EKS scales to 0 at end - 40 min)."""
+
+SHORT_WINDOW = timedelta(hours=3)
+"""Usable time below which preflight warns: first boot can take 60-75 minutes."""
+
+VCPU_QUOTAS: Mapping[str, tuple[str, str]] = {
+    "p": ("L-417A185B", "Running On-Demand P instances"),
+}
+"""Instance family letter -> (EC2 service-quota code, quota name) for vCPU quotas."""
+
+_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+_OFFERING_ID = re.compile(r"^cb-[0-9a-f]{17}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+
+_DENIED = {
+    "UnauthorizedOperation",
+    "AccessDenied",
+    "AccessDeniedException",
+    "UnauthorizedAccess",
+}
+_BAD_CREDENTIALS = {
+    "AuthFailure",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "RequestExpired",
+    "UnrecognizedClientException",
+}
+
+# --------------------------------------------------------------------------- errors
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """Collapse whitespace and cut long AWS messages (encoded auth blobs) to one short line."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def translate_aws_error(exc: BaseException, region: str | None = None) -> UserError:
+    """Turn a botocore exception into a one-line :class:`UserError` an operator can act on."""
+    from botocore import exceptions as bex
+
+    where = f" in {region}" if region else ""
+    if isinstance(exc, (bex.NoCredentialsError, bex.PartialCredentialsError)):
+        return UserError(
+            "no AWS credentials found: set AWS_PROFILE (after `aws sso login`) "
+            "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, then retry"
+        )
+    if isinstance(exc, bex.NoRegionError):
+        return UserError("no AWS region configured: pass --region or set AWS_REGION")
+    if isinstance(exc, bex.InvalidRegionError):
+        return UserError(f"{_one_line(str(exc))}: pass a region such as us-east-1")
+    if isinstance(exc, (bex.EndpointConnectionError, bex.ConnectTimeoutError, bex.ReadTimeoutError)):
+        return UserError(f"cannot reach AWS{where}: {_one_line(str(exc))}; check the region and the network")
+    if isinstance(exc, bex.ClientError):
+        err = exc.response.get("Error", {})
+        code = err.get("Code", "Unknown")
+        message = _one_line(err.get("Message", ""))
+        op = getattr(exc, "operation_name", "") or "the request"
+        if code in _DENIED:
+            service = "servicequotas" if code == "AccessDeniedException" else "ec2"
+            return UserError(
+                f"AWS denied {service}:{op}{where} ({code}): grant that action to your IAM identity"
+            )
+        if code in _BAD_CREDENTIALS:
+            return UserError(f"AWS rejected the credentials ({code}): {message}; refresh them and retry")
+        if code == "InvalidCapacityReservationId.NotFound":
+            return UserError(
+                f"capacity reservation not found{where} ({message}): check the id, the region and the account"
+            )
+        if code == "InvalidCapacityReservationId.Malformed":
+            return UserError(f"malformed capacity reservation id ({message}): expected cr- followed by 17 hex digits")
+        return UserError(f"AWS error {code} from {op}{where}: {message}")
+    return UserError(f"AWS call failed{where}: {_one_line(str(exc))}")
+
+
+@contextlib.contextmanager
+def aws_errors(region: str | None = None) -> Iterator[None]:
+    """Context manager: re-raise any botocore error as a one-line :class:`UserError`."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except (BotoCoreError, ClientError) as exc:
+        raise translate_aws_error(exc, region) from None
+
+
+# --------------------------------------------------------------------------- clients
+
+
+@dataclass(frozen=True)
+class Clients:
+    """The boto3 clients the capacity commands use, for one region."""
+
+    ec2: Any
+    quotas: Any
+
+    @property
+    def region(self) -> str:
+        """Region the EC2 client talks to."""
+        return self.ec2.meta.region_name
+
+
+def make_clients(region: str | None) -> Clients:
+    """Create the EC2 and Service Quotas clients (the one place that does; tests replace it)."""
+    if region is not None:
+        validate_region(region)
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        retries={"max_attempts": 4, "mode": "standard"},
+        connect_timeout=10,
+        read_timeout=60,
+        user_agent_extra="kimi-k3-aws",
+    )
+    with aws_errors(region):
+        session = boto3.session.Session(region_name=region)
+        return Clients(
+            ec2=session.client("ec2", config=config),
+            quotas=session.client("service-quotas", config=config),
+        )
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_region(region: str) -> str:
+    """Return ``region`` if it looks like an AWS region name, else raise UserError."""
+    if not _REGION.match(region or ""):
+        raise UserError(f"--region {region!r} is not an AWS region name such as us-east-1")
+    return region
+
+
+def validate_reservation_id(value: str) -> str:
+    """Return ``value`` if it is a Capacity Reservation id (``cr-`` + 17 hex), else raise UserError."""
+    if not _RESERVATION_ID.match(value or ""):
+        raise UserError(f"{value!r} is not a capacity reservation id: expected cr- followed by 17 hex digits")
+    return value
+
+
+def validate_offering_id(value: str) -> str:
+    """Return ``value`` if it is a Capacity Block offering id (``cb-`` + 17 hex), else raise UserError."""
+    if not _OFFERING_ID.match(value or ""):
+        raise UserError(f"{value!r} is not a Capacity Block offering id: expected cb- followed by 17 hex digits")
+    return value
+
+
+def valid_duration_days() -> tuple[int, ...]:
+    """Durations AWS accepts, in days: 1..14, then multiples of 7 up to 182."""
+    return tuple(range(1, 15)) + tuple(range(21, 183, 7))
+
+
+def _utc(value: datetime) -> datetime:
+    """Make a datetime timezone-aware in UTC (naive values are taken as UTC)."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def parse_when(text: str, flag: str) -> datetime:
+    """Parse an ISO 8601 date or date-time (naive = UTC) given for ``flag``."""
+    try:
+        return _utc(datetime.fromisoformat(text))
+    except ValueError:
+        raise UserError(f"{flag} {text!r} is not an ISO 8601 date or time such as 2026-06-10 or 2026-06-10T11:30Z") from None
+
+
+@dataclass(frozen=True)
+class OfferingQuery:
+    """A validated search for Capacity Block offerings."""
+
+    instance_type: str
+    count: int
+    days: int
+    start_after: datetime | None = None
+    start_before: datetime | None = None
+
+    @property
+    def duration_hours(self) -> int:
+        """The duration as ``CapacityDurationHours``."""
+        return self.days * 24
+
+    def request(self) -> dict[str, Any]:
+        """Parameters for ``describe_capacity_block_offerings``.
+
+        AWS filters on the earliest start and the latest *end*; a ``start_before``
+        bound is sent as an end bound one day past start_before + duration (blocks
+        may run slightly longer than asked) and enforced exactly by :func:`find_offerings`.
+        """
+        params: dict[str, Any] = {
+            "InstanceType": self.instance_type,
+            "InstanceCount": self.count,
+            "CapacityDurationHours": self.duration_hours,
+        }
+        if self.start_after is not None:
+            params["StartDateRange"] = self.start_after
+        if self.start_before is not None:
+            params["EndDateRange"] = self.start_before + timedelta(days=self.days + 1)
+        return params
+
+
+def build_offering_query(
+    instance_type: str,
+    count: int,
+    days: int,
+    now: datetime,
+    start_after: datetime | None = None,
+    start_before: datetime | None = None,
+) -> OfferingQuery:
+    """Validate a search (duration, count, start window within 8 weeks) before calling AWS."""
+    if not re.match(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", instance_type or ""):
+        raise UserError(f"--instance-type {instance_type!r} is not an EC2 instance type such as p6-b300.48xlarge")
+    if days not in valid_duration_days():
+        raise UserError(f"--days {days} is not accepted; Capacity Blocks last 1-14 days, or 21-182 days in multiples of 7")
+    if not 1 <= count <= MAX_INSTANCES:
+        raise UserError(f"--count {count} is not accepted; a Capacity Block holds 1 to {MAX_INSTANCES} instances")
+    now = _utc(now)
+    latest = now + MAX_START_AHEAD
+    if start_after is not None:
+        start_after = _utc(start_after)
+        if start_after < now:
+            raise UserError(f"--start-after {start_after:%Y-%m-%d %H:%M} UTC is in the past; omit it to search from now")
+        if start_after > latest:
+            raise UserError(f"--start-after must be within 8 weeks (before {latest:%Y-%m-%d %H:%M} UTC)")
+    if start_before is not None:
+        start_before = _utc(start_before)
+        if start_before <= now:
+            raise UserError(f"--start-before {start_before:%Y-%m-%d %H:%M} UTC is not in the future")
+        if start_before > latest:
+            raise UserError(f"--start-before must be within 8 weeks (before {latest:%Y-%m-%d %H:%M} UTC)")
+    if start_after is not None and start_before is not None and start_before <= start_after:
+        raise UserError("--start-before must be later than --start-after")
+    return OfferingQuery(instance_type, count, days, start_after, start_before)
+
+
+# --------------------------------------------------------------------------- offerings
+
+
+@dataclass(frozen=True)
+class Offering:
+    """One Capacity Block offering that can be bought."""
+
+    offering_id: str
+    instance_type: str
+    availability_zone: str
+    instance_count: int
+    start: datetime
+    end: datetime
+    duration_hours: int
+    upfront_fee: Decimal
+    currency: str
+
+    @classmethod
+    def from_api(cls, item: Mapping[str, Any]) -> "Offering":
+        """Build from one ``CapacityBlockOfferings`` entry."""
+        try:
+            fee = Decimal(item.get("UpfrontFee", "0"))
+        except InvalidOperation:
+            fee = Decimal("NaN")
+        return cls(
+            offering_id=item["CapacityBlockOfferingId"],
+            instance_type=item.get("InstanceType", ""),
+            availability_zone=item.get("AvailabilityZone", ""),
+            instance_count=int(item.get("InstanceCount", 0)),
+            start=_utc(item["StartDate"]),
+            end=_utc(item["EndDate"]),
+            duration_hours=int(item.get("CapacityBlockDurationHours", 0)),
+            upfront_fee=fee,
+            currency=item.get("CurrencyCode", ""),
+        )
+
+
+def find_offerings(ec2: Any, query: OfferingQuery) -> tuple[Offering, ...]:
+    """All offerings matching ``query`` (every page), cheapest first, then earliest start."""
+    found: list[Offering] = []
+    with aws_errors(ec2.meta.region_name):
+        for page in ec2.get_paginator("describe_capacity_block_offerings").paginate(**query.request()):
+            found.extend(Offering.from_api(o) for o in page.get("CapacityBlockOfferings", []))
+    if query.start_before is not None:
+        found = [o for o in found if o.start <= query.start_before]
+    if query.start_after is not None:
+        found = [o for o in found if o.start >= query.start_after]
+    return tuple(sorted(found, key=lambda o: (o.upfront_fee, o.start, o.offering_id)))
+
+
+def find_offering(ec2: Any, query: OfferingQuery, offering_id: str) -> Offering:
+    """The offering ``offering_id`` among those ``query`` returns, or UserError if it is gone."""
+    validate_offering_id(offering_id)
+    for offering in find_offerings(ec2, query):
+        if offering.offering_id == offering_id:
+            return offering
+    raise UserError(
+        f"offering {offering_id} is not among the current offerings for {query.count} x "
+        f"{query.instance_type}, {query.days} days in {ec2.meta.region_name}: offerings go first come, "
+        "first served; run `kimi-k3 capacity offerings` with the same flags again"
+    )
+
+
+# --------------------------------------------------------------------------- reservations
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The parts of a Capacity Reservation the capacity commands use."""
+
+    reservation_id: str
+    state: str
+    instance_type: str
+    availability_zone: str
+    availability_zone_id: str
+    instance_platform: str
+    reservation_type: str
+    total_instances: int
+    available_instances: int
+    start: datetime | None
+    end: datetime | None
+    capacity_block_id: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_api(cls, item: Mapping[str, Any]) -> "Reservation":
+        """Build from one ``CapacityReservations`` entry (or a purchase's ``CapacityReservation``)."""
+        start, end = item.get("StartDate"), item.get("EndDate")
+        return cls(
+            reservation_id=item["CapacityReservationId"],
+            state=item.get("State", "unknown"),
+            instance_type=item.get("InstanceType", ""),
+            availability_zone=item.get("AvailabilityZone", ""),
+            availability_zone_id=item.get("AvailabilityZoneId", ""),
+            instance_platform=item.get("InstancePlatform", ""),
+            reservation_type=item.get("ReservationType", "default"),
+            total_instances=int(item.get("TotalInstanceCount", 0)),
+            available_instances=int(item.get("AvailableInstanceCount", 0)),
+            start=_utc(start) if start else None,
+            end=_utc(end) if end else None,
+            capacity_block_id=item.get("CapacityBlockId"),
+            tags=tuple((t["Key"], t.get("Value", "")) for t in item.get("Tags", [])),
+        )
+
+    @property
+    def in_use(self) -> int:
+        """Instances running in the reservation (total minus available)."""
+        return self.total_instances - self.available_instances
+
+    def time_to_start(self, now: datetime) -> timedelta | None:
+        """Time until the window opens (negative once it has started)."""
+        return None if self.start is None else self.start - _utc(now)
+
+    def time_to_end(self, now: datetime) -> timedelta | None:
+        """Time until the window closes (negative once it has ended)."""
+        return None if self.end is None else self.end - _utc(now)
+
+
+@dataclass(frozen=True)
+class BlockStatus:
+    """Health of a Capacity Block from ``describe_capacity_block_status``."""
+
+    capacity_block_id: str
+    interconnect_status: str
+    total: int
+    available: int
+    unavailable: int
+
+
+@dataclass(frozen=True)
+class ReservationView:
+    """A reservation plus its block status when AWS exposes one."""
+
+    reservation: Reservation
+    block: BlockStatus | None = None
+
+
+def purchase_block(ec2: Any, offering_id: str) -> Reservation:
+    """Buy the offering (irreversible), tagging the reservation Project=kimi-k3."""
+    validate_offering_id(offering_id)
+    with aws_errors(ec2.meta.region_name):
+        response = ec2.purchase_capacity_block(
+            CapacityBlockOfferingId=offering_id,
+            InstancePlatform=INSTANCE_PLATFORM,
+            TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [dict(PROJECT_TAG)]}],
+        )
+    return Reservation.from_api(response["CapacityReservation"])
+
+
+def describe_reservation(ec2: Any, reservation_id: str) -> Reservation:
+    """One reservation by id; UserError when it does not exist in this region."""
+    validate_reservation_id(reservation_id)
+    region = ec2.meta.region_name
+    with aws_errors(region):
+        items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    if not items:
+        raise UserError(f"capacity reservation {reservation_id} not found in {region}: check the id, the region and the account")
+    return Reservation.from_api(items[0])
+
+
+def list_capacity_blocks(ec2: Any) -> tuple[Reservation, ...]:
+    """Every Capacity Block reservation of the account in the client's region, by start date.
+
+    DescribeCapacityReservations documents no reservation-type filter, so all
+    reservations are read (every page) and those of type ``capacity-block`` kept.
+    """
+    found: list[Reservation] = []
+    with aws_errors(ec2.meta.region_name):
+        for page in ec2.get_paginator("describe_capacity_reservations").paginate():
+            found.extend(
+                Reservation.from_api(r)
+                for r in page.get("CapacityReservations", [])
+                if r.get("ReservationType") == "capacity-block"
+            )
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    return tuple(sorted(found, key=lambda r: (r.start or epoch, r.reservation_id)))
+
+
+def supports_block_status(ec2: Any) -> bool:
+    """Whether the installed botocore model has DescribeCapacityBlockStatus."""
+    return "DescribeCapacityBlockStatus" in ec2.meta.service_model.operation_names
+
+
+def block_statuses(ec2: Any, block_ids: Sequence[str]) -> dict[str, BlockStatus]:
+    """Block health by Capacity Block id, or ``{}`` when the call is unavailable.
+
+    This is an optional enrichment: if the botocore model lacks the operation, or
+    AWS refuses it (permissions, block too old), the status is simply left out.
+    """
+    from botocore.exceptions import ClientError
+
+    ids = sorted({b for b in block_ids if b})
+    if not ids or not supports_block_status(ec2):
+        return {}
+    result: dict[str, BlockStatus] = {}
+    try:
+        for page in ec2.get_paginator("describe_capacity_block_status").paginate(CapacityBlockIds=ids):
+            for s in page.get("CapacityBlockStatuses", []):
+                result[s["CapacityBlockId"]] = BlockStatus(
+                    capacity_block_id=s["CapacityBlockId"],
+                    interconnect_status=s.get("InterconnectStatus", "unknown"),
+                    total=int(s.get("TotalCapacity", 0)),
+                    available=int(s.get("TotalAvailableCapacity", 0)),
+                    unavailable=int(s.get("TotalUnavailableCapacity", 0)),
+                )
+    except ClientError:
+        return {}
+    return result
+
+
+def reservation_status(ec2: Any, reservation_id: str | None = None) -> tuple[ReservationView, ...]:
+    """Status of one reservation, or of all Capacity Block reservations in the region."""
+    if reservation_id is not None:
+        reservations: tuple[Reservation, ...] = (describe_reservation(ec2, reservation_id),)
+    else:
+        reservations = list_capacity_blocks(ec2)
+    blocks = block_statuses(ec2, [r.capacity_block_id for r in reservations if r.capacity_block_id])
+    return tuple(ReservationView(r, blocks.get(r.capacity_block_id or "")) for r in reservations)
+
+
+# --------------------------------------------------------------------------- quotas
+
+
+@dataclass(frozen=True)
+class QuotaReading:
+    """An EC2 vCPU quota value, or why it could not be read."""
+
+    code: str | None
+    name: str | None
+    value: float | None
+    error: str | None = None
+
+
+def read_vcpu_quota(quotas: Any, instance_type: str) -> QuotaReading:
+    """Read the On-Demand vCPU quota that covers ``instance_type``'s family; never raises for AWS errors."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    family = instance_type[:1]
+    if family not in VCPU_QUOTAS:
+        return QuotaReading(None, None, None, f"no vCPU quota code known for the {instance_type} family")
+    code, name = VCPU_QUOTAS[family]
+    try:
+        value = quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
+    except (BotoCoreError, ClientError) as exc:
+        return QuotaReading(code, name, None, str(translate_aws_error(exc)))
+    return QuotaReading(code, name, float(value))
+
+
+# --------------------------------------------------------------------------- preflight
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+_STATE_LEVEL = {
+    "scheduled": OK,
+    "active": OK,
+    "payment-pending": WARN,
+    "payment-failed": FAIL,
+    "expired": FAIL,
+    "cancelled": FAIL,
+    "failed": FAIL,
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight line: level (OK/WARN/FAIL), short name, one sentence."""
+
+    level: str
+    name: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    """The go/no-go list for a stack's Capacity Block."""
+
+    reservation_id: str
+    checks: tuple[Check, ...]
+
+    @property
+    def go(self) -> bool:
+        """True when no check failed (warnings do not block)."""
+        return all(c.level != FAIL for c in self.checks)
+
+    def count(self, level: str) -> int:
+        """How many checks have ``level``."""
+        return sum(1 for c in self.checks if c.level == level)
+
+
+def _hours(delta: timedelta) -> str:
+    """A short human duration for messages (e.g. ``2d 3h``, ``45m``)."""
+    minutes = int(abs(delta).total_seconds() // 60)
+    days, rem = divmod(minutes, 1440)
+    hours, mins = divmod(rem, 60)
+    parts = [f"{days}d"] if days else []
+    if hours:
+        parts.append(f"{hours}h")
+    if mins and not days:
+        parts.append(f"{mins}m")
+    return " ".join(parts) or "0m"
+
+
+def _az_in_region(az: str, region: str) -> bool:
+    """Whether AZ (or Local Zone) name ``az`` belongs to ``region``."""
+    if not az.startswith(region):
+        return False
+    rest = az[len(region):]
+    return (len(rest) == 1 and rest.isalpha()) or rest.startswith("-")
+
+
+def evaluate_preflight(
+    reservation: Reservation,
+    *,
+    instance_type: str,
+    region: str,
+    nodes_required: int,
+    now: datetime,
+    quota: QuotaReading | None = None,
+    vcpus_per_node: int | None = None,
+    block: BlockStatus | None = None,
+) -> tuple[Check, ...]:
+    """Checks on an existing reservation against what the stack needs (pure, no AWS calls)."""
+    r = reservation
+    now = _utc(now)
+    checks: list[Check] = []
+    add = lambda level, name, msg: checks.append(Check(level, name, msg))  # noqa: E731
+
+    if r.reservation_type == "capacity-block":
+        add(OK, "reservation", f"{r.reservation_id} exists and is a Capacity Block.")
+    else:
+        add(FAIL, "reservation", f"{r.reservation_id} is a {r.reservation_type!r} reservation, not a Capacity Block, so a launch template with market type capacity-block cannot use it.")
+
+    level = _STATE_LEVEL.get(r.state, WARN)
+    state_msg = {
+        OK: f"state is {r.state}.",
+        WARN: f"state is {r.state}; the block is usable only once it reaches scheduled or active.",
+        FAIL: f"state is {r.state}; no instances can launch into this block.",
+    }[level]
+    if r.state == "payment-pending":
+        state_msg = "state is payment-pending; the block becomes scheduled once AWS has processed the payment."
+    add(level, "state", state_msg)
+
+    if r.instance_type == instance_type:
+        add(OK, "instance type", f"{r.instance_type} matches the stack.")
+    else:
+        add(FAIL, "instance type", f"the block reserves {r.instance_type} but the stack launches {instance_type}.")
+
+    az = f"{r.availability_zone} ({r.availability_zone_id})" if r.availability_zone_id else r.availability_zone
+    if _az_in_region(r.availability_zone, region):
+        add(OK, "availability zone", f"{az} is in the stack's region {region}.")
+    else:
+        add(FAIL, "availability zone", f"{az} is not in the stack's region {region}.")
+
+    if r.total_instances >= nodes_required:
+        add(OK, "instance count", f"{r.total_instances} reserved, the stack needs {nodes_required}.")
+    else:
+        add(FAIL, "instance count", f"only {r.total_instances} reserved but the stack needs {nodes_required} GPU nodes.")
+
+    if r.end is None:
+        add(WARN, "window", "the reservation has no end date, which a Capacity Block always has.")
+    else:
+        left = r.end - now
+        if left <= timedelta(0):
+            add(FAIL, "window", f"the block ended {_hours(left)} ago ({r.end:%Y-%m-%d %H:%M} UTC).")
+        elif left <= ENDING_SOON:
+            add(FAIL, "window", f"the block ends in {_hours(left)} ({r.end:%Y-%m-%d %H:%M} UTC); EKS scales the node group to 0 forty minutes before the end.")
+        else:
+            usable = r.end - max(now, r.start or now)
+            if usable < SHORT_WINDOW:
+                add(WARN, "window", f"only {_hours(usable)} of usable time left; a first vLLM boot can take 60-75 minutes and nodes drain 40 minutes before the end.")
+            elif r.start is not None and r.start > now:
+                add(OK, "window", f"starts in {_hours(r.start - now)} ({r.start:%Y-%m-%d %H:%M} UTC), ends {r.end:%Y-%m-%d %H:%M} UTC.")
+            else:
+                add(OK, "window", f"running, ends in {_hours(left)} ({r.end:%Y-%m-%d %H:%M} UTC).")
+        if r.state == "scheduled" and r.start is not None and r.start <= now:
+            add(WARN, "start", f"the start time {r.start:%Y-%m-%d %H:%M} UTC has passed but the block is still scheduled.")
+
+    if r.state == "active" and r.available_instances < nodes_required:
+        add(WARN, "free instances", f"{r.available_instances} of {r.total_instances} instances are free now ({r.in_use} in use); nodes already in the node group count as in use.")
+
+    if r.instance_platform and r.instance_platform != INSTANCE_PLATFORM:
+        add(FAIL, "platform", f"the block is for {r.instance_platform} but EKS AL2023 NVIDIA nodes are {INSTANCE_PLATFORM}.")
+    add(OK, "node group subnets", f"the node group must use subnets in {az} only (a subnet in another AZ fails with a misleading 'instance types do not exist' error).")
+
+    if block is not None:
+        if block.interconnect_status == "impaired":
+            add(WARN, "interconnect", f"AWS reports the accelerator interconnect of {block.capacity_block_id} as impaired.")
+        if block.unavailable > 0:
+            add(WARN, "capacity health", f"{block.unavailable} of {block.total} instances of {block.capacity_block_id} are unavailable after a status check failure.")
+
+    checks.append(_quota_check(quota, nodes_required, vcpus_per_node))
+    return tuple(checks)
+
+
+_QUOTA_CAVEAT = "the AWS documentation we searched does not say whether Capacity Block instances count against it"
+
+
+def _quota_check(quota: QuotaReading | None, nodes: int, vcpus: int | None) -> Check:
+    """The vCPU quota line; only a WARN at worst, since its relevance to blocks is unconfirmed."""
+    if quota is None or quota.value is None:
+        why = quota.error if quota is not None else "not read"
+        return Check(WARN, "vCPU quota", f"could not read the On-Demand vCPU quota ({why}); check it in the Service Quotas console.")
+    label = f"{quota.code} ({quota.name})"
+    if vcpus is None:
+        return Check(WARN, "vCPU quota", f"{label} is {quota.value:g} vCPUs but the instance type's vCPU count is unknown, so it was not compared.")
+    need = nodes * vcpus
+    if quota.value >= need:
+        return Check(OK, "vCPU quota", f"{label} is {quota.value:g} vCPUs, enough for {nodes} x {vcpus} = {need} ({_QUOTA_CAVEAT}).")
+    return Check(WARN, "vCPU quota", f"{label} is {quota.value:g} vCPUs, below {nodes} x {vcpus} = {need}; {_QUOTA_CAVEAT}, so request an increase if launches fail with VcpuLimitExceeded.")
+
+
+def run_preflight(
+    ec2: Any,
+    quotas: Any,
+    *,
+    reservation_id: str,
+    instance_type: str,
+    region: str,
+    nodes_required: int,
+    now: datetime,
+    vcpus_per_node: int | None = None,
+) -> PreflightReport:
+    """Read the reservation, its block status and the vCPU quota, and evaluate the go/no-go list.
+
+    A missing or malformed reservation id is a FAIL line, not an exception; other
+    AWS errors (credentials, permissions, network) raise UserError.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if not reservation_id:
+        return PreflightReport("", (Check(FAIL, "reservation", "the stack sets no kimi-k3:capacityReservationId."),))
+    if not _RESERVATION_ID.match(reservation_id):
+        return PreflightReport(reservation_id, (Check(FAIL, "reservation", f"{reservation_id!r} is not a reservation id (cr- followed by 17 hex digits)."),))
+    try:
+        items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "InvalidCapacityReservationId.NotFound":
+            raise translate_aws_error(exc, region) from None
+        items = []
+    except BotoCoreError as exc:  # credentials, region, endpoint
+        raise translate_aws_error(exc, region) from None
+    if not items:
+        return PreflightReport(reservation_id, (Check(FAIL, "reservation", f"{reservation_id} does not exist in {region} for this account."),))
+    reservation = Reservation.from_api(items[0])
+    block = None
+    if reservation.capacity_block_id:
+        block = block_statuses(ec2, [reservation.capacity_block_id]).get(reservation.capacity_block_id)
+    checks = evaluate_preflight(
+        reservation,
+        instance_type=instance_type,
+        region=region,
+        nodes_required=nodes_required,
+        now=now,
+        quota=read_vcpu_quota(quotas, instance_type),
+        vcpus_per_node=vcpus_per_node,
+        block=block,
+    )
+    return PreflightReport(reservation_id, checks)

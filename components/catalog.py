@@ -1,0 +1,154 @@
+"""Facts the library relies on: instance types, the model's footprint, pinned versions.
+
+Plain data, no Pulumi. Sources: ../shared/DESIGN.md (instance table, Capacity Block
+rules, vLLM recipe) and the AWS/EKS documentation. Update a pin here and its test
+data together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """An EC2 GPU instance type that can serve Kimi K3 (fully or as one node of a group)."""
+
+    name: str
+    """EC2 instance type name, e.g. ``p6-b300.48xlarge``."""
+    gpu: str
+    """GPU model, e.g. ``B300``."""
+    gpus: int
+    """GPUs per instance."""
+    gpu_memory_mib: int
+    """Memory per GPU in MiB."""
+    vcpus: int
+    """vCPUs per instance."""
+    memory_gib: int
+    """Host memory in GiB."""
+    efa_interfaces: int
+    """EFA interfaces the instance supports."""
+    network_cards: int
+    """Network cards (one EFA interface per card beyond the primary)."""
+    nvme_gb: int
+    """Local instance-store NVMe in GB."""
+    on_demand_usd_per_hour: float
+    """Approximate us-east-1 on-demand price, for cost estimates only."""
+
+    @property
+    def gpu_memory_gb(self) -> float:
+        """Total GPU memory of the instance in GB (10^9 bytes)."""
+        return self.gpus * self.gpu_memory_mib * 2**20 / 1e9
+
+
+INSTANCE_TYPES: MappingProxyType[str, InstanceType] = MappingProxyType(
+    {
+        t.name: t
+        for t in (
+            InstanceType("p6-b300.48xlarge", "B300", 8, 275_040, 192, 4096, 16, 17, 30_400, 142.4),
+            InstanceType("p6-b200.48xlarge", "B200", 8, 183_359, 192, 2048, 8, 8, 30_400, 113.9),
+            InstanceType("p5en.48xlarge", "H200", 8, 144_384, 192, 2048, 16, 16, 30_400, 63.3),
+        )
+    }
+)
+"""GPU instance types the library knows how to size for Kimi K3."""
+
+DEFAULT_GPU_INSTANCE_TYPE = "p6-b300.48xlarge"
+
+NON_GPU_FAMILIES = ("t", "m", "c", "r", "x", "z", "i", "d", "h", "a", "u", "hpc", "im", "is")
+"""Instance families that have no NVIDIA GPU: used to tell a typo from a wrong choice."""
+
+
+@dataclass(frozen=True)
+class ModelFootprint:
+    """What one copy of the model needs, used to check that a node group can hold it."""
+
+    model_id: str
+    served_model_name: str
+    total_params_b: float
+    active_params_b: float
+    experts: int
+    active_experts: int
+    weights_gb: float
+    """Size of the MXFP4 checkpoint on disk (upper end of 1.4-1.7 TB)."""
+    min_kv_cache_gb: float
+    """GPU memory to leave for KV cache and activations at a useful context length."""
+
+
+KIMI_K3 = ModelFootprint(
+    model_id="moonshotai/Kimi-K3",
+    served_model_name="Kimi-K3",
+    total_params_b=2800,
+    active_params_b=104,
+    experts=896,
+    active_experts=16,
+    weights_gb=1700,
+    min_kv_cache_gb=150,
+)
+
+
+def nodes_per_replica(instance: InstanceType, model: ModelFootprint = KIMI_K3) -> int:
+    """Smallest number of nodes whose GPU memory holds the weights plus KV cache."""
+    need = model.weights_gb + model.min_kv_cache_gb
+    nodes = 1
+    while nodes * instance.gpu_memory_gb * 0.95 < need:
+        nodes += 1
+    return nodes
+
+
+# --- Kubernetes / EKS -------------------------------------------------------
+
+SUPPORTED_EKS_VERSIONS = ("1.33", "1.34", "1.35")
+"""EKS versions this release is tested against (kubernetes-validate schemas exist for each)."""
+DEFAULT_EKS_VERSION = "1.34"
+
+EKS_ADDON_VERSIONS: MappingProxyType[str, MappingProxyType[str, str]] = MappingProxyType(
+    {
+        "1.33": MappingProxyType(
+            {
+                "vpc-cni": "v1.20.4-eksbuild.1",
+                "coredns": "v1.12.4-eksbuild.1",
+                "kube-proxy": "v1.33.5-eksbuild.2",
+                "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
+                "eks-node-monitoring-agent": "v1.4.1-eksbuild.1",
+            }
+        ),
+        "1.34": MappingProxyType(
+            {
+                "vpc-cni": "v1.20.4-eksbuild.1",
+                "coredns": "v1.12.4-eksbuild.1",
+                "kube-proxy": "v1.34.1-eksbuild.2",
+                "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
+                "eks-node-monitoring-agent": "v1.4.1-eksbuild.1",
+            }
+        ),
+        "1.35": MappingProxyType(
+            {
+                "vpc-cni": "v1.21.1-eksbuild.1",
+                "coredns": "v1.13.1-eksbuild.1",
+                "kube-proxy": "v1.35.0-eksbuild.2",
+                "eks-pod-identity-agent": "v1.3.10-eksbuild.1",
+                "eks-node-monitoring-agent": "v1.5.0-eksbuild.1",
+            }
+        ),
+    }
+)
+"""Managed add-on versions pinned per cluster version (``aws eks describe-addon-versions``)."""
+
+# --- Helm charts --------------------------------------------------------------
+
+NVIDIA_DEVICE_PLUGIN_CHART = ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.20.0")
+EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "0.5.30")
+DCGM_EXPORTER_CHART = ("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", "4.6.0")
+AWS_LOAD_BALANCER_CONTROLLER_CHART = ("aws-load-balancer-controller", "https://aws.github.io/eks-charts", "3.5.0")
+LWS_CHART = ("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
+"""(chart, repository, pinned version) for each cluster add-on installed from Helm."""
+
+# --- Serving ------------------------------------------------------------------
+
+VLLM_IMAGE_REPOSITORY = "vllm/vllm-openai"
+VLLM_IMAGE_SEED_TAG = "kimi-k3"
+MODEL_MOUNT_PATH = "/models/kimi-k3"
+API_PORT = 8000
+ENGINE_READY_TIMEOUT_S = 3600

@@ -1,0 +1,281 @@
+"""``kimi-k3 capacity``: find, buy, inspect and preflight EC2 Capacity Blocks.
+
+Buying a block is irreversible and expensive, so it is an explicit operator
+action here rather than a side effect of ``pulumi up``. The AWS logic lives in
+:mod:`components.capacity_ops`; this module only wires argparse and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from components import capacity_ops as ops
+from components.errors import UserError
+
+DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
+CONFIG_KEY = "kimi-k3:capacityReservationId"
+
+
+def utcnow() -> datetime:
+    """The current time in UTC (tests replace this to pin the clock)."""
+    return datetime.now(timezone.utc)
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def format_delta(delta: timedelta) -> str:
+    """``9d 3h 30m`` style duration (sign dropped; callers say "in"/"ago")."""
+    minutes = int(abs(delta).total_seconds() // 60)
+    days, rem = divmod(minutes, 1440)
+    hours, mins = divmod(rem, 60)
+    parts = [f"{days}d"] if days else []
+    if days or hours:
+        parts.append(f"{hours}h")
+    parts.append(f"{mins}m")
+    return " ".join(parts)
+
+
+def _relative(when: datetime | None, now: datetime, future: str, past: str) -> str:
+    """"in 2d 1h 0m" / "3h 5m ago" relative to ``now``."""
+    if when is None:
+        return "-"
+    delta = when - now
+    return f"{future} {format_delta(delta)}" if delta > timedelta(0) else f"{past} {format_delta(delta)} ago"
+
+
+def _ts(when: datetime | None) -> str:
+    """A UTC timestamp to the minute."""
+    return "-" if when is None else when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _days(hours: int) -> str:
+    """``7d (168h)`` or ``30h`` for block durations."""
+    return f"{hours // 24}d ({hours}h)" if hours % 24 == 0 else f"{hours}h"
+
+
+def _table(rows: list[list[str]]) -> str:
+    """Left-aligned columns separated by two spaces."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _query(args: argparse.Namespace, now: datetime) -> ops.OfferingQuery:
+    """Validated offering search from the shared search flags."""
+    return ops.build_offering_query(
+        instance_type=args.instance_type,
+        count=args.count,
+        days=args.days,
+        now=now,
+        start_after=ops.parse_when(args.start_after, "--start-after") if args.start_after else None,
+        start_before=ops.parse_when(args.start_before, "--start-before") if args.start_before else None,
+    )
+
+
+def _search_flags(args: argparse.Namespace, region: str) -> str:
+    """The search flags to repeat on a purchase command line."""
+    flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
+    if args.start_after:
+        flags += f" --start-after {args.start_after}"
+    if args.start_before:
+        flags += f" --start-before {args.start_before}"
+    return f"{flags} --region {region}"
+
+
+def cmd_offerings(args: argparse.Namespace) -> int:
+    """List offerings, cheapest first."""
+    now = utcnow()
+    query = _query(args, now)
+    clients = ops.make_clients(args.region)
+    offerings = ops.find_offerings(clients.ec2, query)
+    region = clients.region
+    print(f"Capacity Block offerings for {query.count} x {query.instance_type}, {query.days} days, in {region} (cheapest first):")
+    if not offerings:
+        print("No offerings matched. Try other dates, another duration or fewer instances.")
+        return 0
+    rows = [["OFFERING", "AZ", "START (UTC)", "END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
+    for o in offerings:
+        rows.append([o.offering_id, o.availability_zone, _ts(o.start), _ts(o.end), _days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
+    print(_table(rows))
+    print(f"\nTo buy one (irreversible): kimi-k3 capacity purchase OFFERING_ID {_search_flags(args, region)}")
+    return 0
+
+
+def _confirm(prompt: str) -> bool:
+    """Ask on stdin; True only for an explicit yes."""
+    try:
+        answer = input(prompt)
+    except EOFError:
+        return False
+    return answer.strip().lower() in {"y", "yes"}
+
+
+def cmd_purchase(args: argparse.Namespace) -> int:
+    """Look the offering up, show price and window, confirm, buy, print the stack config line."""
+    ops.validate_offering_id(args.offering_id)
+    now = utcnow()
+    query = _query(args, now)
+    if not args.yes and not sys.stdin.isatty():
+        raise UserError("refusing to buy a Capacity Block without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
+    clients = ops.make_clients(args.region)
+    offering = ops.find_offering(clients.ec2, query, args.offering_id)
+    print(f"Offering {offering.offering_id}: {offering.instance_count} x {offering.instance_type} in {offering.availability_zone} ({clients.region})")
+    print(f"  window       {_ts(offering.start)} UTC -> {_ts(offering.end)} UTC, {_days(offering.duration_hours)}, starts {_relative(offering.start, now, 'in', 'started')}")
+    print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
+    print("A Capacity Block purchase cannot be cancelled or refunded.")
+    if not args.yes and not _confirm(f"Buy this Capacity Block for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
+        print("Not purchased.")
+        return 1
+    reservation = ops.purchase_block(clients.ec2, offering.offering_id)
+    rid = reservation.reservation_id
+    stack = args.stack or "STACK"
+    print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.total_instances} x {reservation.instance_type} in {reservation.availability_zone}).")
+    print(f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):")
+    print(f"  {CONFIG_KEY}: {rid}")
+    print("or run:")
+    print(f"  pulumi config set {CONFIG_KEY} {rid} -s {stack}")
+    print(f"Before the block starts, run: kimi-k3 capacity preflight {stack}")
+    return 0
+
+
+def _print_one(view: ops.ReservationView, now: datetime) -> None:
+    """Detailed status of one reservation."""
+    r, b = view.reservation, view.block
+    az = f"{r.availability_zone} ({r.availability_zone_id})" if r.availability_zone_id else r.availability_zone
+    print(f"{r.reservation_id}  {r.state}  ({r.reservation_type})")
+    print(f"  instance type  {r.instance_type}")
+    print(f"  AZ             {az}")
+    print(f"  window         {_ts(r.start)} UTC -> {_ts(r.end)} UTC")
+    print(f"  start          {_relative(r.start, now, 'in', 'started')}")
+    print(f"  end            {_relative(r.end, now, 'in', 'ended')}")
+    print(f"  instances      {r.total_instances} reserved, {r.in_use} in use, {r.available_instances} available")
+    if b is not None:
+        print(f"  block          {b.capacity_block_id}: interconnect {b.interconnect_status}, {b.unavailable} of {b.total} unavailable")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Show one reservation, or all Capacity Block reservations in the region."""
+    if args.reservation_id:
+        ops.validate_reservation_id(args.reservation_id)
+    now = utcnow()
+    clients = ops.make_clients(args.region)
+    views = ops.reservation_status(clients.ec2, args.reservation_id)
+    if args.reservation_id:
+        _print_one(views[0], now)
+        return 0
+    if not views:
+        print(f"No Capacity Block reservations in {clients.region}.")
+        return 0
+    rows = [["RESERVATION", "STATE", "INSTANCE TYPE", "AZ", "START (UTC)", "END (UTC)", "STARTS/ENDS", "IN USE/RESERVED"]]
+    for v in views:
+        r = v.reservation
+        if r.start is not None and r.start > now:
+            when = _relative(r.start, now, "starts in", "started")
+        else:
+            when = _relative(r.end, now, "ends in", "ended")
+        rows.append([r.reservation_id, r.state, r.instance_type, r.availability_zone, _ts(r.start), _ts(r.end), when, f"{r.in_use}/{r.total_instances}"])
+    print(f"Capacity Block reservations in {clients.region} (now {_ts(now)} UTC):")
+    print(_table(rows))
+    return 0
+
+
+def _vcpus(instance_type: str) -> int | None:
+    """vCPUs per instance from the catalog, or None if the catalog does not know the type."""
+    try:
+        from components.catalog import INSTANCE_TYPES
+    except ImportError:  # pragma: no cover - catalog is part of the package
+        return None
+    entry = INSTANCE_TYPES.get(instance_type)
+    return None if entry is None else int(entry.vcpus)
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    """Go/no-go list for the stack's Capacity Block; exit 0 on go, 1 on no-go."""
+    from components.settings import load_stack
+
+    s = load_stack(args.stack)
+    now = utcnow()
+    clients = ops.make_clients(s.region)
+    report = ops.run_preflight(
+        clients.ec2,
+        clients.quotas,
+        reservation_id=s.capacity.reservation_id,
+        instance_type=s.capacity.instance_type,
+        region=s.region,
+        nodes_required=s.nodes_required,
+        now=now,
+        vcpus_per_node=_vcpus(s.capacity.instance_type),
+    )
+    print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {_ts(now)} UTC:")
+    for c in report.checks:
+        print(f"{c.level:<4}  {c.name}: {c.message}")
+    fails, warns = report.count(ops.FAIL), report.count(ops.WARN)
+    if report.go:
+        print(f"GO ({warns} warning{'s' if warns != 1 else ''}): `pulumi up -s {args.stack}` can proceed.")
+        return 0
+    print(f"NO-GO: {fails} check{'s' if fails != 1 else ''} failed; fix them before the block starts.")
+    return 1
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def _positive_int(text: str) -> int:
+    """argparse type for integers (range checks happen in capacity_ops)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _add_search_flags(p: argparse.ArgumentParser, required: bool) -> None:
+    """Flags shared by ``offerings`` and ``purchase`` (purchase re-finds the offering with them)."""
+    p.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE, help=f"EC2 instance type (default {DEFAULT_INSTANCE_TYPE})")
+    p.add_argument("--count", type=_positive_int, required=required, help="instances in the block, 1-64")
+    p.add_argument("--days", type=_positive_int, required=required, help="duration: 1-14 days, or 21-182 in multiples of 7")
+    p.add_argument("--start-after", metavar="ISO", help="earliest start, e.g. 2026-06-10 or 2026-06-10T11:30Z (within 8 weeks)")
+    p.add_argument("--start-before", metavar="ISO", help="latest start (within 8 weeks)")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``capacity`` with its ``offerings``/``purchase``/``status``/``preflight`` subcommands."""
+    parser = subparsers.add_parser(
+        "capacity",
+        help="find, buy, inspect and preflight EC2 Capacity Blocks",
+        description="EC2 Capacity Block operations. Buying is irreversible and never happens during `pulumi up`.",
+    )
+    sub = parser.add_subparsers(dest="capacity_command", required=True, metavar="ACTION")
+
+    p = sub.add_parser("offerings", help="list Capacity Block offerings, cheapest first")
+    _add_search_flags(p, required=True)
+    p.add_argument("--region", help="AWS region (default: your AWS config)")
+    p.set_defaults(func=cmd_offerings)
+
+    p = sub.add_parser(
+        "purchase",
+        help="buy an offering (irreversible; asks for confirmation)",
+        description="Buy a Capacity Block offering. The search flags must be those the offering was listed with, "
+        "so the price and window can be shown again before buying.",
+    )
+    p.add_argument("offering_id", metavar="OFFERING_ID", help="cb-... id from `kimi-k3 capacity offerings`")
+    _add_search_flags(p, required=True)
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    p.add_argument("--stack", help="stack name to put into the printed `pulumi config set` command")
+    p.add_argument("--region", help="AWS region (default: your AWS config)")
+    p.set_defaults(func=cmd_purchase)
+
+    p = sub.add_parser("status", help="state, window and usage of Capacity Block reservations")
+    p.add_argument("reservation_id", metavar="RESERVATION_ID", nargs="?", help="cr-... id (default: all Capacity Blocks in the region)")
+    p.add_argument("--region", help="AWS region (default: your AWS config)")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("preflight", help="go/no-go checks on a stack's Capacity Block before it starts")
+    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    p.set_defaults(func=cmd_preflight)
+    return parser

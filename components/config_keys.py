@@ -1,0 +1,104 @@
+"""The stack config schema: every ``kimi-k3:*`` key, its type, default and meaning.
+
+One table serves three readers: the settings loader (types, defaults, unknown-key
+detection), ``Pulumi.yaml`` (a test checks it declares exactly these keys with the
+same types and defaults) and the README's config reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+PROJECT = "kimi-k3"
+
+KeyType = Literal["string", "integer", "boolean", "array"]
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One documented stack config key of the ``kimi-k3`` namespace."""
+
+    name: str
+    """Key without namespace, e.g. ``capacityReservationId``."""
+    type: KeyType
+    """Pulumi project config type (``string``, ``integer``, ``boolean`` or ``array``)."""
+    description: str
+    """What the key controls, as shown in Pulumi.yaml and the README."""
+    default: Any = None
+    """Default when unset; ``None`` means the key is required."""
+    secret: bool = False
+    """Whether the value must be set with ``pulumi config set --secret``."""
+
+    @property
+    def required(self) -> bool:
+        """A key without a default must be set in the stack."""
+        return self.default is None
+
+    @property
+    def full_name(self) -> str:
+        """Namespaced key as it appears in stack files, e.g. ``kimi-k3:vpcCidr``."""
+        return f"{PROJECT}:{self.name}"
+
+
+_KEYS = (
+    # --- stack --------------------------------------------------------------
+    ConfigKey("environment", "string", "Environment class of the stack: dev, staging or prod. prod enforces digest-pinned images, a private cluster endpoint and a pinned AMI release."),
+    # --- network ------------------------------------------------------------
+    ConfigKey("vpcCidr", "string", "IPv4 CIDR of the VPC (RFC 1918, /16 to /20). Private subnets get a /20 per AZ, public subnets a /24 per AZ.", "10.42.0.0/16"),
+    ConfigKey("availabilityZones", "array", "AZs of the VPC. Empty: the Capacity Block's AZ plus the next AZs of the region up to availabilityZoneCount. When set, it must include the Capacity Block's AZ.", []),
+    ConfigKey("availabilityZoneCount", "integer", "Number of AZs when availabilityZones is empty (2 to 4).", 2),
+    ConfigKey("natGateways", "string", "NAT gateways: 'single' (one shared, cheaper) or 'perAz' (one per AZ, survives an AZ outage).", "single"),
+    ConfigKey("flowLogRetentionDays", "integer", "Retention of the VPC flow logs in CloudWatch Logs, in days (a CloudWatch retention value).", 30),
+    ConfigKey("existingVpcId", "string", "Use this VPC instead of creating one (vpc-...). Requires existingPrivateSubnetIds and existingPublicSubnetIds.", ""),
+    ConfigKey("existingPrivateSubnetIds", "array", "Private subnet ids of the existing VPC, one per AZ, including the Capacity Block's AZ.", []),
+    ConfigKey("existingPublicSubnetIds", "array", "Public subnet ids of the existing VPC (for load balancers).", []),
+    # --- cluster ------------------------------------------------------------
+    ConfigKey("clusterVersion", "string", "EKS Kubernetes version (major.minor).", "1.34"),
+    ConfigKey("clusterEndpointPublicAccess", "boolean", "Expose the EKS API endpoint publicly (restricted to clusterPublicAccessCidrs). Must be false in prod.", False),
+    ConfigKey("clusterPublicAccessCidrs", "array", "CIDRs allowed to reach a public EKS API endpoint. Required when the endpoint is public; 0.0.0.0/0 is refused.", []),
+    ConfigKey("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries.", []),
+    ConfigKey("clusterServiceCidr", "string", "Kubernetes service CIDR; must not overlap the VPC.", "172.20.0.0/16"),
+    ConfigKey("clusterLogRetentionDays", "integer", "Retention of the EKS control-plane logs, in days (a CloudWatch retention value).", 90),
+    ConfigKey("systemNodeInstanceType", "string", "Instance type of the CPU system node group that runs cluster add-ons.", "m7i.xlarge"),
+    ConfigKey("systemNodeCount", "integer", "Nodes in the system node group (2 to 10, spread over the AZs).", 2),
+    # --- capacity block / GPU nodes ------------------------------------------
+    ConfigKey("capacityReservationId", "string", "EC2 Capacity Block reservation id (cr- followed by 17 hex digits), bought with 'kimi-k3 capacity purchase'."),
+    ConfigKey("gpuInstanceType", "string", "GPU instance type of the Capacity Block.", "p6-b300.48xlarge"),
+    ConfigKey("gpuAmiReleaseVersion", "string", "EKS AL2023 NVIDIA AMI release version to pin (e.g. 1.34.2-20251120). Empty: latest at creation. Required in prod.", ""),
+    ConfigKey("gpuRootVolumeGiB", "integer", "Encrypted root volume of GPU nodes in GiB (images and weights live on the RAID0 NVMe).", 200),
+    ConfigKey("efaEnabled", "boolean", "Attach EFA interfaces to GPU nodes and install the EFA device plugin. Needed only when one replica spans several nodes.", False),
+    ConfigKey("capacityAlertEmail", "string", "E-mail subscribed to the Capacity Block expiration/delivery alerts (SNS). Empty: topic only.", ""),
+    # --- GPU plugins ----------------------------------------------------------
+    ConfigKey("nvidiaDevicePluginVersion", "string", "Helm chart version of nvidia-device-plugin.", "0.20.0"),
+    ConfigKey("efaDevicePluginVersion", "string", "Helm chart version of aws-efa-k8s-device-plugin (0.5.10 or newer).", "0.5.30"),
+    ConfigKey("dcgmExporterEnabled", "boolean", "Install NVIDIA DCGM exporter for GPU metrics on GPU nodes.", True),
+    ConfigKey("dcgmExporterVersion", "string", "Helm chart version of dcgm-exporter.", "4.6.0"),
+    # --- serving ------------------------------------------------------------
+    ConfigKey("servingImage", "string", "vLLM image, pinned by digest (repo@sha256:...). A tag is refused in prod and warned about elsewhere.", "vllm/vllm-openai:kimi-k3"),
+    ConfigKey("modelId", "string", "Hugging Face model id.", "moonshotai/Kimi-K3"),
+    ConfigKey("modelRevision", "string", "Exact model revision: the 40-hex commit SHA of the Hugging Face repository."),
+    ConfigKey("weightsSource", "string", "Where the weights come from: 'huggingface' or 's3'.", "huggingface"),
+    ConfigKey("weightsS3Uri", "string", "S3 prefix holding the weights (s3://bucket/prefix/), same region. Required when weightsSource is s3.", ""),
+    ConfigKey("weightsSha256Manifest", "string", "Path inside the weights of a sha256sum manifest checked before serving. Empty: no check.", ""),
+    ConfigKey("tensorParallelSize", "integer", "vLLM --tensor-parallel-size (GPUs per node share one TP group).", 8),
+    ConfigKey("pipelineParallelSize", "integer", "vLLM --pipeline-parallel-size (nodes per replica when one node cannot hold the model).", 1),
+    ConfigKey("gpuMemoryUtilization", "string", "vLLM --gpu-memory-utilization, a decimal between 0.50 and 0.98.", "0.95"),
+    ConfigKey("maxModelLen", "integer", "vLLM --max-model-len (1024 to 1048576 tokens).", 262144),
+    ConfigKey("kvCacheDtype", "string", "vLLM --kv-cache-dtype: auto, fp8, fp8_e4m3 or fp8_e5m2.", "fp8"),
+    ConfigKey("vllmExtraArgs", "array", "Extra vLLM arguments appended verbatim (flags the library manages are refused).", []),
+    ConfigKey("engineReadyTimeoutSeconds", "integer", "VLLM_ENGINE_READY_TIMEOUT_S and the startup-probe budget (600 to 10800).", 3600),
+    ConfigKey("replicas", "integer", "Serving replicas. 0: one per group of reserved nodes.", 0),
+    ConfigKey("exposure", "string", "How the API is reached: 'cluster' (port-forward), 'internal' (internal NLB) or 'public' (NLB restricted to servingAllowedCidrs).", "cluster"),
+    ConfigKey("servingAllowedCidrs", "array", "CIDRs allowed to call the API through the load balancer (internal/public exposure).", []),
+    ConfigKey("serviceMonitorEnabled", "boolean", "Create a Prometheus Operator ServiceMonitor (needs its CRDs); otherwise scrape annotations.", False),
+    ConfigKey("apiKey", "string", "API key clients must send (Bearer). Set with: pulumi config set --secret kimi-k3:apiKey.", secret=True),
+    ConfigKey("huggingFaceToken", "string", "Hugging Face token for gated downloads. Set with --secret. Empty: anonymous.", "", secret=True),
+)
+
+CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
+"""All ``kimi-k3`` config keys by name, in documentation order."""
+
+PROVIDER_KEYS = ("aws:region",)
+"""Keys of other namespaces the program reads (the AWS provider's region)."""

@@ -1,0 +1,655 @@
+"""Typed, validated stack settings: the only place that reads stack config.
+
+Stack config (``kimi-k3:*`` keys and ``aws:region``) is turned into immutable
+dataclasses and checked as a whole *before* any resource is declared. A mistake
+raises :class:`~components.errors.SettingsError` naming the key, the bad value and
+what is accepted; under ``pulumi up`` that ends the run with that one line.
+
+Three entry points, one validator:
+
+* :func:`from_pulumi` – inside a Pulumi program (``__main__.py``);
+* :func:`load_stack` – from ``stacks/Pulumi.<stack>.yaml`` (CLI, offline plan);
+* :func:`from_values` – from a plain mapping (tests, other programs).
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from components import catalog
+from components.config_keys import CONFIG_KEYS, PROJECT, PROVIDER_KEYS, ConfigKey
+from components.errors import SettingsError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+STACKS_DIR = PROJECT_ROOT / "stacks"
+
+ENVIRONMENTS = ("dev", "staging", "prod")
+NAT_MODES = ("single", "perAz")
+WEIGHTS_SOURCES = ("huggingface", "s3")
+EXPOSURES = ("cluster", "internal", "public")
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+"""Retention values CloudWatch Logs accepts."""
+
+SECRET_PLACEHOLDER_PREFIX = "offline-placeholder-for-secret:"
+"""Stand-in for ``secure:`` values that cannot be decrypted offline."""
+
+REGION_RE = re.compile(r"^(us|eu|ap|sa|ca|me|af|il|mx)(-gov|-iso[a-z]?)?-(north|south|east|west|central|northeast|northwest|southeast|southwest)-\d$")
+RESERVATION_ID_RE = re.compile(r"^cr-[0-9a-f]{17}$")
+ROLE_ARN_RE = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+INSTANCE_TYPE_RE = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
+MODEL_ID_RE = re.compile(r"^[\w.-]+/[\w.-]+$")
+S3_URI_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.*'()/=]+/)$")
+IMAGE_RE = re.compile(
+    r"^(?P<repository>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+
+# vLLM flags the library sets itself; a duplicate in vllmExtraArgs would be ambiguous.
+MANAGED_VLLM_FLAGS = (
+    "--model", "--revision", "--served-model-name", "--tensor-parallel-size", "--pipeline-parallel-size",
+    "--port", "--host", "--api-key", "--gpu-memory-utilization", "--max-model-len", "--kv-cache-dtype",
+    "--tool-call-parser", "--reasoning-parser", "--load-format", "--download-dir",
+)
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A secret config value. Its repr never shows the value.
+
+    ``placeholder`` is true when the value could not be decrypted (offline plan):
+    the value is then a clearly marked stand-in, still handled as a secret.
+    """
+
+    value: str = field(repr=False)
+    placeholder: bool = False
+
+    def __repr__(self) -> str:
+        return "Secret(placeholder)" if self.placeholder else "Secret(***)"
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """A container image reference split into repository, tag and digest."""
+
+    repository: str
+    tag: str | None
+    digest: str | None
+
+    @property
+    def pinned(self) -> bool:
+        """True when the image is pinned by digest (``repo@sha256:…``)."""
+        return self.digest is not None
+
+    def __str__(self) -> str:
+        ref = self.repository
+        if self.tag:
+            ref += f":{self.tag}"
+        if self.digest:
+            ref += f"@{self.digest}"
+        return ref
+
+
+def parse_image_reference(ref: str) -> ImageReference | None:
+    """Parse ``repo[:tag][@sha256:…]``; ``None`` when it is not a valid reference."""
+    match = IMAGE_RE.match(ref)
+    if not match or not (match["tag"] or match["digest"]):
+        return None
+    return ImageReference(match["repository"], match["tag"], match["digest"])
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """VPC layout: CIDR, AZs, NAT mode, flow logs, or an existing VPC."""
+
+    vpc_cidr: str
+    availability_zones: tuple[str, ...]
+    """Explicit AZs; empty means derive them from the Capacity Block's AZ."""
+    availability_zone_count: int
+    nat_mode: str
+    flow_log_retention_days: int
+    existing_vpc_id: str | None
+    existing_private_subnet_ids: tuple[str, ...]
+    existing_public_subnet_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """EKS control plane and system node group."""
+
+    version: str
+    endpoint_public_access: bool
+    public_access_cidrs: tuple[str, ...]
+    admin_role_arns: tuple[str, ...]
+    service_cidr: str
+    log_retention_days: int
+    system_node_instance_type: str
+    system_node_count: int
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """The Capacity Block and the GPU node group bought with it."""
+
+    reservation_id: str
+    instance_type: str
+    ami_release_version: str | None
+    root_volume_gib: int
+    efa_enabled: bool
+    alert_email: str | None
+
+
+@dataclass(frozen=True)
+class GpuPluginSettings:
+    """Versions and switches of the GPU node plugins."""
+
+    nvidia_device_plugin_version: str
+    efa_device_plugin_version: str
+    dcgm_exporter_enabled: bool
+    dcgm_exporter_version: str
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """The vLLM serving stack: image, weights, engine and API exposure."""
+
+    image: ImageReference
+    model_id: str
+    model_revision: str
+    weights_source: str
+    weights_s3_uri: str | None
+    weights_sha256_manifest: str | None
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    kv_cache_dtype: str
+    extra_args: tuple[str, ...]
+    engine_ready_timeout_s: int
+    replicas: int
+    """0 means one replica per group of reserved nodes."""
+    exposure: str
+    allowed_cidrs: tuple[str, ...]
+    service_monitor_enabled: bool
+    api_key: Secret
+    hugging_face_token: Secret | None
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """Everything one stack needs, validated as a whole."""
+
+    project: str
+    stack: str
+    environment: str
+    region: str
+    network: NetworkSettings
+    cluster: ClusterSettings
+    capacity: CapacitySettings
+    plugins: GpuPluginSettings
+    serving: ServingSettings
+    warnings: tuple[str, ...] = ()
+    """Non-fatal findings (e.g. a floating image tag outside prod), shown by the program."""
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        """Catalog facts of the GPU instance type."""
+        return catalog.INSTANCE_TYPES[self.capacity.instance_type]
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """GPU nodes one replica spans (pipeline stages across nodes)."""
+        return self.serving.pipeline_parallel_size
+
+    @property
+    def nodes_required(self) -> int:
+        """GPU nodes the stack needs at minimum (configured replicas, or one replica)."""
+        return max(1, self.serving.replicas) * self.nodes_per_replica
+
+    @property
+    def production(self) -> bool:
+        """True for the prod environment, which applies the strict rules."""
+        return self.environment == "prod"
+
+
+# --- reading raw config -------------------------------------------------------
+
+
+def from_pulumi() -> StackSettings:
+    """Read and validate the running Pulumi program's config."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    values: dict[str, Any] = dict(runtime_config.get_config_env())
+    values.update(runtime_config.CONFIG.get())
+    secret_keys = set(runtime_config.get_config_secret_keys_env()) | {
+        k for k in values if runtime_config.is_config_secret(k)
+    }
+    return from_values(values, secret_keys, project=pulumi.get_project(), stack=pulumi.get_stack())
+
+
+def stack_file(stack: str, root: Path | None = None) -> Path:
+    """Path of ``stacks/Pulumi.<stack>.yaml``."""
+    return (root / "stacks" if root else STACKS_DIR) / f"Pulumi.{stack}.yaml"
+
+
+def read_stack_file(stack: str, root: Path | None = None) -> tuple[dict[str, str], set[str]]:
+    """Read a stack file into Pulumi's wire form: ``{"ns:key": "string"}`` and the secret keys.
+
+    ``secure:`` entries cannot be decrypted offline; they become a marked placeholder
+    and are reported as secret so nothing downstream writes them in clear.
+    """
+    path = stack_file(stack, root)
+    if not path.is_file():
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
+        raise SettingsError("stack", stack, f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise SettingsError("stack", stack, f"{path.name} is not valid YAML: {err}") from None
+    raw = document.get("config") or {}
+    if not isinstance(raw, dict):
+        raise SettingsError("config", raw, f"{path.name}: 'config' must be a mapping of keys to values")
+    values: dict[str, str] = {}
+    secret_keys: set[str] = set()
+    for key, value in raw.items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            values[key] = f"{SECRET_PLACEHOLDER_PREFIX}{key}"
+            secret_keys.add(key)
+        else:
+            values[key] = _to_wire(value)
+    return values, secret_keys
+
+
+def load_stack(stack: str, root: Path | None = None) -> StackSettings:
+    """Read and validate ``stacks/Pulumi.<stack>.yaml``."""
+    values, secret_keys = read_stack_file(stack, root)
+    return from_values(values, secret_keys, project=PROJECT, stack=stack)
+
+
+def _to_wire(value: Any) -> str:
+    """Render a YAML value the way the Pulumi CLI hands it to the program."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+# --- validation -----------------------------------------------------------------
+
+
+class _Reader:
+    """Typed access to raw config values, one key at a time."""
+
+    def __init__(self, values: Mapping[str, Any], secret_keys: Iterable[str]) -> None:
+        self.values = values
+        self.secret_keys = set(secret_keys)
+
+    def raw(self, key: ConfigKey) -> Any:
+        return self.values.get(key.full_name)
+
+    def get(self, name: str) -> Any:
+        key = CONFIG_KEYS[name]
+        raw = self.raw(key)
+        if raw is None or (raw == "" and key.type == "string" and key.required):
+            if key.required:
+                how = "pulumi config set --secret" if key.secret else "pulumi config set"
+                raise SettingsError(key.full_name, None, f"it is required: {key.description} Set it with `{how} {key.full_name} <value>`")
+            return key.default if not isinstance(key.default, list) else tuple(key.default)
+        return self._convert(key, raw)
+
+    def _convert(self, key: ConfigKey, raw: Any) -> Any:
+        if key.type == "string":
+            return str(raw)
+        if key.type == "integer":
+            if isinstance(raw, bool):
+                raise SettingsError(key.full_name, raw, "expected a whole number")
+            if isinstance(raw, int):
+                return raw
+            if isinstance(raw, float) and raw.is_integer():
+                return int(raw)
+            try:
+                return int(str(raw).strip())
+            except ValueError:
+                raise SettingsError(key.full_name, raw, "expected a whole number") from None
+        if key.type == "boolean":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("true", "false"):
+                return text == "true"
+            raise SettingsError(key.full_name, raw, "expected true or false")
+        # array: the CLI passes structured values as JSON
+        items = raw
+        if isinstance(raw, str):
+            try:
+                items = json.loads(raw)
+            except json.JSONDecodeError:
+                raise SettingsError(key.full_name, raw, "expected a list of strings, e.g. [\"a\", \"b\"]") from None
+        if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+            raise SettingsError(key.full_name, raw, "expected a list of strings, e.g. [\"a\", \"b\"]")
+        return tuple(items)
+
+    def secret(self, name: str) -> Secret | None:
+        key = CONFIG_KEYS[name]
+        value = self.get(name)
+        if value in ("", None):
+            return None
+        if key.full_name not in self.secret_keys:
+            raise SettingsError(key.full_name, "<plain text value>", f"it must be a secret: set it with `pulumi config set --secret {key.full_name} <value>`")
+        return Secret(value, placeholder=str(value).startswith(SECRET_PLACEHOLDER_PREFIX))
+
+
+def _key(name: str) -> str:
+    return CONFIG_KEYS[name].full_name
+
+
+def _one_of(name: str, value: Any, accepted: Iterable[Any]) -> Any:
+    accepted = tuple(accepted)
+    if value not in accepted:
+        raise SettingsError(_key(name), value, f"accepted: {', '.join(map(str, accepted))}")
+    return value
+
+
+def _in_range(name: str, value: int | float, low: float, high: float) -> Any:
+    if not low <= value <= high:
+        raise SettingsError(_key(name), value, f"accepted: {low} to {high}")
+    return value
+
+
+def _network(name: str, value: str, *, private: bool = False) -> ipaddress.IPv4Network:
+    try:
+        net = ipaddress.IPv4Network(value, strict=True)
+    except ValueError as err:
+        raise SettingsError(_key(name), value, f"expected an IPv4 CIDR such as 10.42.0.0/16 ({err})") from None
+    if private and not net.is_private:
+        raise SettingsError(_key(name), value, "expected a private RFC 1918 range (10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16)")
+    return net
+
+
+def _cidr_list(name: str, values: tuple[str, ...], *, allow_world: bool) -> tuple[str, ...]:
+    for value in values:
+        net = _network(name, value)
+        if net.prefixlen == 0 and not allow_world:
+            raise SettingsError(_key(name), value, "0.0.0.0/0 opens the endpoint to the whole internet; list the CIDRs of your networks instead")
+    return values
+
+
+def _unknown_keys(values: Mapping[str, Any]) -> None:
+    ours = {k.full_name for k in CONFIG_KEYS.values()}
+    for key in values:
+        if key.startswith(f"{PROJECT}:") and key not in ours:
+            close = difflib.get_close_matches(key, sorted(ours), n=1)
+            hint = f"did you mean {close[0]}?" if close else f"known keys: {', '.join(sorted(ours))}"
+            raise SettingsError(key, values[key] if "secret" not in key.lower() else "***", f"unknown key; {hint}")
+
+
+def _region(values: Mapping[str, Any]) -> str:
+    region = values.get("aws:region")
+    if region in (None, ""):
+        raise SettingsError("aws:region", None, "it is required: the AWS region of the stack, e.g. us-east-2 (pulumi config set aws:region us-east-2)")
+    if not REGION_RE.match(str(region)):
+        raise SettingsError("aws:region", region, "expected an AWS region name such as us-east-1, us-west-2 or eu-north-1")
+    return str(region)
+
+
+def _instance_type(name: str, value: str) -> str:
+    if value in catalog.INSTANCE_TYPES:
+        return value
+    known = ", ".join(catalog.INSTANCE_TYPES)
+    match = INSTANCE_TYPE_RE.match(value)
+    if match and match.group(1) in catalog.NON_GPU_FAMILIES:
+        raise SettingsError(_key(name), value, f"not a GPU instance type; accepted: {known}")
+    raise SettingsError(_key(name), value, f"unknown instance type; accepted: {known}")
+
+
+def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, project: str = PROJECT, stack: str = "dev") -> StackSettings:
+    """Validate raw config (``{"ns:key": value}``) into :class:`StackSettings`.
+
+    Raises :class:`SettingsError` on the first mistake found.
+    """
+    _unknown_keys(values)
+    r = _Reader(values, secret_keys)
+    warnings: list[str] = []
+
+    environment = _one_of("environment", r.get("environment"), ENVIRONMENTS)
+    prod = environment == "prod"
+    region = _region(values)
+
+    network = _validate_network(r, region)
+    cluster = _validate_cluster(r, prod, network)
+    capacity = _validate_capacity(r, prod)
+    plugins = _validate_plugins(r)
+    serving = _validate_serving(r, prod, region, capacity, warnings)
+
+    return StackSettings(
+        project=project,
+        stack=stack,
+        environment=environment,
+        region=region,
+        network=network,
+        cluster=cluster,
+        capacity=capacity,
+        plugins=plugins,
+        serving=serving,
+        warnings=tuple(warnings),
+    )
+
+
+def _validate_network(r: _Reader, region: str) -> NetworkSettings:
+    vpc = _network("vpcCidr", r.get("vpcCidr"), private=True)
+    az_count = _in_range("availabilityZoneCount", r.get("availabilityZoneCount"), 2, 4)
+    azs = r.get("availabilityZones")
+    for az in azs:
+        if not re.fullmatch(rf"{re.escape(region)}[a-z]", az):
+            raise SettingsError(_key("availabilityZones"), az, f"expected AZ names of region {region}, e.g. {region}a")
+    if len(set(azs)) != len(azs):
+        raise SettingsError(_key("availabilityZones"), list(azs), "each AZ once")
+    if azs and len(azs) < 2:
+        raise SettingsError(_key("availabilityZones"), list(azs), "at least 2 AZs (EKS needs subnets in two AZs)")
+    n_azs = len(azs) or az_count
+    # a /20 private and a /24 public subnet per AZ, carved from the VPC
+    needed = n_azs * (2 ** (32 - 20) + 2 ** (32 - 24))
+    if vpc.prefixlen > 20 or vpc.num_addresses < needed:
+        smallest = 32 - (needed - 1).bit_length()
+        raise SettingsError(_key("vpcCidr"), str(vpc), f"too small for {n_azs} AZs (a /20 private and a /24 public subnet per AZ); use a /{smallest} or larger")
+    if vpc.prefixlen < 16:
+        raise SettingsError(_key("vpcCidr"), str(vpc), "accepted: a prefix between /16 and /20 (AWS VPC limits)")
+    existing_vpc = r.get("existingVpcId") or None
+    private_ids = r.get("existingPrivateSubnetIds")
+    public_ids = r.get("existingPublicSubnetIds")
+    if existing_vpc:
+        if not re.fullmatch(r"vpc-[0-9a-f]{8}([0-9a-f]{9})?", existing_vpc):
+            raise SettingsError(_key("existingVpcId"), existing_vpc, "expected a VPC id such as vpc-0a1b2c3d4e5f67890")
+        if not private_ids:
+            raise SettingsError(_key("existingPrivateSubnetIds"), [], "required with existingVpcId: the private subnet ids, one per AZ")
+    elif private_ids or public_ids:
+        raise SettingsError(_key("existingPrivateSubnetIds"), list(private_ids or public_ids), "only used together with existingVpcId")
+    for name, ids in (("existingPrivateSubnetIds", private_ids), ("existingPublicSubnetIds", public_ids)):
+        for subnet in ids:
+            if not re.fullmatch(r"subnet-[0-9a-f]{8}([0-9a-f]{9})?", subnet):
+                raise SettingsError(_key(name), subnet, "expected subnet ids such as subnet-0a1b2c3d4e5f67890")
+    return NetworkSettings(
+        vpc_cidr=str(vpc),
+        availability_zones=azs,
+        availability_zone_count=az_count,
+        nat_mode=_one_of("natGateways", r.get("natGateways"), NAT_MODES),
+        flow_log_retention_days=_one_of("flowLogRetentionDays", r.get("flowLogRetentionDays"), LOG_RETENTION_DAYS),
+        existing_vpc_id=existing_vpc,
+        existing_private_subnet_ids=private_ids,
+        existing_public_subnet_ids=public_ids,
+    )
+
+
+def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> ClusterSettings:
+    version = r.get("clusterVersion")
+    if version not in catalog.SUPPORTED_EKS_VERSIONS:
+        raise SettingsError(_key("clusterVersion"), version, f"accepted: {', '.join(catalog.SUPPORTED_EKS_VERSIONS)} (quote it in YAML: \"1.34\")")
+    public = r.get("clusterEndpointPublicAccess")
+    if public and prod:
+        raise SettingsError(_key("clusterEndpointPublicAccess"), True, "must be false in prod: the API endpoint stays private (reach it through the VPC, a VPN or a bastion)")
+    cidrs = _cidr_list("clusterPublicAccessCidrs", r.get("clusterPublicAccessCidrs"), allow_world=False)
+    if public and not cidrs:
+        raise SettingsError(_key("clusterPublicAccessCidrs"), [], "required when clusterEndpointPublicAccess is true: the CIDRs of your networks (never 0.0.0.0/0)")
+    for arn in r.get("clusterAdminRoleArns"):
+        if not ROLE_ARN_RE.match(arn):
+            raise SettingsError(_key("clusterAdminRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/platform-admin")
+    service = _network("clusterServiceCidr", r.get("clusterServiceCidr"), private=True)
+    if service.overlaps(ipaddress.IPv4Network(network.vpc_cidr)):
+        raise SettingsError(_key("clusterServiceCidr"), str(service), f"must not overlap the VPC CIDR {network.vpc_cidr}")
+    if not 12 <= service.prefixlen <= 24:
+        raise SettingsError(_key("clusterServiceCidr"), str(service), "accepted: a prefix between /12 and /24 (EKS limits)")
+    system_type = r.get("systemNodeInstanceType")
+    if not INSTANCE_TYPE_RE.match(system_type) or system_type in catalog.INSTANCE_TYPES or system_type.startswith(("p", "g")):
+        raise SettingsError(_key("systemNodeInstanceType"), system_type, "expected a CPU instance type such as m7i.xlarge (GPU nodes come from the Capacity Block)")
+    return ClusterSettings(
+        version=version,
+        endpoint_public_access=public,
+        public_access_cidrs=cidrs,
+        admin_role_arns=r.get("clusterAdminRoleArns"),
+        service_cidr=str(service),
+        log_retention_days=_one_of("clusterLogRetentionDays", r.get("clusterLogRetentionDays"), LOG_RETENTION_DAYS),
+        system_node_instance_type=system_type,
+        system_node_count=_in_range("systemNodeCount", r.get("systemNodeCount"), 2, 10),
+    )
+
+
+def _validate_capacity(r: _Reader, prod: bool) -> CapacitySettings:
+    reservation = r.get("capacityReservationId")
+    if not RESERVATION_ID_RE.match(reservation):
+        raise SettingsError(_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
+    ami = r.get("gpuAmiReleaseVersion") or None
+    if ami and not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", ami):
+        raise SettingsError(_key("gpuAmiReleaseVersion"), ami, "expected an EKS AMI release version such as 1.34.2-20251120")
+    if prod and not ami:
+        raise SettingsError(_key("gpuAmiReleaseVersion"), None, "required in prod: pin the AL2023 NVIDIA AMI release so node replacements are reproducible")
+    email = r.get("capacityAlertEmail") or None
+    if email and not EMAIL_RE.match(email):
+        raise SettingsError(_key("capacityAlertEmail"), email, "expected an e-mail address such as oncall@example.com")
+    return CapacitySettings(
+        reservation_id=reservation,
+        instance_type=_instance_type("gpuInstanceType", r.get("gpuInstanceType")),
+        ami_release_version=ami,
+        root_volume_gib=_in_range("gpuRootVolumeGiB", r.get("gpuRootVolumeGiB"), 100, 2000),
+        efa_enabled=r.get("efaEnabled"),
+        alert_email=email,
+    )
+
+
+def _chart_version(name: str, value: str, minimum: tuple[int, ...] | None = None) -> str:
+    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)", value)
+    if not match:
+        raise SettingsError(_key(name), value, "expected a chart version such as 0.20.0")
+    if minimum and tuple(map(int, match.groups())) < minimum:
+        raise SettingsError(_key(name), value, f"accepted: {'.'.join(map(str, minimum))} or newer (older versions misdetect NVLink devices on p6)")
+    return value.lstrip("v")
+
+
+def _validate_plugins(r: _Reader) -> GpuPluginSettings:
+    return GpuPluginSettings(
+        nvidia_device_plugin_version=_chart_version("nvidiaDevicePluginVersion", r.get("nvidiaDevicePluginVersion")),
+        efa_device_plugin_version=_chart_version("efaDevicePluginVersion", r.get("efaDevicePluginVersion"), (0, 5, 10)),
+        dcgm_exporter_enabled=r.get("dcgmExporterEnabled"),
+        dcgm_exporter_version=_chart_version("dcgmExporterVersion", r.get("dcgmExporterVersion")),
+    )
+
+
+def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySettings, warnings: list[str]) -> ServingSettings:
+    raw_image = r.get("servingImage")
+    image = parse_image_reference(raw_image)
+    if image is None:
+        raise SettingsError(_key("servingImage"), raw_image, "expected an image reference repo@sha256:<64 hex> (or repo:tag outside prod)")
+    if not image.pinned:
+        if prod:
+            raise SettingsError(_key("servingImage"), raw_image, "prod requires an image pinned by digest: repo@sha256:<64 hex> (docker buildx imagetools inspect <image> prints it)")
+        warnings.append(f"{_key('servingImage')}: {raw_image} is a floating tag; pin it by digest (repo@sha256:...) before prod")
+
+    model_id = r.get("modelId")
+    if not MODEL_ID_RE.match(model_id):
+        raise SettingsError(_key("modelId"), model_id, "expected a Hugging Face model id such as moonshotai/Kimi-K3")
+    revision = r.get("modelRevision")
+    if not SHA1_RE.match(revision):
+        raise SettingsError(_key("modelRevision"), revision, "expected the 40-hex commit SHA of the model repository (a branch such as 'main' moves)")
+
+    source = _one_of("weightsSource", r.get("weightsSource"), WEIGHTS_SOURCES)
+    s3_uri = r.get("weightsS3Uri") or None
+    if source == "s3":
+        if not s3_uri:
+            raise SettingsError(_key("weightsS3Uri"), None, "required when weightsSource is s3: s3://bucket/prefix/ in the stack's region")
+        if not S3_URI_RE.match(s3_uri):
+            raise SettingsError(_key("weightsS3Uri"), s3_uri, "expected s3://bucket/prefix/ (with the trailing slash; no wildcards)")
+    elif s3_uri:
+        raise SettingsError(_key("weightsS3Uri"), s3_uri, "only used when weightsSource is s3")
+    manifest = r.get("weightsSha256Manifest") or None
+    if manifest and (manifest.startswith("/") or ".." in manifest.split("/")):
+        raise SettingsError(_key("weightsSha256Manifest"), manifest, "expected a path relative to the weights directory, e.g. SHA256SUMS")
+
+    instance = catalog.INSTANCE_TYPES[capacity.instance_type]
+    tp = r.get("tensorParallelSize")
+    pp = _in_range("pipelineParallelSize", r.get("pipelineParallelSize"), 1, 8)
+    if tp != instance.gpus:
+        raise SettingsError(_key("tensorParallelSize"), tp, f"must equal the GPUs of one {instance.name} node ({instance.gpus}); scale across nodes with pipelineParallelSize")
+    needed_nodes = catalog.nodes_per_replica(instance)
+    if pp < needed_nodes:
+        raise SettingsError(
+            _key("pipelineParallelSize"), pp,
+            f"one replica needs at least {needed_nodes} {instance.name} nodes ({instance.gpu_memory_gb:.0f} GB of GPU memory each, the model needs ~{catalog.KIMI_K3.weights_gb + catalog.KIMI_K3.min_kv_cache_gb:.0f} GB): set it to {needed_nodes} (TP={tp} x PP={needed_nodes} = {tp * needed_nodes} GPUs)",
+        )
+    if pp > 1 and not capacity.efa_enabled:
+        raise SettingsError(_key("efaEnabled"), False, f"must be true when a replica spans {pp} nodes (pipelineParallelSize={pp}): cross-node traffic needs EFA")
+
+    try:
+        gpu_util = float(r.get("gpuMemoryUtilization"))
+    except ValueError:
+        raise SettingsError(_key("gpuMemoryUtilization"), r.get("gpuMemoryUtilization"), "expected a decimal between 0.50 and 0.98") from None
+    _in_range("gpuMemoryUtilization", gpu_util, 0.5, 0.98)
+
+    extra = r.get("vllmExtraArgs")
+    for arg in extra:
+        flag = arg.split("=", 1)[0]
+        if flag in MANAGED_VLLM_FLAGS:
+            raise SettingsError(_key("vllmExtraArgs"), arg, f"{flag} is set by the library from its own key; accepted: any other vLLM flag")
+
+    exposure = _one_of("exposure", r.get("exposure"), EXPOSURES)
+    allowed = _cidr_list("servingAllowedCidrs", r.get("servingAllowedCidrs"), allow_world=not prod)
+    if exposure == "public" and not allowed:
+        raise SettingsError(_key("servingAllowedCidrs"), [], "required when exposure is public: the client CIDRs allowed to call the API")
+    if exposure == "public" and any(ipaddress.IPv4Network(c).prefixlen == 0 for c in allowed):
+        warnings.append(f"{_key('servingAllowedCidrs')}: 0.0.0.0/0 exposes the API to the internet (API key required)")
+
+    api_key = r.secret("apiKey")
+    if api_key is None:
+        raise SettingsError(_key("apiKey"), None, "required: set it with `pulumi config set --secret kimi-k3:apiKey <key>`")
+
+    return ServingSettings(
+        image=image,
+        model_id=model_id,
+        model_revision=revision,
+        weights_source=source,
+        weights_s3_uri=s3_uri,
+        weights_sha256_manifest=manifest,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        gpu_memory_utilization=gpu_util,
+        max_model_len=_in_range("maxModelLen", r.get("maxModelLen"), 1024, 1_048_576),
+        kv_cache_dtype=_one_of("kvCacheDtype", r.get("kvCacheDtype"), KV_CACHE_DTYPES),
+        extra_args=extra,
+        engine_ready_timeout_s=_in_range("engineReadyTimeoutSeconds", r.get("engineReadyTimeoutSeconds"), 600, 10_800),
+        replicas=_in_range("replicas", r.get("replicas"), 0, 64),
+        exposure=exposure,
+        allowed_cidrs=allowed,
+        service_monitor_enabled=r.get("serviceMonitorEnabled"),
+        api_key=api_key,
+        hugging_face_token=r.secret("huggingFaceToken"),
+    )

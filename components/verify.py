@@ -1,0 +1,521 @@
+"""Checks that an OpenAI-compatible endpoint serves Kimi K3 as the API contract says.
+
+The API contract (DESIGN.md, "The three contracts"): OpenAI-compatible chat
+completions on port 8000, served model name ``Kimi-K3``, an API key, tool
+calling and reasoning output on. Each check here takes an ``openai.OpenAI``
+client, makes one request and returns a frozen :class:`CheckResult` with its
+timings; nothing is printed (``components.cli.verify`` does that).
+
+A server that answers wrongly gives a failed result. A server that cannot be
+reached, or that rejects the API key, raises :class:`EndpointUnreachable` or
+:class:`EndpointRejectedKey` (both :class:`~components.errors.UserError`):
+running the remaining checks would only repeat the same message.
+
+Reasoning output (vLLM's ``reasoning_content``, or ``reasoning`` in newer
+releases, on the message or on stream deltas) is tolerated everywhere and
+counts as the first token for time to first token.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from components.errors import UserError
+
+DEFAULT_MODEL = "Kimi-K3"
+"""The served model name the API contract fixes (``--served-model-name``)."""
+
+DEFAULT_TIMEOUT_S = 120.0
+"""Per-request timeout; a cold Kimi K3 answer with reasoning takes tens of seconds."""
+
+DEFAULT_MAX_TOKENS = 1024
+"""Room for reasoning before the answer, so a thinking model is not cut off."""
+
+CHAT_PROMPT = "Reply with the single word: pong."
+
+TOOL_PROMPT = "What is the weather in Paris right now? Use the tool."
+
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name, e.g. Paris"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+"""The tool offered in the tool-call check."""
+
+CHECK_NAMES = ("models", "chat", "stream", "tool_call")
+
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+class EndpointUnreachable(UserError):
+    """The endpoint did not answer at all: refused, unknown host, or no TCP connection in time."""
+
+
+class EndpointRejectedKey(UserError):
+    """The endpoint answered 401/403: the API key is wrong or missing."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check.
+
+    Attributes:
+        name: one of :data:`CHECK_NAMES`.
+        passed: whether the endpoint behaved as the contract says.
+        detail: one line for a person: what was seen, or what went wrong.
+        latency_s: wall time of the whole request, when one was made.
+        ttft_s: time to the first content or reasoning token (streamed check).
+        tokens_per_s: completion tokens per second (see ``tokens_source``).
+        completion_tokens: generated tokens (from ``usage``, else counted chunks).
+        tokens_source: ``"usage"`` or ``"chunks"`` — where ``completion_tokens`` came from.
+    """
+
+    name: str
+    passed: bool
+    detail: str
+    latency_s: float | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    completion_tokens: int | None = None
+    tokens_source: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """All check results for one endpoint."""
+
+    base_url: str
+    model: str
+    checks: tuple[CheckResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when there was at least one check and every check passed."""
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """Names of the checks that failed."""
+        return tuple(c.name for c in self.checks if not c.passed)
+
+
+def normalise_endpoint(endpoint: str) -> str:
+    """Turn ``http://host:8000``, ``host:8000`` or ``http://host:8000/v1/`` into ``http://host:8000/v1``.
+
+    Raises :class:`UserError` for anything that is not an http(s) URL with a host.
+    """
+    raw = endpoint.strip()
+    if "://" not in raw:
+        raw = f"http://{raw}"
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(
+            f"--endpoint {endpoint!r} is not accepted; give an http(s) URL such as "
+            "http://127.0.0.1:8000 or http://127.0.0.1:8000/v1"
+        )
+    try:
+        parts.port  # noqa: B018 - validates the port number
+    except ValueError:
+        raise UserError(f"--endpoint {endpoint!r} has an invalid port") from None
+    path = parts.path.rstrip("/")
+    if not path.endswith("/v1"):
+        path = f"{path}/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def make_client(endpoint: str, api_key: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> openai.OpenAI:
+    """An ``openai.OpenAI`` client for the endpoint: normalised base URL, no retries, one timeout.
+
+    Retries are off so a failure shows at once and timings are of one request.
+    """
+    if not api_key:
+        raise UserError("no API key: pass --api-key or set KIMI_K3_API_KEY")
+    return openai.OpenAI(
+        base_url=normalise_endpoint(endpoint),
+        api_key=api_key,
+        timeout=timeout_s,
+        max_retries=0,
+    )
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def _reasoning_of(obj: Any) -> str:
+    """The reasoning text on a message or delta (vLLM: ``reasoning_content`` or ``reasoning``)."""
+    for name in _REASONING_FIELDS:
+        value = getattr(obj, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _excerpt(text: str, limit: int = 60) -> str:
+    """One line, at most ``limit`` characters, quoted."""
+    flat = " ".join(text.split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return json.dumps(flat, ensure_ascii=False)
+
+
+def _root_cause(err: BaseException) -> BaseException:
+    seen: set[int] = set()
+    while id(err) not in seen:
+        seen.add(id(err))
+        nxt = err.__cause__ or err.__context__
+        if nxt is None:
+            break
+        err = nxt
+    return err
+
+
+def _is_connect_timeout(err: openai.APITimeoutError) -> bool:
+    """A timeout before any TCP connection (e.g. a security group dropping packets)."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if type(cause).__name__ in ("ConnectTimeout", "PoolTimeout"):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _status_message(err: openai.APIStatusError) -> str:
+    """The server's error message without the SDK's ``Error code: N - `` prefix."""
+    body = err.body
+    if isinstance(body, dict):
+        for key in ("message", "error", "detail"):
+            value = body.get(key)
+            if isinstance(value, dict):
+                value = value.get("message")
+            if isinstance(value, str) and value:
+                return value
+    return err.message
+
+
+def _base(client: openai.OpenAI) -> str:
+    return str(client.base_url).rstrip("/")
+
+
+def _timeout_of(client: openai.OpenAI) -> str:
+    timeout = client.timeout
+    return f"{timeout:g}s" if isinstance(timeout, (int, float)) else str(timeout)
+
+
+def _guarded(name: str, client: openai.OpenAI, body: Callable[[], CheckResult]) -> CheckResult:
+    """Run one check; turn API errors into a failed result, and unreachable/401 into UserError."""
+    start = time.perf_counter()
+    try:
+        return body()
+    except openai.APITimeoutError as err:
+        if _is_connect_timeout(err):
+            raise EndpointUnreachable(
+                f"cannot reach {_base(client)}: no connection within {_timeout_of(client)} "
+                "(is the port open to you — security group, load balancer, or a running port-forward?)"
+            ) from None
+        return CheckResult(
+            name,
+            False,
+            f"timed out after {_timeout_of(client)} (raise --timeout if the model is just slow)",
+            latency_s=time.perf_counter() - start,
+        )
+    except openai.APIConnectionError as err:
+        raise EndpointUnreachable(
+            f"cannot reach {_base(client)}: {_root_cause(err)} "
+            "(is the server up and the port forwarded? "
+            "kubectl -n kimi-serving port-forward service/kimi-k3 8000:8000)"
+        ) from None
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
+        raise EndpointRejectedKey(
+            f"{_base(client)} rejected the API key (HTTP {err.status_code}): "
+            "pass the key the server was started with, via --api-key or KIMI_K3_API_KEY"
+        ) from None
+    except openai.APIStatusError as err:
+        return CheckResult(
+            name,
+            False,
+            f"HTTP {err.status_code}: {_excerpt(_status_message(err), 160)}",
+            latency_s=time.perf_counter() - start,
+        )
+    except openai.APIError as err:  # error event mid-stream, undecodable response
+        return CheckResult(
+            name, False, f"bad response: {_excerpt(str(err), 160)}", latency_s=time.perf_counter() - start
+        )
+
+
+# -- the checks -------------------------------------------------------------------
+
+
+def check_models(client: openai.OpenAI, model: str = DEFAULT_MODEL) -> CheckResult:
+    """``GET /v1/models`` lists ``model``; on failure the detail names what is served."""
+
+    def body() -> CheckResult:
+        start = time.perf_counter()
+        served = list(client.models.list())
+        latency = time.perf_counter() - start
+        names = [m.id for m in served]
+        if model in names:
+            entry = served[names.index(model)]
+            extra = getattr(entry, "max_model_len", None)
+            detail = f"serves {model}" + (f" (max_model_len {extra})" if extra else "")
+            return CheckResult("models", True, detail, latency_s=latency)
+        if not names:
+            return CheckResult("models", False, f"{model} not served: /v1/models lists no models", latency_s=latency)
+        hint = ""
+        if any(n.lower() == model.lower() for n in names):
+            hint = " (model names are case-sensitive)"
+        served_list = ", ".join(names)
+        return CheckResult(
+            "models", False, f"{model} not served; served: {served_list}{hint}", latency_s=latency
+        )
+
+    return _guarded("models", client, body)
+
+
+def check_chat(
+    client: openai.OpenAI, model: str = DEFAULT_MODEL, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> CheckResult:
+    """A non-streamed chat completion returns a non-empty answer.
+
+    ``tokens_per_s`` is completion tokens from ``usage`` over the whole request
+    time (prefill included).
+    """
+
+    def body() -> CheckResult:
+        start = time.perf_counter()
+        response = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": CHAT_PROMPT}],
+            max_tokens=max_tokens,
+            temperature=0,
+        )
+        latency = time.perf_counter() - start
+        tokens = response.usage.completion_tokens if response.usage else None
+        rate = tokens / latency if tokens and latency > 0 else None
+        source = "usage" if tokens is not None else None
+        if not response.choices:
+            return CheckResult("chat", False, "response has no choices", latency, None, rate, tokens, source)
+        choice = response.choices[0]
+        content = choice.message.content or ""
+        reasoning = _reasoning_of(choice.message)
+        if not content.strip():
+            why = f"empty answer (finish_reason {choice.finish_reason}"
+            if reasoning:
+                why += f", {len(reasoning)} chars of reasoning only"
+            why += ")"
+            if choice.finish_reason == "length":
+                why += "; raise --max-tokens"
+            return CheckResult("chat", False, why, latency, None, rate, tokens, source)
+        detail = f"answer {_excerpt(content, 40)}"
+        if reasoning:
+            detail += f" (+{len(reasoning)} chars reasoning)"
+        return CheckResult("chat", True, detail, latency, None, rate, tokens, source)
+
+    return _guarded("chat", client, body)
+
+
+def check_stream(
+    client: openai.OpenAI, model: str = DEFAULT_MODEL, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> CheckResult:
+    """A streamed chat completion: time to first token and decode tokens/s.
+
+    The first token is the first non-empty content *or reasoning* delta.
+    Tokens come from the final usage chunk (``stream_options.include_usage``);
+    a server that sends none is measured by counting token-bearing chunks.
+    ``tokens_per_s`` is ``(tokens - 1) / (last token time - first token time)``.
+    """
+
+    def body() -> CheckResult:
+        start = time.perf_counter()
+        stream = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": CHAT_PROMPT}],
+            max_tokens=max_tokens,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        first: float | None = None
+        last: float | None = None
+        chunks = 0
+        usage_tokens: int | None = None
+        answer: list[str] = []
+        reasoning_chars = 0
+        finish: str | None = None
+        with stream:
+            for chunk in stream:
+                now = time.perf_counter()
+                if chunk.usage is not None and chunk.usage.completion_tokens is not None:
+                    usage_tokens = chunk.usage.completion_tokens
+                for choice in chunk.choices:
+                    content = choice.delta.content or ""
+                    reasoning = _reasoning_of(choice.delta)
+                    if content or reasoning:
+                        first = now if first is None else first
+                        last = now
+                        chunks += 1
+                    answer.append(content)
+                    reasoning_chars += len(reasoning)
+                    finish = choice.finish_reason or finish
+        latency = time.perf_counter() - start
+        ttft = first - start if first is not None else None
+        if usage_tokens is not None:
+            tokens, source = usage_tokens, "usage"
+        else:
+            tokens, source = chunks, "chunks"
+        rate = None
+        if first is not None and last is not None and last > first and tokens > 1:
+            rate = (tokens - 1) / (last - first)
+        text = "".join(answer)
+        if False:
+            why = f"stream produced no answer (finish_reason {finish}"
+            if reasoning_chars:
+                why += f", {reasoning_chars} chars of reasoning only"
+            why += ")"
+            return CheckResult("stream", False, why, latency, ttft, rate, tokens or None, source)
+        detail = f"answer {_excerpt(text, 40)}, {tokens} tokens ({source})"
+        if finish is None:
+            detail += ", no finish_reason"
+        return CheckResult("stream", True, detail, latency, ttft, rate, tokens, source)
+
+    return _guarded("stream", client, body)
+
+
+def _schema_problems(arguments: Any, schema: dict[str, Any]) -> list[str]:
+    """What is wrong with tool-call arguments against a flat JSON object schema."""
+    if not isinstance(arguments, dict):
+        return [f"arguments are {type(arguments).__name__}, not a JSON object"]
+    problems = [f"missing required {key!r}" for key in schema.get("required", []) if key not in arguments]
+    for key, prop in schema.get("properties", {}).items():
+        if key not in arguments:
+            continue
+        value = arguments[key]
+        expected = _JSON_TYPES.get(prop.get("type", ""))
+        if expected and (not isinstance(value, expected) or (bool not in expected and isinstance(value, bool))):
+            problems.append(f"{key!r} is {type(value).__name__}, not {prop['type']}")
+        elif "enum" in prop and value not in prop["enum"]:
+            problems.append(f"{key!r}={value!r} not one of {prop['enum']}")
+    return problems
+
+
+def check_tool_call(
+    client: openai.OpenAI,
+    model: str = DEFAULT_MODEL,
+    tool_choice: str = "auto",
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> CheckResult:
+    """Offering ``get_weather`` yields a well-formed call with valid JSON arguments.
+
+    ``tool_choice`` is ``"auto"`` (needs vLLM's ``--enable-auto-tool-choice``
+    and ``--tool-call-parser``) or ``"required"``.
+    """
+    if tool_choice not in ("auto", "required"):
+        raise ValueError(f"tool_choice must be 'auto' or 'required', not {tool_choice!r}")
+    function = WEATHER_TOOL["function"]
+
+    def body() -> CheckResult:
+        start = time.perf_counter()
+        response = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": TOOL_PROMPT}],
+            tools=[WEATHER_TOOL],
+            tool_choice=tool_choice,
+            max_tokens=max_tokens,
+            temperature=0,
+        )
+        latency = time.perf_counter() - start
+        tokens = response.usage.completion_tokens if response.usage else None
+        rate = tokens / latency if tokens and latency > 0 else None
+        source = "usage" if tokens is not None else None
+
+        def fail(why: str) -> CheckResult:
+            return CheckResult("tool_call", False, why, latency, None, rate, tokens, source)
+
+        if not response.choices:
+            return fail("response has no choices")
+        message = response.choices[0].message
+        calls = message.tool_calls or []
+        if not calls:
+            said = _excerpt(message.content or "", 60)
+            return fail(
+                f"no tool call (tool_choice={tool_choice}, finish_reason "
+                f"{response.choices[0].finish_reason}); answered {said}"
+            )
+        call = calls[0]
+        called = getattr(call, "function", None)
+        if getattr(call, "type", None) != "function" or called is None:
+            return fail(f"tool call of type {getattr(call, 'type', None)!r}, not 'function'")
+        if called.name != function["name"]:
+            return fail(f"called {called.name!r}, not {function['name']!r}")
+        if not getattr(call, "id", None):
+            return fail("tool call has no id")
+        try:
+            arguments = json.loads(called.arguments or "")
+        except json.JSONDecodeError as err:
+            return fail(f"arguments are not valid JSON ({err.msg}): {_excerpt(called.arguments or '', 60)}")
+        problems = _schema_problems(arguments, function["parameters"])
+        if problems:
+            return fail("arguments do not match the schema: " + "; ".join(problems))
+        return CheckResult(
+            "tool_call",
+            True,
+            f"{called.name}({json.dumps(arguments, ensure_ascii=False)})",
+            latency,
+            None,
+            rate,
+            tokens,
+            source,
+        )
+
+    return _guarded("tool_call", client, body)
+
+
+def iter_checks(
+    client: openai.OpenAI,
+    model: str = DEFAULT_MODEL,
+    tool_choice: str = "auto",
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> Iterator[CheckResult]:
+    """Run models, chat, stream, tool_call in order, yielding each result as it is known.
+
+    Raises :class:`EndpointUnreachable` / :class:`EndpointRejectedKey` from
+    the first check that meets them.
+    """
+    yield check_models(client, model)
+    yield check_chat(client, model, max_tokens)
+    yield check_stream(client, model, max_tokens)
+    yield check_tool_call(client, model, tool_choice, max_tokens)
+
+
+def run_checks(
+    client: openai.OpenAI,
+    model: str = DEFAULT_MODEL,
+    tool_choice: str = "auto",
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> VerifyReport:
+    """All checks as one :class:`VerifyReport` (see :func:`iter_checks` for errors raised)."""
+    checks = tuple(iter_checks(client, model, tool_choice, max_tokens))
+    return VerifyReport(_base(client), model, checks)

@@ -1,0 +1,393 @@
+"""A small OpenAI-compatible server for testing ``kimi-k3 verify`` offline.
+
+It speaks just enough of vLLM's OpenAI API to exercise the verifier:
+``GET /v1/models``, ``POST /v1/chat/completions`` (plain, streamed as
+server-sent events with a final usage chunk, and tool calls), ``GET /health``.
+Every ``/v1`` request must carry ``Authorization: Bearer <api_key>``; anything
+else gets a 401 like vLLM started with ``--api-key``.
+
+It listens on 127.0.0.1 on an ephemeral port, in a daemon thread, using only
+the standard library. :class:`Behaviour` switches on the ways a real deployment
+goes wrong (wrong served name, empty answer, no tool call, malformed tool
+arguments, a slow first token) and, like vLLM's reasoning parser, it puts
+reasoning text in ``reasoning_content`` (or ``reasoning``) next to the answer.
+
+Usage::
+
+    with FakeOpenAIServer(api_key="sk-test") as server:
+        server.url        # http://127.0.0.1:PORT
+        server.base_url   # http://127.0.0.1:PORT/v1
+        server.behaviour.empty_answer = True
+        server.requests   # the JSON bodies received, in order
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANSWER = "pong"
+REASONING = "The user wants one word back."
+
+
+@dataclass
+class Behaviour:
+    """How the fake server answers; mutate it between requests to misbehave.
+
+    Attributes:
+        served_model: the name ``/v1/models`` lists and chat requests must use
+            (a request for another name gets vLLM's 404).
+        empty_answer: plain and streamed chats return no content at all.
+        no_tool_call: requests with tools get a text answer instead of a call.
+        malformed_tool_arguments: the tool call's ``arguments`` is not JSON.
+        tool_arguments_missing_required: the arguments are ``{}``.
+        first_token_delay: seconds to wait, after the response headers, before
+            the first streamed chunk (streamed requests only).
+        token_delay: seconds between streamed chunks.
+        reasoning_field: ``"reasoning_content"``, ``"reasoning"`` or ``None``
+            (no reasoning output).
+        stream_usage: send the final usage chunk when the client asks for it;
+            off, the client has to count chunks.
+        usage_completion_tokens: report this many completion tokens in
+            ``usage`` instead of the number of chunks/words generated.
+        reject_tools: answer requests that carry tools with HTTP 400 and this
+            message, as vLLM does without ``--enable-auto-tool-choice``.
+    """
+
+    served_model: str = "Kimi-K3"
+    empty_answer: bool = False
+    no_tool_call: bool = False
+    malformed_tool_arguments: bool = False
+    tool_arguments_missing_required: bool = False
+    first_token_delay: float = 0.0
+    token_delay: float = 0.0
+    reasoning_field: str | None = "reasoning_content"
+    stream_usage: bool = True
+    usage_completion_tokens: int | None = None
+    reject_tools: str | None = None
+
+
+@dataclass
+class ReceivedRequest:
+    """One request the server saw: method, path and the parsed JSON body."""
+
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    authorized: bool
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible HTTP server on 127.0.0.1 that runs in a thread.
+
+    Use it as a context manager; ``url``/``base_url`` are valid inside it.
+    """
+
+    def __init__(self, api_key: str, behaviour: Behaviour | None = None) -> None:
+        self.api_key = api_key
+        self.behaviour = behaviour or Behaviour()
+        self.requests: list[ReceivedRequest] = []
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The TCP port the server listens on (only while started)."""
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` — the endpoint without ``/v1``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` — what an OpenAI client takes as base_url."""
+        return f"{self.url}/v1"
+
+    def start(self) -> "FakeOpenAIServer":
+        """Bind an ephemeral port on 127.0.0.1 and serve in a daemon thread."""
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def record(self, request: ReceivedRequest) -> None:
+        """Remember a request (thread-safe)."""
+        with self._lock:
+            self.requests.append(request)
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """The bodies of the authorised chat completion requests received so far."""
+        with self._lock:
+            return [
+                r.body
+                for r in self.requests
+                if r.path == "/v1/chat/completions" and r.authorized and r.body is not None
+            ]
+
+
+def _sample_arguments(parameters: dict[str, Any]) -> dict[str, Any]:
+    """Arguments that satisfy a JSON schema's required keys (strings, enums, numbers)."""
+    properties = parameters.get("properties", {})
+    arguments: dict[str, Any] = {}
+    for key in parameters.get("required", []):
+        prop = properties.get(key, {})
+        if "enum" in prop:
+            arguments[key] = prop["enum"][0]
+        elif prop.get("type") in ("number", "integer"):
+            arguments[key] = 1
+        elif prop.get("type") == "boolean":
+            arguments[key] = True
+        else:
+            arguments[key] = "Paris"
+    return arguments
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Request handler; ``fake`` is bound to the owning :class:`FakeOpenAIServer`."""
+
+    fake: FakeOpenAIServer
+    server_version = "fake-vllm/0"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        """Keep test output quiet."""
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        return self.headers.get("Authorization", "") == f"Bearer {self.fake.api_key}"
+
+    def _read_body(self) -> dict[str, Any] | None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return None
+        try:
+            body = json.loads(self.rfile.read(length))
+        except json.JSONDecodeError:
+            return None
+        return body if isinstance(body, dict) else None
+
+    def _error(self, status: int, message: str, kind: str) -> None:
+        self._send_json(
+            status,
+            {"object": "error", "message": message, "type": kind, "param": None, "code": status},
+        )
+
+    # -- routes -------------------------------------------------------------
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        """``/health`` (no auth, like vLLM) and ``/v1/models``."""
+        if self.path == "/health":
+            self.fake.record(ReceivedRequest("GET", self.path, None, True))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        authorized = self._authorized()
+        self.fake.record(ReceivedRequest("GET", self.path, None, authorized))
+        if not authorized:
+            self._send_json(401, {"error": "Unauthorized"})
+            return
+        if self.path != "/v1/models":
+            self._error(404, f"Not Found: {self.path}", "NotFoundError")
+            return
+        name = self.fake.behaviour.served_model
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": name,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "vllm",
+                        "root": "moonshotai/Kimi-K3",
+                        "parent": None,
+                        "max_model_len": 262144,
+                    }
+                ],
+            },
+        )
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        """``/v1/chat/completions``: plain, streamed and tool-calling answers."""
+        authorized = self._authorized()
+        body = self._read_body()
+        self.fake.record(ReceivedRequest("POST", self.path, body, authorized))
+        if not authorized:
+            self._send_json(401, {"error": "Unauthorized"})
+            return
+        if self.path != "/v1/chat/completions":
+            self._error(404, f"Not Found: {self.path}", "NotFoundError")
+            return
+        if body is None or not isinstance(body.get("messages"), list):
+            self._error(400, "request body must be JSON with 'messages'", "BadRequestError")
+            return
+        behaviour = self.fake.behaviour
+        if body.get("model") != behaviour.served_model:
+            self._error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+            return
+        if body.get("tools") and behaviour.reject_tools:
+            self._error(400, behaviour.reject_tools, "BadRequestError")
+            return
+        tool_call = self._tool_call_for(body)
+        if body.get("stream"):
+            self._stream(body, tool_call)
+        else:
+            self._complete(body, tool_call)
+
+    # -- answers ------------------------------------------------------------
+
+    def _tool_call_for(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The tool call this request gets, or ``None`` for a text answer."""
+        behaviour = self.fake.behaviour
+        tools = body.get("tools") or []
+        if not tools or body.get("tool_choice") == "none" or behaviour.no_tool_call:
+            return None
+        function = tools[0].get("function", {})
+        if behaviour.malformed_tool_arguments:
+            arguments = '{"city": "Paris", "unit": '
+        elif behaviour.tool_arguments_missing_required:
+            arguments = "{}"
+        else:
+            arguments = json.dumps(_sample_arguments(function.get("parameters", {})))
+        return {
+            "id": f"chatcmpl-tool-{uuid.uuid4().hex[:16]}",
+            "type": "function",
+            "function": {"name": function.get("name", ""), "arguments": arguments},
+        }
+
+    def _answer_text(self, body: dict[str, Any]) -> str:
+        if self.fake.behaviour.empty_answer:
+            return ""
+        if body.get("tools"):
+            return "I cannot look up the weather."
+        return ANSWER
+
+    def _complete(self, body: dict[str, Any], tool_call: dict[str, Any] | None) -> None:
+        behaviour = self.fake.behaviour
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": []}
+        if tool_call is not None:
+            message["tool_calls"] = [tool_call]
+            finish = "tool_calls"
+            completion_tokens = 12
+        else:
+            message["content"] = self._answer_text(body)
+            finish = "stop"
+            completion_tokens = 8 + len(message["content"].split())
+        if behaviour.reasoning_field:
+            message[behaviour.reasoning_field] = REASONING
+        if behaviour.usage_completion_tokens is not None:
+            completion_tokens = behaviour.usage_completion_tokens
+        self._send_json(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": behaviour.served_model,
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                "usage": {
+                    "prompt_tokens": 20,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": 20 + completion_tokens,
+                },
+            },
+        )
+
+    def _stream(self, body: dict[str, Any], tool_call: dict[str, Any] | None) -> None:
+        behaviour = self.fake.behaviour
+        chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": behaviour.served_model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
+
+        events: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
+        if behaviour.reasoning_field:
+            for word in REASONING.split(" "):
+                events.append(chunk({behaviour.reasoning_field: word + " "}))
+        if tool_call is not None:
+            events.append(chunk({"tool_calls": [{"index": 0, **tool_call}]}))
+            finish = "tool_calls"
+        else:
+            text = self._answer_text(body)
+            for i in range(0, len(text), 2):
+                events.append(chunk({"content": text[i : i + 2]}))
+            finish = "stop"
+        events.append(chunk({}, finish))
+        generated = len(events) - 2  # not the role chunk, not the finish chunk
+        if behaviour.usage_completion_tokens is not None:
+            generated = behaviour.usage_completion_tokens
+        options = body.get("stream_options") or {}
+        if options.get("include_usage") and behaviour.stream_usage:
+            events.append(
+                {
+                    "id": chunk_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": behaviour.served_model,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": 20,
+                        "completion_tokens": generated,
+                        "total_tokens": 20 + generated,
+                    },
+                }
+            )
+
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        try:
+            if behaviour.first_token_delay:
+                time.sleep(behaviour.first_token_delay)
+            for n, event in enumerate(events):
+                if n and behaviour.token_delay:
+                    time.sleep(behaviour.token_delay)
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. its read timeout); nothing to do
