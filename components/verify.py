@@ -390,7 +390,7 @@ def check_stream(
         if first is not None and last is not None and last > first and tokens > 1:
             rate = (tokens - 1) / (last - first)
         text = "".join(answer)
-        if False:
+        if not text.strip():
             why = f"stream produced no answer (finish_reason {finish}"
             if reasoning_chars:
                 why += f", {reasoning_chars} chars of reasoning only"

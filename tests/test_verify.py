@@ -377,3 +377,11 @@ def test_tool_choice_must_be_auto_or_required() -> None:
     """Only 'auto' and 'required' are accepted, before any request is made."""
     with pytest.raises(ValueError):
         verify.check_tool_call(None, tool_choice="none")  # type: ignore[arg-type]
+
+
+def test_make_client_settings() -> None:
+    """The client goes to the normalised /v1 URL, never retries (one request, honest timings) and uses --timeout."""
+    with verify.make_client("127.0.0.1:8000", KEY, timeout_s=7) as client:
+        assert str(client.base_url).rstrip("/") == "http://127.0.0.1:8000/v1"
+        assert client.max_retries == 0
+        assert client.timeout == 7

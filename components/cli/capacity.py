@@ -67,7 +67,9 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def _query(args: argparse.Namespace, now: datetime) -> ops.OfferingQuery:
-    """Validated offering search from the shared search flags."""
+    """Validated offering search from the shared search flags (and --region)."""
+    if args.region is not None:
+        ops.validate_region(args.region)
     return ops.build_offering_query(
         instance_type=args.instance_type,
         count=args.count,
@@ -163,6 +165,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Show one reservation, or all Capacity Block reservations in the region."""
     if args.reservation_id:
         ops.validate_reservation_id(args.reservation_id)
+    if args.region is not None:
+        ops.validate_region(args.region)
     now = utcnow()
     clients = ops.make_clients(args.region)
     views = ops.reservation_status(clients.ec2, args.reservation_id)

@@ -1,0 +1,387 @@
+"""End-to-end tests of ``kimi-k3 capacity …`` through ``components.cli.main``.
+
+The client factory is replaced by stubbed botocore clients (requests and
+responses checked against the real API models); the clock and stdin are injected.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import types
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, until a pytest pythonpath is configured
+
+import botocore.session
+import pytest
+from botocore.stub import Stubber
+
+from components import capacity_ops as ops
+from components import cli
+from components.cli import capacity as capacity_cli
+
+UTC = timezone.utc
+NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
+REGION = "us-east-1"
+RID = "cr-0a1b2c3d4e5f60718"
+BLOCK_ID = "cb-0f9e8d7c6b5a40312"
+OFF_A = "cb-0a1b2c3d4e5f67890"
+OFF_B = "cb-0f1e2d3c4b5a69788"
+START = datetime(2026, 6, 10, 11, 30, tzinfo=UTC)
+SEARCH = {"InstanceType": "p6-b300.48xlarge", "InstanceCount": 2, "CapacityDurationHours": 168}
+PURCHASE = {
+    "CapacityBlockOfferingId": OFF_A,
+    "InstancePlatform": "Linux/UNIX",
+    "TagSpecifications": [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "Project", "Value": "kimi-k3"}]}],
+}
+_SESSION = botocore.session.get_session()
+
+
+class FakeStdin(io.StringIO):
+    """stdin with a chosen answer to ``isatty()``."""
+
+    def __init__(self, text: str, tty: bool) -> None:
+        super().__init__(text)
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+
+@pytest.fixture(autouse=True)
+def cli_env(monkeypatch):
+    """Pin the clock; stand in for sibling CLI modules that are not written yet."""
+    monkeypatch.setattr(capacity_cli, "utcnow", lambda: NOW)
+    for name in cli.SUBCOMMANDS:
+        if name == "capacity":
+            continue
+        try:
+            __import__(f"components.cli.{name}")
+        except Exception:
+            stub = types.ModuleType(f"components.cli.{name}")
+            stub.add_parser = lambda sub, _n=name: sub.add_parser(_n)
+            monkeypatch.setitem(sys.modules, f"components.cli.{name}", stub)
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """Stubbed EC2 + Service Quotas clients installed as the client factory's result."""
+    ec2 = _SESSION.create_client("ec2", region_name=REGION, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
+    quotas = _SESSION.create_client("service-quotas", region_name=REGION, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
+    regions: list[str | None] = []
+
+    def factory(region):
+        regions.append(region)
+        return ops.Clients(ec2=ec2, quotas=quotas)
+
+    monkeypatch.setattr(ops, "make_clients", factory)
+    with Stubber(ec2) as ec2_stub, Stubber(quotas) as quota_stub:
+        yield types.SimpleNamespace(ec2=ec2_stub, quotas=quota_stub, regions=regions)
+        ec2_stub.assert_no_pending_responses()
+        quota_stub.assert_no_pending_responses()
+
+
+@pytest.fixture
+def no_aws(monkeypatch):
+    """Fail the test if the CLI tries to create AWS clients."""
+    def factory(region):
+        raise AssertionError("AWS must not be called")
+    monkeypatch.setattr(ops, "make_clients", factory)
+
+
+def run(capsys, *argv):
+    code = cli.main(["capacity", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def offering(oid, az, start, fee):
+    return {"CapacityBlockOfferingId": oid, "InstanceType": "p6-b300.48xlarge", "AvailabilityZone": az,
+            "InstanceCount": 2, "StartDate": start, "EndDate": start + timedelta(days=7),
+            "CapacityBlockDurationHours": 168, "UpfrontFee": fee, "CurrencyCode": "USD", "Tenancy": "default"}
+
+
+def reservation(rid=RID, state="scheduled", start=START, total=2, available=2, rtype="capacity-block", az="us-east-1a"):
+    return {"CapacityReservationId": rid, "OwnerId": "123456789012", "AvailabilityZoneId": "use1-az4",
+            "InstanceType": "p6-b300.48xlarge", "InstancePlatform": "Linux/UNIX", "AvailabilityZone": az,
+            "Tenancy": "default", "TotalInstanceCount": total, "AvailableInstanceCount": available,
+            "State": state, "StartDate": start, "EndDate": start + timedelta(days=7), "EndDateType": "limited",
+            "InstanceMatchCriteria": "targeted", "ReservationType": rtype, "CapacityBlockId": BLOCK_ID,
+            "Tags": [{"Key": "Project", "Value": "kimi-k3"}]}
+
+
+# --------------------------------------------------------------------------- offerings
+
+
+def test_offerings_table_sorted_with_purchase_hint(aws, capsys):
+    aws.ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [
+        offering(OFF_B, "us-east-1b", START, "3590400.00"),
+        offering(OFF_A, "us-east-1a", START + timedelta(days=2), "3418560.00"),
+    ]}, SEARCH)
+    code, out, err = run(capsys, "offerings", "--count", "2", "--days", "7", "--region", REGION)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[1].split()[:3] == ["OFFERING", "AZ", "START"]
+    assert lines[2].split() == [OFF_A, "us-east-1a", "2026-06-12", "11:30", "2026-06-19", "11:30", "7d", "(168h)", "3,418,560.00", "USD"]
+    assert lines[3].startswith(OFF_B)
+    assert ("kimi-k3 capacity purchase OFFERING_ID --instance-type p6-b300.48xlarge --count 2 --days 7 "
+            "--region us-east-1") in out
+    assert aws.regions == [REGION]
+
+
+def test_offerings_empty(aws, capsys):
+    aws.ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": []},
+                         {**SEARCH, "StartDateRange": datetime(2026, 6, 20, tzinfo=UTC)})
+    code, out, _ = run(capsys, "offerings", "--count", "2", "--days", "7", "--start-after", "2026-06-20")
+    assert code == 0 and "No offerings matched" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--count", "2", "--days", "15"], "--days 15 is not accepted"),
+    (["--count", "65", "--days", "7"], "--count 65 is not accepted"),
+    (["--count", "2", "--days", "7", "--start-after", "2026-08-01"], "within 8 weeks"),
+    (["--count", "2", "--days", "7", "--start-before", "soon"], "is not an ISO 8601"),
+    (["--count", "2", "--days", "7", "--region", "Virginia"], "not an AWS region name"),
+])
+def test_offerings_validation_happens_before_aws(no_aws, capsys, argv, message):
+    code, out, err = run(capsys, "offerings", *argv)
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- purchase
+
+
+def _lookup(aws):
+    aws.ec2.add_response("describe_capacity_block_offerings",
+                         {"CapacityBlockOfferings": [offering(OFF_A, "us-east-1a", START, "3418560.00")]}, SEARCH)
+
+
+def test_purchase_with_yes_prints_config_line(aws, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", FakeStdin("", tty=False))
+    _lookup(aws)
+    aws.ec2.add_response("purchase_capacity_block", {"CapacityReservation": reservation(state="payment-pending")}, PURCHASE)
+    code, out, err = run(capsys, "purchase", OFF_A, "--count", "2", "--days", "7", "--yes", "--stack", "prod")
+    assert code == 0, err
+    assert "upfront fee  3,418,560.00 USD" in out
+    assert "2026-06-10 11:30 UTC -> 2026-06-17 11:30 UTC, 7d (168h), starts in 9d 3h 30m" in out
+    assert f"\n  kimi-k3:capacityReservationId: {RID}\n" in out
+    assert f"pulumi config set kimi-k3:capacityReservationId {RID} -s prod" in out
+    assert "Type 'yes'" not in out
+
+
+def test_purchase_interactive_yes(aws, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", FakeStdin("yes\n", tty=True))
+    _lookup(aws)
+    aws.ec2.add_response("purchase_capacity_block", {"CapacityReservation": reservation(state="payment-pending")}, PURCHASE)
+    code, out, _ = run(capsys, "purchase", OFF_A, "--count", "2", "--days", "7")
+    assert code == 0
+    assert "Buy this Capacity Block for 3,418,560.00 USD? Type 'yes' to buy:" in out
+    assert f"pulumi config set kimi-k3:capacityReservationId {RID} -s STACK" in out
+
+
+@pytest.mark.parametrize("answer", ["n\n", "\n", "maybe\n", ""])
+def test_purchase_interactive_no_buys_nothing(aws, capsys, monkeypatch, answer):
+    monkeypatch.setattr(sys, "stdin", FakeStdin(answer, tty=True))
+    _lookup(aws)  # only the look-up is stubbed: a purchase call would fail the test
+    code, out, _ = run(capsys, "purchase", OFF_A, "--count", "2", "--days", "7")
+    assert code == 1 and "Not purchased." in out and RID not in out
+
+
+def test_purchase_without_tty_or_yes_is_refused_before_aws(no_aws, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", FakeStdin("yes\n", tty=False))
+    code, _, err = run(capsys, "purchase", OFF_A, "--count", "2", "--days", "7")
+    assert code == 2 and "stdin is not a terminal; pass --yes" in err
+
+
+def test_purchase_of_a_gone_offering(aws, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", FakeStdin("", tty=False))
+    aws.ec2.add_response("describe_capacity_block_offerings",
+                         {"CapacityBlockOfferings": [offering(OFF_B, "us-east-1b", START, "3418560.00")]}, SEARCH)
+    code, _, err = run(capsys, "purchase", OFF_A, "--count", "2", "--days", "7", "--yes")
+    assert code == 2 and f"offering {OFF_A} is not among the current offerings" in err
+
+
+def test_purchase_malformed_offering_id(no_aws, capsys):
+    code, _, err = run(capsys, "purchase", "cb-12345", "--count", "2", "--days", "7", "--yes")
+    assert code == 2 and "cb- followed by 17 hex digits" in err
+
+
+def test_purchase_denied(aws, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", FakeStdin("", tty=False))
+    _lookup(aws)
+    aws.ec2.add_client_error("purchase_capacity_block", "UnauthorizedOperation",
+                             "You are not authorized to perform this operation.", expected_params=PURCHASE)
+    code, _, err = run(capsys, "purchase", OFF_A, "--count", "2", "--days", "7", "--yes")
+    assert code == 2
+    assert err == "kimi-k3: error: AWS denied ec2:PurchaseCapacityBlock in us-east-1 (UnauthorizedOperation): grant that action to your IAM identity\n"
+
+
+# --------------------------------------------------------------------------- status
+
+
+def test_status_one_reservation(aws, capsys):
+    aws.ec2.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation()]},
+                         {"CapacityReservationIds": [RID]})
+    aws.ec2.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": [
+        {"CapacityBlockId": BLOCK_ID, "InterconnectStatus": "ok", "TotalCapacity": 2,
+         "TotalAvailableCapacity": 2, "TotalUnavailableCapacity": 0}]}, {"CapacityBlockIds": [BLOCK_ID]})
+    code, out, _ = run(capsys, "status", RID, "--region", REGION)
+    assert code == 0
+    assert f"{RID}  scheduled  (capacity-block)" in out
+    assert "us-east-1a (use1-az4)" in out
+    assert "start          in 9d 3h 30m" in out
+    assert "end            in 16d 3h 30m" in out
+    assert "2 reserved, 0 in use, 2 available" in out
+    assert f"{BLOCK_ID}: interconnect ok, 0 of 2 unavailable" in out
+
+
+def test_status_lists_only_capacity_blocks(aws, capsys):
+    active = reservation("cr-0bbbbbbbbbbbbbbbb", state="active", start=datetime(2026, 5, 30, 11, 30, tzinfo=UTC), total=4, available=1)
+    odcr = reservation("cr-0cccccccccccccccc", rtype="default")
+    del odcr["CapacityBlockId"]
+    aws.ec2.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation(), active, odcr]}, {})
+    aws.ec2.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": []}, {"CapacityBlockIds": [BLOCK_ID]})
+    code, out, _ = run(capsys, "status")
+    assert code == 0
+    rows = out.splitlines()[2:]
+    assert [r.split()[0] for r in rows] == ["cr-0bbbbbbbbbbbbbbbb", RID]
+    assert "ends in 5d 3h 30m" in rows[0] and rows[0].rstrip().endswith("3/4")
+    assert "starts in 9d 3h 30m" in rows[1] and rows[1].rstrip().endswith("0/2")
+    assert aws.regions == [None]
+
+
+@pytest.mark.parametrize("code_,expected", [
+    ("InvalidCapacityReservationId.NotFound", "capacity reservation not found in us-east-1"),
+    ("InvalidCapacityReservationId.Malformed", "malformed capacity reservation id"),
+    ("UnauthorizedOperation", "AWS denied ec2:DescribeCapacityReservations in us-east-1"),
+    ("AccessDenied", "AWS denied ec2:DescribeCapacityReservations in us-east-1"),
+])
+def test_status_client_errors(aws, capsys, code_, expected):
+    aws.ec2.add_client_error("describe_capacity_reservations", code_, "details from AWS",
+                             expected_params={"CapacityReservationIds": [RID]})
+    code, out, err = run(capsys, "status", RID)
+    assert code == 2 and out == ""
+    assert err.startswith("kimi-k3: error: ") and expected in err and err.count("\n") == 1
+
+
+def test_status_malformed_id_is_rejected_locally(no_aws, capsys):
+    code, _, err = run(capsys, "status", "cr-ABC")
+    assert code == 2 and "cr- followed by 17 hex digits" in err
+
+
+def test_no_credentials_through_the_real_factory(capsys, monkeypatch, tmp_path):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                "AWS_DEFAULT_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    code, _, err = run(capsys, "status", RID, "--region", REGION)
+    assert code == 2
+    assert err.startswith("kimi-k3: error: no AWS credentials found") and "Traceback" not in err
+
+
+def test_no_region_through_the_real_factory(capsys, monkeypatch, tmp_path):
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    code, _, err = run(capsys, "status")
+    assert code == 2 and "no AWS region configured: pass --region or set AWS_REGION" in err
+
+
+def test_unreachable_endpoint(capsys, monkeypatch):
+    from botocore.config import Config
+
+    ec2 = _SESSION.create_client("ec2", region_name=REGION, endpoint_url="http://127.0.0.1:9",
+                                 aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x",
+                                 config=Config(retries={"total_max_attempts": 1}, connect_timeout=2))
+    monkeypatch.setattr(ops, "make_clients", lambda region: ops.Clients(ec2=ec2, quotas=None))
+    code, _, err = run(capsys, "status", RID)
+    assert code == 2 and "cannot reach AWS in us-east-1" in err and err.count("\n") == 1
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+@pytest.fixture
+def stack(monkeypatch):
+    """A stand-in for components.settings.load_stack with the attributes preflight uses."""
+    loaded = {}
+    settings = types.SimpleNamespace(
+        region=REGION, environment="prod", nodes_required=2,
+        capacity=types.SimpleNamespace(reservation_id=RID, instance_type="p6-b300.48xlarge"),
+    )
+
+    def load_stack(name):
+        loaded["name"] = name
+        return settings
+
+    module = types.ModuleType("components.settings")
+    module.load_stack = load_stack
+    monkeypatch.setitem(sys.modules, "components.settings", module)
+    return types.SimpleNamespace(settings=settings, loaded=loaded)
+
+
+def _preflight_calls(aws, res, quota=768.0):
+    aws.ec2.add_response("describe_capacity_reservations", {"CapacityReservations": [res]},
+                         {"CapacityReservationIds": [RID]})
+    aws.ec2.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": [
+        {"CapacityBlockId": BLOCK_ID, "InterconnectStatus": "ok", "TotalCapacity": res["TotalInstanceCount"],
+         "TotalAvailableCapacity": res["AvailableInstanceCount"], "TotalUnavailableCapacity": 0}]},
+        {"CapacityBlockIds": [BLOCK_ID]})
+    aws.quotas.add_response("get_service_quota", {"Quota": {"QuotaCode": "L-417A185B", "Value": quota}},
+                            {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
+
+
+def test_preflight_go(aws, stack, capsys):
+    _preflight_calls(aws, reservation())
+    code, out, _ = run(capsys, "preflight", "prod")
+    assert code == 0
+    assert stack.loaded["name"] == "prod" and aws.regions == [REGION]
+    assert out.splitlines()[0] == f"Preflight for stack prod (prod, us-east-1), reservation {RID}, at 2026-06-01 08:00 UTC:"
+    assert f"OK    reservation: {RID} exists and is a Capacity Block." in out
+    assert "OK    vCPU quota: L-417A185B (Running On-Demand P instances) is 768 vCPUs, enough for 2 x 192 = 384" in out
+    assert out.rstrip().endswith("GO (0 warnings): `pulumi up -s prod` can proceed.")
+
+
+def test_preflight_go_with_warnings(aws, stack, capsys):
+    _preflight_calls(aws, reservation(state="payment-pending"), quota=192.0)
+    code, out, _ = run(capsys, "preflight", "prod")
+    assert code == 0
+    assert "WARN  state: state is payment-pending" in out and "WARN  vCPU quota:" in out
+    assert "GO (2 warnings)" in out
+
+
+def test_preflight_no_go(aws, stack, capsys):
+    stack.settings.nodes_required = 3
+    _preflight_calls(aws, reservation(state="active", start=NOW - timedelta(days=7) + timedelta(minutes=30), available=0))
+    code, out, _ = run(capsys, "preflight", "prod")
+    assert code == 1
+    assert "FAIL  instance count: only 2 reserved but the stack needs 3 GPU nodes." in out
+    assert "FAIL  window: the block ends in 30m" in out
+    assert out.rstrip().endswith("NO-GO: 2 checks failed; fix them before the block starts.")
+
+
+def test_preflight_reservation_not_found(aws, stack, capsys):
+    aws.ec2.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound",
+                             f"The capacity reservation ID '{RID}' does not exist",
+                             expected_params={"CapacityReservationIds": [RID]})
+    code, out, _ = run(capsys, "preflight", "prod")
+    assert code == 1 and f"FAIL  reservation: {RID} does not exist in us-east-1 for this account." in out
+
+
+def test_preflight_access_denied_is_a_user_error(aws, stack, capsys):
+    aws.ec2.add_client_error("describe_capacity_reservations", "UnauthorizedOperation", "not authorized",
+                             expected_params={"CapacityReservationIds": [RID]})
+    code, out, err = run(capsys, "preflight", "prod")
+    assert code == 2 and out == "" and "AWS denied ec2:DescribeCapacityReservations" in err
+
+
+def test_time_formatting():
+    assert capacity_cli.format_delta(timedelta(days=9, hours=3, minutes=30)) == "9d 3h 30m"
+    assert capacity_cli.format_delta(timedelta(minutes=-45)) == "45m"
+    assert capacity_cli.format_delta(timedelta(hours=2)) == "2h 0m"
