@@ -319,7 +319,7 @@ def find_offerings(ec2: Any, query: OfferingQuery) -> tuple[Offering, ...]:
         found = [o for o in found if o.start <= query.start_before]
     if query.start_after is not None:
         found = [o for o in found if o.start >= query.start_after]
-    return tuple(sorted(found, key=lambda o: (o.start, o.upfront_fee)))
+    return tuple(sorted(found, key=lambda o: (o.upfront_fee, o.start, o.offering_id)))
 
 
 def find_offering(ec2: Any, query: OfferingQuery, offering_id: str) -> Offering:

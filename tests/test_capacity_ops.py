@@ -6,11 +6,6 @@ Every AWS call goes through ``botocore.stub.Stubber``, which checks requests
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, until a pytest pythonpath is configured
-
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 

@@ -10,9 +10,6 @@ import io
 import sys
 import types
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, until a pytest pythonpath is configured
 
 import botocore.session
 import pytest
