@@ -385,3 +385,26 @@ def test_make_client_settings() -> None:
         assert str(client.base_url).rstrip("/") == "http://127.0.0.1:8000/v1"
         assert client.max_retries == 0
         assert client.timeout == 7
+
+
+@pytest.mark.parametrize(("cause", "unreachable"), [("ConnectTimeout", True), ("ReadTimeout", False)])
+def test_connect_timeout_is_unreachable_read_timeout_is_a_failure(cause: str, unreachable: bool) -> None:
+    """No TCP connection in time (a dropping security group) stops the run; a slow answer fails one check."""
+    import httpx2
+    import openai
+
+    request = httpx2.Request("GET", "http://127.0.0.1:9/v1/models")
+
+    def body() -> verify.CheckResult:
+        try:
+            raise getattr(httpx2, cause)("timed out", request=request)
+        except httpx2.TimeoutException as err:
+            raise openai.APITimeoutError(request=request) from err
+
+    with verify.make_client("http://127.0.0.1:9", KEY, timeout_s=1) as client:
+        if unreachable:
+            with pytest.raises(verify.EndpointUnreachable, match="no connection within 1s"):
+                verify._guarded("models", client, body)
+        else:
+            result = verify._guarded("models", client, body)
+            assert not result.passed and "timed out after 1s" in result.detail

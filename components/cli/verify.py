@@ -144,14 +144,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     base_url = verify.normalise_endpoint(args.endpoint)
     results: list[verify.CheckResult] = []
     if not args.json:
-        print(f"verifying {args.model} at {base_url}", file=out)
-        print(HEADER, file=out)
+        print(f"verifying {args.model} at {base_url}", file=out, flush=True)
     try:
         with client:
             for result in verify.iter_checks(client, args.model, args.tool_choice, args.max_tokens):
-                results.append(result)
                 if not args.json:
+                    if not results:
+                        print(HEADER, file=out)
                     print(format_row(result), file=out, flush=True)
+                results.append(result)
     except UserError as err:
         if args.json:
             print(_report_json(verify.VerifyReport(base_url, args.model, tuple(results)), str(err)), file=out)
