@@ -7,7 +7,6 @@ instead of being silently ignored by Helm.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
@@ -43,10 +42,10 @@ def values_copy_version(name: str) -> str:
     for line in (DATA / "README.md").read_text().splitlines():
         if f"`{name}.values.yaml`" in line:
             for word in line.replace("`", " ").replace(",", " ").split():
-                stripped = word.lstrip("v")
+                stripped = word.lstrip("v").rstrip(";.)")
                 if stripped[:1].isdigit() and stripped.count(".") == 2:
                     return stripped
     raise LookupError(f"tests/data/README.md records no chart version for {name}.values.yaml")
 
 
-__all__ = ["chart_defaults", "unknown_keys", "values_copy_version", "Path"]
+__all__ = ["chart_defaults", "unknown_keys", "values_copy_version"]
