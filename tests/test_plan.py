@@ -1,0 +1,161 @@
+"""The offline plan: `kimi-k3 plan STACK` runs the real program and writes what it declares."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from components import offline, settings
+from components.cli import main
+from components.errors import UserError
+from components.platform import Platform
+from tests.conftest import NOW, ROOT, fixture_for
+
+
+def _plan(tmp_path, *args: str) -> int:
+    return main(["plan", *args, "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_plan_writes_resources_outputs_and_manifests(stack, tmp_path, capsys):
+    assert _plan(tmp_path, stack) == 0
+    summary = capsys.readouterr().out
+    resources = json.loads((tmp_path / "resources.json").read_text())
+    assert isinstance(resources, list) and resources
+    for entry in resources:
+        assert set(entry) >= {"type", "name", "parent", "inputs"}
+        assert entry["parent"] is None or set(entry["parent"]) == {"type", "name"}
+    names = {(r["type"], r["name"]) for r in resources}
+    assert all((r["parent"]["type"], r["parent"]["name"]) in names for r in resources if r["parent"])
+    assert ("kimi-k3:index:Platform", "kimi-k3") in names
+    for path in (tmp_path / "manifests").glob("*.yaml"):
+        manifest = yaml.safe_load(path.read_text())
+        assert manifest["apiVersion"] and manifest["kind"] and manifest["metadata"]["name"], path
+    outputs = json.loads((tmp_path / "outputs.json").read_text())
+    stack_settings = settings.load_stack(stack)
+    assert outputs["region"] == stack_settings.region
+    # the summary gives the key facts
+    for fact in (stack_settings.region, stack_settings.capacity.reservation_id, outputs["capacityBlock"]["availabilityZone"], "GPU nodes", f"({outputs['gpusTotal']} GPUs)"):
+        assert fact in summary
+
+
+def test_plan_default_output_directory(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("components.cli.plan.PROJECT_ROOT", tmp_path)
+    assert main(["plan", "dev", "--quiet"]) == 0
+    assert (tmp_path / "build" / "plan" / "dev" / "resources.json").is_file()
+    assert "Resources (" not in capsys.readouterr().out  # --quiet leaves the tree out
+
+
+def test_plan_never_writes_secret_values(tmp_path, capsys):
+    assert _plan(tmp_path, "dev") == 0
+    written = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file()) + capsys.readouterr().out
+    assert settings.SECRET_PLACEHOLDER_PREFIX not in written
+    raw_stack = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    ciphertext = yaml.safe_load(raw_stack)["config"]["kimi-k3:apiKey"]["secure"]
+    assert ciphertext not in written
+
+
+def test_plan_summary_shows_the_reservation_window_and_state(tmp_path, capsys):
+    assert _plan(tmp_path, "dev", "--reservation-state", "active", "--reservation-az", "us-east-1c", "--reservation-start", "2026-12-07T11:30:00Z") == 0
+    out = capsys.readouterr().out
+    assert "active (offline fixture), AZ us-east-1c" in out
+    assert "2026-12-07 11:30 UTC -> 2026-12-14 11:30 UTC" in out
+
+
+def test_plan_bad_config_is_one_line_and_writes_nothing(monkeypatch, tmp_path, capsys):
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text().replace("cr-0a1b2c3d4e5f60718", "cr-12345")
+    (stacks / "Pulumi.dev.yaml").write_text(text)
+    monkeypatch.setattr(settings, "STACKS_DIR", stacks)
+    out = tmp_path / "out"
+    assert main(["plan", "dev", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "kimi-k3:capacityReservationId" in err and "'cr-12345'" in err and "17 lowercase hex" in err
+    assert not out.exists()
+
+
+def test_plan_expired_reservation_is_refused_before_anything_is_declared(tmp_path, capsys):
+    assert _plan(tmp_path / "x", "dev", "--reservation-state", "expired") == 2
+    assert "is expired" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_plan_as_a_process_has_no_traceback_for_user_mistakes(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.cli", "plan", "dev", "--out", str(tmp_path), "--reservation-state", "payment-failed"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("kimi-k3: error: Capacity Block cr-0a1b2c3d4e5f60718 is payment-failed")
+
+
+def test_main_program_declares_what_the_platform_declares(dev_plan):
+    """__main__.py (run by plan) is only settings -> Platform -> exports: building Platform directly gives the same resources."""
+    s = dev_plan.settings
+    engine = offline.OfflineEngine(region=s.region, reservation=dev_plan.reservation)
+    values, secret_keys = settings.read_stack_file("dev")
+    direct = engine.run(lambda: Platform("kimi-k3", s), config=values, secret_keys=secret_keys)
+    assert [(r.type, r.name, r.parent_urn) for r in direct.resources] == [(r.type, r.name, r.parent_urn) for r in dev_plan.resources]
+    assert [offline.redact(r.inputs) for r in direct.resources] == [offline.redact(r.inputs) for r in dev_plan.resources]
+
+
+def test_main_program_reads_config_through_pulumi(dev_plan):
+    """Under a real engine the program reads config from Pulumi's runtime, not from the stack file."""
+    captured = {}
+
+    def program():
+        captured["settings"] = settings.from_pulumi()
+
+    values, secret_keys = settings.read_stack_file("dev")
+    values["kimi-k3:maxModelLen"] = "131072"
+    offline.OfflineEngine().run(program, config=values, secret_keys=secret_keys, stack="dev")
+    assert captured["settings"].serving.max_model_len == 131072
+    assert captured["settings"].serving.api_key.placeholder
+
+
+def test_program_warnings_reach_the_engine(dev_plan):
+    assert any("floating tag" in w for w in dev_plan.warnings)
+
+
+def test_every_resource_is_parented_under_the_platform(dev_plan):
+    platform = dev_plan.one("kimi-k3:index:Platform", "kimi-k3")
+    assert platform.parent_urn is None or "pulumi:pulumi:Stack" in platform.parent_urn
+    urns = {r.urn for r in dev_plan.resources}
+    for resource in dev_plan.resources:
+        if resource is not platform:
+            assert resource.parent_urn in urns, f"{resource.type} {resource.name} is not parented inside the stack's components"
+
+
+def test_a_wrong_reservation_declares_nothing():
+    s = settings.load_stack("dev")
+    engine = offline.OfflineEngine(region=s.region, reservation=fixture_for(s, instance_type="p5en.48xlarge"))
+    with pytest.raises(UserError, match="reserves p5en.48xlarge, but kimi-k3:gpuInstanceType is p6-b300.48xlarge"):
+        engine.run(lambda: Platform("kimi-k3", s))
+    assert engine.resources == []
+
+
+def test_block_az_outside_explicit_azs_declares_nothing():
+    values, secret_keys = settings.read_stack_file("dev")
+    values["kimi-k3:availabilityZones"] = json.dumps(["us-east-1b", "us-east-1c"])
+    s = settings.from_values(values, secret_keys)
+    engine = offline.OfflineEngine(region=s.region, reservation=fixture_for(s, availability_zone="us-east-1a"))
+    with pytest.raises(UserError, match="us-east-1a, which the network does not cover"):
+        engine.run(lambda: Platform("kimi-k3", s))
+    assert engine.resources == []
+
+
+def test_network_azs_start_with_the_blocks_az(tmp_path):
+    result = offline.run_stack("prod", reservation=lambda s: fixture_for(s, availability_zone="us-west-2c"))
+    assert result.outputs["availabilityZones"] == ["us-west-2c", "us-west-2a", "us-west-2b"]
+
+
+def test_fixture_start_is_the_next_block_start():
+    start = offline.next_block_start(NOW)
+    assert (start.hour, start.minute) == (11, 30) and start > NOW
