@@ -566,6 +566,8 @@ class OfflineEngine:
         if token == "aws:ec2/getSubnet:getSubnet":
             subnet_id = args.get("id", "")
             return {"id": subnet_id, "availabilityZone": self.existing_subnet_azs.get(subnet_id, f"{region}a"), "vpcId": "vpc-" + _hex("existing", 17), "cidrBlock": "10.0.0.0/20"}
+        if token == "aws:ec2/getVpc:getVpc":
+            return {"id": args.get("id") or "vpc-" + _hex("existing", 17), "cidrBlock": "10.0.0.0/16", "arn": self._arn("ec2", f"vpc/{args.get('id')}"), "state": "available", "enableDnsHostnames": True, "enableDnsSupport": True}
         if token == "aws:iam/getPolicyDocument:getPolicyDocument":
             return {"id": "policy", "json": json.dumps({"Version": "2012-10-17", "Statement": args.get("statements", [])})}
         raise NotImplementedError(f"the offline engine has no answer for invoke {token}; add one to components/offline.py")
