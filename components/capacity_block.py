@@ -1,0 +1,535 @@
+"""The GPU node group bought as an EC2 Capacity Block: it comes up in the block's AZ at its start.
+
+:class:`CapacityBlockNodeGroup` declares, for one Capacity Block reservation:
+
+- a launch template (``capacity-block`` market, targeted reservation, the instance
+  type, IMDSv2, encrypted gp3 root, nodeadm user data that RAID0s the local NVMe,
+  optional EFA interfaces) — no placement group anywhere;
+- an EKS managed node group (``CAPACITY_BLOCK``, ``AL2023_x86_64_NVIDIA``) in the one
+  subnet of the block's AZ, labelled and tainted for GPU workloads, with its own node
+  role unless one is given;
+- while the block is not yet active, an Auto Scaling scheduled action that scales the
+  node group's ASG to the reserved count at the block's start;
+- an EventBridge rule for the block's delivery / expiration-warning events, to an
+  encrypted SNS topic (optional e-mail subscription).
+
+The reservation is checked (state, instance type, AZ, count, end) before anything is
+declared; a block that cannot back the node group stops the run with one message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from components import catalog, labels
+from components.errors import UserError
+from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
+
+INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
+"""Node label carrying the EC2 instance type the node group was declared for.
+
+(The kubelet also sets ``node.kubernetes.io/instance-type``; this one is set by the node
+group itself, so it is known before the first node joins.)
+"""
+
+AMI_TYPE = "AL2023_x86_64_NVIDIA"
+"""EKS-optimized Amazon Linux 2023 with the NVIDIA driver (no custom AMI: EKS merges its bootstrap)."""
+
+CAPACITY_TYPE = "CAPACITY_BLOCK"
+ROOT_DEVICE = "/dev/xvda"
+"""Root device name of the AL2023 EKS AMIs."""
+
+NODE_ROLE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy")
+"""AWS managed policies of the node role (the minimum EKS documents for managed nodes)."""
+
+# Detail types of the Capacity Block events, from the EC2 User Guide page "Monitor Capacity
+# Blocks using EventBridge" (capacity-blocks-monitor). The current HTML page names them
+# "Capacity Block Reservation Delivered/Expiration Warning", its markdown edition and other
+# translations "Capacity Block Delivered/Expiration Warning": match both spellings.
+DELIVERED_DETAIL_TYPES = ("Capacity Block Reservation Delivered", "Capacity Block Delivered")
+EXPIRATION_WARNING_DETAIL_TYPES = ("Capacity Block Reservation Expiration Warning", "Capacity Block Expiration Warning")
+EVENT_DETAIL_TYPES = DELIVERED_DETAIL_TYPES + EXPIRATION_WARNING_DETAIL_TYPES
+"""Every detail-type the alert rule matches (all carry the reservation ARN in ``resources``)."""
+
+USER_DATA_BOUNDARY = "KIMI-K3-NODEADM"
+_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+_EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
+def nodeadm_user_data() -> str:
+    """The launch template's user data: one nodeadm ``NodeConfig`` that RAID0s the instance store.
+
+    nodeadm (AL2023) reads MIME multi-part user data and merges every
+    ``application/node.eks.aws`` part; for a managed node group without a custom AMI,
+    EKS adds its own part with the cluster details, so ours carries only
+    ``spec.instance.localStorage`` (schema: awslabs/amazon-eks-ami ``nodeadm/doc/api.md``,
+    ``LocalStorageStrategy`` enum RAID0 | RAID10 | Mount). With RAID0, containerd and the
+    kubelet (images, emptyDirs, the weights cache) live on the 30 TB of local NVMe.
+    Returned base64-encoded, as ``LaunchTemplate.user_data`` expects.
+    """
+    node_config = "\n".join(
+        [
+            "---",
+            "apiVersion: node.eks.aws/v1alpha1",
+            "kind: NodeConfig",
+            "spec:",
+            "  instance:",
+            "    localStorage:",
+            "      strategy: RAID0",
+        ]
+    )
+    document = "\n".join(
+        [
+            "MIME-Version: 1.0",
+            f'Content-Type: multipart/mixed; boundary="{USER_DATA_BOUNDARY}"',
+            "",
+            f"--{USER_DATA_BOUNDARY}",
+            "Content-Type: application/node.eks.aws",
+            "",
+            node_config,
+            "",
+            f"--{USER_DATA_BOUNDARY}--",
+            "",
+        ]
+    )
+    return base64.b64encode(document.encode()).decode()
+
+
+def efa_network_interfaces(
+    instance: catalog.InstanceType, security_group_ids: Sequence[pulumi.Input[str]]
+) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+    """Network interfaces that expose every EFA of ``instance`` (EC2 User Guide, efa-acc-inst-types).
+
+    The primary interface (card 0, device 0) is an ENA interface (an EFA-only interface
+    cannot be primary). When every card has an EFA (e.g. p5en: 16 on 16 cards), card 0
+    gets an EFA-only interface at device 1; when there is one more card than EFAs
+    (p6-b300: 16 EFA on 17 cards) card 0 is the ENA-only card. Every further card gets
+    one EFA-only interface at device index 0. Security groups go on every interface
+    (with interfaces in the template, none may be set at the template level).
+    """
+    groups = list(security_group_ids)
+
+    def interface(card: int, device: int, kind: str) -> aws.ec2.LaunchTemplateNetworkInterfaceArgs:
+        return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=card,
+            device_index=device,
+            interface_type=kind,
+            security_groups=groups,
+            delete_on_termination="true",
+        )
+
+    interfaces = [interface(0, 0, "interface")]
+    if instance.efa_interfaces >= instance.network_cards:  # card 0 has an EFA too
+        interfaces.append(interface(0, 1, "efa-only"))
+        efa_cards = range(1, instance.network_cards)
+    else:  # card 0 is the ENA-only card
+        efa_cards = range(1, instance.efa_interfaces + 1)
+    interfaces.extend(interface(card, 0, "efa-only") for card in efa_cards)
+    return interfaces
+
+
+def event_pattern(reservation_arn: str) -> str:
+    """EventBridge pattern for this block's delivery and expiration-warning events."""
+    return json.dumps({"source": ["aws.ec2"], "detail-type": list(EVENT_DETAIL_TYPES), "resources": [reservation_arn]})
+
+
+def reservation_arn(facts: CapacityBlockFacts, region: str, account_id: str, partition: str = "aws") -> str:
+    """ARN of the Capacity Reservation behind a block (what its events carry in ``resources``)."""
+    return f"arn:{partition}:ec2:{region}:{account_id}:capacity-reservation/{facts.reservation_id}"
+
+
+@dataclass(frozen=True)
+class ScalingPlan:
+    """How the node group is sized now and whether a scheduled action scales it at the start."""
+
+    min_size: int
+    max_size: int
+    desired_size: int
+    scale_at: datetime | None
+    """When the scheduled action scales the ASG to the reserved count (``None``: no action)."""
+    warnings: tuple[str, ...] = ()
+
+
+def scaling_plan(facts: CapacityBlockFacts, now: datetime) -> ScalingPlan:
+    """Desired 0 and a scheduled action while the block has not started; the full count once it has.
+
+    Max is the reserved count: there is never capacity beyond the block to scale into.
+    """
+    count = facts.instance_count
+    if facts.active:
+        return ScalingPlan(0, count, count, None)
+    if facts.start > now:
+        return ScalingPlan(0, count, 0, facts.start)
+    # The block's start has passed but EC2 does not report it active yet (state lags by
+    # minutes): an action in the past is refused by Auto Scaling, so ask for the nodes
+    # now; the ASG retries its launches until the reservation turns active.
+    return ScalingPlan(
+        0,
+        count,
+        count,
+        None,
+        (f"Capacity Block {facts.reservation_id} started at {facts.start:%Y-%m-%d %H:%M} UTC but is still {facts.state}; "
+         "asking for the nodes now (launches are retried until it is active)",),
+    )
+
+
+def rfc3339(moment: datetime) -> str:
+    """``2026-12-01T11:30:00Z``: the UTC form Auto Scaling scheduled actions take."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class CapacityBlockNodeGroupArgs:
+    """Inputs of :class:`CapacityBlockNodeGroup`."""
+
+    cluster_name: pulumi.Input[str]
+    """Name of the EKS cluster the nodes join."""
+    kubernetes_version: str
+    """Kubernetes version of the cluster (``1.34``); the node group runs the same."""
+    subnet_ids_by_az: Mapping[str, pulumi.Input[str]]
+    """Private subnet per AZ of the network; only the subnet of the block's AZ is used."""
+    instance_type: str
+    """EC2 instance type the block reserves (``p6-b300.48xlarge``); set on the launch template only."""
+    reservation: CapacityBlockFacts | None = None
+    """The block, already looked up (the platform does this before declaring anything)."""
+    reservation_id: str | None = None
+    """The block's id (``cr-…``), when ``reservation`` is not given: the component looks it up."""
+    ami_release_version: str | None = None
+    """EKS AMI release to pin (``1.34.2-20251120``); ``None`` takes the latest at creation."""
+    root_volume_gib: int = 200
+    """Size of the encrypted gp3 root volume (the vLLM image is large; weights go to local NVMe)."""
+    efa_enabled: bool = False
+    """Attach every EFA of the instance (needed only when a replica spans nodes)."""
+    security_group_ids: Sequence[pulumi.Input[str]] = ()
+    """Security groups of the nodes (must allow node <-> control plane traffic, and all traffic
+    within the group when EFA is on). Empty: EKS applies the cluster security group."""
+    node_role_arn: pulumi.Input[str] | None = None
+    """Existing node IAM role; ``None`` creates one with the EKS worker, ECR pull and CNI policies."""
+    alert_email: str | None = None
+    """Address subscribed to the block's delivery / expiration alerts (confirmation mail follows)."""
+    nodes_required: int = 1
+    """Nodes the stack needs (replicas x nodes per replica); the block must reserve at least this many."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags on every resource, the instances and their volumes."""
+    now: datetime | None = None
+    """The current time (UTC) for the block checks; ``None``: the clock. Set it in tests."""
+
+
+class CapacityBlockNodeGroup(pulumi.ComponentResource):
+    """GPU nodes backed by one EC2 Capacity Block, sized to the block across its life.
+
+    Attributes (also registered as outputs): ``node_group_name``, ``asg_name``,
+    ``availability_zone``, ``start``, ``end``, ``instance_count``, ``state``,
+    ``alert_topic_arn``, ``launch_template_id``; plus ``reservation`` (the facts used) and
+    ``node_group`` / ``launch_template`` / ``alert_topic`` (the resources).
+    """
+
+    def __init__(self, name: str, args: CapacityBlockNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Check the block against the args, then declare the node group and its alerts.
+
+        Raises :class:`UserError` (nothing declared) when the args or the block cannot work.
+        """
+        now = args.now or datetime.now(timezone.utc)
+        _validate(args)
+        facts = args.reservation or lookup_capacity_block(args.reservation_id or "")
+        warnings = check_capacity_block(
+            facts,
+            instance_type=args.instance_type,
+            availability_zones=tuple(args.subnet_ids_by_az),
+            nodes_required=args.nodes_required,
+            now=now,
+        )
+        plan = scaling_plan(facts, now)
+        super().__init__("kimi-k3:index:CapacityBlockNodeGroup", name, None, opts)
+        for warning in (*warnings, *plan.warnings):
+            pulumi.log.warn(warning, resource=self)
+
+        child = pulumi.ResourceOptions(parent=self)
+        tags = {**args.tags, "kimi-k3.io/capacity-reservation": facts.reservation_id}
+        self.reservation = facts
+
+        self.launch_template = aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            description=f"Kimi K3 GPU nodes on Capacity Block {facts.reservation_id}",
+            instance_type=args.instance_type,
+            instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block"),
+            capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=facts.reservation_id,
+                ),
+            ),
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",
+                # Hop limit 1: pods cannot reach IMDS (they get AWS access via Pod Identity only).
+                http_put_response_hop_limit=1,
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name=ROOT_DEVICE,
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=args.root_volume_gib,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            user_data=nodeadm_user_data(),
+            network_interfaces=(
+                efa_network_interfaces(catalog.INSTANCE_TYPES[args.instance_type], args.security_group_ids)
+                if args.efa_enabled
+                else None
+            ),
+            vpc_security_group_ids=(list(args.security_group_ids) or None) if not args.efa_enabled else None,
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
+                for kind in ("instance", "volume", "network-interface")
+            ],
+            tags=tags,
+            opts=child,
+        )
+
+        node_role_arn = args.node_role_arn
+        if node_role_arn is None:
+            node_role_arn = self._node_role(name, tags, child)
+
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=args.cluster_name,
+            node_role_arn=node_role_arn,
+            subnet_ids=[args.subnet_ids_by_az[facts.availability_zone]],
+            capacity_type=CAPACITY_TYPE,
+            ami_type=AMI_TYPE,
+            version=args.kubernetes_version,
+            release_version=args.ami_release_version,
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=self.launch_template.id,
+                version=self.launch_template.latest_version.apply(lambda v: str(int(v))),
+            ),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=plan.min_size, max_size=plan.max_size, desired_size=plan.desired_size
+            ),
+            # No surge: every node the block holds is in use and there is no spare reserved
+            # capacity to launch a replacement into, so updates replace one node at a time.
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            labels={**labels.GPU_NODE_LABELS, INSTANCE_TYPE_NODE_LABEL: args.instance_type},
+            taints=[
+                aws.eks.NodeGroupTaintArgs(
+                    key=labels.GPU_TAINT_KEY,
+                    value=labels.GPU_TAINT_VALUE,
+                    effect=_TAINT_EFFECTS[labels.GPU_TAINT_EFFECT],
+                )
+            ],
+            tags=tags,
+            # The scheduled action below (and EKS's own scale-in before the block ends) change
+            # the desired size outside Pulumi; a later `pulumi up` must not undo them.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        self.asg_name = self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)
+
+        self.scale_up: aws.autoscaling.Schedule | None = None
+        if plan.scale_at is not None:
+            # One-off action (no recurrence) at the block's start. EKS itself adds an action
+            # that scales the group to 0 forty minutes before the block ends (EC2 terminates
+            # the instances from thirty minutes before the end): it is left alone.
+            self.scale_up = aws.autoscaling.Schedule(
+                f"{name}-scale-at-start",
+                scheduled_action_name=f"kimi-k3-{facts.reservation_id}-start",
+                autoscaling_group_name=self.asg_name,
+                start_time=rfc3339(plan.scale_at),
+                min_size=facts.instance_count,
+                max_size=facts.instance_count,
+                desired_capacity=facts.instance_count,
+                opts=child,
+            )
+
+        self.alert_topic = self._alerts(name, args, facts, tags, child)
+
+        self.node_group_name = self.node_group.node_group_name
+        self.availability_zone = facts.availability_zone
+        self.start = facts.start.isoformat()
+        self.end = facts.end.isoformat()
+        self.instance_count = facts.instance_count
+        self.state = facts.state
+        self.alert_topic_arn = self.alert_topic.arn
+        self.launch_template_id = self.launch_template.id
+        self.register_outputs(
+            {
+                "nodeGroupName": self.node_group_name,
+                "asgName": self.asg_name,
+                "availabilityZone": self.availability_zone,
+                "start": self.start,
+                "end": self.end,
+                "instanceCount": self.instance_count,
+                "state": self.state,
+                "alertTopicArn": self.alert_topic_arn,
+                "launchTemplateId": self.launch_template_id,
+            }
+        )
+
+    def _node_role(self, name: str, tags: Mapping[str, str], child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
+        role = aws.iam.Role(
+            f"{name}-node-role",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+                }
+            ),
+            description="EKS node role of the Kimi K3 Capacity Block GPU nodes",
+            tags=dict(tags),
+            opts=child,
+        )
+        attachments = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy}",
+                role=role.name,
+                policy_arn=partition.apply(lambda p, policy=policy: f"arn:{p}:iam::aws:policy/{policy}"),
+                opts=child,
+            )
+            for policy in NODE_ROLE_POLICIES
+        ]
+        # Nodes need the policies from their first boot: hand out the ARN only once attached.
+        return pulumi.Output.all(role.arn, *[a.id for a in attachments]).apply(lambda values: values[0])
+
+    def _alerts(
+        self,
+        name: str,
+        args: CapacityBlockNodeGroupArgs,
+        facts: CapacityBlockFacts,
+        tags: Mapping[str, str],
+        child: pulumi.ResourceOptions,
+    ) -> aws.sns.Topic:
+        identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
+        arn = pulumi.Output.all(region.region, identity.account_id, partition).apply(
+            lambda v: reservation_arn(facts, v[0], v[1], v[2])
+        )
+        rule = aws.cloudwatch.EventRule(
+            f"{name}-block-events",
+            description=f"Capacity Block {facts.reservation_id}: delivered / expiration warning",
+            event_pattern=arn.apply(event_pattern),
+            tags=dict(tags),
+            opts=child,
+        )
+        # EventBridge cannot publish to a topic encrypted with the AWS managed key
+        # (alias/aws/sns): its key policy cannot grant events.amazonaws.com. So the topic
+        # gets its own customer managed key whose policy lets EventBridge use it.
+        key = aws.kms.Key(
+            f"{name}-alerts-key",
+            description=f"Encrypts the Capacity Block alerts topic of {name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=7,
+            policy=pulumi.Output.all(partition, identity.account_id).apply(lambda v: _alerts_key_policy(v[0], v[1])),
+            tags=dict(tags),
+            opts=child,
+        )
+        topic = aws.sns.Topic(f"{name}-alerts", kms_master_key_id=key.arn, tags=dict(tags), opts=child)
+        aws.sns.TopicPolicy(
+            f"{name}-alerts-policy",
+            arn=topic.arn,
+            policy=pulumi.Output.all(topic.arn, rule.arn).apply(lambda v: _topic_policy(v[0], v[1])),
+            opts=child,
+        )
+        aws.cloudwatch.EventTarget(f"{name}-block-events-to-sns", rule=rule.name, arn=topic.arn, opts=child)
+        if args.alert_email:
+            aws.sns.TopicSubscription(
+                f"{name}-alerts-email", topic=topic.arn, protocol="email", endpoint=args.alert_email, opts=child
+            )
+        return topic
+
+
+def _topic_policy(topic_arn: str, rule_arn: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "CapacityBlockEvents",
+                    "Effect": "Allow",
+                    "Principal": {"Service": "events.amazonaws.com"},
+                    "Action": "sns:Publish",
+                    "Resource": topic_arn,
+                    "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
+                }
+            ],
+        }
+    )
+
+
+def _alerts_key_policy(partition: str, account_id: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "AccountAdministers",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "EventBridgePublishesToTopic",
+                    "Effect": "Allow",
+                    "Principal": {"Service": "events.amazonaws.com"},
+                    "Action": ["kms:GenerateDataKey*", "kms:Decrypt"],
+                    "Resource": "*",
+                    "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
+                },
+            ],
+        }
+    )
+
+
+def _validate(args: CapacityBlockNodeGroupArgs) -> None:
+    """Refuse args that cannot make a working node group (before any look-up or resource)."""
+    if (args.reservation is None) == (args.reservation_id is None):
+        raise UserError("CapacityBlockNodeGroup needs exactly one of reservation (looked-up facts) or reservation_id")
+    if not re.fullmatch(r"\d+\.\d+", args.kubernetes_version):
+        raise UserError(f"kubernetes_version {args.kubernetes_version!r} is not accepted; expected major.minor such as 1.34")
+    if args.ami_release_version and not args.ami_release_version.startswith(f"{args.kubernetes_version}."):
+        raise UserError(
+            f"AMI release {args.ami_release_version} is not for Kubernetes {args.kubernetes_version}; "
+            f"pin a {args.kubernetes_version}.x-YYYYMMDD release or leave it unset"
+        )
+    if not args.subnet_ids_by_az:
+        raise UserError("subnet_ids_by_az is empty: the node group needs the subnet of the Capacity Block's AZ")
+    if not 20 <= args.root_volume_gib <= 16384:
+        raise UserError(f"root_volume_gib {args.root_volume_gib} is not accepted; expected 20..16384 GiB (gp3)")
+    if args.nodes_required < 1:
+        raise UserError(f"nodes_required {args.nodes_required} is not accepted; expected at least 1")
+    if args.efa_enabled:
+        if args.instance_type not in catalog.INSTANCE_TYPES:
+            raise UserError(
+                f"EFA interfaces for {args.instance_type} are unknown; known types: {', '.join(catalog.INSTANCE_TYPES)}"
+            )
+        if not args.security_group_ids:
+            raise UserError("efa_enabled needs security_group_ids: EFA traffic requires a group that allows all traffic to itself")
+    if args.alert_email is not None and not _EMAIL_RE.fullmatch(args.alert_email):
+        raise UserError(f"alert_email {args.alert_email!r} is not an e-mail address")
+
+
+__all__ = [
+    "AMI_TYPE",
+    "CapacityBlockNodeGroup",
+    "CapacityBlockNodeGroupArgs",
+    "EVENT_DETAIL_TYPES",
+    "INSTANCE_TYPE_NODE_LABEL",
+    "ScalingPlan",
+    "efa_network_interfaces",
+    "event_pattern",
+    "nodeadm_user_data",
+    "scaling_plan",
+]
