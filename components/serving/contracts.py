@@ -1,0 +1,376 @@
+"""The three serving contracts (image, weights, API) plus the engine profile.
+
+Plain, validated, frozen dataclasses with no Pulumi in them: the serving
+components render Kubernetes objects from a :class:`ServingContract`, and the
+composition (``platform.py``) builds one from the stack settings. A contract that
+cannot work raises :class:`~components.errors.UserError` when it is built, before
+any resource is declared.
+
+How the model reaches vLLM (``--model``):
+
+* ``source="s3"``: an init container copies the exact S3 prefix onto the node's
+  NVMe and vLLM loads the stable local path ``mount_path`` (``/models/kimi-k3``);
+  nothing talks to Hugging Face (``HF_HUB_OFFLINE=1``).
+* ``source="huggingface"``: an init container downloads the pinned revision into
+  the Hugging Face cache at ``mount_path`` (``HF_HUB_CACHE``), and vLLM is started
+  with the model id, ``--revision <sha>`` and ``--download-dir <mount_path>`` in
+  offline mode, so it resolves exactly that snapshot and never fetches another one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from components import catalog
+from components.errors import UserError
+from components.settings import (
+    KV_CACHE_DTYPES,
+    MANAGED_VLLM_FLAGS,
+    MODEL_ID_RE,
+    S3_URI_RE,
+    SHA1_RE,
+    WEIGHTS_SOURCES,
+    ImageReference,
+    parse_image_reference,
+)
+
+SEED_VLLM_FLAGS = (
+    "--trust-remote-code",
+    "--enable-prefix-caching",
+    "--enable-auto-tool-choice",
+    "--no-enable-flashinfer-autotune",
+    "--moe-backend",
+    "--tool-call-parser",
+    "--reasoning-parser",
+)
+"""Seed flags the contract always sets; ``extra_args`` may not repeat them."""
+
+_PATH_RE = re.compile(r"^/[\w./-]*$")
+_NAME_RE = re.compile(r"^[\w.:-]+$")
+
+
+# --- image ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageContract:
+    """The engine image. Pinned by digest in prod (enforced by the settings)."""
+
+    reference: ImageReference
+    """Parsed image reference (see :func:`components.settings.parse_image_reference`)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reference, ImageReference) or not (self.reference.tag or self.reference.digest):
+            raise UserError(f"image contract: {self.reference!r} is not an image reference with a tag or a digest")
+
+    @classmethod
+    def parse(cls, ref: str) -> "ImageContract":
+        """Build the contract from ``repo[:tag][@sha256:…]``; raises :class:`UserError` if malformed."""
+        parsed = parse_image_reference(ref)
+        if parsed is None:
+            raise UserError(f"image contract: {ref!r} is not accepted; expected repo@sha256:<64 hex> or repo:tag")
+        return cls(parsed)
+
+    @property
+    def image(self) -> str:
+        """The reference as written in the pod spec."""
+        return str(self.reference)
+
+    @property
+    def digest(self) -> str | None:
+        """``sha256:…`` when pinned by digest, else ``None``."""
+        return self.reference.digest
+
+    @property
+    def pinned(self) -> bool:
+        """True when pinned by digest."""
+        return self.reference.pinned
+
+    @property
+    def pull_policy(self) -> str:
+        """``IfNotPresent`` for a digest (immutable), ``Always`` for a floating tag."""
+        return "IfNotPresent" if self.pinned else "Always"
+
+
+# --- weights --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightsContract:
+    """Which model weights, at which exact revision, from where, mounted where."""
+
+    model_id: str = catalog.KIMI_K3.model_id
+    """Hugging Face model id."""
+    revision: str
+    """40-hex commit SHA of the model repository (a branch name moves; refused)."""
+    source: str = "huggingface"
+    """``huggingface`` (download the pinned revision) or ``s3`` (copy a pre-staged prefix)."""
+    s3_uri: str | None = None
+    """``s3://bucket/prefix/`` holding the files of that revision; only with ``source="s3"``."""
+    mount_path: str = catalog.MODEL_MOUNT_PATH
+    """Stable directory of the weights inside the server container."""
+    expected_size_gb: int = int(catalog.KIMI_K3.weights_gb)
+    """Size of the checkpoint on disk in GB; sizes the NVMe cache volume."""
+    sha256_manifest: str | None = None
+    """``sha256sum`` manifest (path relative to the weights directory) checked after staging."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model_id, str) or not MODEL_ID_RE.match(self.model_id):
+            raise UserError(f"weights contract: model_id {self.model_id!r} is not accepted; expected org/name such as moonshotai/Kimi-K3")
+        if not isinstance(self.revision, str) or not SHA1_RE.match(self.revision):
+            raise UserError(f"weights contract: revision {self.revision!r} is not accepted; expected the 40-hex commit SHA of {self.model_id}")
+        if self.source not in WEIGHTS_SOURCES:
+            raise UserError(f"weights contract: source {self.source!r} is not accepted; accepted: {', '.join(WEIGHTS_SOURCES)}")
+        if self.source == "s3":
+            # '*' is legal in an S3 key but would widen the IAM resource scoped to the prefix.
+            if not self.s3_uri or not S3_URI_RE.match(self.s3_uri) or "*" in self.s3_uri:
+                raise UserError(f"weights contract: s3_uri {self.s3_uri!r} is not accepted; expected s3://bucket/prefix/ (trailing slash, no wildcards) when source is s3")
+        elif self.s3_uri is not None:
+            raise UserError(f"weights contract: s3_uri {self.s3_uri!r} is only used when source is s3")
+        if not _PATH_RE.match(self.mount_path or "") or self.mount_path.rstrip("/") == "" or ".." in self.mount_path.split("/"):
+            raise UserError(f"weights contract: mount_path {self.mount_path!r} is not accepted; expected an absolute directory such as /models/kimi-k3")
+        if isinstance(self.expected_size_gb, bool) or not isinstance(self.expected_size_gb, int) or not 1 <= self.expected_size_gb <= 20_000:
+            raise UserError(f"weights contract: expected_size_gb {self.expected_size_gb!r} is not accepted; expected a whole number of GB between 1 and 20000")
+        manifest = self.sha256_manifest
+        if manifest is not None and (not manifest or manifest.startswith("/") or ".." in manifest.split("/") or not re.fullmatch(r"[\w./-]+", manifest)):
+            raise UserError(f"weights contract: sha256_manifest {manifest!r} is not accepted; expected a path relative to the weights directory, e.g. SHA256SUMS")
+
+    @property
+    def s3_bucket(self) -> str | None:
+        """Bucket of :attr:`s3_uri` (``None`` for Hugging Face)."""
+        match = S3_URI_RE.match(self.s3_uri or "")
+        return match.group(1) if match else None
+
+    @property
+    def s3_prefix(self) -> str | None:
+        """Key prefix of :attr:`s3_uri`, with its trailing slash (``None`` for Hugging Face)."""
+        match = S3_URI_RE.match(self.s3_uri or "")
+        return match.group(2) if match else None
+
+    @property
+    def hf_snapshot_dir(self) -> str:
+        """Where the Hugging Face cache under :attr:`mount_path` keeps this revision's files."""
+        org, name = self.model_id.split("/", 1)
+        return f"{self.mount_path}/models--{org}--{name}/snapshots/{self.revision}"
+
+    @property
+    def weights_dir(self) -> str:
+        """Directory holding the checkpoint files once staged (the manifest is relative to it)."""
+        return self.mount_path if self.source == "s3" else self.hf_snapshot_dir
+
+
+# --- API ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApiContract:
+    """What clients and probes rely on: OpenAI-compatible paths, port, model name, parsers."""
+
+    port: int = catalog.API_PORT
+    """Container port of the OpenAI-compatible server (also serves health and metrics)."""
+    served_model_name: str = catalog.KIMI_K3.served_model_name
+    """The ``model`` clients send; stable across engine and weight changes."""
+    chat_path: str = "/v1/chat/completions"
+    """Chat completions path."""
+    health_path: str = "/health"
+    """Liveness/startup path (vLLM answers 200 once the engine is up; not behind the API key)."""
+    models_path: str = "/v1/models"
+    """Model list path (behind the API key); used by the readiness probe."""
+    metrics_path: str = "/metrics"
+    """Prometheus metrics path (not behind the API key)."""
+    tool_call_parser: str | None = "kimi_k3"
+    """vLLM tool-call parser; ``None`` turns tool calling off."""
+    reasoning_parser: str | None = "kimi_k3"
+    """vLLM reasoning parser; ``None`` turns reasoning output off."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 1024 <= self.port <= 65535:
+            raise UserError(f"api contract: port {self.port!r} is not accepted; expected 1024-65535 (the server runs as non-root)")
+        if not isinstance(self.served_model_name, str) or not _NAME_RE.match(self.served_model_name):
+            raise UserError(f"api contract: served_model_name {self.served_model_name!r} is not accepted; expected letters, digits, '.', '_', ':' or '-'")
+        for field_name in ("chat_path", "health_path", "models_path", "metrics_path"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str) or not _PATH_RE.match(value):
+                raise UserError(f"api contract: {field_name} {value!r} is not accepted; expected an absolute URL path such as /health")
+        for field_name in ("tool_call_parser", "reasoning_parser"):
+            value = getattr(self, field_name)
+            if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[\w-]+", value)):
+                raise UserError(f"api contract: {field_name} {value!r} is not accepted; expected a vLLM parser name such as kimi_k3, or None")
+
+
+# --- engine ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """vLLM engine sizing and behaviour for one replica."""
+
+    tensor_parallel_size: int = 8
+    """GPUs one pipeline stage shards the model over (all GPUs of a node)."""
+    pipeline_parallel_size: int = 1
+    """Pipeline stages, one per node when a replica spans nodes."""
+    gpu_memory_utilization: float = 0.95
+    """Fraction of GPU memory vLLM may use (weights + KV cache)."""
+    max_model_len: int = 262_144
+    """Longest context (prompt + output) in tokens."""
+    kv_cache_dtype: str = "fp8"
+    """KV cache data type."""
+    extra_args: tuple[str, ...] = ()
+    """Further vLLM flags, appended last (may not repeat a flag the contract sets)."""
+    ready_timeout_s: int = catalog.ENGINE_READY_TIMEOUT_S
+    """Seconds vLLM waits for the engine to load and warm up (``VLLM_ENGINE_READY_TIMEOUT_S``)."""
+    load_format: str = "fastsafetensors"
+    """Weight loader."""
+    moe_backend: str = "auto"
+    """MoE kernel backend."""
+
+    def __post_init__(self) -> None:
+        for field_name, low, high in (("tensor_parallel_size", 1, 64), ("pipeline_parallel_size", 1, 16), ("max_model_len", 1024, 1_048_576), ("ready_timeout_s", 60, 6 * 3600)):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise UserError(f"engine profile: {field_name} {value!r} is not accepted; expected a whole number from {low} to {high}")
+        util = self.gpu_memory_utilization
+        if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0.5 <= util <= 0.98:
+            raise UserError(f"engine profile: gpu_memory_utilization {util!r} is not accepted; expected 0.50 to 0.98")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise UserError(f"engine profile: kv_cache_dtype {self.kv_cache_dtype!r} is not accepted; accepted: {', '.join(KV_CACHE_DTYPES)}")
+        for field_name in ("load_format", "moe_backend"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str) or not re.fullmatch(r"[\w-]+", value):
+                raise UserError(f"engine profile: {field_name} {value!r} is not accepted; expected a vLLM choice such as auto")
+        if isinstance(self.extra_args, str) or not all(isinstance(a, str) and a for a in self.extra_args):
+            raise UserError(f"engine profile: extra_args {self.extra_args!r} is not accepted; expected a tuple of non-empty strings")
+        reserved = set(MANAGED_VLLM_FLAGS) | set(SEED_VLLM_FLAGS) | {"--tokenizer-revision", "--code-revision", "--enable-flashinfer-autotune"}
+        for arg in self.extra_args:
+            flag = arg.split("=", 1)[0]
+            if flag in reserved:
+                why = "would put the key in the pod spec; the key comes from VLLM_API_KEY" if flag == "--api-key" else "is set by the contract"
+                raise UserError(f"engine profile: extra argument {arg!r} is not accepted; {flag} {why}")
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica uses: TP × PP."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+# --- the whole contract ---------------------------------------------------------
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class ServingContract:
+    """Image + weights + API + engine: everything needed to start the server."""
+
+    image: ImageContract
+    """Engine image."""
+    weights: WeightsContract
+    """Model weights and where they appear in the container."""
+    api: ApiContract = ApiContract()
+    """What clients and probes rely on."""
+    engine: EngineProfile = EngineProfile()
+    """Engine sizing."""
+
+    def __post_init__(self) -> None:
+        for name, kind in (("image", ImageContract), ("weights", WeightsContract), ("api", ApiContract), ("engine", EngineProfile)):
+            if not isinstance(getattr(self, name), kind):
+                raise UserError(f"serving contract: {name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+
+    def nodes_per_replica(self, gpus_per_node: int) -> int:
+        """Nodes one replica spans; raises :class:`UserError` when TP × PP does not fill whole nodes."""
+        tp, pp = self.engine.tensor_parallel_size, self.engine.pipeline_parallel_size
+        if tp != gpus_per_node:
+            raise UserError(
+                f"serving contract: tensor_parallel_size={tp} must equal the {gpus_per_node} GPUs of one node "
+                f"(each pod requests a whole node; TP x PP = {tp * pp} must equal {gpus_per_node} GPUs per pod x {pp} node(s))"
+            )
+        return pp
+
+    def gpus_per_pod(self, gpus_per_node: int) -> int:
+        """GPUs each pod requests (a whole node), after checking TP × PP == GPUs per pod × nodes."""
+        self.nodes_per_replica(gpus_per_node)
+        return gpus_per_node
+
+    @property
+    def model_argument(self) -> str:
+        """What ``--model`` gets: the stable local path (S3) or the model id (Hugging Face cache)."""
+        return self.weights.mount_path if self.weights.source == "s3" else self.weights.model_id
+
+    def vllm_args(self, model_path: str | None = None) -> list[str]:
+        """Arguments of ``vllm serve`` (after the command), the seed's flags included, extra args last.
+
+        :param model_path: where the weights volume is mounted in the container
+            (defaults to ``weights.mount_path``).
+        """
+        mount = model_path or self.weights.mount_path
+        e, a, w = self.engine, self.api, self.weights
+        args = ["--model", mount if w.source == "s3" else w.model_id]
+        if w.source == "huggingface":
+            # Same snapshot for weights, tokenizer and remote code; found in the pre-filled cache.
+            args += ["--revision", w.revision, "--tokenizer-revision", w.revision, "--code-revision", w.revision, "--download-dir", mount]
+        args += [
+            "--trust-remote-code",
+            "--load-format", e.load_format,
+            "--enable-prefix-caching",
+        ]
+        if a.tool_call_parser:
+            args += ["--enable-auto-tool-choice", "--tool-call-parser", a.tool_call_parser]
+        if a.reasoning_parser:
+            args += ["--reasoning-parser", a.reasoning_parser]
+        args += [
+            "--served-model-name", a.served_model_name,
+            "--moe-backend", e.moe_backend,
+            "--tensor-parallel-size", str(e.tensor_parallel_size),
+        ]
+        if e.pipeline_parallel_size > 1:
+            args += ["--pipeline-parallel-size", str(e.pipeline_parallel_size)]
+        args += [
+            "--no-enable-flashinfer-autotune",
+            "--gpu-memory-utilization", _fmt(e.gpu_memory_utilization),
+            "--max-model-len", str(e.max_model_len),
+            "--kv-cache-dtype", e.kv_cache_dtype,
+            "--host", "0.0.0.0",
+            "--port", str(a.port),
+        ]
+        return args + list(e.extra_args)
+
+    def vllm_env(self) -> dict[str, str]:
+        """Environment of the server container that the contract decides (no secrets)."""
+        env = {
+            "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION": "1",
+            "VLLM_ENGINE_READY_TIMEOUT_S": str(self.engine.ready_timeout_s),
+            "HF_HUB_OFFLINE": "1",
+        }
+        if self.weights.source == "huggingface":
+            env["HF_HUB_CACHE"] = self.weights.mount_path
+        return env
+
+    def startup_budget_s(self, margin_s: int = 600) -> int:
+        """Seconds a pod may take from container start to a healthy ``/health``.
+
+        The engine's ready timeout plus ``margin_s`` for Python imports and the API
+        server start. Weight staging runs in an init container and is not counted.
+        """
+        return self.engine.ready_timeout_s + margin_s
+
+    def probe_failure_threshold(self, period_s: int, margin_s: int = 600) -> int:
+        """``failureThreshold`` so that ``failureThreshold × period_s ≥`` :meth:`startup_budget_s`."""
+        return math.ceil(self.startup_budget_s(margin_s) / period_s)
+
+
+def contract_summary(contract: ServingContract) -> dict[str, Any]:
+    """Plain facts of a contract for stack outputs (no secrets)."""
+    return {
+        "image": contract.image.image,
+        "imageDigest": contract.image.digest,
+        "modelId": contract.weights.model_id,
+        "modelRevision": contract.weights.revision,
+        "weightsSource": contract.weights.source,
+        "servedModelName": contract.api.served_model_name,
+        "port": contract.api.port,
+    }
