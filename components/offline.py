@@ -199,6 +199,8 @@ class RecordedResource:
     outputs: dict = field(default_factory=dict)
     """State the offline engine answered with."""
     id: str | None = None
+    dependencies: list[str] = field(default_factory=list)
+    """URNs the resource was registered as depending on (``depends_on`` plus input dependencies)."""
 
     @property
     def plain_inputs(self) -> dict:
@@ -238,6 +240,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     inputs=rpc.deserialize_properties(request.object),
                     outputs=registration.state,
                     id=registration.id,
+                    dependencies=list(request.dependencies),
                 )
             )
         return response
