@@ -206,10 +206,12 @@ class Network(pulumi.ComponentResource):
     # -- existing VPC
 
     def _adopt(self, args: NetworkArgs) -> None:
-        self.availability_zones = tuple(args.existing_private_subnet_ids_by_az)
+        by_az = args.existing_private_subnet_ids_by_az
+        # The AZs passed in first (the Capacity Block's AZ leads), then any other AZ the VPC covers.
+        self.availability_zones = tuple(dict.fromkeys([*args.availability_zones, *by_az]))
         self.vpc_id = pulumi.Output.from_input(args.existing_vpc_id)
         self.vpc_cidr = aws.ec2.get_vpc_output(id=args.existing_vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
-        self.private_subnet_ids_by_az = {az: pulumi.Output.from_input(s) for az, s in args.existing_private_subnet_ids_by_az.items()}
+        self.private_subnet_ids_by_az = {az: pulumi.Output.from_input(by_az[az]) for az in self.availability_zones}
         self.public_subnet_ids = pulumi.Output.from_input(list(args.existing_public_subnet_ids))
 
     # -- new VPC

@@ -249,7 +249,7 @@ def test_bad_args_are_refused_before_anything_is_declared(changes, match):
     assert engine.resources == []
 
 
-EXISTING = {"existing_vpc_id": "vpc-0a1b2c3d4e5f67890", "existing_private_subnet_ids_by_az": {BLOCK_AZ: "subnet-0a1b2c3d4e5f67890", "us-east-1a": "subnet-0a1b2c3d4e5f67891"}}
+EXISTING = {"existing_vpc_id": "vpc-0a1b2c3d4e5f67890", "existing_private_subnet_ids_by_az": {"us-east-1a": "subnet-0a1b2c3d4e5f67891", BLOCK_AZ: "subnet-0a1b2c3d4e5f67890"}}
 
 
 def test_existing_vpc_declares_no_ec2_resources_and_exposes_the_ids():
@@ -258,6 +258,8 @@ def test_existing_vpc_declares_no_ec2_resources_and_exposes_the_ids():
     assert _resolve(network.vpc_id) == "vpc-0a1b2c3d4e5f67890"
     assert _resolve(network.vpc_cidr) == "10.0.0.0/16"
     assert _resolve(network.subnet_in(BLOCK_AZ)) == "subnet-0a1b2c3d4e5f67890"
+    # the AZs passed in lead (the block's AZ first), whatever the mapping's order
+    assert list(network.private_subnet_ids_by_az) == [BLOCK_AZ, "us-east-1a"]
     assert _resolve(network.private_subnet_ids) == ["subnet-0a1b2c3d4e5f67890", "subnet-0a1b2c3d4e5f67891"]
     assert _resolve(network.public_subnet_ids) == ["subnet-0a1b2c3d4e5f67899"]
 
@@ -268,7 +270,7 @@ def test_existing_vpc_declares_no_ec2_resources_and_exposes_the_ids():
         ({**EXISTING, "existing_vpc_id": "vpc-xyz"}, "not a VPC id"),
         ({**EXISTING, "existing_private_subnet_ids_by_az": {BLOCK_AZ: "sn-123"}}, "not a subnet id"),
         ({**EXISTING, "existing_private_subnet_ids_by_az": {}}, "required with existing_vpc_id"),
-        ({**EXISTING, "availability_zones": ("us-east-1d",)}, r"no private subnet in us-east-1d \(covered: us-east-1c, us-east-1a\)"),
+        ({**EXISTING, "availability_zones": ("us-east-1d",)}, r"no private subnet in us-east-1d \(covered: us-east-1a, us-east-1c\)"),
         ({"existing_public_subnet_ids": ("subnet-0a1b2c3d4e5f67899",)}, "only used together with existing_vpc_id"),
     ],
 )
