@@ -575,9 +575,11 @@ class OfflineEngine:
             return {"id": "policy", "json": json.dumps({"Version": "2012-10-17", "Statement": args.get("statements", [])})}
         raise NotImplementedError(f"the offline engine has no answer for invoke {token}; add one to components/offline.py")
 
-    def _capacity_block(self, args: dict, region: str) -> dict:
+    def _capacity_block(self, args: dict, region: str) -> dict | tuple[dict, list[tuple[str, str]]]:
         if self.reservation is None or args.get("id") != self.reservation.id:
-            raise Exception(f"reading EC2 Capacity Block Reservation ({args.get('id')}): couldn't find resource (InvalidCapacityReservationId.NotFound)")
+            # A provider error comes back as an invoke failure (catchable by the program),
+            # not as an RPC crash: answer with a failure, as the mock monitor allows.
+            return {}, [("id", f"reading EC2 Capacity Block Reservation ({args.get('id')}): couldn't find resource (InvalidCapacityReservationId.NotFound)")]
         return self.reservation.invoke_result(region)
 
 

@@ -94,10 +94,9 @@ def check_capacity_block(
     now = now or datetime.now(timezone.utc)
     warnings: list[str] = []
     if facts.state not in USABLE_STATES + PENDING_STATES:
+        reason = f"expired (ended {facts.end:%Y-%m-%d %H:%M} UTC)" if facts.state == "expired" else facts.state
         raise UserError(
-            f"Capacity Block {rid} is {facts.state} (ended {facts.end:%Y-%m-%d %H:%M} UTC)"
-            if facts.state == "expired"
-            else f"Capacity Block {rid} is {facts.state}; a node group needs a scheduled or active block. "
+            f"Capacity Block {rid} is {reason}; a node group needs a scheduled or active block. "
             "Buy a new one (`kimi-k3 capacity offerings`) and set kimi-k3:capacityReservationId."
         )
     if facts.state in PENDING_STATES:
@@ -119,5 +118,8 @@ def check_capacity_block(
             "(kimi-k3:replicas x kimi-k3:pipelineParallelSize); lower kimi-k3:replicas or buy a larger block"
         )
     if facts.end <= now:
-        raise UserError(f"Capacity Block {rid} ended at {facts.end:%Y-%m-%d %H:%M} UTC")
+        raise UserError(
+            f"Capacity Block {rid} ended at {facts.end:%Y-%m-%d %H:%M} UTC; "
+            "buy a new one (`kimi-k3 capacity offerings`) and set kimi-k3:capacityReservationId"
+        )
     return warnings
