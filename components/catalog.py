@@ -140,7 +140,7 @@ EKS_ADDON_VERSIONS: MappingProxyType[str, MappingProxyType[str, str]] = MappingP
 
 NVIDIA_DEVICE_PLUGIN_CHART = ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.20.0")
 EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "0.5.30")
-DCGM_EXPORTER_CHART = ("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", "4.6.0")
+DCGM_EXPORTER_CHART = ("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", "4.8.3")
 AWS_LOAD_BALANCER_CONTROLLER_CHART = ("aws-load-balancer-controller", "https://aws.github.io/eks-charts", "3.5.0")
 LWS_CHART = ("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
 """(chart, repository, pinned version) for each cluster add-on installed from Helm."""

@@ -1,0 +1,279 @@
+"""GPU node plugins from their official Helm charts: NVIDIA device plugin, EFA device plugin, DCGM exporter.
+
+The AL2023 NVIDIA AMI ships the driver but not the device plugin, so without
+:class:`GpuNodePlugins` no pod can request ``nvidia.com/gpu``. Each plugin is a
+pinned Helm release (``kubernetes:helm.sh/v3:Release``) whose values, as recorded
+in the plan, are exactly what gets installed: tolerate the GPU taint, run on GPU
+nodes only, priority class ``system-node-critical``.
+
+The Kubernetes provider of the target cluster is an explicit, required argument
+(:attr:`GpuNodePluginsArgs.provider`) and is set on every child, so the charts can
+never land on whatever cluster the ambient kubeconfig points at.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import catalog, labels
+from components.errors import UserError
+from components.helm_values import deep_merge
+
+PRIORITY_CLASS = "system-node-critical"
+"""Priority class of every plugin: a GPU node without its device plugins is useless."""
+
+DEFAULT_NAMESPACE = "gpu-plugins"
+
+GPU_NODE_SELECTOR: Mapping[str, str] = {labels.GPU_PRESENT_LABEL: labels.GPU_NODE_LABELS[labels.GPU_PRESENT_LABEL]}
+"""Where the plugins run by default: every node labelled ``nvidia.com/gpu.present=true``.
+
+The Capacity Block node group sets this label; another GPU node group only has to
+set it too. It is the label the NVIDIA chart itself honours to force a deployment,
+unlike our pool label which would tie the plugins to one node group.
+"""
+
+PRIVILEGED_NAMESPACE_LABELS: Mapping[str, str] = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/audit": "privileged",
+    "pod-security.kubernetes.io/warn": "privileged",
+}
+"""Pod Security labels: the device plugins mount host paths and run privileged (EFA), DCGM needs SYS_ADMIN."""
+
+_RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+EFA_MIN_VERSION = (0, 5, 10)
+"""EFA device plugin releases before 0.5.10 misdetect NVLink devices on p6 instances."""
+
+
+@dataclass(frozen=True)
+class NvidiaDevicePluginArgs:
+    """The NVIDIA device plugin release (advertises ``nvidia.com/gpu`` on each GPU node)."""
+
+    enabled: bool = True
+    """Install the chart. Turn off only if something else (e.g. the GPU Operator) provides the plugin."""
+    version: str = catalog.NVIDIA_DEVICE_PLUGIN_CHART[2]
+    """Chart version of ``nvidia-device-plugin``."""
+    extra_values: Mapping[str, Any] = field(default_factory=dict)
+    """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
+
+
+@dataclass(frozen=True)
+class EfaDevicePluginArgs:
+    """The AWS EFA device plugin release (advertises ``vpc.amazonaws.com/efa``)."""
+
+    enabled: bool = False
+    """Install the chart. Needed only when one model replica spans several nodes."""
+    version: str = catalog.EFA_DEVICE_PLUGIN_CHART[2]
+    """Chart version of ``aws-efa-k8s-device-plugin``, 0.5.10 or newer (``0.5.30`` and ``v0.5.30`` are the same)."""
+    extra_values: Mapping[str, Any] = field(default_factory=dict)
+    """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
+
+
+@dataclass(frozen=True)
+class DcgmExporterArgs:
+    """The NVIDIA DCGM exporter release: GPU utilisation, memory, XID errors as Prometheus metrics."""
+
+    enabled: bool = True
+    """Install the chart."""
+    version: str = catalog.DCGM_EXPORTER_CHART[2]
+    """Chart version of ``dcgm-exporter``."""
+    service_monitor: bool = False
+    """Create a Prometheus Operator ``ServiceMonitor``. Needs the CRD in the cluster, else the install fails."""
+    extra_values: Mapping[str, Any] = field(default_factory=dict)
+    """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
+
+
+@dataclass(frozen=True)
+class GpuNodePluginsArgs:
+    """Which plugins to install into which cluster."""
+
+    provider: k8s.Provider
+    """Kubernetes provider of the target cluster; set on every child resource."""
+    namespace: str = DEFAULT_NAMESPACE
+    """Namespace of the releases."""
+    create_namespace: bool = True
+    """Declare the namespace (with privileged Pod Security labels). Set False to use an existing one."""
+    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(GPU_NODE_SELECTOR))
+    """Node labels every plugin requires: the GPU nodes."""
+    nvidia: NvidiaDevicePluginArgs = field(default_factory=NvidiaDevicePluginArgs)
+    """NVIDIA device plugin settings."""
+    efa: EfaDevicePluginArgs = field(default_factory=EfaDevicePluginArgs)
+    """EFA device plugin settings."""
+    dcgm: DcgmExporterArgs = field(default_factory=DcgmExporterArgs)
+    """DCGM exporter settings."""
+
+
+def _version(what: str, value: str, minimum: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    match = _VERSION.fullmatch(value or "")
+    if not match:
+        raise UserError(f"{what} chart version {value!r} is not accepted; expected a version such as 1.2.3")
+    parsed = tuple(int(part) for part in match.groups())
+    if minimum and parsed < minimum:
+        raise UserError(
+            f"{what} chart version {value!r} is not accepted; {'.'.join(map(str, minimum))} or newer is required "
+            "(older releases misdetect NVLink devices on p6 instances)"
+        )
+    return parsed
+
+
+def validate(args: GpuNodePluginsArgs) -> None:
+    """Raise :class:`UserError` for arguments that cannot produce a working install."""
+    if not isinstance(args.provider, k8s.Provider):
+        raise UserError("GpuNodePlugins needs the target cluster's Kubernetes provider (args.provider)")
+    if not _DNS_LABEL.fullmatch(args.namespace or ""):
+        raise UserError(f"GpuNodePlugins namespace {args.namespace!r} is not a valid Kubernetes namespace name")
+    if args.create_namespace and args.namespace in _RESERVED_NAMESPACES:
+        raise UserError(f"GpuNodePlugins cannot declare namespace {args.namespace!r}: it always exists; set create_namespace=False")
+    if not args.node_selector:
+        raise UserError("GpuNodePlugins node_selector is empty: the plugins would run on every node, not only GPU nodes")
+    plugins = (
+        ("nvidia-device-plugin", args.nvidia, None),
+        ("aws-efa-k8s-device-plugin", args.efa, EFA_MIN_VERSION),
+        ("dcgm-exporter", args.dcgm, None),
+    )
+    for plugin, sub, minimum in plugins:
+        if not isinstance(sub.extra_values, Mapping):
+            raise UserError(f"{plugin} extra_values must be a mapping of Helm values, got {type(sub.extra_values).__name__}")
+        if sub.enabled:
+            _version(plugin, sub.version, minimum)
+
+
+def efa_chart_version(version: str) -> str:
+    """The EFA chart's own spelling of a version: ``aws/eks-charts`` publishes it as ``v0.5.30``."""
+    return "v" + version.lstrip("v")
+
+
+def nvidia_values(args: GpuNodePluginsArgs) -> dict[str, Any]:
+    """Values of ``nvidia-device-plugin``: ours, then the user's ``extra_values`` over them."""
+    ours = {
+        # The chart's default affinity requires NFD labels (feature.node.kubernetes.io/pci-10de.present)
+        # that EKS nodes never get without NFD. We replace it with one required term on our GPU node
+        # labels instead of enabling gfd (which would deploy NFD master and workers cluster-wide).
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(args.node_selector.items())]}
+                    ]
+                }
+            }
+        },
+        "tolerations": [dict(labels.GPU_TOLERATION)],
+        "priorityClassName": PRIORITY_CLASS,
+    }
+    return deep_merge(ours, args.nvidia.extra_values)
+
+
+def efa_values(args: GpuNodePluginsArgs) -> dict[str, Any]:
+    """Values of ``aws-efa-k8s-device-plugin`` (its template already sets ``system-node-critical``
+    and an affinity on EFA-capable instance types; p6-b300 is in the chart's list)."""
+    ours = {"tolerations": [dict(labels.GPU_TOLERATION)], "nodeSelector": dict(args.node_selector)}
+    return deep_merge(ours, args.efa.extra_values)
+
+
+def dcgm_values(args: GpuNodePluginsArgs) -> dict[str, Any]:
+    """Values of ``dcgm-exporter``: GPU nodes only, GPU taint tolerated, ServiceMonitor per argument."""
+    ours = {
+        "nodeSelector": dict(args.node_selector),
+        "tolerations": [dict(labels.GPU_TOLERATION)],
+        "priorityClassName": PRIORITY_CLASS,
+        "serviceMonitor": {"enabled": args.dcgm.service_monitor},
+    }
+    return deep_merge(ours, args.dcgm.extra_values)
+
+
+class GpuNodePlugins(pulumi.ComponentResource):
+    """NVIDIA device plugin, EFA device plugin and DCGM exporter on the GPU nodes, from pinned Helm charts.
+
+    Attributes (``None`` when the plugin or the namespace is turned off):
+    ``namespace`` (the declared ``Namespace``), ``namespace_name`` (``Output[str]``),
+    ``nvidia_device_plugin``, ``efa_device_plugin``, ``dcgm_exporter`` (``helm.v3.Release``).
+    """
+
+    namespace: k8s.core.v1.Namespace | None
+    namespace_name: pulumi.Output[str]
+    nvidia_device_plugin: k8s.helm.v3.Release | None
+    efa_device_plugin: k8s.helm.v3.Release | None
+    dcgm_exporter: k8s.helm.v3.Release | None
+
+    def __init__(self, name: str, args: GpuNodePluginsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate ``args``, then declare the namespace and one Helm release per enabled plugin.
+
+        :param name: base name of the child resources.
+        :param args: plugin switches, versions, extra values and the cluster's Kubernetes provider.
+        :param opts: options of the component itself.
+        """
+        validate(args)
+        super().__init__("kimi-k3:index:GpuNodePlugins", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        self.namespace = None
+        namespace: pulumi.Input[str] = args.namespace
+        if args.create_namespace:
+            self.namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels=dict(PRIVILEGED_NAMESPACE_LABELS)),
+                opts=child,
+            )
+            namespace = self.namespace.metadata.apply(lambda m: m.name)
+        self.namespace_name = pulumi.Output.from_input(namespace)
+
+        def release(suffix: str, chart: tuple[str, str, str], version: str, values: dict[str, Any]) -> k8s.helm.v3.Release:
+            chart_name, repo, _ = chart
+            return k8s.helm.v3.Release(
+                f"{name}-{suffix}",
+                k8s.helm.v3.ReleaseArgs(
+                    name=chart_name,
+                    chart=chart_name,
+                    version=version,
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+                    namespace=namespace,
+                    create_namespace=False,
+                    values=values,
+                ),
+                opts=child,
+            )
+
+        self.nvidia_device_plugin = (
+            release("nvidia-device-plugin", catalog.NVIDIA_DEVICE_PLUGIN_CHART, args.nvidia.version.lstrip("v"), nvidia_values(args))
+            if args.nvidia.enabled
+            else None
+        )
+        self.efa_device_plugin = (
+            release("efa-device-plugin", catalog.EFA_DEVICE_PLUGIN_CHART, efa_chart_version(args.efa.version), efa_values(args))
+            if args.efa.enabled
+            else None
+        )
+        self.dcgm_exporter = (
+            release("dcgm-exporter", catalog.DCGM_EXPORTER_CHART, args.dcgm.version.lstrip("v"), dcgm_values(args))
+            if args.dcgm.enabled
+            else None
+        )
+
+        releases = {
+            "nvidiaDevicePlugin": self.nvidia_device_plugin,
+            "efaDevicePlugin": self.efa_device_plugin,
+            "dcgmExporter": self.dcgm_exporter,
+        }
+        self.register_outputs(
+            {"namespace": self.namespace_name, **{key: r.name for key, r in releases.items() if r is not None}}
+        )
+
+
+__all__ = [
+    "DcgmExporterArgs",
+    "EfaDevicePluginArgs",
+    "GpuNodePlugins",
+    "GpuNodePluginsArgs",
+    "NvidiaDevicePluginArgs",
+    "dcgm_values",
+    "efa_chart_version",
+    "efa_values",
+    "nvidia_values",
+]
