@@ -13,6 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.errors import UserError
+from components.network import Network, NetworkArgs
 from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
 from components.settings import StackSettings
 
@@ -25,25 +26,39 @@ class Environment:
     availability_zones: tuple[str, ...]
     """AZs of the network, the Capacity Block's first."""
     warnings: tuple[str, ...]
+    existing_private_subnets_by_az: dict[str, str]
+    """With an existing VPC: its private subnet of each AZ (from ``aws.ec2.get_subnet``)."""
 
 
 def resolve_environment(settings: StackSettings) -> Environment:
     """Look the reservation up, derive the AZs and check the block fits the stack."""
     block = lookup_capacity_block(settings.capacity.reservation_id)
-    azs = _availability_zones(settings, block.availability_zone)
+    existing = _existing_private_subnets(settings)
+    azs = tuple(existing) if existing else _availability_zones(settings, block.availability_zone)
     warnings = check_capacity_block(
         block,
         instance_type=settings.capacity.instance_type,
         availability_zones=azs,
         nodes_required=settings.nodes_required,
     )
-    return Environment(reservation=block, availability_zones=azs, warnings=tuple(warnings))
+    return Environment(reservation=block, availability_zones=azs, warnings=tuple(warnings), existing_private_subnets_by_az=existing)
+
+
+def _existing_private_subnets(settings: StackSettings) -> dict[str, str]:
+    by_az: dict[str, str] = {}
+    for subnet_id in settings.network.existing_private_subnet_ids:
+        az = aws.ec2.get_subnet(id=subnet_id).availability_zone
+        if az in by_az:
+            raise UserError(
+                f"config kimi-k3:existingPrivateSubnetIds: {subnet_id} and {by_az[az]} are both in {az}; "
+                "accepted: one private subnet per AZ"
+            )
+        by_az[az] = subnet_id
+    return by_az
 
 
 def _availability_zones(settings: StackSettings, block_az: str) -> tuple[str, ...]:
     net = settings.network
-    if net.existing_vpc_id:
-        return tuple(dict.fromkeys(aws.ec2.get_subnet(id=s).availability_zone for s in net.existing_private_subnet_ids))
     if net.availability_zones:
         return net.availability_zones
     region_azs = aws.get_availability_zones(state="available").names
@@ -74,6 +89,27 @@ class Platform(pulumi.ComponentResource):
         super().__init__("kimi-k3:index:Platform", name, None, opts)
         self.settings = settings
         self.environment = environment
+        self.cluster_name = f"{name}-{pulumi.get_stack()}"
+        tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
+        child = pulumi.ResourceOptions(parent=self)
+        net = settings.network
+
+        self.network = Network(
+            f"{name}-network",
+            NetworkArgs(
+                cluster_name=self.cluster_name,
+                availability_zones=environment.availability_zones,
+                vpc_cidr=net.vpc_cidr,
+                nat_mode=net.nat_mode,
+                flow_log_retention_days=net.flow_log_retention_days,
+                region=settings.region,
+                tags=tags,
+                existing_vpc_id=net.existing_vpc_id,
+                existing_private_subnet_ids_by_az=environment.existing_private_subnets_by_az,
+                existing_public_subnet_ids=net.existing_public_subnet_ids,
+            ),
+            opts=child,
+        )
 
         self.register_outputs(self.stack_outputs())
 
@@ -83,6 +119,7 @@ class Platform(pulumi.ComponentResource):
         s = self.settings
         return {
             "region": s.region,
+            "vpcId": self.network.vpc_id,
             "environment": s.environment,
             "availabilityZones": list(self.environment.availability_zones),
             "capacityBlock": {
