@@ -6,7 +6,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: venv test plan plan-all clean
+.PHONY: venv test plan plan-all docs clean
 
 $(BIN)/kimi-k3: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ plan-all: venv
 ## test: the whole test suite (schema validation, checkov scan, workflow lint included)
 test: venv $(CHECKOV_VENV)/bin/checkov
 	$(BIN)/python -m pytest -q -n 2
+
+## docs: regenerate Pulumi.yaml's config block and the README config table from components/config_keys.py
+docs: venv
+	$(BIN)/python -m components.config_keys
 
 clean:
 	rm -rf build $(VENV) $(CHECKOV_VENV)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
+from components import catalog
+
 PROJECT = "kimi-k3"
 
 KeyType = Literal["string", "integer", "boolean", "array"]
@@ -55,7 +57,7 @@ _KEYS = (
     ConfigKey("existingPrivateSubnetIds", "array", "Private subnet ids of the existing VPC, one per AZ, including the Capacity Block's AZ.", []),
     ConfigKey("existingPublicSubnetIds", "array", "Public subnet ids of the existing VPC (for load balancers).", []),
     # --- cluster ------------------------------------------------------------
-    ConfigKey("clusterVersion", "string", "EKS Kubernetes version (major.minor).", "1.34"),
+    ConfigKey("clusterVersion", "string", "EKS Kubernetes version (major.minor).", catalog.DEFAULT_EKS_VERSION),
     ConfigKey("clusterEndpointPublicAccess", "boolean", "Expose the EKS API endpoint publicly (restricted to clusterPublicAccessCidrs). Must be false in prod.", False),
     ConfigKey("clusterPublicAccessCidrs", "array", "CIDRs allowed to reach a public EKS API endpoint. Required when the endpoint is public; 0.0.0.0/0 is refused.", []),
     ConfigKey("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries.", []),
@@ -71,10 +73,10 @@ _KEYS = (
     ConfigKey("efaEnabled", "boolean", "Attach EFA interfaces to GPU nodes and install the EFA device plugin. Needed only when one replica spans several nodes.", False),
     ConfigKey("capacityAlertEmail", "string", "E-mail subscribed to the Capacity Block expiration/delivery alerts (SNS). Empty: topic only.", ""),
     # --- GPU plugins ----------------------------------------------------------
-    ConfigKey("nvidiaDevicePluginVersion", "string", "Helm chart version of nvidia-device-plugin.", "0.20.0"),
-    ConfigKey("efaDevicePluginVersion", "string", "Helm chart version of aws-efa-k8s-device-plugin (0.5.10 or newer).", "0.5.30"),
+    ConfigKey("nvidiaDevicePluginVersion", "string", "Helm chart version of nvidia-device-plugin.", catalog.NVIDIA_DEVICE_PLUGIN_CHART[2]),
+    ConfigKey("efaDevicePluginVersion", "string", "Helm chart version of aws-efa-k8s-device-plugin (0.5.10 or newer).", catalog.EFA_DEVICE_PLUGIN_CHART[2].lstrip("v")),
     ConfigKey("dcgmExporterEnabled", "boolean", "Install NVIDIA DCGM exporter for GPU metrics on GPU nodes.", True),
-    ConfigKey("dcgmExporterVersion", "string", "Helm chart version of dcgm-exporter.", "4.6.0"),
+    ConfigKey("dcgmExporterVersion", "string", "Helm chart version of dcgm-exporter.", catalog.DCGM_EXPORTER_CHART[2]),
     # --- serving ------------------------------------------------------------
     ConfigKey("servingImage", "string", "vLLM image, pinned by digest (repo@sha256:...). A tag is refused in prod and warned about elsewhere.", "vllm/vllm-openai:kimi-k3"),
     ConfigKey("modelId", "string", "Hugging Face model id.", "moonshotai/Kimi-K3"),
@@ -102,3 +104,74 @@ CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for 
 
 PROVIDER_KEYS = ("aws:region",)
 """Keys of other namespaces the program reads (the AWS provider's region)."""
+
+
+SECTIONS = (
+    ("Stack", ("environment",)),
+    ("Network", ("vpcCidr", "availabilityZones", "availabilityZoneCount", "natGateways", "flowLogRetentionDays", "existingVpcId", "existingPrivateSubnetIds", "existingPublicSubnetIds")),
+    ("Cluster", ("clusterVersion", "clusterEndpointPublicAccess", "clusterPublicAccessCidrs", "clusterAdminRoleArns", "clusterServiceCidr", "clusterLogRetentionDays", "systemNodeInstanceType", "systemNodeCount")),
+    ("Capacity Block and GPU nodes", ("capacityReservationId", "gpuInstanceType", "gpuAmiReleaseVersion", "gpuRootVolumeGiB", "efaEnabled", "capacityAlertEmail")),
+    ("GPU plugins", ("nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion")),
+    ("Serving", ("servingImage", "modelId", "modelRevision", "weightsSource", "weightsS3Uri", "weightsSha256Manifest", "tensorParallelSize", "pipelineParallelSize", "gpuMemoryUtilization", "maxModelLen", "kvCacheDtype", "vllmExtraArgs", "engineReadyTimeoutSeconds", "replicas", "exposure", "servingAllowedCidrs", "serviceMonitorEnabled", "apiKey", "huggingFaceToken")),
+)
+"""Keys grouped for the README's reference (every key exactly once)."""
+
+
+def pulumi_yaml_config() -> dict[str, dict[str, Any]]:
+    """The ``config:`` block of Pulumi.yaml: every key with type, description and default."""
+    declared: dict[str, dict[str, Any]] = {}
+    for key in CONFIG_KEYS.values():
+        entry: dict[str, Any] = {"type": key.type, "description": key.description}
+        if key.type == "array":
+            entry["items"] = {"type": "string"}
+        if key.secret and key.required:
+            entry["secret"] = True
+        if not key.required:
+            entry["default"] = list(key.default) if isinstance(key.default, (list, tuple)) else key.default
+        declared[key.name] = entry
+    return declared
+
+
+def markdown_reference() -> str:
+    """The README's configuration table."""
+    import json
+
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|",
+            "| `aws:region` | string | **required** | AWS region of the stack (the AWS provider's setting), e.g. `us-east-1`. |"]
+    for title, names in SECTIONS:
+        rows.append(f"| **{title}** | | | |")
+        for name in names:
+            key = CONFIG_KEYS[name]
+            if key.required:
+                default = "**required**"
+            elif key.default == "":
+                default = "empty"
+            else:
+                shown = json.dumps(list(key.default)) if isinstance(key.default, (list, tuple)) else (json.dumps(key.default) if isinstance(key.default, bool) else str(key.default))
+                default = f"`{shown}`"
+            if key.secret:
+                default += " (secret)"
+            rows.append(f"| `{key.full_name}` | {key.type} | {default} | {key.description.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+def _write_docs() -> None:
+    """Regenerate Pulumi.yaml's config block and the README table (``make docs``)."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    pulumi_yaml = root / "Pulumi.yaml"
+    text = pulumi_yaml.read_text()
+    head = text[: text.index("config:\n")]
+    pulumi_yaml.write_text(head + yaml.safe_dump({"config": pulumi_yaml_config()}, sort_keys=False, width=100, allow_unicode=True))
+    readme = root / "README.md"
+    text = readme.read_text()
+    start = text.index("| key | type | default | meaning |")
+    end = text.index("\n\n", start) + 1
+    readme.write_text(text[:start] + markdown_reference() + text[end:])
+
+
+if __name__ == "__main__":
+    _write_docs()

@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from components.config_keys import CONFIG_KEYS
+from components.config_keys import CONFIG_KEYS, SECTIONS, markdown_reference, pulumi_yaml_config
 from tests.conftest import ROOT
 
 
@@ -34,6 +34,13 @@ def test_pulumi_yaml_declares_exactly_the_config_keys_with_types_and_defaults():
         else:
             assert entry["default"] == (list(key.default) if isinstance(key.default, tuple) else key.default), name
     assert declared["apiKey"].get("secret") is True
+    assert declared == pulumi_yaml_config(), "Pulumi.yaml is stale: run `make docs`"
+
+
+def test_readme_config_reference_is_generated_from_the_schema():
+    assert markdown_reference() in (ROOT / "README.md").read_text(), "README config table is stale: run `make docs`"
+    grouped = [name for _, names in SECTIONS for name in names]
+    assert sorted(grouped) == sorted(CONFIG_KEYS) and len(grouped) == len(set(grouped))
 
 
 def test_stack_files_use_only_declared_keys_and_hold_no_clear_secrets():
