@@ -468,3 +468,20 @@ def test_stacks_have_no_mandatory_violations(stack, request):
         for resource in plan.resources:
             mandatory += [f"{policy.name}: {m}" for m in violations(policy, resource, config)]
     assert mandatory == []
+
+
+def test_main_builds_the_pack_from_all_policies(monkeypatch):
+    """The CLI runs policy/ as a program (runpy on the directory); it must find guardrails and build the pack."""
+    import runpy
+    import sys
+
+    import pulumi_policy
+
+    built: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", lambda **kwargs: built.update(kwargs))  # the real one serves forever
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "guardrails", raising=False)
+    runpy.run_path(str(POLICY_DIR), run_name="__main__")
+    assert built["name"] == "kimi-k3-guardrails"
+    assert [p.name for p in built["policies"]] == [p.name for p in g.ALL_POLICIES]
+    assert built["enforcement_level"] == EnforcementLevel.MANDATORY
