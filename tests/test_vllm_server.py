@@ -363,6 +363,60 @@ def test_service_monitor_when_the_operator_is_present(plans):
     assert "annotations" not in obj(plans["cluster"], "Deployment")["spec"]["template"]["metadata"]
 
 
+# Excerpt of the ServiceMonitor v1 openAPIV3Schema: the fields VllmServer sets, with their types,
+# enums, patterns and `required` copied from prometheus-operator/prometheus-operator
+# example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml (commit 01b1a0ea,
+# operator 0.84.1). Unknown fields are refused here because the API server prunes them.
+_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+SERVICE_MONITOR_SCHEMA = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["endpoints", "selector"],
+            "additionalProperties": False,
+            "properties": {
+                "endpoints": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "interval": {"type": "string", "pattern": _DURATION},
+                            "path": {"type": "string"},
+                            "port": {"type": "string"},
+                            "scheme": {"type": "string", "enum": ["http", "https"]},
+                        },
+                    },
+                },
+                "namespaceSelector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}}},
+                },
+                "selector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}, "matchExpressions": {"type": "array"}},
+                },
+            },
+        },
+    },
+}
+
+
+def test_service_monitor_matches_the_crd_schema(plans):
+    import jsonschema
+
+    jsonschema.validate(obj(plans["cluster"], "ServiceMonitor"), SERVICE_MONITOR_SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"spec": {"endpoints": [{"port": "http", "scheme": "tcp"}], "selector": {}}}, SERVICE_MONITOR_SCHEMA)
+
+
 def test_scrape_annotations_without_the_operator(plans):
     assert plans["internal"].by_type("kubernetes:monitoring.coreos.com/v1:ServiceMonitor") == []
     annotations = obj(plans["internal"], "Deployment")["spec"]["template"]["metadata"]["annotations"]
@@ -378,6 +432,10 @@ def test_s3_weights_are_synced_and_verified_by_pinned_init_containers(plans):
     assert env_of(fetch)["WEIGHTS_S3_URI"] == S3_URI and env_of(fetch)["WEIGHTS_DIR"] == "/models/kimi-k3"
     assert env_of(fetch)["AWS_REGION"] == "us-east-1"
     assert 'aws s3 sync "$WEIGHTS_S3_URI" "$WEIGHTS_DIR"' in fetch["command"][2]
+    import subprocess
+
+    for script in (fetch["command"][2], verify["command"][2]):
+        assert subprocess.run(["/bin/sh", "-n", "-c", script], capture_output=True).returncode == 0
     assert verify["name"] == "verify-weights"
     assert env_of(verify) == {"WEIGHTS_DIR": "/models/kimi-k3", "SHA256_MANIFEST": "SHA256SUMS"}
     assert "sha256sum --check" in verify["command"][2]
@@ -456,7 +514,7 @@ def test_every_manifest_passes_the_kubernetes_1_34_schema(plans):
         for manifest in plan.kubernetes_objects():
             assert manifest["metadata"].get("name"), manifest["kind"]
             if manifest["kind"] == "ServiceMonitor":
-                continue  # CRD: shape asserted in test_service_monitor_when_the_operator_is_present
+                continue  # CRD: see test_service_monitor_matches_the_crd_schema
             k8s_checks.validate_manifest(manifest, "1.34")
 
 
@@ -480,3 +538,51 @@ def test_checkov_finds_nothing_and_every_skip_has_a_reason(checkov_report, plans
                 if key.startswith("checkov.io/skip"):
                     check, _, reason = value.partition("=")
                     assert check.startswith("CKV") and len(reason) > 20, value
+
+
+def test_an_explicit_kubernetes_provider_reaches_every_kubernetes_child():
+    import pulumi_kubernetes as k8s
+
+    seen: dict[str, str] = {}
+
+    def capture(args):
+        seen[args.name] = args.provider
+        return {}
+
+    kinds = ["kubernetes:core/v1:Namespace", "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service", "kubernetes:policy/v1:PodDisruptionBudget"]
+    engine = offline.OfflineEngine(resource_overrides={kind: capture for kind in kinds})
+
+    def program() -> None:
+        provider = k8s.Provider("gpu-cluster", kubeconfig="{}")
+        VllmServer("kimi", VllmServerArgs(**base_args(provider=provider)))
+
+    engine.run(program)
+    assert set(seen) == {"kimi-namespace", "kimi-deployment", "kimi-service", "kimi-pdb"}
+    assert all("pulumi:providers:kubernetes::gpu-cluster" in p for p in seen.values()), seen
+
+
+def test_the_verify_script_accepts_intact_weights_and_refuses_corrupt_ones(tmp_path):
+    import hashlib
+    import subprocess
+
+    from components.serving.vllm import VERIFY_SCRIPT
+
+    weights = tmp_path / "weights"
+    (weights / "sub").mkdir(parents=True)
+    files = {"model-00001.safetensors": b"a" * 1000, "sub/config.json": b"{}", "tokenizer.json": b"tok"}
+    for rel, data in files.items():
+        (weights / rel).write_bytes(data)
+    (weights / "SHA256SUMS").write_text("".join(f"{hashlib.sha256(d).hexdigest()}  {rel}\n" for rel, d in files.items()))
+
+    def run() -> subprocess.CompletedProcess:
+        env = {"PATH": "/usr/bin:/bin", "WEIGHTS_DIR": str(weights), "SHA256_MANIFEST": "SHA256SUMS", "TMPDIR": str(tmp_path)}
+        return subprocess.run(["/bin/sh", "-c", VERIFY_SCRIPT], env=env, capture_output=True, text=True, timeout=60)
+
+    ok = run()
+    assert ok.returncode == 0, ok.stderr
+    assert "verified against SHA256SUMS (3 files)" in ok.stdout
+    (weights / "sub/config.json").write_bytes(b"{ }")
+    bad = run()
+    assert bad.returncode == 1 and "do not match" in bad.stderr
+    (weights / "sub/config.json").unlink()
+    assert run().returncode == 1  # a missing file fails too

@@ -172,16 +172,20 @@ def weights_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn
 VERIFY_SCRIPT = """set -eu
 cd "$WEIGHTS_DIR"
 test -s "$SHA256_MANIFEST" || { echo "sha256 manifest $SHA256_MANIFEST missing in $WEIGHTS_DIR" >&2; exit 1; }
-parts=$(nproc); [ "$parts" -gt 32 ] && parts=32
-rm -f /tmp/sha256.part.*
-split -n "l/$parts" "$SHA256_MANIFEST" /tmp/sha256.part.
+work=$(mktemp -d "${TMPDIR:-/tmp}/sha256.XXXXXX")
+lines=$(wc -l < "$SHA256_MANIFEST")
+parts=$(nproc); [ "$parts" -gt 32 ] && parts=32; [ "$parts" -gt "$lines" ] && parts=$lines; [ "$parts" -ge 1 ] || parts=1
+split -n "l/$parts" "$SHA256_MANIFEST" "$work/part."
 pids=""
-for part in /tmp/sha256.part.*; do sha256sum --check --quiet --strict "$part" & pids="$pids $!"; done
+for part in "$work"/part.*; do
+  [ -s "$part" ] || continue
+  sha256sum --check --quiet --strict "$part" & pids="$pids $!"
+done
 failed=0
 for pid in $pids; do wait "$pid" || failed=1; done
-rm -f /tmp/sha256.part.*
+rm -rf "$work"
 [ "$failed" -eq 0 ] || { echo "weights do not match $SHA256_MANIFEST" >&2; exit 1; }
-echo "weights verified against $SHA256_MANIFEST ($(wc -l < "$SHA256_MANIFEST") files)"
+echo "weights verified against $SHA256_MANIFEST ($lines files)"
 """
 
 S3_SYNC_SCRIPT = """set -eu
