@@ -1,0 +1,349 @@
+"""The SageMaker HyperPod path: the serving contract as an ``InferenceEndpointConfig``.
+
+On a HyperPod cluster orchestrated by EKS, the HyperPod Inference Operator turns an
+``InferenceEndpointConfig`` (``inference.sagemaker.aws.amazon.com/v1``) into the
+model pods, the weights download, the load balancer and the metrics scraping.
+:func:`render_inference_endpoint_config` renders that object from the same
+:class:`~components.serving.contracts.ServingContract` the EKS path
+(:class:`~components.serving.vllm.VllmServer`) serves, keeping every argument and
+environment variable of the reference manifest (seed 000).
+
+How the contract maps onto the operator (field names from the CRD schema of
+inference-operator chart 2.2.2, copied in ``tests/data``):
+
+* Weights: the operator stages them and mounts them at
+  ``worker.modelVolumeMount.mountPath``. The CRD documents that field as "the path
+  within the container where the model data will be available" and accepts any
+  path (``/opt/ml/model`` is only its default), so the contract's stable path
+  ``/models/kimi-k3`` is used and vLLM loads that directory (``--model
+  /models/kimi-k3``), offline (``HF_HUB_OFFLINE=1``). The seed's ``--model
+  moonshotai/Kimi-K3`` made vLLM download the weights itself at start-up, unpinned;
+  here the operator downloads exactly the pinned revision instead:
+
+  - Hugging Face: ``huggingFaceModel.commitSHA`` = the weights revision and
+    ``prefetchEnabled: true``, so the operator's init container downloads that
+    snapshot before vLLM starts; ``tokenSecretRef`` (optional) reaches only that
+    init container, never the server.
+  - S3: ``s3Storage`` (bucket, region) + ``modelLocation`` (the revision's prefix),
+    mounted by the operator (Mountpoint for Amazon S3). ``prefetchEnabled`` stays
+    off: it stages the model in host RAM, ~1.7 TB here.
+
+* API: ``modelInvocationPort`` = the API port, ``invocationEndpoint``
+  ``v1/chat/completions``, the load balancer health check on ``/health``, probes on
+  ``/health`` (a startup probe sized to the engine's budget), and the API key from an
+  existing Kubernetes Secret through ``valueFrom.secretKeyRef`` (never in the spec).
+* Metrics: the operator scrapes port 8080 by default; vLLM serves ``/metrics`` on
+  the API port (8000), so ``metrics.modelMetrics`` says so.
+* ``maxDeployTimeInSeconds``: the operator's default (3600 s) is shorter than a cold
+  first boot of Kimi K3 (60-75 min of weight loading and kernel compilation), so it
+  is the contract's start-up budget plus the time to download the weights.
+* One replica = one node: the CRD has no multi-node field, so a contract whose
+  replica spans several nodes (pipeline parallelism) is refused; use the EKS path,
+  which runs it as a LeaderWorkerSet.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import catalog
+from components.errors import UserError
+from components.serving.contracts import ServingContract
+
+API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
+"""API group/version of the HyperPod Inference Operator's endpoint object."""
+KIND = "InferenceEndpointConfig"
+"""Kind of the HyperPod Inference Operator's endpoint object."""
+DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
+"""HyperPod instance type that holds one Kimi K3 replica (8x B300)."""
+MODEL_VOLUME_NAME = "model-weights"
+"""Name of the operator-managed volume holding the weights (as in the seed)."""
+SECRET_KEY = "key"
+"""Key inside the API key / Hugging Face token Secrets (the same key ``VllmServer``'s Secrets use)."""
+HF_DOWNLOAD_GBPS = 0.5
+"""Sustained Hugging Face download rate (GB/s) assumed when budgeting ``maxDeployTimeInSeconds``."""
+POD_START_ALLOWANCE_S = 900
+"""Scheduling, the operator's own set-up and pulling the ~20 GB vLLM image, before the engine starts."""
+OPERATOR_DEFAULT_DEPLOY_S = 3600
+"""The operator's ``maxDeployTimeInSeconds`` default; never go below it."""
+_INT32_MAX = 2**31 - 1
+_HF_CACHE_FLAGS = ("--revision", "--tokenizer-revision", "--code-revision", "--download-dir")
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_MODEL_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_PATH_RE = re.compile(r"^/[\w./-]*$")
+
+
+def hyperpod_instance(instance_type: str) -> catalog.InstanceType:
+    """Catalog facts of a HyperPod instance type (``ml.p6-b300.48xlarge`` → ``p6-b300.48xlarge``).
+
+    :raises UserError: for a type without the ``ml.`` prefix or one the catalog does not size.
+    """
+    known = ", ".join(f"ml.{name}" for name in catalog.INSTANCE_TYPES)
+    if not isinstance(instance_type, str) or not instance_type.startswith("ml.") or instance_type[3:] not in catalog.INSTANCE_TYPES:
+        raise UserError(f"hyperpod: instance_type {instance_type!r} is not accepted; accepted: {known}")
+    return catalog.INSTANCE_TYPES[instance_type[3:]]
+
+
+def server_args(contract: ServingContract, model_path: str) -> list[str]:
+    """vLLM arguments for weights the operator has staged as a plain directory at ``model_path``.
+
+    The contract's arguments with ``--model`` pointing at that directory. The
+    Hugging Face cache flags (``--revision``, ``--download-dir`` …) are dropped: the
+    directory already is the pinned revision, and vLLM ignores a revision for a
+    local path.
+    """
+    args = contract.vllm_args(model_path)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in _HF_CACHE_FLAGS:
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    out[out.index("--model") + 1] = model_path
+    return out
+
+
+def server_env(contract: ServingContract) -> dict[str, str]:
+    """Environment the contract decides, for a plain weights directory (no Hugging Face cache)."""
+    env = dict(contract.vllm_env())
+    env.pop("HF_HUB_CACHE", None)
+    env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+def max_deploy_time_s(contract: ServingContract) -> int:
+    """``maxDeployTimeInSeconds``: pod start, weights download and engine start-up.
+
+    :data:`POD_START_ALLOWANCE_S` plus :meth:`ServingContract.startup_budget_s` (the
+    engine's ready timeout plus a margin). With Hugging Face weights the operator
+    downloads them first, at an assumed :data:`HF_DOWNLOAD_GBPS`; S3 weights are
+    mounted, so reading them is part of the engine's load time.
+    """
+    budget = POD_START_ALLOWANCE_S + contract.startup_budget_s()
+    if contract.weights.source == "huggingface":
+        budget += math.ceil(contract.weights.expected_size_gb / HF_DOWNLOAD_GBPS)
+    return max(budget, OPERATOR_DEFAULT_DEPLOY_S)
+
+
+def _secret_ref(name: str) -> dict[str, str]:
+    return {"name": name, "key": SECRET_KEY}
+
+
+def _check_secret_name(field: str, value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or not _DNS_SUBDOMAIN_RE.match(value)):
+        raise UserError(f"hyperpod: {field} {value!r} is not accepted; expected the name of an existing Kubernetes Secret (lowercase DNS name)")
+
+
+def render_inference_endpoint_config(
+    contract: ServingContract,
+    *,
+    name: str = "kimik3",
+    namespace: str = "default",
+    instance_type: str = DEFAULT_INSTANCE_TYPE,
+    replicas: int = 1,
+    api_key_secret: str | None = None,
+    hf_token_secret: str | None = None,
+    s3_region: str | None = None,
+    invocation_endpoint: str = "v1/chat/completions",
+    model_mount_path: str | None = None,
+) -> dict[str, Any]:
+    """The complete ``InferenceEndpointConfig`` object serving ``contract`` on HyperPod.
+
+    :param contract: image, weights, API and engine to serve.
+    :param name: ``metadata.name`` of the object (a DNS label).
+    :param namespace: namespace of the object (the operator's service account must exist there).
+    :param instance_type: HyperPod instance type (``ml.`` prefix); its GPUs are requested and limited.
+    :param replicas: model pods, one node each.
+    :param api_key_secret: name of an existing Secret in ``namespace`` whose key ``key``
+        holds the API key; handed to vLLM as ``VLLM_API_KEY`` through ``secretKeyRef``.
+        ``None`` serves without an API key.
+    :param hf_token_secret: name of an existing Secret whose key ``key`` holds a Hugging
+        Face token (``tokenSecretRef``); only for Hugging Face weights.
+    :param s3_region: region of the weights bucket; required for S3 weights.
+    :param invocation_endpoint: path after ``http://host:port/`` the operator routes invocations to.
+    :param model_mount_path: where the operator mounts the weights in the server
+        container; defaults to the contract's stable path (``/models/kimi-k3``).
+    :raises UserError: for anything HyperPod cannot run, notably a replica spanning
+        more than one node.
+    """
+    instance = hyperpod_instance(instance_type)
+    engine, weights, api = contract.engine, contract.weights, contract.api
+    if engine.pipeline_parallel_size > 1:
+        raise UserError(
+            f"hyperpod: a replica of this contract spans {engine.pipeline_parallel_size} nodes "
+            f"(pipeline_parallel_size={engine.pipeline_parallel_size}) and InferenceEndpointConfig has no multi-node field; "
+            "serve it with the EKS path (VllmServer), which runs a multi-node replica as a LeaderWorkerSet"
+        )
+    nodes_needed = catalog.nodes_per_replica(instance)
+    if nodes_needed > 1:
+        raise UserError(
+            f"hyperpod: one {instance_type} ({instance.gpus}x {instance.gpu}, {instance.gpu_memory_gb:,.0f} GB) cannot hold "
+            f"{weights.model_id}; a replica needs {nodes_needed} nodes and InferenceEndpointConfig has no multi-node field; "
+            f"use {DEFAULT_INSTANCE_TYPE}, or the EKS path with a LeaderWorkerSet"
+        )
+    gpus = contract.gpus_per_pod(instance.gpus)
+    if not isinstance(name, str) or not _DNS_LABEL_RE.match(name):
+        raise UserError(f"hyperpod: name {name!r} is not accepted; expected a lowercase DNS label such as kimik3")
+    if not isinstance(namespace, str) or not _DNS_LABEL_RE.match(namespace):
+        raise UserError(f"hyperpod: namespace {namespace!r} is not accepted; expected a lowercase DNS label")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 64:
+        raise UserError(f"hyperpod: replicas {replicas!r} is not accepted; expected a whole number from 1 to 64 (one node each)")
+    if not _MODEL_NAME_RE.match(api.served_model_name):
+        raise UserError(f"hyperpod: served model name {api.served_model_name!r} cannot be the operator's modelName; expected letters, digits and '-' (at most 63)")
+    if not isinstance(invocation_endpoint, str) or invocation_endpoint.startswith("/") or not _PATH_RE.match("/" + invocation_endpoint):
+        raise UserError(f"hyperpod: invocation_endpoint {invocation_endpoint!r} is not accepted; expected a path without the leading slash, e.g. v1/chat/completions")
+    _check_secret_name("api_key_secret", api_key_secret)
+    _check_secret_name("hf_token_secret", hf_token_secret)
+    mount = model_mount_path or weights.mount_path
+    if not _PATH_RE.match(mount) or mount.rstrip("/") == "" or ".." in mount.split("/"):
+        raise UserError(f"hyperpod: model_mount_path {mount!r} is not accepted; expected an absolute directory such as /models/kimi-k3")
+
+    if weights.source == "huggingface":
+        hf_model: dict[str, Any] = {"modelId": weights.model_id, "commitSHA": weights.revision}
+        if hf_token_secret:
+            hf_model["tokenSecretRef"] = _secret_ref(hf_token_secret)
+        source: dict[str, Any] = {"modelSourceType": "huggingface", "huggingFaceModel": hf_model, "prefetchEnabled": True}
+    else:
+        if hf_token_secret:
+            raise UserError("hyperpod: hf_token_secret is only used with Hugging Face weights; these come from S3")
+        if not s3_region or not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", s3_region):
+            raise UserError(f"hyperpod: s3_region {s3_region!r} is not accepted; S3 weights need the bucket's region, e.g. us-east-1")
+        source = {
+            "modelSourceType": "s3",
+            "s3Storage": {"bucketName": weights.s3_bucket, "region": s3_region},
+            "modelLocation": (weights.s3_prefix or "").rstrip("/"),
+            "prefetchEnabled": False,
+        }
+
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in server_env(contract).items()]
+    if api_key_secret:
+        env.append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": _secret_ref(api_key_secret)}})
+
+    startup_period = 10
+    health = {"path": api.health_path, "port": api.port}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "modelName": api.served_model_name,
+            "instanceType": instance_type,
+            "invocationEndpoint": invocation_endpoint,
+            "replicas": replicas,
+            "maxDeployTimeInSeconds": min(max_deploy_time_s(contract), _INT32_MAX),
+            "modelSourceConfig": source,
+            "metrics": {"enabled": True, "modelMetrics": {"port": api.port, "path": api.metrics_path}},
+            "loadBalancer": {"healthCheckPath": api.health_path},
+            "worker": {
+                "image": contract.image.image,
+                "command": ["vllm", "serve"],
+                "args": server_args(contract, mount),
+                "environmentVariables": env,
+                "modelInvocationPort": {"containerPort": api.port, "name": "http"},
+                "modelVolumeMount": {"name": MODEL_VOLUME_NAME, "mountPath": mount},
+                "resources": {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}},
+                "probes": {
+                    # Weight loading and kernel warm-up take up to the engine's ready timeout.
+                    "startupProbe": {
+                        "httpGet": dict(health),
+                        "periodSeconds": startup_period,
+                        "timeoutSeconds": 5,
+                        "failureThreshold": contract.probe_failure_threshold(startup_period),
+                    },
+                    "livenessProbe": {"httpGet": dict(health), "periodSeconds": 15, "timeoutSeconds": 10, "failureThreshold": 4},
+                    "readinessProbe": {"httpGet": dict(health), "periodSeconds": 15, "timeoutSeconds": 10, "failureThreshold": 2},
+                },
+            },
+        },
+    }
+
+
+# --- Pulumi component ---------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class HyperPodInferenceEndpointArgs:
+    """Inputs of :class:`HyperPodInferenceEndpoint` (see :func:`render_inference_endpoint_config`)."""
+
+    contract: ServingContract
+    """Image, weights, API and engine to serve."""
+    provider: k8s.Provider
+    """Kubernetes provider of the HyperPod cluster's EKS cluster (required: never the ambient kubeconfig)."""
+    object_name: str | None = None
+    """``metadata.name`` of the object; defaults to the component's name."""
+    namespace: str = "default"
+    """Namespace of the object; the Inference Operator must be allowed to deploy there."""
+    instance_type: str = DEFAULT_INSTANCE_TYPE
+    """HyperPod instance type (``ml.`` prefix) of the worker instance group."""
+    replicas: int = 1
+    """Model pods, one node each."""
+    api_key_secret: str | None = None
+    """Name of an existing Secret (key ``key``) holding the API key; ``None`` serves without one."""
+    hf_token_secret: str | None = None
+    """Name of an existing Secret (key ``key``) holding a Hugging Face token, for Hugging Face weights."""
+    s3_region: str | None = None
+    """Region of the weights bucket; required for S3 weights."""
+    invocation_endpoint: str = "v1/chat/completions"
+    """Path the operator routes invocations to (no leading slash)."""
+    model_mount_path: str | None = None
+    """Where the operator mounts the weights; defaults to the contract's stable path."""
+
+
+class HyperPodInferenceEndpoint(pulumi.ComponentResource):
+    """Kimi K3 on a SageMaker HyperPod cluster: one ``InferenceEndpointConfig`` custom resource.
+
+    For teams that manage their HyperPod cluster's Kubernetes objects with Pulumi.
+    The HyperPod cluster (EKS-orchestrated, Inference Operator installed) is not
+    created here; pass a ``pulumi_kubernetes.Provider`` for its EKS cluster as
+    :attr:`HyperPodInferenceEndpointArgs.provider`.
+
+    Attributes: :attr:`manifest` (the rendered object, plain data),
+    :attr:`endpoint_config` (the custom resource), :attr:`object_name`, :attr:`namespace`.
+    """
+
+    def __init__(self, name: str, args: HyperPodInferenceEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate, render and declare the object.
+
+        :param name: component name; children are named ``{name}-…``.
+        :param args: contract, target namespace and the HyperPod cluster's Kubernetes provider.
+        :param opts: component options.
+        :raises UserError: before declaring anything, for args HyperPod cannot run.
+        """
+        if not isinstance(args.provider, k8s.Provider):
+            raise UserError("HyperPodInferenceEndpoint needs the HyperPod cluster's Kubernetes provider (args.provider)")
+        if not isinstance(args.contract, ServingContract):
+            raise UserError(f"HyperPodInferenceEndpoint: contract must be a ServingContract, got {type(args.contract).__name__}")
+        manifest = render_inference_endpoint_config(
+            args.contract,
+            name=args.object_name or name,
+            namespace=args.namespace,
+            instance_type=args.instance_type,
+            replicas=args.replicas,
+            api_key_secret=args.api_key_secret,
+            hf_token_secret=args.hf_token_secret,
+            s3_region=args.s3_region,
+            invocation_endpoint=args.invocation_endpoint,
+            model_mount_path=args.model_mount_path,
+        )
+        super().__init__("kimi-k3:index:HyperPodInferenceEndpoint", name, None, opts)
+        self.manifest: dict[str, Any] = manifest
+        self.object_name: str = manifest["metadata"]["name"]
+        self.namespace: str = manifest["metadata"]["namespace"]
+        self.endpoint_config = k8s.apiextensions.CustomResource(
+            f"{name}-endpoint-config",
+            api_version=API_VERSION,
+            kind=KIND,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=self.object_name, namespace=self.namespace),
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+        )
+        self.register_outputs({"objectName": self.object_name, "namespace": self.namespace, "modelName": manifest["spec"]["modelName"]})
