@@ -1,4 +1,4 @@
-"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``.
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
 the parser it adds sets ``func`` to a callable ``(args) -> int``.
@@ -13,7 +13,7 @@ from typing import Sequence
 
 from components.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod")
 
 
 def build_parser() -> argparse.ArgumentParser:

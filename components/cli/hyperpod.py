@@ -1,0 +1,82 @@
+"""``kimi-k3 hyperpod STACK``: the stack's serving contract as a HyperPod ``InferenceEndpointConfig``.
+
+Reads ``stacks/Pulumi.STACK.yaml`` offline (no AWS, no cluster), builds the same
+serving contract the EKS path serves and prints (or writes) the YAML for
+``kubectl apply -f`` on a SageMaker HyperPod cluster with the Inference Operator.
+No secret value is ever written: the API key and the Hugging Face token are
+referenced by the names of Kubernetes Secrets you create in the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from components.errors import UserError
+from components.serving.from_settings import serving_contract
+from components.serving.hyperpod import DEFAULT_INSTANCE_TYPE, SECRET_KEY, render_inference_endpoint_config
+from components.settings import load_stack
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``hyperpod`` subcommand."""
+    parser = subparsers.add_parser(
+        "hyperpod",
+        help="render the stack's serving contract as a HyperPod InferenceEndpointConfig (YAML for kubectl apply)",
+        description=(
+            "Builds the serving contract of stacks/Pulumi.STACK.yaml (image, pinned weights, vLLM flags) and renders it "
+            "as an InferenceEndpointConfig for the SageMaker HyperPod Inference Operator. Prints the YAML, or writes it with --out."
+        ),
+    )
+    parser.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
+    parser.add_argument("--out", type=Path, help="write the YAML to this file instead of standard output")
+    parser.add_argument("--name", default="kimik3", help="metadata.name of the object (default: kimik3)")
+    parser.add_argument("--namespace", default="default", help="namespace of the object (default: default)")
+    parser.add_argument("--instance-type", help=f"HyperPod instance type (default: ml.<the stack's GPU instance type>, i.e. {DEFAULT_INSTANCE_TYPE})")
+    parser.add_argument("--replicas", type=int, help="model pods, one node each (default: the stack's replicas, at least 1)")
+    parser.add_argument(
+        "--api-key-secret",
+        help=f"existing Secret whose key '{SECRET_KEY}' holds the API key (default: NAME-api-key); the pod does not start without it",
+    )
+    parser.add_argument("--no-api-key", action="store_true", help="serve without an API key (anyone who reaches the endpoint can use it)")
+    parser.add_argument("--hf-token-secret", help=f"existing Secret whose key '{SECRET_KEY}' holds a Hugging Face token (Hugging Face weights only)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Render the object and print or write it."""
+    if args.no_api_key and args.api_key_secret:
+        raise UserError("--no-api-key and --api-key-secret contradict each other; pass one")
+    settings = load_stack(args.stack)
+    api_key_secret = None if args.no_api_key else (args.api_key_secret or f"{args.name}-api-key")
+    manifest = render_inference_endpoint_config(
+        serving_contract(settings),
+        name=args.name,
+        namespace=args.namespace,
+        instance_type=args.instance_type or f"ml.{settings.capacity.instance_type}",
+        replicas=args.replicas if args.replicas is not None else max(1, settings.serving.replicas),
+        api_key_secret=api_key_secret,
+        hf_token_secret=args.hf_token_secret,
+        s3_region=settings.region,
+    )
+    text = f"# kimi-k3 hyperpod {args.stack}: apply with `kubectl apply -f <this file>`\n" + yaml.safe_dump(manifest, sort_keys=False)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    except OSError as err:
+        raise UserError(f"--out {args.out}: cannot write ({err.strerror})") from None
+    print(f"wrote {args.out}", file=sys.stderr)
+    if api_key_secret:
+        print(
+            f"create the API key Secret first: kubectl create secret generic {api_key_secret} -n {args.namespace} "
+            f"--from-literal={SECRET_KEY}=\"$(openssl rand -hex 32)\"",
+            file=sys.stderr,
+        )
+    print(f"then: kubectl apply -f {args.out}", file=sys.stderr)
+    return 0
