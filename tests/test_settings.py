@@ -125,6 +125,7 @@ BAD_VALUES = [
     ({"modelId": "Kimi-K3"}, "kimi-k3:modelId", "Hugging Face model id"),
     ({"weightsSource": "s3"}, "kimi-k3:weightsS3Uri", "required when weightsSource is s3"),
     ({"weightsSource": "s3", "weightsS3Uri": "s3://bucket/*"}, "kimi-k3:weightsS3Uri", "s3://bucket/prefix/"),
+    ({"weightsSource": "s3", "weightsS3Uri": "s3://bucket/models*/"}, "kimi-k3:weightsS3Uri", "no wildcards"),
     ({"weightsS3Uri": "s3://bucket/prefix/"}, "kimi-k3:weightsS3Uri", "only used when weightsSource is s3"),
     ({"weightsSource": "gcs"}, "kimi-k3:weightsSource", "huggingface, s3"),
     ({"servingImage": "vllm/vllm-openai"}, "kimi-k3:servingImage", "repo@sha256"),
