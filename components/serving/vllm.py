@@ -25,7 +25,12 @@ at ``/mnt/k8s-disks/0`` and bind-mounts ``/var/lib/kubelet`` onto it, so every
 instances for every block anyway, and ``aws s3 sync``/``snapshot_download`` skip
 files already present when only the container restarts.
 
-Kubernetes provider: pass it as :attr:`VllmServerArgs.provider`, or give the
+Shared with :class:`~components.serving.lws.VllmLeaderWorkerSet` (multi-node
+replicas): the arguments (:class:`VllmServingArgs`), everything around the workload
+(:class:`VllmServingBase`) and the pod pieces (volumes, weights init containers,
+engine env, resources, probes, security contexts).
+
+Kubernetes provider: pass it as :attr:`VllmServingArgs.provider`, or give the
 component ``opts=pulumi.ResourceOptions(providers=[k8s_provider])`` so the
 Kubernetes children inherit it. AWS children (the Pod Identity role) use the
 component's AWS provider (default or inherited).
@@ -71,8 +76,8 @@ _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
-class VllmServerArgs:
-    """Inputs of :class:`VllmServer`."""
+class VllmServingArgs:
+    """Inputs shared by :class:`VllmServer` and :class:`~components.serving.lws.VllmLeaderWorkerSet`."""
 
     contract: ServingContract
     """Image, weights, API and engine profile (see :mod:`components.serving.contracts`)."""
@@ -95,7 +100,7 @@ class VllmServerArgs:
     instance_type: str = catalog.DEFAULT_GPU_INSTANCE_TYPE
     """GPU instance type of the Capacity Block nodes (sizes CPU, memory and GPUs)."""
     replicas: int = 1
-    """Server pods; one per reserved GPU node."""
+    """Model replicas: one pod each for :class:`VllmServer`, one group of ``nodes_per_replica`` pods each for a LeaderWorkerSet."""
     exposure: str = "cluster"
     """One of :data:`EXPOSURES`."""
     allowed_cidrs: tuple[str, ...] = ()
@@ -121,7 +126,7 @@ class VllmServerArgs:
     cache_size_gib: int = 200
     """Size limit of the writable HOME (compile and JIT caches)."""
     weights_staging_timeout_s: int = 7200
-    """Time allowed to copy and verify the weights (counts in the Deployment's progress deadline)."""
+    """Time allowed to copy and verify the weights (Deployment progress deadline; how long a group leader waits for its workers)."""
     pre_stop_sleep_s: int = 30
     """Seconds the pod keeps serving after removal from endpoints, before SIGTERM (NLB deregistration)."""
     termination_grace_period_s: int = 300
@@ -134,6 +139,11 @@ class VllmServerArgs:
     """Kubernetes provider of the children (else inherited through ``opts.providers``)."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels on every Kubernetes object."""
+
+
+@dataclass(frozen=True)
+class VllmServerArgs(VllmServingArgs):
+    """Inputs of :class:`VllmServer` (single-node replicas; see :class:`VllmServingArgs` for every field)."""
 
 
 def pod_resources(instance: catalog.InstanceType, shm_size_gib: int, reserved_cpu: int, reserved_memory_gib: int | None) -> dict[str, str]:
@@ -209,8 +219,12 @@ sys.exit(0 if {name!r} in ids else 1)
 """
 
 
-class VllmServer(pulumi.ComponentResource):
-    """Kimi K3 behind vLLM's OpenAI-compatible API on the Capacity Block GPU nodes.
+class VllmServingBase(pulumi.ComponentResource):
+    """What every vLLM serving component declares around its workload.
+
+    Namespace, ServiceAccount, Pod Identity role, Secrets (:meth:`_declare_foundation`),
+    then Service, NetworkPolicies, PodDisruptionBudget, ServiceMonitor and the outputs
+    (:meth:`_declare_frontend`). Subclasses declare the workload in between.
 
     Outputs: ``endpoint_url`` (``…/v1``), ``served_model_name``, ``image``,
     ``model_revision``, ``namespace``, ``service_name``.
@@ -223,32 +237,23 @@ class VllmServer(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     service_name: pulumi.Output[str]
 
-    def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        _validate(name, args)
-        super().__init__("kimi-k3:index:VllmServer", name, None, opts)
-        self.args = args
+    def _declare_foundation(self, name: str, args: VllmServingArgs, common: Mapping[str, str], selector: Mapping[str, str]) -> tuple[dict[str, str], pulumi.ResourceOptions]:
+        """Namespace, ServiceAccount, weights role and Secrets; returns the env→Secret names and the in-namespace options."""
         contract = args.contract
-        instance = catalog.INSTANCE_TYPES[args.instance_type]
         ns = args.namespace
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        common = {"app.kubernetes.io/part-of": "kimi-k3", "app.kubernetes.io/managed-by": "pulumi", **args.labels}
-        selector = {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/instance": name}
-        pod_labels = {**common, **selector, "app.kubernetes.io/component": "server", labels.MODEL_LABEL: labels.MODEL}
-        nlb = args.exposure != "cluster"
-
         ns_labels = {
             **common,
             "pod-security.kubernetes.io/enforce": "restricted",
             "pod-security.kubernetes.io/audit": "restricted",
             "pod-security.kubernetes.io/warn": "restricted",
         }
-        if nlb:
+        if args.exposure != "cluster":
             # The controller adds a readiness gate: a pod gets traffic only once the NLB target is healthy.
             ns_labels["elbv2.k8s.aws/pod-readiness-gate-inject"] = "enabled"
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=ns_labels),
-            opts=k8s_opts,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace_resource])
 
@@ -298,34 +303,21 @@ class VllmServer(pulumi.ComponentResource):
                 string_data={"key": pulumi.Output.secret(args.hugging_face_token)},
                 opts=in_ns,
             )
+        return secret_names, in_ns
 
-        pod_annotations = {}
-        if not args.service_monitor:
-            pod_annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(contract.api.port), "prometheus.io/path": contract.api.metrics_path}
-        budget = contract.startup_budget_s()
-        deployment_annotations = {
-            "checkov.io/skip1": "CKV_K8S_35=vLLM reads its API key only from VLLM_API_KEY or --api-key; the env var comes from a secretKeyRef so the key is in neither the args nor the spec",
-        }
-        if not args.await_rollout:
-            deployment_annotations["pulumi.com/skipAwait"] = "true"
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels=pod_labels, annotations=deployment_annotations),
-            spec=k8s.apps.v1.DeploymentSpecArgs(
-                replicas=args.replicas,
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
-                # No spare GPU node in a Capacity Block: the old pod must go before the new one can schedule.
-                strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
-                revision_history_limit=5,
-                progress_deadline_seconds=args.weights_staging_timeout_s + budget,
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=pod_annotations or None),
-                    spec=_pod_spec(name, args, instance, secret_names),
-                ),
-            ),
-            opts=in_ns,
-        )
-
+    def _declare_frontend(
+        self,
+        name: str,
+        args: VllmServingArgs,
+        common: Mapping[str, str],
+        selector: Mapping[str, str],
+        api_selector: Mapping[str, str],
+        in_ns: pulumi.ResourceOptions,
+    ) -> None:
+        """Service (to the ``api_selector`` pods), NetworkPolicies, PDB (over every ``selector`` pod), ServiceMonitor, outputs."""
+        contract = args.contract
+        ns = args.namespace
+        nlb = args.exposure != "cluster"
         port_name = "http"
         service_annotations: dict[str, str] = {}
         service_type = "ClusterIP"
@@ -351,20 +343,20 @@ class VllmServer(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector}, annotations=service_annotations or None),
             spec=k8s.core.v1.ServiceSpecArgs(
                 type=service_type,
-                selector=selector,
+                selector=dict(api_selector),
                 ports=[k8s.core.v1.ServicePortArgs(name=port_name, port=contract.api.port, target_port=port_name, protocol="TCP")],
                 load_balancer_source_ranges=source_ranges,
             ),
             opts=in_ns,
         )
 
-        self.network_policies = self._network_policies(name, args, common, selector, in_ns)
+        self.network_policies = network_policies(name, args, common, api_selector, in_ns)
 
         self.pod_disruption_budget = k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector}),
             # One pod at a time may go: a drain of a one-replica server proceeds (no blocked node rotation).
-            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector)),
+            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(selector))),
             opts=in_ns,
         )
 
@@ -376,7 +368,7 @@ class VllmServer(pulumi.ComponentResource):
                 kind="ServiceMonitor",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector, **args.service_monitor_labels}),
                 spec={
-                    "selector": {"matchLabels": selector},
+                    "selector": {"matchLabels": dict(selector)},
                     "namespaceSelector": {"matchNames": [ns]},
                     "endpoints": [{"port": port_name, "path": contract.api.metrics_path, "interval": "30s", "scheme": "http"}],
                 },
@@ -394,6 +386,9 @@ class VllmServer(pulumi.ComponentResource):
         self.model_revision = pulumi.Output.from_input(contract.weights.revision)
         self.namespace = self.namespace_resource.metadata.apply(lambda m: m.name if hasattr(m, "name") else m["name"])
         self.service_name = self.service.metadata.apply(lambda m: m.name if hasattr(m, "name") else m["name"])
+
+    def _register(self) -> None:
+        """Register the outputs (once, last)."""
         self.register_outputs(
             {
                 "endpointUrl": self.endpoint_url,
@@ -405,60 +400,138 @@ class VllmServer(pulumi.ComponentResource):
             }
         )
 
-    def _network_policies(self, name: str, args: VllmServerArgs, common: dict, selector: dict, opts: pulumi.ResourceOptions) -> list[k8s.networking.v1.NetworkPolicy]:
-        ns, port = args.namespace, args.contract.api.port
-        np = k8s.networking.v1
-        deny = np.NetworkPolicy(
-            f"{name}-default-deny",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-default-deny", namespace=ns, labels=common),
-            spec=np.NetworkPolicySpecArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(), policy_types=["Ingress", "Egress"]),
-            opts=opts,
+
+def common_labels(args: VllmServingArgs) -> dict[str, str]:
+    """Labels on every Kubernetes object of a serving component."""
+    return {"app.kubernetes.io/part-of": "kimi-k3", "app.kubernetes.io/managed-by": "pulumi", **args.labels}
+
+
+def app_selector(name: str) -> dict[str, str]:
+    """Labels selecting every pod of the serving component called ``name``."""
+    return {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/instance": name}
+
+
+def scrape_annotations(args: VllmServingArgs) -> dict[str, str]:
+    """``prometheus.io/*`` annotations of the API pods, unless a ServiceMonitor scrapes them."""
+    if args.service_monitor:
+        return {}
+    api = args.contract.api
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(api.port), "prometheus.io/path": api.metrics_path}
+
+
+SECRET_ENV_SKIP = "CKV_K8S_35=vLLM reads its API key only from VLLM_API_KEY or --api-key; the env var comes from a secretKeyRef so the key is in neither the args nor the spec"
+"""checkov skip (with its reason) for the API key handed over as an environment variable."""
+
+
+class VllmServer(VllmServingBase):
+    """Kimi K3 behind vLLM's OpenAI-compatible API on the Capacity Block GPU nodes, one pod per replica.
+
+    For a contract whose replica spans several nodes use
+    :class:`~components.serving.lws.VllmLeaderWorkerSet`.
+
+    Outputs: ``endpoint_url`` (``…/v1``), ``served_model_name``, ``image``,
+    ``model_revision``, ``namespace``, ``service_name``.
+    """
+
+    def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        _validate(name, args)
+        super().__init__("kimi-k3:index:VllmServer", name, None, opts)
+        self.args = args
+        instance = catalog.INSTANCE_TYPES[args.instance_type]
+        common = common_labels(args)
+        selector = app_selector(name)
+        pod_labels = {**common, **selector, "app.kubernetes.io/component": "server", labels.MODEL_LABEL: labels.MODEL}
+
+        secret_names, in_ns = self._declare_foundation(name, args, common, selector)
+
+        pod_annotations = scrape_annotations(args)
+        deployment_annotations = {"checkov.io/skip1": SECRET_ENV_SKIP}
+        if not args.await_rollout:
+            deployment_annotations["pulumi.com/skipAwait"] = "true"
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=args.namespace, labels=pod_labels, annotations=deployment_annotations),
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=args.replicas,
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+                # No spare GPU node in a Capacity Block: the old pod must go before the new one can schedule.
+                strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
+                revision_history_limit=5,
+                progress_deadline_seconds=args.weights_staging_timeout_s + args.contract.startup_budget_s(),
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=pod_annotations or None),
+                    spec=_pod_spec(name, args, instance, secret_names),
+                ),
+            ),
+            opts=in_ns,
         )
 
-        def namespaces(names: tuple[str, ...]) -> k8s.meta.v1.LabelSelectorArgs:
-            if not names:
-                return k8s.meta.v1.LabelSelectorArgs()
-            return k8s.meta.v1.LabelSelectorArgs(
-                match_expressions=[k8s.meta.v1.LabelSelectorRequirementArgs(key="kubernetes.io/metadata.name", operator="In", values=list(names))]
-            )
+        self._declare_frontend(name, args, common, selector, selector, in_ns)
+        self._register()
 
-        api_port = [np.NetworkPolicyPortArgs(port=port, protocol="TCP")]
-        sources = [np.NetworkPolicyPeerArgs(namespace_selector=namespaces(args.client_namespaces))]
-        if args.exposure != "cluster":
-            # NLB nodes (ip targets) connect from VPC addresses; with client IP preservation, from the clients.
-            sources.append(np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=args.vpc_cidr)))
-            sources += [np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=c)) for c in args.allowed_cidrs]
-        ingress = [
-            np.NetworkPolicyIngressRuleArgs(from_=sources, ports=api_port),
-            np.NetworkPolicyIngressRuleArgs(from_=[np.NetworkPolicyPeerArgs(namespace_selector=namespaces((args.metrics_namespace,)))], ports=api_port),
-        ]
-        egress = [
-            np.NetworkPolicyEgressRuleArgs(
-                to=[np.NetworkPolicyPeerArgs(
-                    namespace_selector=namespaces(("kube-system",)),
-                    pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": "kube-dns"}),
-                )],
-                ports=[np.NetworkPolicyPortArgs(port=53, protocol="UDP"), np.NetworkPolicyPortArgs(port=53, protocol="TCP")],
-            ),
-            # S3 / Hugging Face over HTTPS (their addresses are not stable enough to list).
-            np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr="0.0.0.0/0"))], ports=[np.NetworkPolicyPortArgs(port=443, protocol="TCP")]),
-        ]
-        if args.contract.weights.source == "s3":
-            egress.append(
-                np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=POD_IDENTITY_AGENT_CIDR))], ports=[np.NetworkPolicyPortArgs(port=80, protocol="TCP")])
-            )
-        server = np.NetworkPolicy(
-            f"{name}-server",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-server", namespace=ns, labels=common),
-            spec=np.NetworkPolicySpecArgs(
-                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
-                policy_types=["Ingress", "Egress"],
-                ingress=ingress,
-                egress=egress,
-            ),
-            opts=opts,
+
+def _namespaces(names: tuple[str, ...]) -> k8s.meta.v1.LabelSelectorArgs:
+    """Selector of the named namespaces; every namespace when ``names`` is empty."""
+    if not names:
+        return k8s.meta.v1.LabelSelectorArgs()
+    return k8s.meta.v1.LabelSelectorArgs(
+        match_expressions=[k8s.meta.v1.LabelSelectorRequirementArgs(key="kubernetes.io/metadata.name", operator="In", values=list(names))]
+    )
+
+
+def egress_rules(args: VllmServingArgs) -> list[k8s.networking.v1.NetworkPolicyEgressRuleArgs]:
+    """What a serving pod may reach: cluster DNS, HTTPS (S3 / Hugging Face), the Pod Identity Agent (S3 weights)."""
+    np = k8s.networking.v1
+    egress = [
+        np.NetworkPolicyEgressRuleArgs(
+            to=[np.NetworkPolicyPeerArgs(
+                namespace_selector=_namespaces(("kube-system",)),
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": "kube-dns"}),
+            )],
+            ports=[np.NetworkPolicyPortArgs(port=53, protocol="UDP"), np.NetworkPolicyPortArgs(port=53, protocol="TCP")],
+        ),
+        # S3 / Hugging Face over HTTPS (their addresses are not stable enough to list).
+        np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr="0.0.0.0/0"))], ports=[np.NetworkPolicyPortArgs(port=443, protocol="TCP")]),
+    ]
+    if args.contract.weights.source == "s3":
+        egress.append(
+            np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=POD_IDENTITY_AGENT_CIDR))], ports=[np.NetworkPolicyPortArgs(port=80, protocol="TCP")])
         )
-        return [deny, server]
+    return egress
+
+
+def network_policies(name: str, args: VllmServingArgs, common: Mapping[str, str], api_selector: Mapping[str, str], opts: pulumi.ResourceOptions) -> list[k8s.networking.v1.NetworkPolicy]:
+    """Default deny for the namespace, plus ``{name}-server``: API and metrics in, :func:`egress_rules` out, for the API pods."""
+    ns, port = args.namespace, args.contract.api.port
+    np = k8s.networking.v1
+    deny = np.NetworkPolicy(
+        f"{name}-default-deny",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-default-deny", namespace=ns, labels=dict(common)),
+        spec=np.NetworkPolicySpecArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(), policy_types=["Ingress", "Egress"]),
+        opts=opts,
+    )
+    api_port = [np.NetworkPolicyPortArgs(port=port, protocol="TCP")]
+    sources = [np.NetworkPolicyPeerArgs(namespace_selector=_namespaces(args.client_namespaces))]
+    if args.exposure != "cluster":
+        # NLB nodes (ip targets) connect from VPC addresses; with client IP preservation, from the clients.
+        sources.append(np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=args.vpc_cidr)))
+        sources += [np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=c)) for c in args.allowed_cidrs]
+    ingress = [
+        np.NetworkPolicyIngressRuleArgs(from_=sources, ports=api_port),
+        np.NetworkPolicyIngressRuleArgs(from_=[np.NetworkPolicyPeerArgs(namespace_selector=_namespaces((args.metrics_namespace,)))], ports=api_port),
+    ]
+    server = np.NetworkPolicy(
+        f"{name}-server",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-server", namespace=ns, labels=dict(common)),
+        spec=np.NetworkPolicySpecArgs(
+            pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(api_selector)),
+            policy_types=["Ingress", "Egress"],
+            ingress=ingress,
+            egress=egress_rules(args),
+        ),
+        opts=opts,
+    )
+    return [deny, server]
 
 
 def _nlb_url(status: Any, scheme: str, port: int) -> str | None:
@@ -476,58 +549,67 @@ def _nlb_url(status: Any, scheme: str, port: int) -> str | None:
 
 
 def _validate(name: str, args: VllmServerArgs) -> None:
-    if not isinstance(args.contract, ServingContract):
-        raise UserError("vllm server: contract must be a ServingContract")
-    if not _DNS_LABEL_RE.match(name) or len(name) > 40:
-        raise UserError(f"vllm server: name {name!r} is not accepted; expected a DNS label of at most 40 characters (it names the Kubernetes objects)")
-    if not _DNS_LABEL_RE.match(args.namespace) or len(args.namespace) > 63:
-        raise UserError(f"vllm server: namespace {args.namespace!r} is not accepted; expected a DNS label")
-    if args.instance_type not in catalog.INSTANCE_TYPES:
-        raise UserError(f"vllm server: instance_type {args.instance_type!r} is not accepted; known: {', '.join(catalog.INSTANCE_TYPES)}")
+    validate_serving_args(name, args, "vllm server")
     instance = catalog.INSTANCE_TYPES[args.instance_type]
-    if args.contract.nodes_per_replica(instance.gpus) != 1:
+    nodes = args.contract.nodes_per_replica(instance.gpus)
+    if nodes != 1:
         raise UserError(
-            f"vllm server: pipeline_parallel_size={args.contract.engine.pipeline_parallel_size} spans nodes; "
-            "a Deployment runs one pod per node: use a LeaderWorkerSet-based server for multi-node replicas"
+            f"vllm server: pipeline_parallel_size={args.contract.engine.pipeline_parallel_size} spans {nodes} nodes; "
+            "a Deployment runs one pod per node: use VllmLeaderWorkerSet (components.serving.lws) for multi-node replicas"
         )
+
+
+def validate_serving_args(name: str, args: VllmServingArgs, what: str) -> None:
+    """Checks shared by the serving components; raises :class:`UserError` prefixed with ``what``."""
+    if not isinstance(args.contract, ServingContract):
+        raise UserError(f"{what}: contract must be a ServingContract")
+    if not _DNS_LABEL_RE.match(name) or len(name) > 40:
+        raise UserError(f"{what}: name {name!r} is not accepted; expected a DNS label of at most 40 characters (it names the Kubernetes objects)")
+    if not _DNS_LABEL_RE.match(args.namespace) or len(args.namespace) > 63:
+        raise UserError(f"{what}: namespace {args.namespace!r} is not accepted; expected a DNS label")
+    if args.instance_type not in catalog.INSTANCE_TYPES:
+        raise UserError(f"{what}: instance_type {args.instance_type!r} is not accepted; known: {', '.join(catalog.INSTANCE_TYPES)}")
+    instance = catalog.INSTANCE_TYPES[args.instance_type]
+    args.contract.nodes_per_replica(instance.gpus)  # TP must fill whole nodes
     pod_resources(instance, args.shm_size_gib, args.reserved_cpu, args.reserved_memory_gib)
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 64:
-        raise UserError(f"vllm server: replicas {args.replicas!r} is not accepted; expected 1 to 64 (one per reserved GPU node)")
+        raise UserError(f"{what}: replicas {args.replicas!r} is not accepted; expected 1 to 64 (one per reserved GPU node)")
     if args.exposure not in EXPOSURES:
-        raise UserError(f"vllm server: exposure {args.exposure!r} is not accepted; accepted: {', '.join(EXPOSURES)}")
+        raise UserError(f"{what}: exposure {args.exposure!r} is not accepted; accepted: {', '.join(EXPOSURES)}")
     if args.api_key is None and (args.require_api_key or args.exposure == "public"):
         why = "public exposure always needs one" if args.exposure == "public" else "set require_api_key=False to serve without one"
-        raise UserError(f"vllm server: api_key is required ({why}); pass it as a Pulumi secret")
+        raise UserError(f"{what}: api_key is required ({why}); pass it as a Pulumi secret")
     for cidr in args.allowed_cidrs:
         try:
             ipaddress.IPv4Network(cidr, strict=True)
         except ValueError as err:
-            raise UserError(f"vllm server: allowed_cidrs entry {cidr!r} is not accepted; expected an IPv4 CIDR ({err})") from None
+            raise UserError(f"{what}: allowed_cidrs entry {cidr!r} is not accepted; expected an IPv4 CIDR ({err})") from None
     if args.exposure == "public" and not args.allowed_cidrs:
-        raise UserError("vllm server: allowed_cidrs is required for public exposure (the client CIDRs allowed through the NLB)")
+        raise UserError(f"{what}: allowed_cidrs is required for public exposure (the client CIDRs allowed through the NLB)")
     if args.exposure != "cluster" and args.vpc_cidr is None:
-        raise UserError(f"vllm server: vpc_cidr is required for {args.exposure} exposure (the NLB reaches the pods from the VPC)")
+        raise UserError(f"{what}: vpc_cidr is required for {args.exposure} exposure (the NLB reaches the pods from the VPC)")
     if isinstance(args.vpc_cidr, str):
         try:
             ipaddress.IPv4Network(args.vpc_cidr, strict=True)
         except ValueError as err:
-            raise UserError(f"vllm server: vpc_cidr {args.vpc_cidr!r} is not accepted ({err})") from None
+            raise UserError(f"{what}: vpc_cidr {args.vpc_cidr!r} is not accepted ({err})") from None
     for ns in (*args.client_namespaces, args.metrics_namespace):
         if not _DNS_LABEL_RE.match(ns):
-            raise UserError(f"vllm server: namespace name {ns!r} is not accepted; expected a DNS label")
+            raise UserError(f"{what}: namespace name {ns!r} is not accepted; expected a DNS label")
     if args.contract.weights.source == "s3" and (args.cluster_name is None or args.aws_region is None):
-        raise UserError("vllm server: cluster_name and aws_region are required when the weights come from S3 (Pod Identity and the bucket's region)")
+        raise UserError(f"{what}: cluster_name and aws_region are required when the weights come from S3 (Pod Identity and the bucket's region)")
     if args.tls_certificate_arn is not None and not re.match(r"^arn:aws[\w-]*:acm:[\w-]+:\d{12}:certificate/[\w-]+$", args.tls_certificate_arn):
-        raise UserError(f"vllm server: tls_certificate_arn {args.tls_certificate_arn!r} is not an ACM certificate ARN")
+        raise UserError(f"{what}: tls_certificate_arn {args.tls_certificate_arn!r} is not an ACM certificate ARN")
     if args.pre_stop_sleep_s < 0 or args.termination_grace_period_s < args.pre_stop_sleep_s + 30:
         raise UserError(
-            f"vllm server: termination_grace_period_s={args.termination_grace_period_s} must exceed pre_stop_sleep_s={args.pre_stop_sleep_s} by at least 30 s so in-flight requests can finish"
+            f"{what}: termination_grace_period_s={args.termination_grace_period_s} must exceed pre_stop_sleep_s={args.pre_stop_sleep_s} by at least 30 s so in-flight requests can finish"
         )
     if args.init_image and "@sha256:" not in args.init_image and ":" not in args.init_image.rsplit("/", 1)[-1]:
-        raise UserError(f"vllm server: init_image {args.init_image!r} must carry a tag or a digest")
+        raise UserError(f"{what}: init_image {args.init_image!r} must carry a tag or a digest")
 
 
-def _security_context() -> k8s.core.v1.SecurityContextArgs:
+def container_security_context() -> k8s.core.v1.SecurityContextArgs:
+    """Every container: non-root UID, no privilege escalation, every capability dropped, read-only root, RuntimeDefault seccomp."""
     return k8s.core.v1.SecurityContextArgs(
         run_as_non_root=True,
         run_as_user=RUN_AS_USER,
@@ -540,11 +622,13 @@ def _security_context() -> k8s.core.v1.SecurityContextArgs:
     )
 
 
-def _env(values: Mapping[str, str]) -> list[k8s.core.v1.EnvVarArgs]:
+def plain_env(values: Mapping[str, str]) -> list[k8s.core.v1.EnvVarArgs]:
+    """Literal environment variables, in order."""
     return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()]
 
 
-def _secret_env(env_name: str, secret_name: str) -> k8s.core.v1.EnvVarArgs:
+def secret_env(env_name: str, secret_name: str) -> k8s.core.v1.EnvVarArgs:
+    """``env_name`` from key ``key`` of the Secret ``secret_name`` (the value never enters the spec)."""
     return k8s.core.v1.EnvVarArgs(
         name=env_name,
         value_from=k8s.core.v1.EnvVarSourceArgs(secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret_name, key="key")),
@@ -570,28 +654,38 @@ SERVER_CACHE_ENV = {
 }
 
 
-def _pod_spec(name: str, args: VllmServerArgs, instance: catalog.InstanceType, secret_names: Mapping[str, str]) -> k8s.core.v1.PodSpecArgs:
-    contract = args.contract
-    weights, api = contract.weights, contract.api
-    resources = pod_resources(instance, args.shm_size_gib, args.reserved_cpu, args.reserved_memory_gib)
-    weights_limit_gb = math.ceil(weights.expected_size_gb * 1.15)
-    mounts = {
-        "models": weights.mount_path,
-        "home": HOME,
-        "tmp": "/tmp",
-    }
-    volumes = [
+def weights_limit_gb(contract: ServingContract) -> int:
+    """Size limit (GB) of the NVMe weights volume: the checkpoint plus 15%."""
+    return math.ceil(contract.weights.expected_size_gb * 1.15)
+
+
+def pod_volumes(args: VllmServingArgs) -> list[k8s.core.v1.VolumeArgs]:
+    """Weights, ``/dev/shm``, writable HOME and ``/tmp`` (all ``emptyDir``; see the module docstring)."""
+    return [
         # On RAID0 nodes every emptyDir is on the instance-store NVMe (see the module docstring).
-        k8s.core.v1.VolumeArgs(name="models", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{weights_limit_gb}G")),
+        k8s.core.v1.VolumeArgs(name="models", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{weights_limit_gb(args.contract)}G")),
         k8s.core.v1.VolumeArgs(name="shm", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(medium="Memory", size_limit=f"{args.shm_size_gib}Gi")),
         k8s.core.v1.VolumeArgs(name="home", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{args.cache_size_gib}Gi")),
         k8s.core.v1.VolumeArgs(name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Gi")),
     ]
-    volume_mounts = [k8s.core.v1.VolumeMountArgs(name=v, mount_path=p) for v, p in mounts.items()]
+
+
+def volume_mounts(contract: ServingContract, shm: bool = False) -> list[k8s.core.v1.VolumeMountArgs]:
+    """Mounts of the weights, HOME and ``/tmp`` volumes (and ``/dev/shm`` for the engine containers)."""
+    mounts = {"models": contract.weights.mount_path, "home": HOME, "tmp": "/tmp"}
+    if shm:
+        mounts["shm"] = "/dev/shm"
+    return [k8s.core.v1.VolumeMountArgs(name=v, mount_path=p) for v, p in mounts.items()]
+
+
+def weights_init_containers(args: VllmServingArgs, secret_names: Mapping[str, str]) -> list[k8s.core.v1.ContainerArgs]:
+    """Init containers that stage the weights on the node's NVMe (S3 sync or pinned HF download), then verify them."""
+    contract = args.contract
+    weights = contract.weights
+    mounts = volume_mounts(contract)
     init_resources = k8s.core.v1.ResourceRequirementsArgs(
         requests={"cpu": "32", "memory": "64Gi"}, limits={"cpu": "32", "memory": "64Gi"}
     )
-
     init_containers = []
     if weights.source == "s3":
         staging_image, staging_pull = args.init_image, "IfNotPresent"
@@ -601,17 +695,17 @@ def _pod_spec(name: str, args: VllmServerArgs, instance: catalog.InstanceType, s
                 image=staging_image,
                 image_pull_policy=staging_pull,
                 command=["/bin/sh", "-c", S3_SYNC_SCRIPT],
-                env=_env({**HOME_ENV, "AWS_REGION": args.aws_region, "WEIGHTS_S3_URI": weights.s3_uri, "WEIGHTS_DIR": weights.weights_dir}),
+                env=plain_env({**HOME_ENV, "AWS_REGION": args.aws_region, "WEIGHTS_S3_URI": weights.s3_uri, "WEIGHTS_DIR": weights.weights_dir}),
                 resources=init_resources,
-                security_context=_security_context(),
-                volume_mounts=volume_mounts,
+                security_context=container_security_context(),
+                volume_mounts=mounts,
             )
         )
     else:
         staging_image, staging_pull = contract.image.image, contract.image.pull_policy
-        hf_env = _env({**HOME_ENV, "HF_HUB_CACHE": weights.mount_path, "MODEL_ID": weights.model_id, "MODEL_REVISION": weights.revision, "HF_HUB_DISABLE_TELEMETRY": "1"})
+        hf_env = plain_env({**HOME_ENV, "HF_HUB_CACHE": weights.mount_path, "MODEL_ID": weights.model_id, "MODEL_REVISION": weights.revision, "HF_HUB_DISABLE_TELEMETRY": "1"})
         if "HF_TOKEN" in secret_names:
-            hf_env.append(_secret_env("HF_TOKEN", secret_names["HF_TOKEN"]))
+            hf_env.append(secret_env("HF_TOKEN", secret_names["HF_TOKEN"]))
         init_containers.append(
             k8s.core.v1.ContainerArgs(
                 name="fetch-weights",
@@ -620,8 +714,8 @@ def _pod_spec(name: str, args: VllmServerArgs, instance: catalog.InstanceType, s
                 command=["python3", "-c", HF_DOWNLOAD_SCRIPT],
                 env=hf_env,
                 resources=init_resources,
-                security_context=_security_context(),
-                volume_mounts=volume_mounts,
+                security_context=container_security_context(),
+                volume_mounts=mounts,
             )
         )
     if weights.sha256_manifest:
@@ -631,56 +725,98 @@ def _pod_spec(name: str, args: VllmServerArgs, instance: catalog.InstanceType, s
                 image=staging_image,
                 image_pull_policy=staging_pull,
                 command=["/bin/sh", "-c", VERIFY_SCRIPT],
-                env=_env({"WEIGHTS_DIR": weights.weights_dir, "SHA256_MANIFEST": weights.sha256_manifest}),
+                env=plain_env({"WEIGHTS_DIR": weights.weights_dir, "SHA256_MANIFEST": weights.sha256_manifest}),
                 resources=init_resources,
-                security_context=_security_context(),
-                volume_mounts=volume_mounts,
+                security_context=container_security_context(),
+                volume_mounts=mounts,
             )
         )
+    return init_containers
 
-    server_env = _env({**HOME_ENV, **SERVER_CACHE_ENV, **contract.vllm_env()})
-    if "VLLM_API_KEY" in secret_names:
-        server_env.append(_secret_env("VLLM_API_KEY", secret_names["VLLM_API_KEY"]))
 
-    period = 10
+def engine_env(contract: ServingContract, extra: Mapping[str, str] | None = None, secret_names: Mapping[str, str] | None = None, with_api_key: bool = True) -> list[k8s.core.v1.EnvVarArgs]:
+    """Environment of a container running vLLM code: writable caches, the contract's env, ``extra``, the API key (secretKeyRef)."""
+    env = plain_env({**HOME_ENV, **SERVER_CACHE_ENV, **contract.vllm_env(), **(extra or {})})
+    if with_api_key and secret_names and "VLLM_API_KEY" in secret_names:
+        env.append(secret_env("VLLM_API_KEY", secret_names["VLLM_API_KEY"]))
+    return env
+
+
+def engine_resources(args: VllmServingArgs, instance: catalog.InstanceType, extra: Mapping[str, str] | None = None) -> k8s.core.v1.ResourceRequirementsArgs:
+    """Requests = limits (Guaranteed QoS) for the whole node's share, plus ``extra`` (e.g. EFA interfaces)."""
+    resources = {**pod_resources(instance, args.shm_size_gib, args.reserved_cpu, args.reserved_memory_gib), **(extra or {})}
+    return k8s.core.v1.ResourceRequirementsArgs(
+        requests={**resources, "ephemeral-storage": f"{weights_limit_gb(args.contract) + args.cache_size_gib + 64}G"},
+        limits=dict(resources),
+    )
+
+
+PROBE_PERIOD_S = 10
+"""Period of the startup probes."""
+
+
+def api_probes(contract: ServingContract, extra_startup_s: int = 0) -> dict[str, k8s.core.v1.ProbeArgs]:
+    """Startup/liveness on ``/health``, readiness = the model is listed; startup sized from the contract's budget.
+
+    :param extra_startup_s: time the container may spend before the engine even starts
+        loading (a group leader waiting for its workers).
+    """
+    api = contract.api
     readiness = READINESS_SCRIPT.format(port=api.port, path=api.models_path, name=api.served_model_name)
-    server = k8s.core.v1.ContainerArgs(
-        name="vllm",
-        image=contract.image.image,
-        image_pull_policy=contract.image.pull_policy,
-        # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself.
-        command=["vllm", "serve"],
-        args=contract.vllm_args(weights.mount_path),
-        env=server_env,
-        ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=api.port, protocol="TCP")],
-        resources=k8s.core.v1.ResourceRequirementsArgs(
-            requests={**resources, "ephemeral-storage": f"{weights_limit_gb + args.cache_size_gib + 64}G"},
-            limits=dict(resources),
-        ),
+    return {
         # Weight staging runs in the init containers, so this budget is the engine's load + warm-up only.
-        startup_probe=k8s.core.v1.ProbeArgs(
+        "startup_probe": k8s.core.v1.ProbeArgs(
             http_get=k8s.core.v1.HTTPGetActionArgs(path=api.health_path, port="http"),
-            period_seconds=period,
+            period_seconds=PROBE_PERIOD_S,
             timeout_seconds=5,
-            failure_threshold=contract.probe_failure_threshold(period),
+            failure_threshold=contract.probe_failure_threshold(PROBE_PERIOD_S, margin_s=600 + extra_startup_s),
         ),
-        liveness_probe=k8s.core.v1.ProbeArgs(
+        "liveness_probe": k8s.core.v1.ProbeArgs(
             http_get=k8s.core.v1.HTTPGetActionArgs(path=api.health_path, port="http"),
             period_seconds=15,
             timeout_seconds=10,
             failure_threshold=4,
         ),
-        readiness_probe=k8s.core.v1.ProbeArgs(
+        "readiness_probe": k8s.core.v1.ProbeArgs(
             exec_=k8s.core.v1.ExecActionArgs(command=["python3", "-c", readiness]),
             period_seconds=15,
             timeout_seconds=10,
             failure_threshold=2,
             success_threshold=1,
         ),
+    }
+
+
+def api_container(args: VllmServingArgs, instance: catalog.InstanceType, secret_names: Mapping[str, str], **overrides: Any) -> k8s.core.v1.ContainerArgs:
+    """The container serving the OpenAI API (``vllm serve`` with the contract's arguments); ``overrides`` replace fields."""
+    contract = args.contract
+    fields: dict[str, Any] = dict(
+        name="vllm",
+        image=contract.image.image,
+        image_pull_policy=contract.image.pull_policy,
+        # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself.
+        command=["vllm", "serve"],
+        args=contract.vllm_args(contract.weights.mount_path),
+        env=engine_env(contract, secret_names=secret_names),
+        ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=contract.api.port, protocol="TCP")],
+        resources=engine_resources(args, instance),
+        **api_probes(contract),
         lifecycle=k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(sleep=k8s.core.v1.SleepActionArgs(seconds=args.pre_stop_sleep_s))),
-        security_context=_security_context(),
-        volume_mounts=[*volume_mounts, k8s.core.v1.VolumeMountArgs(name="shm", mount_path="/dev/shm")],
+        security_context=container_security_context(),
+        volume_mounts=volume_mounts(contract, shm=True),
     )
+    fields.update(overrides)
+    return k8s.core.v1.ContainerArgs(**fields)
+
+
+def gpu_pod_spec(
+    name: str,
+    args: VllmServingArgs,
+    instance: catalog.InstanceType,
+    init_containers: list[k8s.core.v1.ContainerArgs],
+    containers: list[k8s.core.v1.ContainerArgs],
+) -> k8s.core.v1.PodSpecArgs:
+    """A pod on one whole Capacity Block GPU node: placement, pod security context, ServiceAccount, volumes."""
     return k8s.core.v1.PodSpecArgs(
         service_account_name=name,
         automount_service_account_token=False,
@@ -696,6 +832,10 @@ def _pod_spec(name: str, args: VllmServerArgs, instance: catalog.InstanceType, s
             seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
         ),
         init_containers=init_containers,
-        containers=[server],
-        volumes=volumes,
+        containers=containers,
+        volumes=pod_volumes(args),
     )
+
+
+def _pod_spec(name: str, args: VllmServerArgs, instance: catalog.InstanceType, secret_names: Mapping[str, str]) -> k8s.core.v1.PodSpecArgs:
+    return gpu_pod_spec(name, args, instance, weights_init_containers(args, secret_names), [api_container(args, instance, secret_names)])
