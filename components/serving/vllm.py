@@ -787,8 +787,9 @@ def api_probes(contract: ServingContract, extra_startup_s: int = 0) -> dict[str,
     }
 
 
-def api_container(args: VllmServingArgs, instance: catalog.InstanceType, secret_names: Mapping[str, str], **overrides: Any) -> k8s.core.v1.ContainerArgs:
-    """The container serving the OpenAI API (``vllm serve`` with the contract's arguments); ``overrides`` replace fields."""
+def api_container(serving: VllmServingArgs, instance: catalog.InstanceType, secret_names: Mapping[str, str], **overrides: Any) -> k8s.core.v1.ContainerArgs:
+    """The container serving the OpenAI API (``vllm serve`` with the contract's arguments); ``overrides`` replace ContainerArgs fields."""
+    args = serving
     contract = args.contract
     fields: dict[str, Any] = dict(
         name="vllm",

@@ -1,0 +1,343 @@
+"""``VllmLeaderWorkerSet``: Kimi K3 on vLLM when one replica spans several GPU nodes.
+
+A Deployment schedules pods one by one; a replica that needs ``N`` nodes (TP=8 within
+a node × PP=N across nodes, e.g. p5en: 8×141 GB cannot hold ~1.5 TB of weights plus
+KV cache) must start, fail and restart as a unit. A LeaderWorkerSet
+(``leaderworkerset.x-k8s.io/v1``, controller: :class:`~components.lws_controller.LwsController`)
+runs, per replica, one leader pod and ``N−1`` worker pods:
+
+* leader: Ray head, waits until the whole group has joined Ray, then ``exec vllm serve``
+  with the contract's arguments plus ``--pipeline-parallel-size N`` and
+  ``--distributed-executor-backend ray``; it alone serves the API (the pattern of
+  ``docs/examples/vllm/GPU/lws.yaml`` in kubernetes-sigs/lws);
+* workers: wait for the head, then ``ray start --address=$LWS_LEADER_ADDRESS:6379 --block``;
+* ``restartPolicy: RecreateGroupOnPodRestart``: one failed pod recreates the whole
+  group (a wedged NCCL rank would otherwise hang the others);
+* every pod requests a whole node (GPUs, EFA interfaces, CPU, memory) and stages its
+  own copy of the weights on its node's NVMe with the same init containers as
+  :class:`~components.serving.vllm.VllmServer`.
+
+Around the workload it declares exactly what ``VllmServer`` declares (shared code:
+namespace, ServiceAccount, Pod Identity role, Secrets, Service, NetworkPolicies, PDB,
+ServiceMonitor, outputs); the Service selects the leaders only
+(``leaderworkerset.sigs.k8s.io/worker-index: "0"``) and one more NetworkPolicy lets
+the pods of the set reach each other on every port (Ray, NCCL bootstrap, Gloo).
+
+Security context: the same as the single-node server (non-root, every capability
+dropped, read-only root, RuntimeDefault seccomp, restricted Pod Security). Ray needs no
+more: its session files go to ``/tmp`` (an emptyDir), its object store to the
+``/dev/shm`` volume. EFA needs no privilege either: the device plugin hands the
+``/dev/infiniband/uverbs*`` devices to the container. What it does need is enough
+locked memory (``RLIMIT_MEMLOCK``) for memory registration, which a pod cannot set:
+it is inherited from the node's container runtime. ``CAP_IPC_LOCK`` would not help,
+a non-root process has an empty effective capability set. If NCCL logs
+``ibv_reg_mr`` / "Cannot allocate memory" errors, raise ``LimitMEMLOCK`` of
+containerd on the GPU nodes. ``FI_EFA_USE_HUGE_PAGE=0`` keeps libfabric off huge
+pages, so no ``hugepages-2Mi`` request is needed and forked processes (Ray) stay safe.
+
+The LeaderWorkerSet object is named ``{name}-lws``: the LWS controller creates a
+headless Service named after the set (for ``LWS_LEADER_ADDRESS``), which must not
+collide with the API Service ``{name}``.
+
+Kubernetes provider: :attr:`VllmServingArgs.provider` or ``opts.providers``, as for
+``VllmServer``. The LWS CRD and webhook must exist first: make the component depend
+on the :class:`~components.lws_controller.LwsController`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import catalog, labels
+from components.errors import UserError
+from components.serving.contracts import ServingContract
+from components.serving.vllm import (
+    HOME_ENV,
+    PROBE_PERIOD_S,
+    SECRET_ENV_SKIP,
+    SERVER_CACHE_ENV,
+    VllmServingArgs,
+    VllmServingBase,
+    api_container,
+    api_probes,
+    app_selector,
+    common_labels,
+    container_security_context,
+    egress_rules,
+    engine_env,
+    engine_resources,
+    gpu_pod_spec,
+    plain_env,
+    scrape_annotations,
+    validate_serving_args,
+    volume_mounts,
+    weights_init_containers,
+)
+
+LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+"""Label the LWS controller puts on every pod of a set."""
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+"""Label the LWS controller puts on every pod: ``"0"`` for the leader."""
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+"""Extended resource of the EFA device plugin."""
+RAY_GCS_PORT = 6379
+"""Port of the Ray head (GCS) on the leader."""
+RAYLET_PORT = 6380
+"""Fixed raylet (node manager) port: the workers' probes check it."""
+
+EFA_ENV: Mapping[str, str] = {
+    # NCCL over libfabric's EFA provider (the aws-ofi-nccl plugin in the image); never fall back to TCP sockets silently.
+    "FI_PROVIDER": "efa",
+    # GPUDirect RDMA on p4d/p5/p6 (the default with libfabric >= 1.18; harmless to state).
+    "FI_EFA_USE_DEVICE_RDMA": "1",
+    # Ray and vLLM fork: keep registered memory fork-safe (no-op on kernels >= 5.15) and avoid huge pages.
+    "FI_EFA_FORK_SAFE": "1",
+    "FI_EFA_USE_HUGE_PAGE": "0",
+    # Bootstrap / out-of-band TCP of NCCL and Gloo on the pod's VPC CNI interface.
+    "NCCL_SOCKET_IFNAME": "eth0",
+    "GLOO_SOCKET_IFNAME": "eth0",
+}
+"""NCCL/libfabric environment for cross-node traffic over EFA (aws-samples/awsome-distributed-training EFA cheatsheet)."""
+
+# Leader: Ray head, wait for the whole group, then vLLM as PID 1 with the arguments of the container ("$@").
+LEADER_SCRIPT = """set -eu
+ray start --head --port="$RAY_GCS_PORT" --node-manager-port="$RAYLET_PORT" --object-store-memory="$RAY_OBJECT_STORE_BYTES" --include-dashboard=false --disable-usage-stats
+deadline=$(( $(date +%s) + GROUP_JOIN_TIMEOUT_S ))
+while :; do
+  alive=$(python3 -c 'import ray; ray.init(address="auto", logging_level="ERROR"); print(sum(1 for n in ray.nodes() if n["Alive"]))' 2>/dev/null || echo 0)
+  [ "$alive" -ge "$LWS_GROUP_SIZE" ] && break
+  [ "$(date +%s)" -lt "$deadline" ] || { echo "only $alive of $LWS_GROUP_SIZE Ray nodes joined within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
+  echo "waiting for the group: $alive of $LWS_GROUP_SIZE Ray nodes alive"
+  sleep 10
+done
+echo "all $LWS_GROUP_SIZE Ray nodes joined; starting vLLM"
+exec vllm serve "$@"
+"""
+
+# Worker: wait until the leader's Ray head answers (it may still be staging weights), then join and block.
+WORKER_SCRIPT = """set -eu
+head="$LWS_LEADER_ADDRESS:$RAY_GCS_PORT"
+deadline=$(( $(date +%s) + GROUP_JOIN_TIMEOUT_S ))
+until python3 -c 'import os, socket; socket.create_connection((os.environ["LWS_LEADER_ADDRESS"], int(os.environ["RAY_GCS_PORT"])), 5).close()' 2>/dev/null; do
+  [ "$(date +%s)" -lt "$deadline" ] || { echo "Ray head $head not reachable within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
+  echo "waiting for the Ray head at $head"
+  sleep 10
+done
+exec ray start --address="$head" --node-manager-port="$RAYLET_PORT" --object-store-memory="$RAY_OBJECT_STORE_BYTES" --disable-usage-stats --block
+"""
+
+HF_TOKEN_ENV_SKIP = "CKV_K8S_35=huggingface_hub reads the token only from HF_TOKEN (or a token file in HOME); it comes from a secretKeyRef into the download init container, never into the args or the spec"
+"""checkov skip (with its reason) for the worker pods, whose only secret is the Hugging Face token of the download init container."""
+
+_RESERVED_EXTRA_FLAGS = ("--distributed-executor-backend", "--data-parallel-size", "--nnodes", "--node-rank", "--headless")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class VllmLeaderWorkerSetArgs(VllmServingArgs):
+    """Inputs of :class:`VllmLeaderWorkerSet`: every :class:`~components.serving.vllm.VllmServingArgs` field plus the group's network.
+
+    ``replicas`` counts groups (each ``pipeline_parallel_size`` nodes);
+    ``weights_staging_timeout_s`` also bounds how long a leader waits for its workers
+    to join (they stage their own copy of the weights first).
+    """
+
+    efa_enabled: bool = True
+    """Request EFA interfaces on every pod and run NCCL over libfabric/EFA. Off: NCCL uses TCP sockets (slow; testing only)."""
+    efa_interfaces: int | None = None
+    """EFA interfaces each pod requests; default: all of the instance type's (p5en and p6-b300: 16)."""
+    nccl_env: Mapping[str, str] = field(default_factory=dict)
+    """Extra or overriding NCCL/libfabric variables (e.g. ``NCCL_DEBUG=INFO``), merged over :data:`EFA_ENV`."""
+
+
+class VllmLeaderWorkerSet(VllmServingBase):
+    """Kimi K3 behind vLLM's OpenAI-compatible API, each replica a LeaderWorkerSet group of whole GPU nodes.
+
+    Outputs (as :class:`~components.serving.vllm.VllmServer`): ``endpoint_url``,
+    ``served_model_name``, ``image``, ``model_revision``, ``namespace``,
+    ``service_name``; plus ``nodes_per_replica`` (int) and the ``leader_worker_set``
+    resource.
+    """
+
+    def __init__(self, name: str, args: VllmLeaderWorkerSetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        nodes = _validate(name, args)
+        super().__init__("kimi-k3:index:VllmLeaderWorkerSet", name, None, opts)
+        self.args = args
+        self.nodes_per_replica = nodes
+        contract = args.contract
+        instance = catalog.INSTANCE_TYPES[args.instance_type]
+        common = common_labels(args)
+        selector = app_selector(name)
+        api_selector = {**selector, WORKER_INDEX_LABEL: "0"}
+        base_pod_labels = {**common, **selector, labels.MODEL_LABEL: labels.MODEL}
+
+        secret_names, in_ns = self._declare_foundation(name, args, common, selector)
+
+        group_env = {**(EFA_ENV if args.efa_enabled else {}), **args.nccl_env}
+        ray_env = {
+            "RAY_GCS_PORT": str(RAY_GCS_PORT),
+            "RAYLET_PORT": str(RAYLET_PORT),
+            # Half of /dev/shm: Ray falls back to /tmp (slow) when the object store does not fit.
+            "RAY_OBJECT_STORE_BYTES": str(args.shm_size_gib * 2**30 // 2),
+            "GROUP_JOIN_TIMEOUT_S": str(args.weights_staging_timeout_s),
+        }
+        extra_resources = {EFA_RESOURCE: str(args.efa_interfaces or instance.efa_interfaces)} if args.efa_enabled else {}
+        init_containers = weights_init_containers(args, secret_names)
+
+        leader = api_container(
+            args,
+            instance,
+            secret_names,
+            command=["/bin/sh", "-c", LEADER_SCRIPT, "vllm-leader"],
+            args=[*contract.vllm_args(contract.weights.mount_path), "--distributed-executor-backend", "ray"],
+            env=engine_env(contract, {**group_env, **ray_env}, secret_names),
+            ports=[
+                k8s.core.v1.ContainerPortArgs(name="http", container_port=contract.api.port, protocol="TCP"),
+                k8s.core.v1.ContainerPortArgs(name="ray-gcs", container_port=RAY_GCS_PORT, protocol="TCP"),
+            ],
+            resources=engine_resources(args, instance, extra_resources),
+            # The leader may wait up to weights_staging_timeout_s for its workers before vLLM starts loading.
+            **api_probes(contract, extra_startup_s=args.weights_staging_timeout_s),
+        )
+        raylet = k8s.core.v1.TCPSocketActionArgs(port="raylet")
+        worker = k8s.core.v1.ContainerArgs(
+            name="ray-worker",
+            image=contract.image.image,
+            image_pull_policy=contract.image.pull_policy,
+            command=["/bin/sh", "-c", WORKER_SCRIPT],
+            # Ray starts the vLLM workers from this raylet: they inherit its environment (no API key here).
+            env=engine_env(contract, {**group_env, **ray_env}, with_api_key=False),
+            ports=[k8s.core.v1.ContainerPortArgs(name="raylet", container_port=RAYLET_PORT, protocol="TCP")],
+            resources=engine_resources(args, instance, extra_resources),
+            startup_probe=k8s.core.v1.ProbeArgs(
+                tcp_socket=raylet,
+                period_seconds=PROBE_PERIOD_S,
+                timeout_seconds=5,
+                failure_threshold=-(-(args.weights_staging_timeout_s + 600) // PROBE_PERIOD_S),
+            ),
+            liveness_probe=k8s.core.v1.ProbeArgs(tcp_socket=raylet, period_seconds=15, timeout_seconds=10, failure_threshold=4),
+            readiness_probe=k8s.core.v1.ProbeArgs(tcp_socket=raylet, period_seconds=15, timeout_seconds=10, failure_threshold=2),
+            security_context=container_security_context(),
+            volume_mounts=volume_mounts(contract, shm=True),
+        )
+
+        leader_labels = {**base_pod_labels, "app.kubernetes.io/component": "leader"}
+        worker_labels = {**base_pod_labels, "app.kubernetes.io/component": "worker"}
+        leader_annotations = {"checkov.io/skip1": SECRET_ENV_SKIP, **scrape_annotations(args)}
+        worker_annotations = {"checkov.io/skip1": HF_TOKEN_ENV_SKIP} if "HF_TOKEN" in secret_names else None
+        lws_annotations = {"checkov.io/skip1": SECRET_ENV_SKIP}
+        if args.await_rollout:
+            lws_annotations["pulumi.com/waitFor"] = "condition=Available"
+        else:
+            lws_annotations["pulumi.com/skipAwait"] = "true"
+
+        def template(pod_labels: dict, annotations: dict | None, container: k8s.core.v1.ContainerArgs) -> dict:
+            return {
+                "metadata": k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=annotations or None),
+                "spec": gpu_pod_spec(name, args, instance, init_containers, [container]),
+            }
+
+        self.lws_name = f"{name}-lws"
+        self.leader_worker_set = k8s.apiextensions.CustomResource(
+            f"{name}-lws",
+            api_version=LWS_API_VERSION,
+            kind="LeaderWorkerSet",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=self.lws_name, namespace=args.namespace, labels={**common, **selector}, annotations=lws_annotations),
+            spec={
+                "replicas": args.replicas,
+                # Workers are created with the leader: the leader waits for them before it can become ready.
+                "startupPolicy": "LeaderCreated",
+                # No spare node in a Capacity Block: replace one group at a time, never surge.
+                "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}},
+                "networkConfig": {"subdomainPolicy": "Shared"},
+                "leaderWorkerTemplate": {
+                    "size": nodes,
+                    "restartPolicy": "RecreateGroupOnPodRestart",
+                    "leaderTemplate": template(leader_labels, leader_annotations, leader),
+                    "workerTemplate": template(worker_labels, worker_annotations, worker),
+                },
+            },
+            opts=in_ns,
+        )
+
+        self._declare_frontend(name, args, common, selector, api_selector, in_ns)
+        self.group_network_policy = _group_network_policy(name, args, common, selector, in_ns)
+        self._register()
+
+
+def _group_network_policy(name: str, args: VllmServingArgs, common: Mapping[str, str], selector: Mapping[str, str], opts: pulumi.ResourceOptions) -> k8s.networking.v1.NetworkPolicy:
+    """Pods of the set reach each other on every port (Ray, NCCL/Gloo bootstrap) and, like the leader, DNS/HTTPS/Pod Identity.
+
+    EFA traffic itself (SRD, OS bypass) never passes through the pod network, so no
+    NetworkPolicy sees it; the node security group governs it.
+    """
+    np = k8s.networking.v1
+    peers = [np.NetworkPolicyPeerArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(selector)))]
+    return np.NetworkPolicy(
+        f"{name}-group",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-group", namespace=args.namespace, labels=dict(common)),
+        spec=np.NetworkPolicySpecArgs(
+            pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(selector)),
+            policy_types=["Ingress", "Egress"],
+            ingress=[np.NetworkPolicyIngressRuleArgs(from_=peers)],
+            egress=[np.NetworkPolicyEgressRuleArgs(to=peers), *egress_rules(args)],
+        ),
+        opts=opts,
+    )
+
+
+def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
+    what = "vllm leader-worker set"
+    if not isinstance(args, VllmLeaderWorkerSetArgs):
+        raise UserError(f"{what}: args must be VllmLeaderWorkerSetArgs")
+    validate_serving_args(name, args, what)
+    if len(name) > 36:
+        # Pod names: <name>-lws-<group>-<worker> must stay a DNS label with room for the indices.
+        raise UserError(f"{what}: name {name!r} is too long; at most 36 characters (pods are named {name}-lws-<group>-<worker>)")
+    instance = catalog.INSTANCE_TYPES[args.instance_type]
+    nodes = args.contract.nodes_per_replica(instance.gpus)
+    if nodes < 2:
+        raise UserError(
+            f"{what}: the contract's replica fits on one {instance.name} node (pipeline_parallel_size=1); "
+            "use VllmServer (components.serving.vllm) for single-node replicas"
+        )
+    for arg in args.contract.engine.extra_args:
+        flag = arg.split("=", 1)[0]
+        if flag in _RESERVED_EXTRA_FLAGS:
+            raise UserError(f"{what}: extra argument {arg!r} is not accepted; the leader-worker set runs vLLM on Ray across the group and sets the distribution itself")
+    if not isinstance(args.efa_enabled, bool):
+        raise UserError(f"{what}: efa_enabled must be true or false")
+    if args.efa_interfaces is not None:
+        if isinstance(args.efa_interfaces, bool) or not isinstance(args.efa_interfaces, int) or not 1 <= args.efa_interfaces <= instance.efa_interfaces:
+            raise UserError(f"{what}: efa_interfaces {args.efa_interfaces!r} is not accepted; {instance.name} has 1 to {instance.efa_interfaces}")
+        if not args.efa_enabled:
+            raise UserError(f"{what}: efa_interfaces is set but efa_enabled is false")
+    for key, value in dict(args.nccl_env).items():
+        if not _ENV_NAME_RE.match(str(key)) or not isinstance(value, str):
+            raise UserError(f"{what}: nccl_env entry {key!r}={value!r} is not accepted; expected NAME=string")
+        if key in HOME_ENV or key in SERVER_CACHE_ENV or key in args.contract.vllm_env() or key in ("VLLM_API_KEY", "HF_TOKEN") or key.startswith(("RAY_", "LWS_")):
+            raise UserError(f"{what}: nccl_env may not set {key}; the component sets it")
+    return nodes
+
+
+def is_multi_node(contract: ServingContract, instance_type: str = catalog.DEFAULT_GPU_INSTANCE_TYPE) -> bool:
+    """True when one replica of ``contract`` spans several ``instance_type`` nodes (use :class:`VllmLeaderWorkerSet`)."""
+    return contract.nodes_per_replica(catalog.INSTANCE_TYPES[instance_type].gpus) > 1
+
+
+__all__ = [
+    "EFA_ENV",
+    "EFA_RESOURCE",
+    "LEADER_SCRIPT",
+    "VllmLeaderWorkerSet",
+    "VllmLeaderWorkerSetArgs",
+    "WORKER_INDEX_LABEL",
+    "WORKER_SCRIPT",
+    "is_multi_node",
+]
