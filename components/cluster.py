@@ -212,6 +212,11 @@ def endpoint_of(kubeconfig_json: str) -> str:
     return json.loads(kubeconfig_json)["clusters"][0]["cluster"]["server"]
 
 
+def _access_entry_key(role_arn: str) -> str:
+    account, role = role_arn.split(":")[4], role_arn.split(":role/", 1)[1]
+    return f"admin-{account}-{role.replace('/', '-')}"
+
+
 def _trust_policy(service: str) -> str:
     return json.dumps(
         {
@@ -270,9 +275,8 @@ class Cluster(pulumi.ComponentResource):
         cluster_name = validate(name, args)
         super().__init__("kimi-k3:index:Cluster", name, None, opts)
         self._name = name
-        self._tags = dict(args.tags)
+        self._tags = tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
-        tags = dict(args.tags)
         partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
 
         # EKS would create this log group itself, without retention; owning it first keeps retention managed.
@@ -300,8 +304,9 @@ class Cluster(pulumi.ComponentResource):
             self.encryption_key_arn = args.encryption_config_key_arn
 
         admin_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
+        # Keyed by account and role name (not position) so reordering the list replaces nothing.
         access_entries = {
-            f"admin-{index}": eks.AccessEntryArgs(
+            _access_entry_key(arn): eks.AccessEntryArgs(
                 principal_arn=arn,
                 type=eks.AccessEntryType.STANDARD,
                 access_policies={
@@ -312,7 +317,7 @@ class Cluster(pulumi.ComponentResource):
                 },
                 tags=tags,
             )
-            for index, arn in enumerate(args.admin_role_arns)
+            for arn in args.admin_role_arns
         }
 
         self.eks = eks.Cluster(

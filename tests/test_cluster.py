@@ -394,3 +394,9 @@ def test_bad_input_is_refused_before_anything_is_declared(change: dict, arg: str
     assert f"{arg}=" in message
     assert "kimi-dev" in message
     assert engine.resources == []
+
+
+def test_access_entries_do_not_depend_on_list_order(build) -> None:
+    forward = build().eks.plain_inputs["accessEntries"]
+    backward = build(replace(ARGS, admin_role_arns=(CI, ADMIN))).eks.plain_inputs["accessEntries"]
+    assert forward == backward
