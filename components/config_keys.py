@@ -60,7 +60,7 @@ _KEYS = (
     ConfigKey("clusterVersion", "string", "EKS Kubernetes version (major.minor).", catalog.DEFAULT_EKS_VERSION),
     ConfigKey("clusterEndpointPublicAccess", "boolean", "Expose the EKS API endpoint publicly (restricted to clusterPublicAccessCidrs). Must be false in prod.", False),
     ConfigKey("clusterPublicAccessCidrs", "array", "CIDRs allowed to reach a public EKS API endpoint. Required when the endpoint is public; 0.0.0.0/0 is refused.", []),
-    ConfigKey("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries.", []),
+    ConfigKey("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries (at least one). The identity running Pulumi must be able to assume one: the cluster creator is not made admin implicitly."),
     ConfigKey("clusterServiceCidr", "string", "Kubernetes service CIDR; must not overlap the VPC.", "172.20.0.0/16"),
     ConfigKey("clusterLogRetentionDays", "integer", "Retention of the EKS control-plane logs, in days (a CloudWatch retention value).", 90),
     ConfigKey("systemNodeInstanceType", "string", "Instance type of the CPU system node group that runs cluster add-ons.", "m7i.xlarge"),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 from typing import Any, Mapping
 
 import pulumi
@@ -54,7 +54,9 @@ _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 
 def iam_policy_document() -> str:
     """The controller's official IAM policy document (JSON text), as vendored in ``components/data``."""
-    return (resources.files("components") / "data" / IAM_POLICY_FILE).read_text(encoding="utf-8")
+    # Next to the package (packaged as package-data), not importlib.resources: an editable
+    # install can present `components` as a namespace package without a resource reader.
+    return (Path(__file__).resolve().parent / "data" / IAM_POLICY_FILE).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)

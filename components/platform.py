@@ -12,10 +12,19 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from components.cluster import Cluster, ClusterArgs
 from components.errors import UserError
+from components.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
+from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.network import Network, NetworkArgs
+from components.serving.contracts import ServingContract, contract_summary
+from components.serving.from_settings import serving_contract
+from components.lws_controller import LwsController, LwsControllerArgs
+from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from components.serving.vllm import VllmServer, VllmServerArgs
 from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
-from components.settings import StackSettings
+from components.settings import Secret, StackSettings
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,10 @@ class Environment:
     warnings: tuple[str, ...]
     existing_private_subnets_by_az: dict[str, str]
     """With an existing VPC: its private subnet of each AZ (from ``aws.ec2.get_subnet``)."""
+    contract: ServingContract
+    """The serving contract (image, weights, API, engine) built from the settings."""
+    replicas: int
+    """Serving replicas: configured, or one per group of reserved nodes."""
 
 
 def resolve_environment(settings: StackSettings) -> Environment:
@@ -41,7 +54,16 @@ def resolve_environment(settings: StackSettings) -> Environment:
         availability_zones=azs,
         nodes_required=settings.nodes_required,
     )
-    return Environment(reservation=block, availability_zones=azs, warnings=tuple(warnings), existing_private_subnets_by_az=existing)
+    contract = serving_contract(settings)
+    replicas = settings.serving.replicas or max(1, block.instance_count // settings.nodes_per_replica)
+    return Environment(
+        reservation=block,
+        availability_zones=azs,
+        warnings=tuple(warnings),
+        existing_private_subnets_by_az=existing,
+        contract=contract,
+        replicas=replicas,
+    )
 
 
 def _existing_private_subnets(settings: StackSettings) -> dict[str, str]:
@@ -71,6 +93,10 @@ def _availability_zones(settings: StackSettings, block_az: str) -> tuple[str, ..
             f"{settings.region} has {len(region_azs)} available AZs"
         )
     return (block_az, *others[: net.availability_zone_count - 1])
+
+
+def _secret_input(secret: Secret | None) -> pulumi.Output[str] | None:
+    return pulumi.Output.secret(secret.value) if secret else None
 
 
 class Platform(pulumi.ComponentResource):
@@ -111,6 +137,102 @@ class Platform(pulumi.ComponentResource):
             opts=child,
         )
 
+        c = settings.cluster
+        self.cluster = Cluster(
+            f"{name}-cluster",
+            ClusterArgs(
+                cluster_name=self.cluster_name,
+                version=c.version,
+                vpc_id=self.network.vpc_id,
+                private_subnet_ids=list(self.network.private_subnet_ids_by_az.values()),
+                admin_role_arns=c.admin_role_arns,
+                endpoint_public_access=c.endpoint_public_access,
+                public_access_cidrs=c.public_access_cidrs if c.endpoint_public_access else (),
+                service_cidr=c.service_cidr,
+                log_retention_days=c.log_retention_days,
+                system_node_instance_type=c.system_node_instance_type,
+                system_node_count=c.system_node_count,
+                deletion_protection=settings.production,
+                tags=tags,
+            ),
+            opts=child,
+        )
+
+        cap = settings.capacity
+        self.gpu_nodes = CapacityBlockNodeGroup(
+            f"{name}-gpu",
+            CapacityBlockNodeGroupArgs(
+                cluster_name=self.cluster.cluster_name,
+                kubernetes_version=c.version,
+                subnet_ids_by_az=self.network.private_subnet_ids_by_az,
+                instance_type=cap.instance_type,
+                reservation=environment.reservation,
+                ami_release_version=cap.ami_release_version,
+                root_volume_gib=cap.root_volume_gib,
+                efa_enabled=cap.efa_enabled,
+                # The cluster security group is the one EKS gives managed nodes: it already lets
+                # nodes, control plane and (with EFA) the GPU nodes reach each other.
+                security_group_ids=[self.cluster.cluster_security_group_id],
+                node_role_arn=self.cluster.node_role_arn,
+                alert_email=cap.alert_email,
+                nodes_required=settings.nodes_required,
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+        )
+
+        plugins = settings.plugins
+        self.gpu_plugins = GpuNodePlugins(
+            f"{name}-gpu-plugins",
+            GpuNodePluginsArgs(
+                provider=self.cluster.provider,
+                nvidia=NvidiaDevicePluginArgs(version=plugins.nvidia_device_plugin_version),
+                efa=EfaDevicePluginArgs(enabled=cap.efa_enabled, version=plugins.efa_device_plugin_version),
+                dcgm=DcgmExporterArgs(
+                    enabled=plugins.dcgm_exporter_enabled,
+                    version=plugins.dcgm_exporter_version,
+                    service_monitor=settings.serving.service_monitor_enabled,
+                ),
+            ),
+            opts=child,
+        )
+
+        serving = settings.serving
+        self.load_balancer_controller: LoadBalancerController | None = None
+        if serving.exposure != "cluster":
+            self.load_balancer_controller = LoadBalancerController(
+                f"{name}-lb-controller",
+                LoadBalancerControllerArgs(cluster_name=self.cluster.cluster_name, region=settings.region, vpc_id=self.network.vpc_id, tags=tags),
+                opts=pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider}),
+            )
+
+        # One node holds a replica: a Deployment. A replica across nodes (TP within a node x PP
+        # across nodes): a LeaderWorkerSet, whose controller comes from its Helm chart.
+        self.lws_controller: LwsController | None = None
+        serving_deps: list[pulumi.Resource] = [r for r in (self.gpu_plugins, self.load_balancer_controller) if r is not None]
+        if settings.nodes_per_replica > 1:
+            self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(provider=self.cluster.provider), opts=child)
+            serving_deps.append(self.lws_controller)
+        server_class, args_class = (VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs) if self.lws_controller else (VllmServer, VllmServerArgs)
+        self.server = server_class(
+            f"{name}-serving",
+            args_class(
+                contract=environment.contract,
+                api_key=_secret_input(serving.api_key),
+                hugging_face_token=_secret_input(serving.hugging_face_token),
+                cluster_name=self.cluster.cluster_name,
+                aws_region=settings.region,
+                instance_type=cap.instance_type,
+                replicas=environment.replicas,
+                exposure=serving.exposure,
+                allowed_cidrs=serving.allowed_cidrs,
+                vpc_cidr=self.network.vpc_cidr,
+                service_monitor=serving.service_monitor_enabled,
+                provider=self.cluster.provider,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=serving_deps),
+        )
+
         self.register_outputs(self.stack_outputs())
 
     def stack_outputs(self) -> dict[str, Any]:
@@ -133,7 +255,15 @@ class Platform(pulumi.ComponentResource):
             },
             "gpuNodes": block.instance_count,
             "gpusTotal": block.instance_count * s.instance.gpus,
-            "servedModelName": "Kimi-K3",
-            "modelRevision": s.serving.model_revision,
-            "image": str(s.serving.image),
+            "replicas": self.environment.replicas,
+            "clusterName": self.cluster.cluster_name,
+            "clusterEndpoint": self.cluster.endpoint,
+            "kubeconfig": self.cluster.kubeconfig,
+            "gpuNodeGroup": self.gpu_nodes.node_group_name,
+            "gpuAutoScalingGroup": self.gpu_nodes.asg_name,
+            "capacityAlertTopicArn": self.gpu_nodes.alert_topic_arn,
+            "endpoint": self.server.endpoint_url,
+            "servingNamespace": self.server.namespace,
+            "servingService": self.server.service_name,
+            **contract_summary(self.environment.contract),
         }

@@ -503,7 +503,10 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
     cidrs = _cidr_list("clusterPublicAccessCidrs", r.get("clusterPublicAccessCidrs"), allow_world=False)
     if public and not cidrs:
         raise SettingsError(_key("clusterPublicAccessCidrs"), [], "required when clusterEndpointPublicAccess is true: the CIDRs of your networks (never 0.0.0.0/0)")
-    for arn in r.get("clusterAdminRoleArns"):
+    admins = r.get("clusterAdminRoleArns")
+    if not admins:
+        raise SettingsError(_key("clusterAdminRoleArns"), [], "at least one IAM role ARN such as arn:aws:iam::123456789012:role/platform-admin (the cluster creator is not made admin implicitly)")
+    for arn in admins:
         if not ROLE_ARN_RE.match(arn):
             raise SettingsError(_key("clusterAdminRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/platform-admin")
     service = _network("clusterServiceCidr", r.get("clusterServiceCidr"), private=True)

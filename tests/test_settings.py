@@ -104,6 +104,8 @@ BAD_VALUES = [
     ({"clusterPublicAccessCidrs": ["203.0.113.0/33"]}, "kimi-k3:clusterPublicAccessCidrs", "IPv4 CIDR"),
     ({"clusterAdminRoleArns": ["arn:aws:iam::12345:role/admin"]}, "kimi-k3:clusterAdminRoleArns", "IAM role ARNs"),
     ({"clusterAdminRoleArns": ["arn:aws:iam::123456789012:user/alice"]}, "kimi-k3:clusterAdminRoleArns", "IAM role ARNs"),
+    ({"clusterAdminRoleArns": []}, "kimi-k3:clusterAdminRoleArns", "at least one IAM role ARN"),
+    ({"clusterAdminRoleArns": None}, "kimi-k3:clusterAdminRoleArns", "required"),
     ({"clusterVersion": "1.3"}, "kimi-k3:clusterVersion", "1.33, 1.34, 1.35"),
     ({"availabilityZones": ["us-west-2a", "us-west-2b"]}, "kimi-k3:availabilityZones", "AZ names of region us-east-1"),
     ({"availabilityZones": ["us-east-1a"]}, "kimi-k3:availabilityZones", "at least 2 AZs"),
