@@ -58,7 +58,7 @@ def checkov_scan(directory: Path) -> dict:
     reports = report if isinstance(report, list) else [report]
     failed = [c for r in reports for c in r.get("results", {}).get("failed_checks", [])]
     skipped = [c for r in reports for c in r.get("results", {}).get("skipped_checks", [])]
-    passed = sum(len(r.get("results", {}).get("passed_checks", [])) for r in reports)
+    passed = sum(r.get("summary", {}).get("passed", 0) for r in reports)  # --quiet omits the passed checks themselves
     return {"failed": failed, "skipped": skipped, "passed": passed, "raw": reports}
 
 

@@ -60,6 +60,7 @@ from components.serving.vllm import (
     HOME_ENV,
     PROBE_PERIOD_S,
     SECRET_ENV_SKIP,
+    checkov_skips,
     SERVER_CACHE_ENV,
     VllmServingArgs,
     VllmServingBase,
@@ -229,9 +230,9 @@ class VllmLeaderWorkerSet(VllmServingBase):
 
         leader_labels = {**base_pod_labels, "app.kubernetes.io/component": "leader"}
         worker_labels = {**base_pod_labels, "app.kubernetes.io/component": "worker"}
-        leader_annotations = {"checkov.io/skip1": SECRET_ENV_SKIP, **scrape_annotations(args)}
-        worker_annotations = {"checkov.io/skip1": HF_TOKEN_ENV_SKIP} if "HF_TOKEN" in secret_names else None
-        lws_annotations = {"checkov.io/skip1": SECRET_ENV_SKIP}
+        leader_annotations = {**checkov_skips(args, SECRET_ENV_SKIP), **scrape_annotations(args)}
+        worker_annotations = checkov_skips(args, *([HF_TOKEN_ENV_SKIP] if "HF_TOKEN" in secret_names else [])) or None
+        lws_annotations = checkov_skips(args, SECRET_ENV_SKIP)
         if args.await_rollout:
             lws_annotations["pulumi.com/waitFor"] = "condition=Available"
         else:

@@ -422,6 +422,16 @@ def scrape_annotations(args: VllmServingArgs) -> dict[str, str]:
 SECRET_ENV_SKIP = "CKV_K8S_35=vLLM reads its API key only from VLLM_API_KEY or --api-key; the env var comes from a secretKeyRef so the key is in neither the args nor the spec"
 """checkov skip (with its reason) for the API key handed over as an environment variable."""
 
+FLOATING_TAG_SKIP = "CKV_K8S_43=the image is pinned by tag, which settings allow outside prod only (with a warning); prod requires a digest"
+"""checkov skip (with its reason) for a tag-pinned image in a non-production stack."""
+
+
+def checkov_skips(args: VllmServingArgs, *reasons: str) -> dict[str, str]:
+    """``checkov.io/skipN`` annotations: the given reasons, plus the floating-tag one when the image has no digest."""
+    if not args.contract.image.pinned:
+        reasons = (*reasons, FLOATING_TAG_SKIP)
+    return {f"checkov.io/skip{i}": reason for i, reason in enumerate(reasons, start=1)}
+
 
 class VllmServer(VllmServingBase):
     """Kimi K3 behind vLLM's OpenAI-compatible API on the Capacity Block GPU nodes, one pod per replica.
@@ -445,7 +455,7 @@ class VllmServer(VllmServingBase):
         secret_names, in_ns = self._declare_foundation(name, args, common, selector)
 
         pod_annotations = scrape_annotations(args)
-        deployment_annotations = {"checkov.io/skip1": SECRET_ENV_SKIP}
+        deployment_annotations = checkov_skips(args, SECRET_ENV_SKIP)
         if not args.await_rollout:
             deployment_annotations["pulumi.com/skipAwait"] = "true"
         self.deployment = k8s.apps.v1.Deployment(
