@@ -16,20 +16,26 @@ from components.errors import UserError
 SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``kimi-k3`` parser; with ``only``, just that subcommand is imported.
+
+    Each subcommand pulls in its own heavy dependencies (Pulumi providers, boto3,
+    the OpenAI SDK); importing only the one that runs keeps ``plan`` fast.
+    """
     parser = argparse.ArgumentParser(
         prog="kimi-k3",
         description="Deploy Kimi K3 on AWS with Pulumi: offline plan, Capacity Block operations, endpoint checks.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else (only,):
         importlib.import_module(f"components.cli.{name}").add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status (0 ok, 1 check failed, 2 user error)."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except UserError as err:
