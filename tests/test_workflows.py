@@ -501,3 +501,19 @@ def test_pulumi_cli_matches_the_sdk_pin(all_workflows: dict[str, dict[str, Any]]
                 assert got == want, f"{name}:{job_id}: pulumi-version {got}, SDK pin {want}"
                 count += 1
     assert count >= 3
+
+
+def test_every_pulumi_run_enforces_the_policy_pack_with_its_stacks_config():
+    """Preview and up run the kimi-k3-guardrails pack (policy/) with the stack's own policy config."""
+    for path in sorted(WORKFLOWS_DIR.glob("*.yml")):
+        for job in yaml.safe_load(path.read_text())["jobs"].values():
+            for step in job.get("steps", []):
+                if not str(step.get("uses", "")).startswith("pulumi/actions@"):
+                    continue
+                inputs = step["with"]
+                assert inputs["policyPacks"] == "policy", path.name
+                config = inputs["policyPackConfigs"]
+                stacks = [inputs["stack-name"]] if "${{" not in inputs["stack-name"] else job["strategy"]["matrix"]["stack"]
+                for stack in stacks:
+                    resolved = config.replace("${{ matrix.stack }}", stack)
+                    assert (ROOT / resolved).is_file(), f"{path.name}: {resolved} does not exist"
