@@ -170,9 +170,9 @@ class Platform(pulumi.ComponentResource):
                 ami_release_version=cap.ami_release_version,
                 root_volume_gib=cap.root_volume_gib,
                 efa_enabled=cap.efa_enabled,
-                # The cluster security group is the one EKS gives managed nodes: it already lets
-                # nodes, control plane and (with EFA) the GPU nodes reach each other.
-                security_group_ids=[self.cluster.cluster_security_group_id],
+                # The same node security group as the system nodes: it admits all traffic from
+                # itself (CoreDNS on system nodes, EFA between GPU nodes) and the control plane.
+                security_group_ids=[self.cluster.node_security_group_id],
                 node_role_arn=self.cluster.node_role_arn,
                 alert_email=cap.alert_email,
                 nodes_required=settings.nodes_required,

@@ -160,3 +160,13 @@ def test_readme_example_program_runs_as_written():
     assert result.plain_outputs()["endpoint"].endswith(":8000/v1")
     deployment = next(m for m in result.kubernetes_objects() if m["kind"] == "Deployment")
     assert deployment["spec"]["replicas"] == 2
+
+
+def test_gpu_and_system_nodes_share_the_node_security_group(dev_plan):
+    """GPU pods resolve DNS through CoreDNS on the system nodes: both node groups carry the same node security group."""
+    cluster_outputs = dev_plan.one("eks:index:Cluster").outputs
+    gpu_lt = dev_plan.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").plain_inputs
+    system_lt = next(r for r in dev_plan.by_type("aws:ec2/launchTemplate:LaunchTemplate") if r.name != "kimi-k3-gpu-lt").plain_inputs
+    node_sg = cluster_outputs["nodeSecurityGroupId"]
+    assert node_sg in system_lt["vpcSecurityGroupIds"]
+    assert node_sg in gpu_lt["vpcSecurityGroupIds"]
