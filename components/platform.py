@@ -14,18 +14,17 @@ import pulumi_aws as aws
 
 from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
 from components.cluster import Cluster, ClusterArgs
-from components.errors import UserError
+from components.errors import SettingsError, UserError
 from components.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
+from components.lws_controller import LwsController, LwsControllerArgs
 from components.network import Network, NetworkArgs
+from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
 from components.serving.contracts import ServingContract, contract_summary
 from components.serving.from_settings import serving_contract
-from components.lws_controller import LwsController, LwsControllerArgs
 from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.vllm import VllmServer, VllmServerArgs
-from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
 from components.settings import Secret, StackSettings
-
 
 @dataclass(frozen=True)
 class Environment:
@@ -71,10 +70,7 @@ def _existing_private_subnets(settings: StackSettings) -> dict[str, str]:
     for subnet_id in settings.network.existing_private_subnet_ids:
         az = aws.ec2.get_subnet(id=subnet_id).availability_zone
         if az in by_az:
-            raise UserError(
-                f"config kimi-k3:existingPrivateSubnetIds: {subnet_id} and {by_az[az]} are both in {az}; "
-                "accepted: one private subnet per AZ"
-            )
+            raise SettingsError("kimi-k3:existingPrivateSubnetIds", list(settings.network.existing_private_subnet_ids), f"one private subnet per AZ ({subnet_id} and {by_az[az]} are both in {az})")
         by_az[az] = subnet_id
     return by_az
 
@@ -88,10 +84,7 @@ def _availability_zones(settings: StackSettings, block_az: str) -> tuple[str, ..
         raise UserError(f"Capacity Block AZ {block_az} is not an available AZ of {settings.region} ({', '.join(region_azs)})")
     others = [az for az in region_azs if az != block_az]
     if len(others) + 1 < net.availability_zone_count:
-        raise UserError(
-            f"config kimi-k3:availabilityZoneCount: {net.availability_zone_count} is not accepted; "
-            f"{settings.region} has {len(region_azs)} available AZs"
-        )
+        raise SettingsError("kimi-k3:availabilityZoneCount", net.availability_zone_count, f"at most {len(region_azs)}: the available AZs of {settings.region}")
     return (block_az, *others[: net.availability_zone_count - 1])
 
 

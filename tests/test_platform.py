@@ -170,3 +170,31 @@ def test_gpu_and_system_nodes_share_the_node_security_group(dev_plan):
     node_sg = cluster_outputs["nodeSecurityGroupId"]
     assert node_sg in system_lt["vpcSecurityGroupIds"]
     assert node_sg in gpu_lt["vpcSecurityGroupIds"]
+
+
+def test_more_azs_than_the_region_has_is_a_settings_error():
+    from components import settings as stack_settings
+    from components.errors import SettingsError
+    from components.platform import Platform
+
+    values, secret_keys = stack_settings.read_stack_file("prod")
+    values["kimi-k3:availabilityZoneCount"] = "4"
+    s = stack_settings.from_values(values, secret_keys, stack="prod")  # 4 is valid in general...
+    engine = offline.OfflineEngine(region=s.region, reservation=fixture_for(s), invoke_overrides={
+        "aws:index/getAvailabilityZones:getAvailabilityZones": lambda args: {"id": "us-west-2", "names": ["us-west-2a", "us-west-2b", "us-west-2c"], "zoneIds": ["usw2-az1", "usw2-az2", "usw2-az3"]},
+    })
+    with pytest.raises(SettingsError, match="at most 3: the available AZs of us-west-2"):  # ...but not in a 3-AZ region
+        engine.run(lambda: Platform("kimi-k3", s))
+    assert engine.resources == []
+
+
+def test_existing_vpc_is_used_without_creating_one():
+    overrides = {
+        "kimi-k3:existingVpcId": "vpc-0a1b2c3d4e5f67890",
+        "kimi-k3:existingPrivateSubnetIds": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
+        "kimi-k3:existingPublicSubnetIds": ["subnet-0ccccccccccccccc3"],
+    }
+    result = offline.run_stack("dev", config_overrides=overrides, reservation=lambda s: fixture_for(s, availability_zone="us-east-1b"),
+                               engine_options={"existing_subnet_azs": {"subnet-0aaaaaaaaaaaaaaa1": "us-east-1a", "subnet-0bbbbbbbbbbbbbbb2": "us-east-1b"}})
+    assert not result.by_type("aws:ec2/vpc:Vpc") and not result.by_type("aws:ec2/subnet:Subnet")
+    assert result.one("aws:eks/nodeGroup:NodeGroup", "gpu-ng").plain_inputs["subnetIds"] == ["subnet-0bbbbbbbbbbbbbbb2"]
