@@ -31,6 +31,7 @@ import pulumi_aws as aws
 
 from components import catalog, labels
 from components.errors import UserError
+from components.formats import EMAIL
 from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
@@ -61,7 +62,6 @@ EVENT_DETAIL_TYPES = DELIVERED_DETAIL_TYPES + EXPIRATION_WARNING_DETAIL_TYPES
 
 USER_DATA_BOUNDARY = "KIMI-K3-NODEADM"
 _TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
-_EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 
 
 def nodeadm_user_data() -> str:
@@ -517,7 +517,7 @@ def _validate(args: CapacityBlockNodeGroupArgs) -> None:
             )
         if not args.security_group_ids:
             raise UserError("efa_enabled needs security_group_ids: EFA traffic requires a group that allows all traffic to itself")
-    if args.alert_email is not None and not _EMAIL_RE.fullmatch(args.alert_email):
+    if args.alert_email is not None and not EMAIL.fullmatch(args.alert_email):
         raise UserError(f"alert_email {args.alert_email!r} is not an e-mail address")
 
 

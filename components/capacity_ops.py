@@ -23,6 +23,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Iterator, Mapping, Sequence
 
 from components.errors import UserError
+from components.formats import CAPACITY_BLOCK_OFFERING_ID, CAPACITY_RESERVATION_ID, REGION
 
 PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
 """Tag put on every Capacity Block reservation bought through this tool."""
@@ -46,10 +47,6 @@ VCPU_QUOTAS: Mapping[str, tuple[str, str]] = {
     "p": ("L-417A185B", "Running On-Demand P instances"),
 }
 """Instance family letter -> (EC2 service-quota code, quota name) for vCPU quotas."""
-
-_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
-_OFFERING_ID = re.compile(r"^cb-[0-9a-f]{17}$")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 
 _DENIED = {
     "UnauthorizedOperation",
@@ -167,21 +164,21 @@ def make_clients(region: str | None) -> Clients:
 
 def validate_region(region: str) -> str:
     """Return ``region`` if it looks like an AWS region name, else raise UserError."""
-    if not _REGION.match(region or ""):
+    if not REGION.match(region or ""):
         raise UserError(f"--region {region!r} is not an AWS region name such as us-east-1")
     return region
 
 
 def validate_reservation_id(value: str) -> str:
     """Return ``value`` if it is a Capacity Reservation id (``cr-`` + 17 hex), else raise UserError."""
-    if not _RESERVATION_ID.match(value or ""):
+    if not CAPACITY_RESERVATION_ID.match(value or ""):
         raise UserError(f"{value!r} is not a capacity reservation id: expected cr- followed by 17 hex digits")
     return value
 
 
 def validate_offering_id(value: str) -> str:
     """Return ``value`` if it is a Capacity Block offering id (``cb-`` + 17 hex), else raise UserError."""
-    if not _OFFERING_ID.match(value or ""):
+    if not CAPACITY_BLOCK_OFFERING_ID.match(value or ""):
         raise UserError(f"{value!r} is not a Capacity Block offering id: expected cb- followed by 17 hex digits")
     return value
 
@@ -702,7 +699,7 @@ def run_preflight(
 
     if not reservation_id:
         return PreflightReport("", (Check(FAIL, "reservation", "the stack sets no kimi-k3:capacityReservationId."),))
-    if not _RESERVATION_ID.match(reservation_id):
+    if not CAPACITY_RESERVATION_ID.match(reservation_id):
         return PreflightReport(reservation_id, (Check(FAIL, "reservation", f"{reservation_id!r} is not a reservation id (cr- followed by 17 hex digits)."),))
     try:
         items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]

@@ -39,6 +39,7 @@ import pulumi_kubernetes as k8s
 
 from components import labels
 from components.errors import UserError
+from components.formats import LOG_RETENTION_DAYS, ROLE_ARN
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -60,12 +61,8 @@ VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFI
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy")
 """AWS managed policies of the node role (the minimum for a managed node group with vpc-cni)."""
 
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
-"""Retention periods CloudWatch Logs accepts."""
-
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _VERSION = re.compile(r"^1\.\d{2}$")
-_ROLE_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 _KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
@@ -134,7 +131,7 @@ def validate(name: str, args: ClusterArgs) -> str:
     if not args.admin_role_arns:
         raise fail("admin_role_arns", list(args.admin_role_arns), "at least one IAM role ARN (nobody else is admin)")
     for index, arn in enumerate(args.admin_role_arns):
-        if not isinstance(arn, str) or not _ROLE_ARN.match(arn):
+        if not isinstance(arn, str) or not ROLE_ARN.match(arn):
             raise fail(f"admin_role_arns[{index}]", arn, "an IAM role ARN such as arn:aws:iam::123456789012:role/eks-admin")
     if len(set(args.admin_role_arns)) != len(args.admin_role_arns):
         raise fail("admin_role_arns", list(args.admin_role_arns), "each role once")

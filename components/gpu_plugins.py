@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, labels
 from components.errors import UserError
+from components.formats import DNS_LABEL
 from components.helm_values import deep_merge
 
 PRIORITY_CLASS = "system-node-critical"
@@ -46,7 +47,6 @@ PRIVILEGED_NAMESPACE_LABELS: Mapping[str, str] = {
 
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 EFA_MIN_VERSION = (0, 5, 10)
 """EFA device plugin releases before 0.5.10 misdetect NVLink devices on p6 instances."""
 
@@ -126,7 +126,7 @@ def validate(args: GpuNodePluginsArgs) -> None:
     """Raise :class:`UserError` for arguments that cannot produce a working install."""
     if not isinstance(args.provider, k8s.Provider):
         raise UserError("GpuNodePlugins needs the target cluster's Kubernetes provider (args.provider)")
-    if not _DNS_LABEL.fullmatch(args.namespace or ""):
+    if not DNS_LABEL.fullmatch(args.namespace or ""):
         raise UserError(f"GpuNodePlugins namespace {args.namespace!r} is not a valid Kubernetes namespace name")
     if args.create_namespace and args.namespace in _RESERVED_NAMESPACES:
         raise UserError(f"GpuNodePlugins cannot declare namespace {args.namespace!r}: it always exists; set create_namespace=False")

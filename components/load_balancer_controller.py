@@ -30,6 +30,7 @@ import pulumi_kubernetes as k8s
 
 from components.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
 from components.errors import UserError
+from components.formats import REGION, VPC_ID
 from components.helm_values import deep_merge
 from components.labels import SYSTEM_NODE_LABELS
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
@@ -48,8 +49,6 @@ IAM_POLICY_FILE = "aws-load-balancer-controller-iam-policy.json"
 """The controller's official IAM policy, vendored unchanged (provenance in components/data/README.md)."""
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
-_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 
 
 def iam_policy_document() -> str:
@@ -85,9 +84,9 @@ def _validate(args: LoadBalancerControllerArgs) -> str:
     """Check the args before anything is declared; return the image tag to pin."""
     if isinstance(args.cluster_name, str) and not args.cluster_name.strip():
         raise UserError("LoadBalancerController: cluster_name is empty; pass the EKS cluster's name")
-    if not isinstance(args.region, str) or not _REGION.match(args.region):
+    if not isinstance(args.region, str) or not REGION.match(args.region):
         raise UserError(f"LoadBalancerController: region {args.region!r} is not an AWS region name such as 'us-east-1'")
-    if isinstance(args.vpc_id, str) and not _VPC_ID.match(args.vpc_id):
+    if isinstance(args.vpc_id, str) and not VPC_ID.match(args.vpc_id):
         raise UserError(f"LoadBalancerController: vpc_id {args.vpc_id!r} is not a VPC id such as 'vpc-0a1b2c3d4e5f60718'")
     if not _VERSION.match(args.version):
         raise UserError(f"LoadBalancerController: version {args.version!r} is not an exact chart version such as {DEFAULT_VERSION!r}")

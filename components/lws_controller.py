@@ -31,6 +31,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, labels
 from components.errors import UserError
+from components.formats import DNS_LABEL
 from components.helm_values import deep_merge
 
 CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART
@@ -44,7 +45,6 @@ PRIORITY_CLASS = "system-cluster-critical"
 """The controller's webhook admits every LeaderWorkerSet pod: keep it scheduled ahead of workloads."""
 
 _VERSION = re.compile(r"\d+\.\d+\.\d+")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -83,7 +83,7 @@ def validate(args: LwsControllerArgs) -> None:
         raise UserError("LwsController needs the target cluster's Kubernetes provider (args.provider)")
     if not isinstance(args.version, str) or not _VERSION.fullmatch(args.version):
         raise UserError(f"LwsController chart version {args.version!r} is not accepted; expected a version such as {DEFAULT_VERSION}")
-    if not _DNS_LABEL.fullmatch(args.namespace or "") or args.namespace in _RESERVED_NAMESPACES:
+    if not DNS_LABEL.fullmatch(args.namespace or "") or args.namespace in _RESERVED_NAMESPACES:
         raise UserError(f"LwsController namespace {args.namespace!r} is not accepted; expected a DNS label other than {', '.join(_RESERVED_NAMESPACES)}")
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 5:
         raise UserError(f"LwsController replicas {args.replicas!r} is not accepted; expected 1 to 5")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -20,6 +19,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.errors import UserError
+from components.formats import AVAILABILITY_ZONE, SUBNET_ID, VPC_ID
 
 NAT_MODES = ("single", "perAz")
 """``single``: one NAT gateway shared by every AZ (cheaper); ``perAz``: one per AZ (no cross-AZ dependency)."""
@@ -29,10 +29,6 @@ DEFAULT_INTERFACE_ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts")
 
 AWS_SUBNET_PREFIXES = range(16, 29)
 """Prefix lengths AWS accepts for a VPC or an IPv4 subnet (/16 to /28)."""
-
-_AZ_RE = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+[a-z]")
-_VPC_ID_RE = re.compile(r"vpc-[0-9a-f]{8}([0-9a-f]{9})?")
-_SUBNET_ID_RE = re.compile(r"subnet-[0-9a-f]{8}([0-9a-f]{9})?")
 
 
 @dataclass(frozen=True)
@@ -123,7 +119,7 @@ def _validate(args: NetworkArgs) -> SubnetPlan | None:
     """Check every arg before anything is declared; the subnet plan for a new VPC."""
     azs = list(args.availability_zones)
     for az in azs:
-        if not _AZ_RE.fullmatch(az):
+        if not AVAILABILITY_ZONE.fullmatch(az):
             raise UserError(f"availability zone {az!r} is not an AZ name such as us-east-1a")
     if len(set(azs)) != len(azs):
         raise UserError(f"availability zones {azs} list an AZ twice")
@@ -141,16 +137,16 @@ def _validate(args: NetworkArgs) -> SubnetPlan | None:
         if not args.cluster_name:
             raise UserError("cluster_name is required (subnets carry the kubernetes.io/cluster/<name> tag)")
         return plan_subnets(args.vpc_cidr, azs, args.private_subnet_prefix, args.public_subnet_prefix)
-    if not _VPC_ID_RE.fullmatch(args.existing_vpc_id):
+    if not VPC_ID.fullmatch(args.existing_vpc_id):
         raise UserError(f"existing_vpc_id {args.existing_vpc_id!r} is not a VPC id such as vpc-0a1b2c3d4e5f67890")
     by_az = dict(args.existing_private_subnet_ids_by_az)
     if not by_az:
         raise UserError("existing_private_subnet_ids_by_az is required with existing_vpc_id: the private subnet of each AZ")
     for az, subnet in by_az.items():
-        if not _AZ_RE.fullmatch(az):
+        if not AVAILABILITY_ZONE.fullmatch(az):
             raise UserError(f"existing_private_subnet_ids_by_az key {az!r} is not an AZ name such as us-east-1a")
     for subnet in [*by_az.values(), *args.existing_public_subnet_ids]:
-        if not _SUBNET_ID_RE.fullmatch(subnet):
+        if not SUBNET_ID.fullmatch(subnet):
             raise UserError(f"existing subnet id {subnet!r} is not a subnet id such as subnet-0a1b2c3d4e5f67890")
     missing = [az for az in azs if az not in by_az]
     if missing:

@@ -27,6 +27,15 @@ import yaml
 from components import catalog
 from components.config_keys import CONFIG_KEYS, PROJECT, PROVIDER_KEYS, ConfigKey
 from components.errors import SettingsError
+from components.formats import (
+    CAPACITY_RESERVATION_ID,
+    EMAIL_LETTER_TLD,
+    KNOWN_REGION,
+    LOG_RETENTION_DAYS,
+    ROLE_ARN,
+    SUBNET_ID,
+    VPC_ID,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STACKS_DIR = PROJECT_ROOT / "stacks"
@@ -36,17 +45,10 @@ NAT_MODES = ("single", "perAz")
 WEIGHTS_SOURCES = ("huggingface", "s3")
 EXPOSURES = ("cluster", "internal", "public")
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
-"""Retention values CloudWatch Logs accepts."""
-
 SECRET_PLACEHOLDER_PREFIX = "offline-placeholder-for-secret:"
 """Stand-in for ``secure:`` values that cannot be decrypted offline."""
 
-REGION_RE = re.compile(r"^(us|eu|ap|sa|ca|me|af|il|mx)(-gov|-iso[a-z]?)?-(north|south|east|west|central|northeast|northwest|southeast|southwest)-\d$")
-RESERVATION_ID_RE = re.compile(r"^cr-[0-9a-f]{17}$")
-ROLE_ARN_RE = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
-EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 INSTANCE_TYPE_RE = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
 MODEL_ID_RE = re.compile(r"^[\w.-]+/[\w.-]+$")
 S3_URI_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.'()/=]+/)$")
@@ -400,7 +402,7 @@ def _region(values: Mapping[str, Any]) -> str:
     region = values.get("aws:region")
     if region in (None, ""):
         raise SettingsError("aws:region", None, "it is required: the AWS region of the stack, e.g. us-east-2 (pulumi config set aws:region us-east-2)")
-    if not REGION_RE.match(str(region)):
+    if not KNOWN_REGION.match(str(region)):
         raise SettingsError("aws:region", region, "expected an AWS region name such as us-east-1, us-west-2 or eu-north-1")
     return str(region)
 
@@ -471,7 +473,7 @@ def _validate_network(r: _Reader, region: str) -> NetworkSettings:
     private_ids = r.get("existingPrivateSubnetIds")
     public_ids = r.get("existingPublicSubnetIds")
     if existing_vpc:
-        if not re.fullmatch(r"vpc-[0-9a-f]{8}([0-9a-f]{9})?", existing_vpc):
+        if not VPC_ID.fullmatch(existing_vpc):
             raise SettingsError(_key("existingVpcId"), existing_vpc, "expected a VPC id such as vpc-0a1b2c3d4e5f67890")
         if not private_ids:
             raise SettingsError(_key("existingPrivateSubnetIds"), [], "required with existingVpcId: the private subnet ids, one per AZ")
@@ -479,7 +481,7 @@ def _validate_network(r: _Reader, region: str) -> NetworkSettings:
         raise SettingsError(_key("existingPrivateSubnetIds"), list(private_ids or public_ids), "only used together with existingVpcId")
     for name, ids in (("existingPrivateSubnetIds", private_ids), ("existingPublicSubnetIds", public_ids)):
         for subnet in ids:
-            if not re.fullmatch(r"subnet-[0-9a-f]{8}([0-9a-f]{9})?", subnet):
+            if not SUBNET_ID.fullmatch(subnet):
                 raise SettingsError(_key(name), subnet, "expected subnet ids such as subnet-0a1b2c3d4e5f67890")
     return NetworkSettings(
         vpc_cidr=str(vpc),
@@ -507,7 +509,7 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
     if not admins:
         raise SettingsError(_key("clusterAdminRoleArns"), [], "at least one IAM role ARN such as arn:aws:iam::123456789012:role/platform-admin (the cluster creator is not made admin implicitly)")
     for arn in admins:
-        if not ROLE_ARN_RE.match(arn):
+        if not ROLE_ARN.match(arn):
             raise SettingsError(_key("clusterAdminRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/platform-admin")
     service = _network("clusterServiceCidr", r.get("clusterServiceCidr"), private=True)
     if service.overlaps(ipaddress.IPv4Network(network.vpc_cidr)):
@@ -531,7 +533,7 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
 
 def _validate_capacity(r: _Reader, prod: bool) -> CapacitySettings:
     reservation = r.get("capacityReservationId")
-    if not RESERVATION_ID_RE.match(reservation):
+    if not CAPACITY_RESERVATION_ID.match(reservation):
         raise SettingsError(_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
     ami = r.get("gpuAmiReleaseVersion") or None
     if ami and not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", ami):
@@ -539,7 +541,7 @@ def _validate_capacity(r: _Reader, prod: bool) -> CapacitySettings:
     if prod and not ami:
         raise SettingsError(_key("gpuAmiReleaseVersion"), None, "required in prod: pin the AL2023 NVIDIA AMI release so node replacements are reproducible")
     email = r.get("capacityAlertEmail") or None
-    if email and not EMAIL_RE.match(email):
+    if email and not EMAIL_LETTER_TLD.match(email):
         raise SettingsError(_key("capacityAlertEmail"), email, "expected an e-mail address such as oncall@example.com")
     return CapacitySettings(
         reservation_id=reservation,

@@ -54,6 +54,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog
 from components.errors import UserError
+from components.formats import DNS_LABEL
 from components.serving.contracts import ServingContract
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
@@ -74,7 +75,6 @@ OPERATOR_DEFAULT_DEPLOY_S = 3600
 """The operator's ``maxDeployTimeInSeconds`` default; never go below it."""
 _INT32_MAX = 2**31 - 1
 _HF_CACHE_FLAGS = ("--revision", "--tokenizer-revision", "--code-revision", "--download-dir")
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _MODEL_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _PATH_RE = re.compile(r"^/[\w./-]*$")
@@ -191,9 +191,9 @@ def render_inference_endpoint_config(
             f"use {DEFAULT_INSTANCE_TYPE}, or the EKS path with a LeaderWorkerSet"
         )
     gpus = contract.gpus_per_pod(instance.gpus)
-    if not isinstance(name, str) or not _DNS_LABEL_RE.match(name):
+    if not isinstance(name, str) or not DNS_LABEL.match(name):
         raise UserError(f"hyperpod: name {name!r} is not accepted; expected a lowercase DNS label such as kimik3")
-    if not isinstance(namespace, str) or not _DNS_LABEL_RE.match(namespace):
+    if not isinstance(namespace, str) or not DNS_LABEL.match(namespace):
         raise UserError(f"hyperpod: namespace {namespace!r} is not accepted; expected a lowercase DNS label")
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 64:
         raise UserError(f"hyperpod: replicas {replicas!r} is not accepted; expected a whole number from 1 to 64 (one node each)")

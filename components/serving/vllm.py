@@ -50,6 +50,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, labels
 from components.errors import UserError
+from components.formats import DNS_LABEL
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from components.serving.contracts import ServingContract
 
@@ -72,7 +73,6 @@ HOME = "/home/vllm"
 """Writable HOME (emptyDir): vLLM, Triton, TorchInductor, FlashInfer, DeepGEMM and CUDA JIT caches."""
 
 APP_NAME = "vllm"
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -573,9 +573,9 @@ def validate_serving_args(name: str, args: VllmServingArgs, what: str) -> None:
     """Checks shared by the serving components; raises :class:`UserError` prefixed with ``what``."""
     if not isinstance(args.contract, ServingContract):
         raise UserError(f"{what}: contract must be a ServingContract")
-    if not _DNS_LABEL_RE.match(name) or len(name) > 40:
+    if not DNS_LABEL.match(name) or len(name) > 40:
         raise UserError(f"{what}: name {name!r} is not accepted; expected a DNS label of at most 40 characters (it names the Kubernetes objects)")
-    if not _DNS_LABEL_RE.match(args.namespace) or len(args.namespace) > 63:
+    if not DNS_LABEL.match(args.namespace) or len(args.namespace) > 63:
         raise UserError(f"{what}: namespace {args.namespace!r} is not accepted; expected a DNS label")
     if args.instance_type not in catalog.INSTANCE_TYPES:
         raise UserError(f"{what}: instance_type {args.instance_type!r} is not accepted; known: {', '.join(catalog.INSTANCE_TYPES)}")
@@ -604,7 +604,7 @@ def validate_serving_args(name: str, args: VllmServingArgs, what: str) -> None:
         except ValueError as err:
             raise UserError(f"{what}: vpc_cidr {args.vpc_cidr!r} is not accepted ({err})") from None
     for ns in (*args.client_namespaces, args.metrics_namespace):
-        if not _DNS_LABEL_RE.match(ns):
+        if not DNS_LABEL.match(ns):
             raise UserError(f"{what}: namespace name {ns!r} is not accepted; expected a DNS label")
     if args.contract.weights.source == "s3" and (args.cluster_name is None or args.aws_region is None):
         raise UserError(f"{what}: cluster_name and aws_region are required when the weights come from S3 (Pod Identity and the bucket's region)")

@@ -1,0 +1,45 @@
+"""Formats AWS and Kubernetes accept, checked in one place.
+
+Every pattern is compiled and anchored (``^...$``); call sites keep the method
+they use (``.match`` or ``.fullmatch``).
+"""
+
+from __future__ import annotations
+
+import re
+
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+"""Retention periods CloudWatch Logs accepts."""
+
+ROLE_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+"""An IAM role ARN in the aws, aws-cn or aws-us-gov partition."""
+
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+"""The shape of an AWS region name, e.g. ``us-east-1``."""
+
+KNOWN_REGION = re.compile(r"^(us|eu|ap|sa|ca|me|af|il|mx)(-gov|-iso[a-z]?)?-(north|south|east|west|central|northeast|northwest|southeast|southwest)-\d$")
+"""A region name built from the geographies and directions AWS uses (catches typos such as ``us-eest-1``)."""
+
+AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+[a-z]$")
+"""The shape of an availability zone name, e.g. ``us-east-1a``."""
+
+VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
+"""A VPC id, short (8 hex digits) or long (17)."""
+
+SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
+"""A subnet id, short (8 hex digits) or long (17)."""
+
+CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+"""An EC2 capacity reservation id (a bought Capacity Block)."""
+
+CAPACITY_BLOCK_OFFERING_ID = re.compile(r"^cb-[0-9a-f]{17}$")
+"""An EC2 Capacity Block offering id (before purchase)."""
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+"""An RFC 1123 DNS label (at most 63 characters): Kubernetes namespace and object names."""
+
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+"""An e-mail address: ``local@domain.tld``, no spaces."""
+
+EMAIL_LETTER_TLD = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+"""An e-mail address whose top-level domain is two or more letters (stack config)."""
