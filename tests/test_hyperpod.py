@@ -29,27 +29,14 @@ from components.serving.hyperpod import (
 from components.settings import load_stack
 from tests.conftest import DATA
 from tests.k8s_checks import validate_manifest
+from tests.seed_deployment import SEED_ARGS, SEED_ENV
 
 REVISION = "3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20"
 S3_URI = f"s3://acme-weights/moonshotai/Kimi-K3/{REVISION}/"
 CR_TYPE = "kubernetes:inference.sagemaker.aws.amazon.com/v1:InferenceEndpointConfig"
 
-# Seed 000 (the AWS deployment guide's HyperPod manifest), copied literally.
-SEED_ARGS = [
-    "--model", "moonshotai/Kimi-K3",
-    "--trust-remote-code",
-    "--load-format", "fastsafetensors",
-    "--enable-prefix-caching",
-    "--enable-auto-tool-choice",
-    "--tool-call-parser", "kimi_k3",
-    "--reasoning-parser", "kimi_k3",
-    "--served-model-name", "Kimi-K3",
-    "--moe-backend", "auto",
-    "--tensor-parallel-size", "8",
-    "--no-enable-flashinfer-autotune",
-]
+# The flags of SEED_ARGS that take a value.
 SEED_FLAGS_WITH_VALUE = {"--model", "--load-format", "--tool-call-parser", "--reasoning-parser", "--served-model-name", "--moe-backend", "--tensor-parallel-size"}
-SEED_ENV = {"VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION": "1"}
 SCHEMA = json.loads((DATA / "inferenceendpointconfig-v1.schema.json").read_text())
 
 

@@ -26,7 +26,7 @@ from components.serving import ApiContract, EngineProfile, ImageContract, Servin
 from components.serving.lws import EFA_RESOURCE, LEADER_SCRIPT, WORKER_INDEX_LABEL, WORKER_SCRIPT, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from tests import k8s_checks
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
-from tests.test_contracts import SEED_ARGS, SEED_ENV, flag_values
+from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 IMAGE = "vllm/vllm-openai:kimi-k3@sha256:" + "ab" * 32
