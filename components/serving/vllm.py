@@ -282,27 +282,25 @@ class VllmServingBase(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
+        def opaque_secret(secret_name: str, value: pulumi.Input[str]) -> k8s.core.v1.Secret:
+            """An Opaque Secret ``secret_name`` holding ``value`` under ``key``."""
+            return k8s.core.v1.Secret(
+                secret_name,
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=secret_name, namespace=ns, labels={**common, **selector}),
+                type="Opaque",
+                string_data={"key": pulumi.Output.secret(value)},
+                opts=in_ns,
+            )
+
         secret_names: dict[str, str] = {}
         self.api_key_secret = None
         if args.api_key is not None:
             secret_names["VLLM_API_KEY"] = f"{name}-api-key"
-            self.api_key_secret = k8s.core.v1.Secret(
-                f"{name}-api-key",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-api-key", namespace=ns, labels={**common, **selector}),
-                type="Opaque",
-                string_data={"key": pulumi.Output.secret(args.api_key)},
-                opts=in_ns,
-            )
+            self.api_key_secret = opaque_secret(f"{name}-api-key", args.api_key)
         self.hf_token_secret = None
         if args.hugging_face_token is not None and contract.weights.source == "huggingface":
             secret_names["HF_TOKEN"] = f"{name}-hf-token"
-            self.hf_token_secret = k8s.core.v1.Secret(
-                f"{name}-hf-token",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-hf-token", namespace=ns, labels={**common, **selector}),
-                type="Opaque",
-                string_data={"key": pulumi.Output.secret(args.hugging_face_token)},
-                opts=in_ns,
-            )
+            self.hf_token_secret = opaque_secret(f"{name}-hf-token", args.hugging_face_token)
         return secret_names, in_ns
 
     def _declare_frontend(
