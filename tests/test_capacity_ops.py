@@ -39,20 +39,22 @@ def client(service: str = "ec2"):
     )
 
 
-@pytest.fixture
-def ec2():
-    c = client("ec2")
+def stubbed(service: str):
+    """A client of ``service`` and its Stubber; every queued response must be used."""
+    c = client(service)
     with Stubber(c) as stub:
         yield c, stub
         stub.assert_no_pending_responses()
+
+
+@pytest.fixture
+def ec2():
+    yield from stubbed("ec2")
 
 
 @pytest.fixture
 def quotas():
-    c = client("service-quotas")
-    with Stubber(c) as stub:
-        yield c, stub
-        stub.assert_no_pending_responses()
+    yield from stubbed("service-quotas")
 
 
 def offering(oid, az, start, days, fee, count=2):
