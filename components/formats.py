@@ -38,6 +38,9 @@ CAPACITY_BLOCK_OFFERING_ID = re.compile(r"^cb-[0-9a-f]{17}$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 """An RFC 1123 DNS label (at most 63 characters): Kubernetes namespace and object names."""
 
+ABSOLUTE_PATH = re.compile(r"^/[\w./-]*$")
+"""An absolute container or HTTP path: word characters, ``.``, ``/`` and ``-``."""
+
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 """An e-mail address: ``local@domain.tld``, no spaces."""
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from components import catalog
 from components.errors import UserError
+from components.formats import ABSOLUTE_PATH
 from components.settings import (
     KV_CACHE_DTYPES,
     MANAGED_VLLM_FLAGS,
@@ -48,7 +49,6 @@ SEED_VLLM_FLAGS = (
 )
 """Seed flags the contract always sets; ``extra_args`` may not repeat them."""
 
-_PATH_RE = re.compile(r"^/[\w./-]*$")
 _NAME_RE = re.compile(r"^[\w.:-]+$")
 
 
@@ -130,7 +130,7 @@ class WeightsContract:
                 raise UserError(f"weights contract: s3_uri {self.s3_uri!r} is not accepted; expected s3://bucket/prefix/ (trailing slash, no wildcards) when source is s3")
         elif self.s3_uri is not None:
             raise UserError(f"weights contract: s3_uri {self.s3_uri!r} is only used when source is s3")
-        if not _PATH_RE.match(self.mount_path or "") or self.mount_path.rstrip("/") == "" or ".." in self.mount_path.split("/"):
+        if not ABSOLUTE_PATH.match(self.mount_path or "") or self.mount_path.rstrip("/") == "" or ".." in self.mount_path.split("/"):
             raise UserError(f"weights contract: mount_path {self.mount_path!r} is not accepted; expected an absolute directory such as /models/kimi-k3")
         if isinstance(self.expected_size_gb, bool) or not isinstance(self.expected_size_gb, int) or not 1 <= self.expected_size_gb <= 20_000:
             raise UserError(f"weights contract: expected_size_gb {self.expected_size_gb!r} is not accepted; expected a whole number of GB between 1 and 20000")
@@ -193,7 +193,7 @@ class ApiContract:
             raise UserError(f"api contract: served_model_name {self.served_model_name!r} is not accepted; expected letters, digits, '.', '_', ':' or '-'")
         for field_name in ("chat_path", "health_path", "models_path", "metrics_path"):
             value = getattr(self, field_name)
-            if not isinstance(value, str) or not _PATH_RE.match(value):
+            if not isinstance(value, str) or not ABSOLUTE_PATH.match(value):
                 raise UserError(f"api contract: {field_name} {value!r} is not accepted; expected an absolute URL path such as /health")
         for field_name in ("tool_call_parser", "reasoning_parser"):
             value = getattr(self, field_name)

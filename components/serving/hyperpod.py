@@ -54,7 +54,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog
 from components.errors import UserError
-from components.formats import DNS_LABEL
+from components.formats import ABSOLUTE_PATH, DNS_LABEL
 from components.serving.contracts import ServingContract
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
@@ -77,7 +77,6 @@ _INT32_MAX = 2**31 - 1
 _HF_CACHE_FLAGS = ("--revision", "--tokenizer-revision", "--code-revision", "--download-dir")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _MODEL_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_PATH_RE = re.compile(r"^/[\w./-]*$")
 
 
 def hyperpod_instance(instance_type: str) -> catalog.InstanceType:
@@ -199,12 +198,12 @@ def render_inference_endpoint_config(
         raise UserError(f"hyperpod: replicas {replicas!r} is not accepted; expected a whole number from 1 to 64 (one node each)")
     if not _MODEL_NAME_RE.match(api.served_model_name):
         raise UserError(f"hyperpod: served model name {api.served_model_name!r} cannot be the operator's modelName; expected letters, digits and '-' (at most 63)")
-    if not isinstance(invocation_endpoint, str) or invocation_endpoint.startswith("/") or not _PATH_RE.match("/" + invocation_endpoint):
+    if not isinstance(invocation_endpoint, str) or invocation_endpoint.startswith("/") or not ABSOLUTE_PATH.match("/" + invocation_endpoint):
         raise UserError(f"hyperpod: invocation_endpoint {invocation_endpoint!r} is not accepted; expected a path without the leading slash, e.g. v1/chat/completions")
     _check_secret_name("api_key_secret", api_key_secret)
     _check_secret_name("hf_token_secret", hf_token_secret)
     mount = model_mount_path or weights.mount_path
-    if not _PATH_RE.match(mount) or mount.rstrip("/") == "" or ".." in mount.split("/"):
+    if not ABSOLUTE_PATH.match(mount) or mount.rstrip("/") == "" or ".." in mount.split("/"):
         raise UserError(f"hyperpod: model_mount_path {mount!r} is not accepted; expected an absolute directory such as /models/kimi-k3")
 
     if weights.source == "huggingface":
