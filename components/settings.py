@@ -105,7 +105,7 @@ class ImageReference:
 
 def parse_image_reference(ref: str) -> ImageReference | None:
     """Parse ``repo[:tag][@sha256:…]``; ``None`` when it is not a valid reference."""
-    match = IMAGE_RE.match(ref)
+    match = IMAGE_RE.fullmatch(ref)
     if not match or not (match["tag"] or match["digest"]):
         return None
     return ImageReference(match["repository"], match["tag"], match["digest"])
@@ -402,7 +402,7 @@ def _region(values: Mapping[str, Any]) -> str:
     region = values.get("aws:region")
     if region in (None, ""):
         raise SettingsError("aws:region", None, "it is required: the AWS region of the stack, e.g. us-east-2 (pulumi config set aws:region us-east-2)")
-    if not KNOWN_REGION.match(str(region)):
+    if not KNOWN_REGION.fullmatch(str(region)):
         raise SettingsError("aws:region", region, "expected an AWS region name such as us-east-1, us-west-2 or eu-north-1")
     return str(region)
 
@@ -411,7 +411,7 @@ def _instance_type(name: str, value: str) -> str:
     if value in catalog.INSTANCE_TYPES:
         return value
     known = ", ".join(catalog.INSTANCE_TYPES)
-    match = INSTANCE_TYPE_RE.match(value)
+    match = INSTANCE_TYPE_RE.fullmatch(value)
     if match and match.group(1) in catalog.NON_GPU_FAMILIES:
         raise SettingsError(_key(name), value, f"not a GPU instance type; accepted: {known}")
     raise SettingsError(_key(name), value, f"unknown instance type; accepted: {known}")
@@ -509,7 +509,7 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
     if not admins:
         raise SettingsError(_key("clusterAdminRoleArns"), [], "at least one IAM role ARN such as arn:aws:iam::123456789012:role/platform-admin (the cluster creator is not made admin implicitly)")
     for arn in admins:
-        if not ROLE_ARN.match(arn):
+        if not ROLE_ARN.fullmatch(arn):
             raise SettingsError(_key("clusterAdminRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/platform-admin")
     service = _network("clusterServiceCidr", r.get("clusterServiceCidr"), private=True)
     if service.overlaps(ipaddress.IPv4Network(network.vpc_cidr)):
@@ -517,7 +517,7 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
     if not 12 <= service.prefixlen <= 24:
         raise SettingsError(_key("clusterServiceCidr"), str(service), "accepted: a prefix between /12 and /24 (EKS limits)")
     system_type = r.get("systemNodeInstanceType")
-    if not INSTANCE_TYPE_RE.match(system_type) or system_type in catalog.INSTANCE_TYPES or system_type.startswith(("p", "g")):
+    if not INSTANCE_TYPE_RE.fullmatch(system_type) or system_type in catalog.INSTANCE_TYPES or system_type.startswith(("p", "g")):
         raise SettingsError(_key("systemNodeInstanceType"), system_type, "expected a CPU instance type such as m7i.xlarge (GPU nodes come from the Capacity Block)")
     return ClusterSettings(
         version=version,
@@ -533,7 +533,7 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
 
 def _validate_capacity(r: _Reader, prod: bool) -> CapacitySettings:
     reservation = r.get("capacityReservationId")
-    if not CAPACITY_RESERVATION_ID.match(reservation):
+    if not CAPACITY_RESERVATION_ID.fullmatch(reservation):
         raise SettingsError(_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
     ami = r.get("gpuAmiReleaseVersion") or None
     if ami and not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", ami):
@@ -541,7 +541,7 @@ def _validate_capacity(r: _Reader, prod: bool) -> CapacitySettings:
     if prod and not ami:
         raise SettingsError(_key("gpuAmiReleaseVersion"), None, "required in prod: pin the AL2023 NVIDIA AMI release so node replacements are reproducible")
     email = r.get("capacityAlertEmail") or None
-    if email and not EMAIL_LETTER_TLD.match(email):
+    if email and not EMAIL_LETTER_TLD.fullmatch(email):
         raise SettingsError(_key("capacityAlertEmail"), email, "expected an e-mail address such as oncall@example.com")
     return CapacitySettings(
         reservation_id=reservation,
@@ -582,10 +582,10 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         warnings.append(f"{_key('servingImage')}: {raw_image} is a floating tag; pin it by digest (repo@sha256:...) before prod")
 
     model_id = r.get("modelId")
-    if not MODEL_ID_RE.match(model_id):
+    if not MODEL_ID_RE.fullmatch(model_id):
         raise SettingsError(_key("modelId"), model_id, "expected a Hugging Face model id such as moonshotai/Kimi-K3")
     revision = r.get("modelRevision")
-    if not SHA1_RE.match(revision):
+    if not SHA1_RE.fullmatch(revision):
         raise SettingsError(_key("modelRevision"), revision, "expected the 40-hex commit SHA of the model repository (a branch such as 'main' moves)")
 
     source = _one_of("weightsSource", r.get("weightsSource"), WEIGHTS_SOURCES)
@@ -593,7 +593,7 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
     if source == "s3":
         if not s3_uri:
             raise SettingsError(_key("weightsS3Uri"), None, "required when weightsSource is s3: s3://bucket/prefix/ in the stack's region")
-        if not S3_URI_RE.match(s3_uri):
+        if not S3_URI_RE.fullmatch(s3_uri):
             raise SettingsError(_key("weightsS3Uri"), s3_uri, "expected s3://bucket/prefix/ (with the trailing slash; no wildcards)")
     elif s3_uri:
         raise SettingsError(_key("weightsS3Uri"), s3_uri, "only used when weightsSource is s3")

@@ -90,6 +90,8 @@ BAD_VALUES = [
     ({"aws:region": "US-EAST-1"}, "aws:region", "AWS region name"),
     ({"capacityReservationId": "cr-123"}, "kimi-k3:capacityReservationId", "17 lowercase hex"),
     ({"capacityReservationId": "cr-0A1B2C3D4E5F60718"}, "kimi-k3:capacityReservationId", "17 lowercase hex"),
+    ({"capacityReservationId": "cr-0a1b2c3d4e5f60718\n"}, "kimi-k3:capacityReservationId", "17 lowercase hex"),
+    ({"modelRevision": "3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20\n"}, "kimi-k3:modelRevision", "40-hex commit SHA"),
     ({"capacityReservationId": None}, "kimi-k3:capacityReservationId", "required"),
     ({"gpuInstanceType": "m7i.48xlarge"}, "kimi-k3:gpuInstanceType", "not a GPU instance type"),
     ({"gpuInstanceType": "p9-z900.48xlarge"}, "kimi-k3:gpuInstanceType", "unknown instance type"),

@@ -118,15 +118,15 @@ class WeightsContract:
     """``sha256sum`` manifest (path relative to the weights directory) checked after staging."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model_id, str) or not MODEL_ID_RE.match(self.model_id):
+        if not isinstance(self.model_id, str) or not MODEL_ID_RE.fullmatch(self.model_id):
             raise UserError(f"weights contract: model_id {self.model_id!r} is not accepted; expected org/name such as moonshotai/Kimi-K3")
-        if not isinstance(self.revision, str) or not SHA1_RE.match(self.revision):
+        if not isinstance(self.revision, str) or not SHA1_RE.fullmatch(self.revision):
             raise UserError(f"weights contract: revision {self.revision!r} is not accepted; expected the 40-hex commit SHA of {self.model_id}")
         if self.source not in WEIGHTS_SOURCES:
             raise UserError(f"weights contract: source {self.source!r} is not accepted; accepted: {', '.join(WEIGHTS_SOURCES)}")
         if self.source == "s3":
             # '*' is legal in an S3 key but would widen the IAM resource scoped to the prefix.
-            if not self.s3_uri or not S3_URI_RE.match(self.s3_uri) or "*" in self.s3_uri:
+            if not self.s3_uri or not S3_URI_RE.fullmatch(self.s3_uri) or "*" in self.s3_uri:
                 raise UserError(f"weights contract: s3_uri {self.s3_uri!r} is not accepted; expected s3://bucket/prefix/ (trailing slash, no wildcards) when source is s3")
         elif self.s3_uri is not None:
             raise UserError(f"weights contract: s3_uri {self.s3_uri!r} is only used when source is s3")
@@ -141,13 +141,13 @@ class WeightsContract:
     @property
     def s3_bucket(self) -> str | None:
         """Bucket of :attr:`s3_uri` (``None`` for Hugging Face)."""
-        match = S3_URI_RE.match(self.s3_uri or "")
+        match = S3_URI_RE.fullmatch(self.s3_uri or "")
         return match.group(1) if match else None
 
     @property
     def s3_prefix(self) -> str | None:
         """Key prefix of :attr:`s3_uri`, with its trailing slash (``None`` for Hugging Face)."""
-        match = S3_URI_RE.match(self.s3_uri or "")
+        match = S3_URI_RE.fullmatch(self.s3_uri or "")
         return match.group(2) if match else None
 
     @property
