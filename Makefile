@@ -6,7 +6,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: venv test plan plan-all docs clean
+.PHONY: venv test plan plan-all docs bench clean
 
 $(BIN)/kimi-k3: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: venv $(CHECKOV_VENV)/bin/checkov
 ## docs: regenerate Pulumi.yaml's config block and the README config table from components/config_keys.py
 docs: venv
 	$(BIN)/python -m components.config_keys
+
+## bench: median wall time of the offline plan against the SDK import floors
+bench: venv
+	$(BIN)/python tools/bench_plan.py
 
 clean:
 	rm -rf build $(VENV) $(CHECKOV_VENV)
