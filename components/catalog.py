@@ -103,38 +103,8 @@ SUPPORTED_EKS_VERSIONS = ("1.33", "1.34", "1.35")
 """EKS versions this release is tested against (kubernetes-validate schemas exist for each)."""
 DEFAULT_EKS_VERSION = "1.34"
 
-EKS_ADDON_VERSIONS: MappingProxyType[str, MappingProxyType[str, str]] = MappingProxyType(
-    {
-        "1.33": MappingProxyType(
-            {
-                "vpc-cni": "v1.20.4-eksbuild.1",
-                "coredns": "v1.12.4-eksbuild.1",
-                "kube-proxy": "v1.33.5-eksbuild.2",
-                "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
-                "eks-node-monitoring-agent": "v1.4.1-eksbuild.1",
-            }
-        ),
-        "1.34": MappingProxyType(
-            {
-                "vpc-cni": "v1.20.4-eksbuild.1",
-                "coredns": "v1.12.4-eksbuild.1",
-                "kube-proxy": "v1.34.1-eksbuild.2",
-                "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
-                "eks-node-monitoring-agent": "v1.4.1-eksbuild.1",
-            }
-        ),
-        "1.35": MappingProxyType(
-            {
-                "vpc-cni": "v1.21.1-eksbuild.1",
-                "coredns": "v1.13.1-eksbuild.1",
-                "kube-proxy": "v1.35.0-eksbuild.2",
-                "eks-pod-identity-agent": "v1.3.10-eksbuild.1",
-                "eks-node-monitoring-agent": "v1.5.0-eksbuild.1",
-            }
-        ),
-    }
-)
-"""Managed add-on versions pinned per cluster version (``aws eks describe-addon-versions``)."""
+# Managed add-on versions are pinned per stack (ClusterArgs.addon_versions) or resolved
+# explicitly with aws.eks.get_addon_version for the cluster version (see cluster.py).
 
 # --- Helm charts --------------------------------------------------------------
 
@@ -147,8 +117,6 @@ LWS_CHART = ("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
 
 # --- Serving ------------------------------------------------------------------
 
-VLLM_IMAGE_REPOSITORY = "vllm/vllm-openai"
-VLLM_IMAGE_SEED_TAG = "kimi-k3"
 MODEL_MOUNT_PATH = "/models/kimi-k3"
 API_PORT = 8000
 ENGINE_READY_TIMEOUT_S = 3600

@@ -102,9 +102,6 @@ _KEYS = (
 CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
 """All ``kimi-k3`` config keys by name, in documentation order."""
 
-PROVIDER_KEYS = ("aws:region",)
-"""Keys of other namespaces the program reads (the AWS provider's region)."""
-
 
 SECTIONS = (
     ("Stack", ("environment",)),

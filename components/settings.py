@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from components import catalog
-from components.config_keys import CONFIG_KEYS, PROJECT, PROVIDER_KEYS, ConfigKey
+from components.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
 from components.errors import SettingsError
 from components.formats import (
     CAPACITY_RESERVATION_ID,
