@@ -55,8 +55,10 @@ ADDONS_AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
 MANAGED_ADDONS = ADDONS_BEFORE_NODES + ADDONS_AFTER_NODES
 """Every EKS managed add-on this component declares."""
 
-VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFIX_TARGET": "1"}}
-"""vpc-cni settings: /28 prefixes per ENI slot, so pods are not limited by ENI IP counts."""
+VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFIX_TARGET": "1"}, "enableNetworkPolicy": "true"}
+"""vpc-cni settings: /28 prefixes per ENI slot, so pods are not limited by ENI IP counts; and
+NetworkPolicy enforcement (off by default in the add-on), without which the serving stack's
+default-deny policies would be accepted by the API server and silently not applied."""
 
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy")
 """AWS managed policies of the node role (the minimum for a managed node group with vpc-cni)."""

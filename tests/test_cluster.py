@@ -280,7 +280,7 @@ def test_pinned_add_on_versions_are_used_without_a_lookup(build) -> None:
 def test_add_on_configuration(build) -> None:
     run = build()
     cni = json.loads(run.addon("vpc-cni").plain_inputs["configurationValues"])
-    assert cni == {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFIX_TARGET": "1"}}
+    assert cni == {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFIX_TARGET": "1"}, "enableNetworkPolicy": "true"}
     coredns = json.loads(run.addon("coredns").plain_inputs["configurationValues"])
     assert coredns == {"nodeSelector": dict(labels.SYSTEM_NODE_LABELS)}
     monitoring = json.loads(run.addon("eks-node-monitoring-agent").plain_inputs["configurationValues"])
