@@ -695,37 +695,30 @@ def weights_init_containers(args: VllmServingArgs, secret_names: Mapping[str, st
         requests={"cpu": "32", "memory": "64Gi"}, limits={"cpu": "32", "memory": "64Gi"}
     )
     init_containers = []
+    # One staging container: the AWS CLI syncing the S3 prefix, or the engine image
+    # downloading the pinned Hugging Face snapshot.
     if weights.source == "s3":
         staging_image, staging_pull = args.init_image, "IfNotPresent"
-        init_containers.append(
-            k8s.core.v1.ContainerArgs(
-                name="fetch-weights",
-                image=staging_image,
-                image_pull_policy=staging_pull,
-                command=["/bin/sh", "-c", S3_SYNC_SCRIPT],
-                env=plain_env({**HOME_ENV, "AWS_REGION": args.aws_region, "WEIGHTS_S3_URI": weights.s3_uri, "WEIGHTS_DIR": weights.weights_dir}),
-                resources=init_resources,
-                security_context=container_security_context(),
-                volume_mounts=mounts,
-            )
-        )
+        fetch_command = ["/bin/sh", "-c", S3_SYNC_SCRIPT]
+        fetch_env = plain_env({**HOME_ENV, "AWS_REGION": args.aws_region, "WEIGHTS_S3_URI": weights.s3_uri, "WEIGHTS_DIR": weights.weights_dir})
     else:
         staging_image, staging_pull = contract.image.image, contract.image.pull_policy
-        hf_env = plain_env({**HOME_ENV, "HF_HUB_CACHE": weights.mount_path, "MODEL_ID": weights.model_id, "MODEL_REVISION": weights.revision, "HF_HUB_DISABLE_TELEMETRY": "1"})
+        fetch_command = ["python3", "-c", HF_DOWNLOAD_SCRIPT]
+        fetch_env = plain_env({**HOME_ENV, "HF_HUB_CACHE": weights.mount_path, "MODEL_ID": weights.model_id, "MODEL_REVISION": weights.revision, "HF_HUB_DISABLE_TELEMETRY": "1"})
         if "HF_TOKEN" in secret_names:
-            hf_env.append(secret_env("HF_TOKEN", secret_names["HF_TOKEN"]))
-        init_containers.append(
-            k8s.core.v1.ContainerArgs(
-                name="fetch-weights",
-                image=staging_image,
-                image_pull_policy=staging_pull,
-                command=["python3", "-c", HF_DOWNLOAD_SCRIPT],
-                env=hf_env,
-                resources=init_resources,
-                security_context=container_security_context(),
-                volume_mounts=mounts,
-            )
+            fetch_env.append(secret_env("HF_TOKEN", secret_names["HF_TOKEN"]))
+    init_containers.append(
+        k8s.core.v1.ContainerArgs(
+            name="fetch-weights",
+            image=staging_image,
+            image_pull_policy=staging_pull,
+            command=fetch_command,
+            env=fetch_env,
+            resources=init_resources,
+            security_context=container_security_context(),
+            volume_mounts=mounts,
         )
+    )
     if weights.sha256_manifest:
         init_containers.append(
             k8s.core.v1.ContainerArgs(
