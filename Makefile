@@ -6,7 +6,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: venv test plan plan-all docs bench clean
+.PHONY: venv system-packages test plan plan-all docs bench clean
 
 $(BIN)/kimi-k3: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,12 @@ plan: venv
 plan-all: venv
 	@set -e; for s in $(STACKS); do $(BIN)/kimi-k3 plan $$s --quiet; done
 
+## system-packages: the Debian packages whose real binaries the tests run (tools/debian-packages.txt)
+system-packages:
+	tools/install-debian-packages.sh
+
 ## test: the whole test suite (schema validation, checkov scan, workflow lint included)
-test: venv $(CHECKOV_VENV)/bin/checkov
+test: venv $(CHECKOV_VENV)/bin/checkov system-packages
 	$(BIN)/python -m pytest -q -n 2
 
 ## docs: regenerate Pulumi.yaml's config block and the README config table from components/config_keys.py
