@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
+TRAVEL ?= 8h 9d 75d
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
 .PHONY: venv system-packages test plan plan-all docs bench clean
@@ -35,9 +36,11 @@ plan-all: venv
 system-packages:
 	tools/install-debian-packages.sh
 
-## test: the whole test suite (schema validation, checkov scan, workflow lint included)
+## test: the whole test suite (schema validation, checkov scan, workflow lint included), then again
+## with the clock moved by each of $(TRAVEL): nothing may depend on today's date
 test: venv $(CHECKOV_VENV)/bin/checkov system-packages
 	$(BIN)/python -m pytest -q -n 2
+	@set -e; for offset in $(TRAVEL); do echo "== the whole suite with the clock moved by $$offset"; $(BIN)/python -m pytest -q -n 2 --travel $$offset; done
 
 ## docs: regenerate Pulumi.yaml's config block and the README config table from components/config_keys.py
 docs: venv

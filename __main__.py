@@ -2,6 +2,7 @@
 
 import pulumi
 
+from components import clock
 from components import settings as stack_settings
 from components.platform import Platform
 
@@ -9,6 +10,7 @@ settings = stack_settings.from_pulumi()
 for warning in settings.warnings:
     pulumi.log.warn(warning)
 
-platform = Platform("kimi-k3", settings)
+# The one read of the clock: every component gets this moment as `now`.
+platform = Platform("kimi-k3", settings, now=clock.program_now())
 for name, value in platform.stack_outputs().items():
     pulumi.export(name, value)

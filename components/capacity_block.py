@@ -198,6 +198,9 @@ class CapacityBlockNodeGroupArgs:
     """Private subnet per AZ of the network; only the subnet of the block's AZ is used."""
     instance_type: str
     """EC2 instance type the block reserves (``p6-b300.48xlarge``); set on the launch template only."""
+    now: datetime
+    """The moment the program runs (UTC), from its entry point (``components.clock.program_now()``):
+    the block checks and the scale-up schedule are decided against it; nothing here reads the clock."""
     reservation: CapacityBlockFacts | None = None
     """The block, already looked up (the platform does this before declaring anything)."""
     reservation_id: str | None = None
@@ -219,8 +222,6 @@ class CapacityBlockNodeGroupArgs:
     """Nodes the stack needs (replicas x nodes per replica); the block must reserve at least this many."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every resource, the instances and their volumes."""
-    now: datetime | None = None
-    """The current time (UTC) for the block checks; ``None``: the clock. Set it in tests."""
 
 
 class CapacityBlockNodeGroup(pulumi.ComponentResource):
@@ -237,7 +238,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
 
         Raises :class:`UserError` (nothing declared) when the args or the block cannot work.
         """
-        now = args.now or datetime.now(timezone.utc)
+        now = args.now
         _validate(args)
         facts = args.reservation or lookup_capacity_block(args.reservation_id or "")
         warnings = check_capacity_block(

@@ -24,7 +24,7 @@ import runpy
 import sys
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -35,8 +35,10 @@ from pulumi.runtime import settings as runtime_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components import clock
 from components import settings as stack_settings
 from components.config_keys import PROJECT
+from components.errors import UserError
 
 ACCOUNT_ID = "123456789012"
 """AWS account id the offline engine answers with (AWS documentation's example account)."""
@@ -113,19 +115,21 @@ def next_block_start(now: datetime) -> datetime:
     return start if start > now + timedelta(hours=12) else start + timedelta(days=1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReservationFixture:
     """What ``aws.ec2.get_capacity_block_reservation`` answers offline.
 
-    Vary it in tests to rehearse scheduled / active / expired blocks or another AZ.
+    Vary it in tests to rehearse scheduled / active / expired blocks or another AZ. The
+    window is always explicit (``start``): build it relative to the run's ``now``
+    (:func:`default_reservation` does), never from the wall clock.
     """
 
     id: str
     availability_zone: str
+    start: datetime
     instance_type: str = "p6-b300.48xlarge"
     instance_count: int = 1
     state: str = "scheduled"
-    start: datetime = field(default_factory=lambda: next_block_start(datetime.now(timezone.utc)))
     duration: timedelta = timedelta(days=7)
 
     @property
@@ -287,6 +291,8 @@ class PlanResult:
     warnings: list[str]
     settings: stack_settings.StackSettings | None = None
     reservation: ReservationFixture | None = None
+    now: datetime | None = None
+    """The moment the program ran at (pinned by the engine)."""
 
     def by_type(self, type_: str) -> list[RecordedResource]:
         """All resources of one type token."""
@@ -311,21 +317,22 @@ class PlanResult:
     def kubernetes_objects(self) -> list[dict]:
         """Every Kubernetes object declared, as a complete manifest with secrets redacted.
 
-        Helm releases are not objects (their values appear in ``resources.json``);
-        providers are skipped.
+        Ordered by kind, namespace and name (not by registration order, which depends on
+        how the engine's threads interleave). Helm releases are not objects (their values
+        appear in ``resources.json``); providers are skipped.
         """
-        manifests = []
-        for resource in self.resources:
-            manifest = kubernetes_manifest(resource)
-            if manifest is not None:
-                manifests.append(manifest)
-        return manifests
+        manifests = [m for m in (kubernetes_manifest(r) for r in self.resources) if m is not None]
+        return sorted(manifests, key=manifest_file_name)
 
     def resources_document(self) -> list[dict]:
-        """The ``resources.json`` content: type, name, parent, inputs (secrets redacted)."""
+        """The ``resources.json`` content: type, name, parent, inputs (secrets redacted), by URN.
+
+        Sorted by URN, so two runs of the same inputs give the same bytes however the
+        engine's threads interleaved the registrations.
+        """
         by_urn = {r.urn: r for r in self.resources}
         document = []
-        for resource in self.resources:
+        for resource in sorted(self.resources, key=lambda r: r.urn):
             parent = by_urn.get(resource.parent_urn or "")
             document.append(
                 {
@@ -341,6 +348,17 @@ class PlanResult:
     def plain_outputs(self) -> dict[str, Any]:
         """Stack outputs with secret ones redacted."""
         return {k: redact(v) for k, v in self.outputs.items()}
+
+
+def manifest_file_name(manifest: Mapping[str, Any]) -> str:
+    """``<kind>-<namespace>-<name>.yaml`` (cluster-scoped objects: ``<kind>-<name>.yaml``).
+
+    Derived from the object's identity only, so a plan's file names do not depend on the
+    order the program declared things in.
+    """
+    meta = manifest.get("metadata") or {}
+    parts = (str(manifest["kind"]).lower(), meta.get("namespace"), meta.get("name"))
+    return "-".join(str(p) for p in parts if p) + ".yaml"
 
 
 def kubernetes_manifest(resource: RecordedResource) -> dict | None:
@@ -362,6 +380,10 @@ def kubernetes_manifest(resource: RecordedResource) -> dict | None:
 class OfflineEngine:
     """Pulumi's mock engine with realistic answers for this project's resources and invokes.
 
+    ``now`` is the moment the program runs: the engine pins
+    :func:`components.clock.program_now` to it while the program runs, so a program's
+    entry point reads this moment instead of the wall clock.
+
     ``invoke_overrides`` and ``resource_overrides`` let a test change one answer
     (e.g. an invoke that fails like AWS would) without subclassing.
     """
@@ -369,12 +391,14 @@ class OfflineEngine:
     def __init__(
         self,
         *,
+        now: datetime,
         region: str = "us-east-1",
         reservation: ReservationFixture | None = None,
         existing_subnet_azs: Mapping[str, str] | None = None,
         invoke_overrides: Mapping[str, InvokeHandler] | None = None,
         resource_overrides: Mapping[str, ResourceHandler] | None = None,
     ) -> None:
+        self.now = clock.utc(now)
         self.region = region
         self.reservation = reservation
         self.existing_subnet_azs = dict(existing_subnet_azs or {})
@@ -434,11 +458,12 @@ class OfflineEngine:
             return collect_outputs()
 
         try:
-            _sync_await(run_pulumi_func(body))
+            with clock.pinned(self.now):
+                _sync_await(run_pulumi_func(body))
         finally:
             runtime_settings.ROOT.set(None)
         warnings = [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING]
-        return PlanResult(project=project, stack=stack, resources=self.resources, outputs=outputs, warnings=warnings, reservation=self.reservation)
+        return PlanResult(project=project, stack=stack, resources=self.resources, outputs=outputs, warnings=warnings, reservation=self.reservation, now=self.now)
 
     # -- resources
 
@@ -599,9 +624,9 @@ class OfflineEngine:
 PROGRAM = stack_settings.PROJECT_ROOT / "__main__.py"
 
 
-def default_reservation(settings: stack_settings.StackSettings, now: datetime | None = None) -> ReservationFixture:
-    """A plausible reservation for a stack: its id and type, first AZ of its region, scheduled."""
-    now = now or datetime.now(timezone.utc)
+def default_reservation(settings: stack_settings.StackSettings, now: datetime) -> ReservationFixture:
+    """A plausible reservation for a stack at ``now``: its id and type, first AZ of its region,
+    scheduled to start at the next 11:30 UTC at least 12 hours after ``now``."""
     return ReservationFixture(
         id=settings.capacity.reservation_id,
         availability_zone=(settings.network.availability_zones or (f"{settings.region}a",))[0],
@@ -615,6 +640,7 @@ def default_reservation(settings: stack_settings.StackSettings, now: datetime | 
 def run_stack(
     stack: str,
     *,
+    now: datetime,
     root: Path | None = None,
     reservation: ReservationFixture | Callable[[stack_settings.StackSettings], ReservationFixture] | None = None,
     config_overrides: Mapping[str, Any] | None = None,
@@ -623,6 +649,8 @@ def run_stack(
 ) -> PlanResult:
     """Run ``__main__.py`` for ``stacks/Pulumi.<stack>.yaml`` under the offline engine.
 
+    ``now`` is the moment the program sees (its entry point reads it through
+    :func:`components.clock.program_now`); the default reservation is placed relative to it.
     Settings are validated first (a :class:`SettingsError` propagates, nothing runs);
     ``config_overrides`` (``{"kimi-k3:key": value}``, ``None`` deletes) rehearse
     other values without editing the stack file.
@@ -636,8 +664,8 @@ def run_stack(
     settings = stack_settings.from_values(values, secret_keys, project=PROJECT, stack=stack)
     if callable(reservation):
         reservation = reservation(settings)
-    fixture = reservation or default_reservation(settings)
-    engine = OfflineEngine(region=settings.region, reservation=fixture, **dict(engine_options or {}))
+    fixture = reservation or default_reservation(settings, now)
+    engine = OfflineEngine(now=now, region=settings.region, reservation=fixture, **dict(engine_options or {}))
     path = program or PROGRAM
     project_root = str(path.parent)
 
@@ -666,14 +694,14 @@ def write_plan(result: PlanResult, out_dir: Path) -> list[Path]:
         for old in manifests_dir.glob("*.yaml"):
             old.unlink()
     manifests_dir.mkdir(exist_ok=True)
-    (out_dir / "resources.json").write_text(json.dumps(result.resources_document(), indent=2, sort_keys=False) + "\n")
-    (out_dir / "outputs.json").write_text(json.dumps(result.plain_outputs(), indent=2) + "\n")
+    (out_dir / "resources.json").write_text(json.dumps(result.resources_document(), indent=2, sort_keys=True) + "\n")
+    (out_dir / "outputs.json").write_text(json.dumps(result.plain_outputs(), indent=2, sort_keys=True) + "\n")
     written = []
-    for index, manifest in enumerate(result.kubernetes_objects()):
-        meta = manifest.get("metadata", {})
-        stem = "-".join(p for p in (f"{index:03d}", manifest["kind"].lower(), meta.get("namespace"), meta.get("name")) if p)
-        path = manifests_dir / f"{stem}.yaml"
-        path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    for manifest in result.kubernetes_objects():
+        path = manifests_dir / manifest_file_name(manifest)
+        if path in written:
+            raise UserError(f"two Kubernetes objects share kind, namespace and name ({path.name}); the API server would keep only one")
+        path.write_text(yaml.safe_dump(manifest, sort_keys=True))
         written.append(path)
     return written
 
@@ -688,6 +716,7 @@ __all__ = [
     "contains_secret",
     "default_reservation",
     "kubernetes_manifest",
+    "manifest_file_name",
     "next_block_start",
     "redact",
     "reveal",

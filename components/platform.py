@@ -7,6 +7,7 @@ resolution) happens before the first resource is declared.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pulumi
@@ -42,8 +43,8 @@ class Environment:
     """Serving replicas: configured, or one per group of reserved nodes."""
 
 
-def resolve_environment(settings: StackSettings) -> Environment:
-    """Look the reservation up, derive the AZs and check the block fits the stack."""
+def resolve_environment(settings: StackSettings, now: datetime) -> Environment:
+    """Look the reservation up, derive the AZs and check the block fits the stack at ``now``."""
     block = lookup_capacity_block(settings.capacity.reservation_id)
     existing = _existing_private_subnets(settings)
     azs = tuple(existing) if existing else _availability_zones(settings, block.availability_zone)
@@ -52,6 +53,7 @@ def resolve_environment(settings: StackSettings) -> Environment:
         instance_type=settings.capacity.instance_type,
         availability_zones=azs,
         nodes_required=settings.nodes_required,
+        now=now,
     )
     contract = serving_contract(settings)
     replicas = settings.serving.replicas or max(1, block.instance_count // settings.nodes_per_replica)
@@ -95,14 +97,17 @@ def _secret_input(secret: Secret | None) -> pulumi.Output[str] | None:
 class Platform(pulumi.ComponentResource):
     """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM."""
 
-    def __init__(self, name: str, settings: StackSettings, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, settings: StackSettings, *, now: datetime, opts: pulumi.ResourceOptions | None = None) -> None:
         """Resolve the environment, then declare every component.
 
         :param name: base name of every resource of the stack.
         :param settings: validated stack settings (see :mod:`components.settings`).
+        :param now: the moment the program runs (UTC), read once by the entry point
+            (``components.clock.program_now()``); the Capacity Block checks and the
+            scale-up schedule are decided against it.
         :param opts: options of the component itself.
         """
-        environment = resolve_environment(settings)
+        environment = resolve_environment(settings, now)
         for warning in environment.warnings:
             pulumi.log.warn(warning)
         super().__init__("kimi-k3:index:Platform", name, None, opts)
@@ -159,6 +164,7 @@ class Platform(pulumi.ComponentResource):
                 kubernetes_version=c.version,
                 subnet_ids_by_az=self.network.private_subnet_ids_by_az,
                 instance_type=cap.instance_type,
+                now=now,
                 reservation=environment.reservation,
                 ami_release_version=cap.ami_release_version,
                 root_volume_gib=cap.root_volume_gib,

@@ -84,14 +84,14 @@ def check_capacity_block(
     instance_type: str,
     availability_zones: tuple[str, ...] | None = None,
     nodes_required: int = 1,
-    now: datetime | None = None,
+    now: datetime,
 ) -> list[str]:
     """Refuse a block that cannot back the node group; return warnings for the rest.
 
-    ``availability_zones`` are the AZs the network covers (``None``: not checked).
+    ``availability_zones`` are the AZs the network covers (``None``: not checked);
+    ``now`` is the caller's moment (the program's start; nothing here reads the clock).
     """
     rid = facts.reservation_id
-    now = now or datetime.now(timezone.utc)
     warnings: list[str] = []
     if facts.state not in USABLE_STATES + PENDING_STATES:
         reason = f"expired (ended {facts.end:%Y-%m-%d %H:%M} UTC)" if facts.state == "expired" else facts.state

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,55 @@ def fixture_for(settings, **changes) -> offline.ReservationFixture:
     return offline.ReservationFixture(**values)
 
 
+TRAVEL_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def travel_offset(text: str) -> timedelta:
+    """``8h`` / ``9d`` / ``75d`` / ``-2h`` as a timedelta (for ``--travel``)."""
+    match = re.fullmatch(r"([+-]?\d+)([mhd])", text.strip())
+    if not match:
+        raise pytest.UsageError(f"--travel {text!r}: expected a whole number of minutes, hours or days such as 8h, 9d or 75d")
+    return timedelta(**{TRAVEL_UNITS[match[2]]: int(match[1])})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--travel", metavar="OFFSET",
+        help="run the suite with the wall clock moved by OFFSET from the real now (e.g. 8h, 9d, 75d): proves no test depends on today's date",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    offset = config.getoption("--travel")
+    if offset:
+        import time_machine
+
+        traveller = time_machine.travel(datetime.now(timezone.utc) + travel_offset(offset), tick=True)
+        traveller.start()
+        config.stash[_TRAVELLER] = traveller
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    traveller = config.stash.get(_TRAVELLER, None)
+    if traveller is not None:
+        traveller.stop()
+
+
+_TRAVELLER = pytest.StashKey()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    offset = config.getoption("--travel")
+    return f"clock travelled by {offset}: now {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC" if offset else None
+
+
 @pytest.fixture(scope="session")
 def dev_plan() -> offline.PlanResult:
     """The dev stack run once through __main__.py under the offline engine."""
-    return offline.run_stack("dev", reservation=fixture_for)
+    return offline.run_stack("dev", now=NOW, reservation=fixture_for)
 
 
 @pytest.fixture(scope="session")
 def prod_plan() -> offline.PlanResult:
     """The prod stack run once through __main__.py under the offline engine."""
-    return offline.run_stack("prod", reservation=lambda s: fixture_for(s, availability_zone="us-west-2b", state="active"))
+    return offline.run_stack("prod", now=NOW, reservation=lambda s: fixture_for(s, availability_zone="us-west-2b", state="active"))

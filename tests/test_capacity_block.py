@@ -62,7 +62,7 @@ def ignore_changes(monkeypatch) -> dict[str, list[str]]:
 
 
 def run(reservation: offline.ReservationFixture | None = None, **changes) -> offline.PlanResult:
-    engine = offline.OfflineEngine(reservation=reservation or fixture())
+    engine = offline.OfflineEngine(now=NOW, reservation=reservation or fixture())
     return engine.run(lambda: CapacityBlockNodeGroup("gpu", args(**changes)))
 
 
@@ -294,7 +294,7 @@ def test_email_subscription_only_when_asked(scheduled):
 
 def test_outputs_describe_the_block_and_its_resources():
     captured = []
-    engine = offline.OfflineEngine(reservation=fixture())
+    engine = offline.OfflineEngine(now=NOW, reservation=fixture())
     engine.run(lambda: captured.append(CapacityBlockNodeGroup("gpu", args())))
     (group,) = captured
     assert group.availability_zone == "us-east-1b"
@@ -313,7 +313,7 @@ def test_every_child_is_parented_to_the_component(scheduled):
 
 def test_looked_up_facts_can_be_passed_instead_of_an_id():
     facts = CapacityBlockFacts(RID, "us-east-1a", B300, 3, "active", NOW - timedelta(days=1), NOW + timedelta(days=6))
-    engine = offline.OfflineEngine(reservation=None)
+    engine = offline.OfflineEngine(now=NOW, reservation=None)
     result = engine.run(lambda: CapacityBlockNodeGroup("gpu", args(reservation=facts, reservation_id=None)))
     assert not [t for t, _ in engine.invokes if "CapacityBlock" in t]
     assert result.one(NG).plain_inputs["subnetIds"] == [SUBNETS["us-east-1a"]]
@@ -336,7 +336,7 @@ def test_looked_up_facts_can_be_passed_instead_of_an_id():
     ids=["expired", "payment-failed", "other-type", "other-az", "too-few", "unknown-id"],
 )
 def test_unusable_block_stops_the_run_before_anything_is_declared(reservation, changes, message):
-    engine = offline.OfflineEngine(reservation=reservation)
+    engine = offline.OfflineEngine(now=NOW, reservation=reservation)
     with pytest.raises(UserError, match=message):
         engine.run(lambda: CapacityBlockNodeGroup("gpu", args(**changes)))
     assert engine.resources == []

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.conftest import NOW
 from components import labels, offline  # noqa: E402
 from components.cluster import (  # noqa: E402
     CONTROL_PLANE_LOG_TYPES,
@@ -78,7 +79,7 @@ def build(registrations: dict[str, Any]):
     """Build a Cluster named ``kimi-dev`` with explicit args (no stack config) and return the run."""
 
     def run(args: ClusterArgs = ARGS, grant: bool = False) -> Run:
-        engine = offline.OfflineEngine(region="us-east-1")
+        engine = offline.OfflineEngine(now=NOW, region="us-east-1")
 
         def program() -> None:
             cluster = Cluster("kimi-dev", args)
@@ -107,7 +108,7 @@ def build(registrations: dict[str, Any]):
 
 
 def refused(args: ClusterArgs) -> tuple[str, offline.OfflineEngine]:
-    engine = offline.OfflineEngine(region="us-east-1")
+    engine = offline.OfflineEngine(now=NOW, region="us-east-1")
     with pytest.raises(UserError) as error:
         engine.run(lambda: Cluster("kimi-dev", args))
     return str(error.value), engine

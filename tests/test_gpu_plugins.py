@@ -14,6 +14,7 @@ from typing import Any
 import pulumi_kubernetes as k8s
 import pytest
 
+from tests.conftest import NOW
 from components import catalog, labels, offline
 from components.errors import UserError
 from components.gpu_plugins import (
@@ -38,7 +39,7 @@ CHARTS = {
 
 def plan(**changes: Any) -> tuple[offline.PlanResult, GpuNodePlugins, k8s.Provider]:
     """Run the component with default args (EFA on) plus ``changes``; return plan, component and provider."""
-    engine = offline.OfflineEngine(region="us-east-1")
+    engine = offline.OfflineEngine(now=NOW, region="us-east-1")
     built: dict[str, Any] = {}
 
     def program() -> None:
@@ -264,7 +265,7 @@ def test_a_misspelt_value_is_caught(suffix, typo, path):
     ],
 )
 def test_bad_args_are_refused_before_any_resource(changes, message):
-    engine = offline.OfflineEngine(region="us-east-1")
+    engine = offline.OfflineEngine(now=NOW, region="us-east-1")
 
     def program() -> None:
         args = GpuNodePluginsArgs(provider=k8s.Provider("cluster-k8s", kubeconfig="{}"), efa=EfaDevicePluginArgs(enabled=True))

@@ -27,7 +27,7 @@ from components.serving.hyperpod import (
     render_inference_endpoint_config,
 )
 from components.settings import load_stack
-from tests.conftest import DATA
+from tests.conftest import NOW, DATA
 from tests.k8s_checks import validate_manifest
 from tests.seed_deployment import SEED_ARGS, SEED_ENV
 
@@ -261,7 +261,7 @@ def run_component(**changes: Any) -> tuple[offline.PlanResult, dict]:
         built["provider"] = provider
         built["component"] = HyperPodInferenceEndpoint("kimik3", dataclasses.replace(args, **changes))
 
-    return offline.OfflineEngine(region="us-east-1").run(program), built
+    return offline.OfflineEngine(now=NOW, region="us-east-1").run(program), built
 
 
 def test_component_declares_the_rendered_object_through_the_given_provider():
@@ -279,7 +279,7 @@ def test_component_declares_the_rendered_object_through_the_given_provider():
 
 
 def test_component_without_a_provider_declares_nothing():
-    engine = offline.OfflineEngine(region="us-east-1")
+    engine = offline.OfflineEngine(now=NOW, region="us-east-1")
     args = HyperPodInferenceEndpointArgs(contract=contract(), provider=None)  # type: ignore[arg-type]
     with pytest.raises(Exception, match="Kubernetes provider"):
         engine.run(lambda: HyperPodInferenceEndpoint("kimik3", args))
@@ -287,7 +287,7 @@ def test_component_without_a_provider_declares_nothing():
 
 
 def test_component_refuses_a_multi_node_contract_before_declaring():
-    engine = offline.OfflineEngine(region="us-east-1")
+    engine = offline.OfflineEngine(now=NOW, region="us-east-1")
 
     def program() -> None:
         provider = k8s.Provider("hyperpod-k8s", kubeconfig="{}")

@@ -30,6 +30,7 @@ VPC_ID = "vpc-0a1b2c3d4e5f60718"
 
 def _engine() -> offline.OfflineEngine:
     return offline.OfflineEngine(
+        now=NOW,
         region="us-east-1",
         reservation=offline.ReservationFixture(id="cr-0a1b2c3d4e5f60718", availability_zone="us-east-1a", instance_count=2, start=NOW),
     )

@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
+from tests.conftest import NOW
 from components import catalog, labels, offline
 from components.errors import UserError
 from components.lws_controller import LwsController, LwsControllerArgs
@@ -67,7 +68,7 @@ def render(**changes) -> offline.PlanResult:
             pulumi.export(key, getattr(server, key))
         pulumi.export("nodes_per_replica", server.nodes_per_replica)
 
-    return offline.OfflineEngine().run(program)
+    return offline.OfflineEngine(now=NOW).run(program)
 
 
 MODES = {
@@ -404,14 +405,14 @@ def test_checkov_finds_nothing_and_every_skip_has_a_reason(checkov_report, plans
 
 
 def test_a_single_node_contract_is_refused_with_a_pointer_to_vllm_server():
-    engine = offline.OfflineEngine()
+    engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match="use VllmServer"):
         engine.run(lambda: VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(contract=contract(pp=1)))))
     assert engine.resources == []
 
 
 def test_vllm_server_refuses_multi_node_and_points_here():
-    engine = offline.OfflineEngine()
+    engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match="VllmLeaderWorkerSet"):
         engine.run(lambda: VllmServer("kimi", VllmServerArgs(**base_args())))
     assert engine.resources == []
@@ -431,7 +432,7 @@ def test_vllm_server_refuses_multi_node_and_points_here():
     ],
 )
 def test_bad_args_stop_before_anything_is_declared(changes, message):
-    engine = offline.OfflineEngine()
+    engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match=message):
         engine.run(lambda: VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(**changes))))
     assert engine.resources == []
@@ -445,7 +446,7 @@ def test_children_are_parented_named_after_the_component_and_use_the_given_provi
         return {}
 
     kinds = ["kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "kubernetes:core/v1:Service", "kubernetes:networking.k8s.io/v1:NetworkPolicy"]
-    engine = offline.OfflineEngine(resource_overrides={kind: capture for kind in kinds})
+    engine = offline.OfflineEngine(now=NOW, resource_overrides={kind: capture for kind in kinds})
 
     def program() -> None:
         provider = k8s.Provider("gpu-cluster", kubeconfig="{}")
@@ -475,7 +476,7 @@ def controller_plan(**changes) -> offline.PlanResult:
         provider = k8s.Provider("cluster-k8s", kubeconfig="{}")
         LwsController("lws", dataclasses.replace(LwsControllerArgs(provider=provider), **changes))
 
-    return offline.OfflineEngine().run(program)
+    return offline.OfflineEngine(now=NOW).run(program)
 
 
 @pytest.fixture(scope="module")
@@ -512,7 +513,7 @@ def test_controller_children_use_the_given_provider():
         seen[args.name] = args.provider
         return {}
 
-    engine = offline.OfflineEngine(resource_overrides={RELEASE: capture, "kubernetes:core/v1:Namespace": capture})
+    engine = offline.OfflineEngine(now=NOW, resource_overrides={RELEASE: capture, "kubernetes:core/v1:Namespace": capture})
 
     def program() -> None:
         LwsController("lws", LwsControllerArgs(provider=k8s.Provider("cluster-k8s", kubeconfig="{}")))
@@ -527,7 +528,7 @@ def test_controller_children_use_the_given_provider():
     [({"version": "latest"}, "chart version"), ({"namespace": "kube-system"}, "namespace"), ({"replicas": 0}, "replicas"), ({"node_selector": {}}, "node_selector")],
 )
 def test_controller_bad_args_are_refused(changes, message):
-    engine = offline.OfflineEngine()
+    engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match=message):
         engine.run(lambda: LwsController("lws", dataclasses.replace(LwsControllerArgs(provider=k8s.Provider("p", kubeconfig="{}")), **changes)))
     assert [r for r in engine.resources if r.type != "pulumi:providers:kubernetes"] == []

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from tests.conftest import NOW
 from components import offline
 from components.errors import UserError
 from components.network import Network, NetworkArgs, plan_subnets
@@ -25,7 +26,7 @@ def _engine() -> offline.OfflineEngine:
     fixture = offline.ReservationFixture(
         id="cr-0a1b2c3d4e5f60718", availability_zone=BLOCK_AZ, instance_count=2, state="scheduled", start=datetime(2026, 12, 2, 11, 30, tzinfo=timezone.utc)
     )
-    return offline.OfflineEngine(region="us-east-1", reservation=fixture)
+    return offline.OfflineEngine(now=NOW, region="us-east-1", reservation=fixture)
 
 
 def _run(**changes):

@@ -60,7 +60,7 @@ def test_plan_never_writes_secret_values(tmp_path, capsys):
 
 
 def test_plan_summary_shows_the_reservation_window_and_state(tmp_path, capsys):
-    assert _plan(tmp_path, "dev", "--reservation-state", "active", "--reservation-az", "us-east-1c", "--reservation-start", "2026-12-07T11:30:00Z") == 0
+    assert _plan(tmp_path, "dev", "--now", "2026-12-08T09:00:00Z", "--reservation-state", "active", "--reservation-az", "us-east-1c", "--reservation-start", "2026-12-07T11:30:00Z") == 0
     out = capsys.readouterr().out
     assert "active (offline fixture), AZ us-east-1c" in out
     assert "2026-12-07 11:30 UTC -> 2026-12-14 11:30 UTC" in out
@@ -99,9 +99,9 @@ def test_plan_as_a_process_has_no_traceback_for_user_mistakes(tmp_path):
 def test_main_program_declares_what_the_platform_declares(dev_plan):
     """__main__.py (run by plan) is only settings -> Platform -> exports: building Platform directly gives the same resources."""
     s = dev_plan.settings
-    engine = offline.OfflineEngine(region=s.region, reservation=dev_plan.reservation)
+    engine = offline.OfflineEngine(now=NOW, region=s.region, reservation=dev_plan.reservation)
     values, secret_keys = settings.read_stack_file("dev")
-    direct = engine.run(lambda: Platform("kimi-k3", s), config=values, secret_keys=secret_keys)
+    direct = engine.run(lambda: Platform("kimi-k3", s, now=NOW), config=values, secret_keys=secret_keys)
     def declared(result):  # registration order is asynchronous: compare by identity
         return sorted((r.type, r.name, r.parent_urn, json.dumps(offline.redact(r.inputs), sort_keys=True)) for r in result.resources)
 
@@ -117,7 +117,7 @@ def test_main_program_reads_config_through_pulumi(dev_plan):
 
     values, secret_keys = settings.read_stack_file("dev")
     values["kimi-k3:maxModelLen"] = "131072"
-    offline.OfflineEngine().run(program, config=values, secret_keys=secret_keys, stack="dev")
+    offline.OfflineEngine(now=NOW).run(program, config=values, secret_keys=secret_keys, stack="dev")
     assert captured["settings"].serving.max_model_len == 131072
     assert captured["settings"].serving.api_key.placeholder
 
@@ -137,9 +137,9 @@ def test_every_resource_is_parented_under_the_platform(dev_plan):
 
 def test_a_wrong_reservation_declares_nothing():
     s = settings.load_stack("dev")
-    engine = offline.OfflineEngine(region=s.region, reservation=fixture_for(s, instance_type="p5en.48xlarge"))
+    engine = offline.OfflineEngine(now=NOW, region=s.region, reservation=fixture_for(s, instance_type="p5en.48xlarge"))
     with pytest.raises(UserError, match="reserves p5en.48xlarge, but kimi-k3:gpuInstanceType is p6-b300.48xlarge"):
-        engine.run(lambda: Platform("kimi-k3", s))
+        engine.run(lambda: Platform("kimi-k3", s, now=NOW))
     assert engine.resources == []
 
 
@@ -147,14 +147,14 @@ def test_block_az_outside_explicit_azs_declares_nothing():
     values, secret_keys = settings.read_stack_file("dev")
     values["kimi-k3:availabilityZones"] = json.dumps(["us-east-1b", "us-east-1c"])
     s = settings.from_values(values, secret_keys)
-    engine = offline.OfflineEngine(region=s.region, reservation=fixture_for(s, availability_zone="us-east-1a"))
+    engine = offline.OfflineEngine(now=NOW, region=s.region, reservation=fixture_for(s, availability_zone="us-east-1a"))
     with pytest.raises(UserError, match="us-east-1a, which the network does not cover"):
-        engine.run(lambda: Platform("kimi-k3", s))
+        engine.run(lambda: Platform("kimi-k3", s, now=NOW))
     assert engine.resources == []
 
 
 def test_network_azs_start_with_the_blocks_az(tmp_path):
-    result = offline.run_stack("prod", reservation=lambda s: fixture_for(s, availability_zone="us-west-2c"))
+    result = offline.run_stack("prod", now=NOW, reservation=lambda s: fixture_for(s, availability_zone="us-west-2c"))
     assert result.outputs["availabilityZones"] == ["us-west-2c", "us-west-2a", "us-west-2b"]
 
 

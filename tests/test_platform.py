@@ -9,7 +9,7 @@ import pytest
 import components
 from components import offline
 from components.labels import GPU_TAINT_KEY
-from tests.conftest import fixture_for
+from tests.conftest import NOW, fixture_for
 from tests.k8s_checks import checkov_scan, validate_manifest, write_manifests
 
 
@@ -106,7 +106,7 @@ def test_api_key_reaches_vllm_only_through_a_secret(dev_plan):
 def test_multi_node_stack_uses_a_leader_worker_set_with_efa():
     overrides = {"kimi-k3:gpuInstanceType": "p5en.48xlarge", "kimi-k3:pipelineParallelSize": 2, "kimi-k3:efaEnabled": True}
     result = offline.run_stack(
-        "dev", config_overrides=overrides, reservation=lambda s: fixture_for(s, instance_type="p5en.48xlarge", instance_count=4)
+        "dev", now=NOW, config_overrides=overrides, reservation=lambda s: fixture_for(s, instance_type="p5en.48xlarge", instance_count=4)
     )
     types = _component_types(result)
     assert {"kimi-k3:index:LwsController", "kimi-k3:index:VllmLeaderWorkerSet"} <= types and "kimi-k3:index:VllmServer" not in types
@@ -152,8 +152,9 @@ def test_readme_example_program_runs_as_written():
     readme = (ROOT / "README.md").read_text()
     code = next(block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "from components import" in block)
     engine = offline.OfflineEngine(
+        now=NOW,
         region="us-east-1",
-        reservation=offline.ReservationFixture(id="cr-0a1b2c3d4e5f60718", availability_zone="us-east-1a", instance_count=2),
+        reservation=offline.ReservationFixture(id="cr-0a1b2c3d4e5f60718", availability_zone="us-east-1a", instance_count=2, start=NOW),
     )
     result = engine.run(lambda: exec(compile(code, "README.md", "exec"), {}), config={"project:apiKey": "k"}, secret_keys=["project:apiKey"], project="project")
     assert {"kimi-k3:index:Network", "kimi-k3:index:Cluster", "kimi-k3:index:CapacityBlockNodeGroup", "kimi-k3:index:VllmServer"} <= {r.type for r in result.resources}
@@ -180,11 +181,11 @@ def test_more_azs_than_the_region_has_is_a_settings_error():
     values, secret_keys = stack_settings.read_stack_file("prod")
     values["kimi-k3:availabilityZoneCount"] = "4"
     s = stack_settings.from_values(values, secret_keys, stack="prod")  # 4 is valid in general...
-    engine = offline.OfflineEngine(region=s.region, reservation=fixture_for(s), invoke_overrides={
+    engine = offline.OfflineEngine(now=NOW, region=s.region, reservation=fixture_for(s), invoke_overrides={
         "aws:index/getAvailabilityZones:getAvailabilityZones": lambda args: {"id": "us-west-2", "names": ["us-west-2a", "us-west-2b", "us-west-2c"], "zoneIds": ["usw2-az1", "usw2-az2", "usw2-az3"]},
     })
     with pytest.raises(SettingsError, match="at most 3: the available AZs of us-west-2"):  # ...but not in a 3-AZ region
-        engine.run(lambda: Platform("kimi-k3", s))
+        engine.run(lambda: Platform("kimi-k3", s, now=NOW))
     assert engine.resources == []
 
 
@@ -194,7 +195,7 @@ def test_existing_vpc_is_used_without_creating_one():
         "kimi-k3:existingPrivateSubnetIds": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
         "kimi-k3:existingPublicSubnetIds": ["subnet-0ccccccccccccccc3"],
     }
-    result = offline.run_stack("dev", config_overrides=overrides, reservation=lambda s: fixture_for(s, availability_zone="us-east-1b"),
+    result = offline.run_stack("dev", now=NOW, config_overrides=overrides, reservation=lambda s: fixture_for(s, availability_zone="us-east-1b"),
                                engine_options={"existing_subnet_azs": {"subnet-0aaaaaaaaaaaaaaa1": "us-east-1a", "subnet-0bbbbbbbbbbbbbbb2": "us-east-1b"}})
     assert not result.by_type("aws:ec2/vpc:Vpc") and not result.by_type("aws:ec2/subnet:Subnet")
     assert result.one("aws:eks/nodeGroup:NodeGroup", "gpu-ng").plain_inputs["subnetIds"] == ["subnet-0bbbbbbbbbbbbbbb2"]

@@ -278,7 +278,7 @@ def _declare() -> None:
 def declared() -> offline.PlanResult:
     """Everything :func:`_declare` registered, captured by the offline engine."""
     reservation = offline.ReservationFixture(id=CR_ID, availability_zone="us-east-1a", instance_count=2, start=NOW)
-    return offline.OfflineEngine(region="us-east-1", reservation=reservation).run(_declare)
+    return offline.OfflineEngine(now=NOW, region="us-east-1", reservation=reservation).run(_declare)
 
 
 def _resource(plan: offline.PlanResult, name: str) -> offline.RecordedResource:

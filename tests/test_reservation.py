@@ -92,7 +92,7 @@ def test_parse_aws_time_is_utc():
 
 def test_lookup_reads_the_block_through_the_provider():
     fixture = offline.ReservationFixture(id=RID, availability_zone="us-east-1c", instance_count=4, state="active", start=START)
-    engine = offline.OfflineEngine(reservation=fixture)
+    engine = offline.OfflineEngine(now=NOW, reservation=fixture)
     found: list[CapacityBlockFacts] = []
     engine.run(lambda: found.append(lookup_capacity_block(RID)))
     assert found == [facts(availability_zone="us-east-1c", instance_count=4, state="active")]
@@ -100,7 +100,7 @@ def test_lookup_reads_the_block_through_the_provider():
 
 
 def test_lookup_of_an_unknown_id_says_what_to_check():
-    engine = offline.OfflineEngine(reservation=None)
+    engine = offline.OfflineEngine(now=NOW, reservation=None)
     with pytest.raises(UserError) as err:
         engine.run(lambda: lookup_capacity_block(RID))
     message = str(err.value)

@@ -7,6 +7,7 @@ import json
 import pulumi
 import pytest
 
+from tests.conftest import NOW
 from components import labels, offline
 from components.errors import UserError
 from components.serving import (
@@ -51,7 +52,7 @@ def render(*, lb_status: bool = False, **changes) -> offline.PlanResult:
     overrides = {}
     if lb_status:
         overrides["kubernetes:core/v1:Service"] = lambda a: {"status": {"loadBalancer": {"ingress": [{"hostname": NLB_HOST}]}}}
-    engine = offline.OfflineEngine(resource_overrides=overrides)
+    engine = offline.OfflineEngine(now=NOW, resource_overrides=overrides)
 
     def program() -> None:
         server = VllmServer("kimi", VllmServerArgs(**base_args(**changes)))
@@ -250,7 +251,7 @@ def test_hugging_face_token_only_reaches_the_download_container(plans):
     ],
 )
 def test_bad_args_stop_before_anything_is_declared(changes, message):
-    engine = offline.OfflineEngine()
+    engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match=message):
         engine.run(lambda: VllmServer("kimi", VllmServerArgs(**base_args(**changes))))
     assert engine.resources == []
@@ -550,7 +551,7 @@ def test_an_explicit_kubernetes_provider_reaches_every_kubernetes_child():
         return {}
 
     kinds = ["kubernetes:core/v1:Namespace", "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service", "kubernetes:policy/v1:PodDisruptionBudget"]
-    engine = offline.OfflineEngine(resource_overrides={kind: capture for kind in kinds})
+    engine = offline.OfflineEngine(now=NOW, resource_overrides={kind: capture for kind in kinds})
 
     def program() -> None:
         provider = k8s.Provider("gpu-cluster", kubeconfig="{}")

@@ -7,9 +7,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from components import offline
-from components.errors import UserError
-from components.reservation import parse_aws_time
+from components import clock, offline
 from components.settings import PROJECT_ROOT, StackSettings
 
 
@@ -26,34 +24,35 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
     parser.add_argument("--out", type=Path, help="output directory (default: build/plan/STACK)")
     parser.add_argument("--quiet", action="store_true", help="print only the key facts, not the resource tree")
+    parser.add_argument(
+        "--now", metavar="ISO8601",
+        help="the moment the program runs, e.g. 2026-12-01T08:00:00Z (default: the clock); pin it to diff two plans byte for byte",
+    )
     rehearse = parser.add_argument_group("rehearse the Capacity Block (the offline engine cannot read AWS)")
     rehearse.add_argument("--reservation-state", default="scheduled", choices=("scheduled", "active", "payment-pending", "payment-failed", "expired", "cancelled"))
     rehearse.add_argument("--reservation-az", help="AZ of the block (default: the first AZ of the region)")
     rehearse.add_argument("--reservation-count", type=int, help="instances in the block (default: what the stack needs)")
-    rehearse.add_argument("--reservation-start", help="start, ISO 8601 UTC (default: the next 11:30 UTC a day ahead)")
+    rehearse.add_argument("--reservation-start", help="start, ISO 8601 UTC (default: the next 11:30 UTC at least 12 hours after --now)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the offline plan and print the summary."""
+    now = clock.parse_moment(args.now, "--now") if args.now is not None else clock.program_now()
+    start = clock.parse_moment(args.reservation_start, "--reservation-start") if args.reservation_start is not None else None
+
     def fixture(settings: StackSettings) -> offline.ReservationFixture:
-        base = offline.default_reservation(settings)
-        start = base.start
-        if args.reservation_start:
-            try:
-                start = parse_aws_time(args.reservation_start)
-            except ValueError:
-                raise UserError(f"--reservation-start {args.reservation_start!r} is not an ISO 8601 time such as 2026-12-07T11:30:00Z") from None
+        base = offline.default_reservation(settings, now)
         return offline.ReservationFixture(
             id=base.id,
             availability_zone=args.reservation_az or base.availability_zone,
             instance_type=base.instance_type,
             instance_count=args.reservation_count or base.instance_count,
             state=args.reservation_state,
-            start=start,
+            start=start or base.start,
         )
 
-    result = offline.run_stack(args.stack, reservation=fixture)
+    result = offline.run_stack(args.stack, now=now, reservation=fixture)
     out = args.out or PROJECT_ROOT / "build" / "plan" / args.stack
     manifests = offline.write_plan(result, out)
     print(render_summary(result, out, len(manifests), tree=not args.quiet))
@@ -70,7 +69,7 @@ def render_tree(result: offline.PlanResult) -> list[str]:
     lines: list[str] = []
 
     def walk(parent: str | None, depth: int) -> None:
-        for resource in children.get(parent, []):
+        for resource in sorted(children.get(parent, []), key=lambda r: r.urn):
             lines.append(f"{'  ' * depth}{resource.type}  {resource.name}")
             walk(resource.urn, depth + 1)
 
@@ -82,7 +81,7 @@ def render_summary(result: offline.PlanResult, out: Path, manifest_count: int, *
     """The readable summary printed after a plan."""
     outputs = result.plain_outputs()
     block = outputs.get("capacityBlock") or {}
-    lines = [f"kimi-k3 offline plan — stack {result.stack} ({outputs.get('environment', '?')})", ""]
+    lines = [f"kimi-k3 offline plan — stack {result.stack} ({outputs.get('environment', '?')}), now {_when(result.now.isoformat()) if result.now else '?'}", ""]
     if tree:
         lines.append(f"Resources ({len(result.resources)}):")
         lines.extend(render_tree(result))
