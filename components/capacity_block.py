@@ -240,6 +240,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         """
         now = args.now
         _validate(args)
+        looked_up = args.reservation is None
         facts = args.reservation or lookup_capacity_block(args.reservation_id or "")
         warnings = check_capacity_block(
             facts,
@@ -250,7 +251,8 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         )
         plan = scaling_plan(facts, now)
         super().__init__("kimi-k3:index:CapacityBlockNodeGroup", name, None, opts)
-        for warning in (*warnings, *plan.warnings):
+        # Facts handed in were checked (and warned about) by the caller that looked them up.
+        for warning in (*(warnings if looked_up else ()), *plan.warnings):
             pulumi.log.warn(warning, resource=self)
 
         child = pulumi.ResourceOptions(parent=self)

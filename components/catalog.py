@@ -120,3 +120,14 @@ LWS_CHART = ("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
 MODEL_MOUNT_PATH = "/models/kimi-k3"
 API_PORT = 8000
 ENGINE_READY_TIMEOUT_S = 3600
+"""``VLLM_ENGINE_READY_TIMEOUT_S`` of vLLM's Kimi K3 recipe for B300 (vllm-project/recipes)."""
+
+# Bounds of the engine profile (enforced by components.serving.contracts.EngineProfile).
+ENGINE_READY_TIMEOUT_RANGE = (600, 10_800)
+"""Seconds: under 10 minutes a 1.7 TB load cannot finish; past 3 hours the engine is wedged, not slow."""
+MAX_MODEL_LEN_RANGE = (1024, 1_048_576)
+"""Tokens: vLLM's Kimi K3 recipe serves contexts up to 1,048,576."""
+GPU_MEMORY_UTILIZATION_RANGE = (0.5, 0.98)
+"""Fraction of GPU memory vLLM may take: above 0.98 CUDA graphs and NCCL buffers run out of room."""
+PIPELINE_PARALLEL_RANGE = (1, 8)
+"""Nodes one replica may span (pipeline stages); a Capacity Block holds at most 64 instances."""

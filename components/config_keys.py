@@ -44,11 +44,17 @@ class ConfigKey:
         return f"{PROJECT}:{self.name}"
 
 
+def _range(bounds: tuple[float, float], fmt: str = "") -> str:
+    """``600 to 10800``: a bound pair from the catalog, as the descriptions show it."""
+    low, high = bounds
+    return f"{low:{fmt}} to {high:{fmt}}"
+
+
 _KEYS = (
     # --- stack --------------------------------------------------------------
     ConfigKey("environment", "string", "Environment class of the stack: dev, staging or prod. prod enforces digest-pinned images, a private cluster endpoint and a pinned AMI release."),
     # --- network ------------------------------------------------------------
-    ConfigKey("vpcCidr", "string", "IPv4 CIDR of the VPC (RFC 1918, /16 to /20). Private subnets get a /20 per AZ, public subnets a /24 per AZ.", "10.42.0.0/16"),
+    ConfigKey("vpcCidr", "string", "IPv4 CIDR of the VPC (RFC 1918, /16 to /20). One private and one public subnet per AZ: a /20 and a /24 when they fit, smaller in a smaller VPC (down to a /22 and a /26); a CIDR that cannot hold them for the AZ count is refused.", "10.42.0.0/16"),
     ConfigKey("availabilityZones", "array", "AZs of the VPC. Empty: the Capacity Block's AZ plus the next AZs of the region up to availabilityZoneCount. When set, it must include the Capacity Block's AZ.", []),
     ConfigKey("availabilityZoneCount", "integer", "Number of AZs when availabilityZones is empty (2 to 4).", 2),
     ConfigKey("natGateways", "string", "NAT gateways: 'single' (one shared, cheaper) or 'perAz' (one per AZ, survives an AZ outage).", "single"),
@@ -85,12 +91,12 @@ _KEYS = (
     ConfigKey("weightsS3Uri", "string", "S3 prefix holding the weights (s3://bucket/prefix/), same region. Required when weightsSource is s3.", ""),
     ConfigKey("weightsSha256Manifest", "string", "Path inside the weights of a sha256sum manifest checked before serving. Empty: no check.", ""),
     ConfigKey("tensorParallelSize", "integer", "vLLM --tensor-parallel-size (GPUs per node share one TP group).", 8),
-    ConfigKey("pipelineParallelSize", "integer", "vLLM --pipeline-parallel-size (nodes per replica when one node cannot hold the model).", 1),
-    ConfigKey("gpuMemoryUtilization", "string", "vLLM --gpu-memory-utilization, a decimal between 0.50 and 0.98.", "0.95"),
-    ConfigKey("maxModelLen", "integer", "vLLM --max-model-len (1024 to 1048576 tokens).", 262144),
+    ConfigKey("pipelineParallelSize", "integer", f"vLLM --pipeline-parallel-size (nodes per replica when one node cannot hold the model; {_range(catalog.PIPELINE_PARALLEL_RANGE)}).", 1),
+    ConfigKey("gpuMemoryUtilization", "string", f"vLLM --gpu-memory-utilization, a decimal from {_range(catalog.GPU_MEMORY_UTILIZATION_RANGE, '.2f')}.", "0.95"),
+    ConfigKey("maxModelLen", "integer", f"vLLM --max-model-len ({_range(catalog.MAX_MODEL_LEN_RANGE)} tokens).", 262144),
     ConfigKey("kvCacheDtype", "string", "vLLM --kv-cache-dtype: auto, fp8, fp8_e4m3 or fp8_e5m2.", "fp8"),
-    ConfigKey("vllmExtraArgs", "array", "Extra vLLM arguments appended verbatim (flags the library manages are refused).", []),
-    ConfigKey("engineReadyTimeoutSeconds", "integer", "VLLM_ENGINE_READY_TIMEOUT_S and the startup-probe budget (600 to 10800).", 3600),
+    ConfigKey("vllmExtraArgs", "array", "Extra vLLM arguments appended verbatim, one flag or value per item (flags the library manages are refused in every spelling: -tp, --flag=value, --no-flag).", []),
+    ConfigKey("engineReadyTimeoutSeconds", "integer", f"VLLM_ENGINE_READY_TIMEOUT_S and the startup-probe budget ({_range(catalog.ENGINE_READY_TIMEOUT_RANGE)} seconds).", catalog.ENGINE_READY_TIMEOUT_S),
     ConfigKey("replicas", "integer", "Serving replicas. 0: one per group of reserved nodes.", 0),
     ConfigKey("exposure", "string", "How the API is reached: 'cluster' (port-forward), 'internal' (internal NLB) or 'public' (NLB restricted to servingAllowedCidrs).", "cluster"),
     ConfigKey("servingAllowedCidrs", "array", "CIDRs allowed to call the API through the load balancer (internal/public exposure).", []),

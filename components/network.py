@@ -20,16 +20,10 @@ import pulumi_aws as aws
 
 from components.errors import UserError
 from components.formats import AVAILABILITY_ZONE, SUBNET_ID, VPC_ID
-
-NAT_MODES = ("single", "perAz")
-"""``single``: one NAT gateway shared by every AZ (cheaper); ``perAz``: one per AZ (no cross-AZ dependency)."""
+from components.subnets import NAT_MODES, SubnetPlan, plan_subnets
 
 DEFAULT_INTERFACE_ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts")
 """Interface endpoints every node needs: ECR (image manifests and auth) and STS (Pod Identity / IRSA credentials)."""
-
-AWS_SUBNET_PREFIXES = range(16, 29)
-"""Prefix lengths AWS accepts for a VPC or an IPv4 subnet (/16 to /28)."""
-
 
 @dataclass(frozen=True)
 class NetworkArgs:
@@ -48,10 +42,11 @@ class NetworkArgs:
     """Retention of the VPC flow-log group, in days (a value CloudWatch Logs accepts)."""
     flow_log_kms_key_id: pulumi.Input[str] | None = None
     """KMS key ARN to encrypt the flow-log group with; ``None`` keeps CloudWatch's default encryption."""
-    private_subnet_prefix: int = 20
-    """Prefix length of each private (node) subnet: /20 gives 4,091 addresses, room for prefix delegation."""
-    public_subnet_prefix: int = 24
-    """Prefix length of each public (load balancer) subnet."""
+    private_subnet_prefix: int | None = 20
+    """Prefix length of each private (node) subnet: /20 gives 4,091 addresses, room for prefix delegation.
+    ``None``: the largest that fits the VPC and the AZ count (:func:`components.subnets.subnet_layout`)."""
+    public_subnet_prefix: int | None = 24
+    """Prefix length of each public (load balancer) subnet; ``None``: the largest that fits."""
     region: str | None = None
     """Region for endpoint service names (``com.amazonaws.<region>.s3``); ``None`` asks the provider (``aws.get_region``)."""
     interface_endpoint_services: Sequence[str] = DEFAULT_INTERFACE_ENDPOINT_SERVICES
@@ -64,55 +59,6 @@ class NetworkArgs:
     """With ``existing_vpc_id``: the private subnet of each AZ (AZ name -> ``subnet-…``)."""
     existing_public_subnet_ids: Sequence[str] = ()
     """With ``existing_vpc_id``: public subnets for load balancers (may be empty)."""
-
-
-@dataclass(frozen=True)
-class SubnetPlan:
-    """CIDR blocks carved from the VPC, one private and one public per AZ, in AZ order."""
-
-    private: dict[str, ipaddress.IPv4Network]
-    public: dict[str, ipaddress.IPv4Network]
-
-
-def plan_subnets(vpc_cidr: str, availability_zones: Sequence[str], private_prefix: int = 20, public_prefix: int = 24) -> SubnetPlan:
-    """Carve the subnets deterministically: every private block first, then every public one.
-
-    Each block is aligned to its own size, so the plan only depends on the inputs.
-    Raises :class:`UserError` when the CIDR cannot hold them, naming the CIDR, the
-    AZ count and the smallest prefix that would.
-    """
-    try:
-        vpc = ipaddress.IPv4Network(vpc_cidr, strict=True)
-    except ValueError as exc:
-        raise UserError(f"VPC CIDR {vpc_cidr!r} is not an IPv4 network such as 10.0.0.0/16 ({exc})") from None
-    for label, prefix in (("private", private_prefix), ("public", public_prefix)):
-        if prefix not in AWS_SUBNET_PREFIXES:
-            raise UserError(f"{label} subnet prefix /{prefix} is not accepted; AWS subnets are /16 to /28")
-    n = len(availability_zones)
-    sizes = [2 ** (32 - private_prefix)] * n + [2 ** (32 - public_prefix)] * n
-    offsets, span = _aligned_offsets(sizes)
-    if span > vpc.num_addresses:
-        smallest = 32 - (span - 1).bit_length()
-        hint = "" if smallest >= 16 else " (beyond AWS's largest VPC, /16: use fewer AZs or smaller subnets)"
-        raise UserError(
-            f"VPC CIDR {vpc} is too small for {n} AZs with a /{private_prefix} private and a /{public_prefix} "
-            f"public subnet per AZ; the smallest prefix that fits is /{smallest}{hint}"
-        )
-    if vpc.prefixlen not in AWS_SUBNET_PREFIXES:
-        raise UserError(f"VPC CIDR {vpc} is not accepted; AWS VPCs are /16 to /28")
-    base = int(vpc.network_address)
-    blocks = [ipaddress.IPv4Network((base + offset, 32 - (size - 1).bit_length())) for offset, size in zip(offsets, sizes)]
-    return SubnetPlan(private=dict(zip(availability_zones, blocks[:n])), public=dict(zip(availability_zones, blocks[n:])))
-
-
-def _aligned_offsets(sizes: Sequence[int]) -> tuple[list[int], int]:
-    """Offsets of consecutive blocks, each aligned to its size, and the total span."""
-    offsets, cursor = [], 0
-    for size in sizes:
-        cursor = -(-cursor // size) * size
-        offsets.append(cursor)
-        cursor += size
-    return offsets, cursor
 
 
 def _validate(args: NetworkArgs) -> SubnetPlan | None:

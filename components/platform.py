@@ -22,7 +22,6 @@ from components.lws_controller import LwsController, LwsControllerArgs
 from components.network import Network, NetworkArgs
 from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
 from components.serving.contracts import ServingContract, contract_summary
-from components.serving.from_settings import serving_contract
 from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.vllm import VllmServer, VllmServerArgs
 from components.settings import Secret, StackSettings
@@ -55,7 +54,7 @@ def resolve_environment(settings: StackSettings, now: datetime) -> Environment:
         nodes_required=settings.nodes_required,
         now=now,
     )
-    contract = serving_contract(settings)
+    contract = settings.serving.contract
     replicas = settings.serving.replicas or max(1, block.instance_count // settings.nodes_per_replica)
     return Environment(
         reservation=block,
@@ -126,6 +125,8 @@ class Platform(pulumi.ComponentResource):
                 vpc_cidr=net.vpc_cidr,
                 nat_mode=net.nat_mode,
                 flow_log_retention_days=net.flow_log_retention_days,
+                private_subnet_prefix=net.private_subnet_prefix,
+                public_subnet_prefix=net.public_subnet_prefix,
                 region=settings.region,
                 tags=tags,
                 existing_vpc_id=net.existing_vpc_id,

@@ -14,13 +14,16 @@ Three entry points, one validator:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import functools
+import importlib.util
 import ipaddress
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import yaml
 
@@ -28,6 +31,7 @@ from components import catalog
 from components.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
 from components.errors import SettingsError
 from components.formats import (
+    CAPACITY_BLOCK_OFFERING_ID,
     CAPACITY_RESERVATION_ID,
     EMAIL_LETTER_TLD,
     KNOWN_REGION,
@@ -36,34 +40,47 @@ from components.formats import (
     SUBNET_ID,
     VPC_ID,
 )
+from components.serving.contracts import (
+    EXPOSURES,
+    ApiContract,
+    ContractError,
+    EngineProfile,
+    ImageContract,
+    ServingContract,
+    WeightsContract,
+)
+from components.subnets import NAT_MODES, subnet_layout
+from components.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STACKS_DIR = PROJECT_ROOT / "stacks"
 
 ENVIRONMENTS = ("dev", "staging", "prod")
-NAT_MODES = ("single", "perAz")
-WEIGHTS_SOURCES = ("huggingface", "s3")
-EXPOSURES = ("cluster", "internal", "public")
-KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 SECRET_PLACEHOLDER_PREFIX = "offline-placeholder-for-secret:"
 """Stand-in for ``secure:`` values that cannot be decrypted offline."""
 
-SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
 INSTANCE_TYPE_RE = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
-MODEL_ID_RE = re.compile(r"^[\w.-]+/[\w.-]+$")
-S3_URI_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.'()/=]+/)$")
-"""``s3://bucket/prefix/``: a trailing slash and no wildcard, so IAM can be scoped to exactly the prefix."""
-IMAGE_RE = re.compile(
-    r"^(?P<repository>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
-)
 
-# vLLM flags the library sets itself; a duplicate in vllmExtraArgs would be ambiguous.
-MANAGED_VLLM_FLAGS = (
-    "--model", "--revision", "--served-model-name", "--tensor-parallel-size", "--pipeline-parallel-size",
-    "--port", "--host", "--api-key", "--gpu-memory-utilization", "--max-model-len", "--kv-cache-dtype",
-    "--tool-call-parser", "--reasoning-parser", "--load-format", "--download-dir",
-)
+CONTRACT_KEYS = {
+    "image": "servingImage",
+    "weights.model_id": "modelId",
+    "weights.revision": "modelRevision",
+    "weights.source": "weightsSource",
+    "weights.s3_uri": "weightsS3Uri",
+    "weights.sha256_manifest": "weightsSha256Manifest",
+    "engine.tensor_parallel_size": "tensorParallelSize",
+    "engine.pipeline_parallel_size": "pipelineParallelSize",
+    "engine.gpu_memory_utilization": "gpuMemoryUtilization",
+    "engine.max_model_len": "maxModelLen",
+    "engine.kv_cache_dtype": "kvCacheDtype",
+    "engine.extra_args": "vllmExtraArgs",
+    "engine.ready_timeout_s": "engineReadyTimeoutSeconds",
+}
+"""Which config key sets each field of the serving contract (the contract owns the rules;
+this layer names the key in the error)."""
+
+NAMESPACES_PASSED_THROUGH = ("pulumi",)
+"""Config namespaces of the Pulumi engine itself (e.g. ``pulumi:tags``), accepted as they are."""
 
 
 @dataclass(frozen=True)
@@ -82,36 +99,6 @@ class Secret:
 
 
 @dataclass(frozen=True)
-class ImageReference:
-    """A container image reference split into repository, tag and digest."""
-
-    repository: str
-    tag: str | None
-    digest: str | None
-
-    @property
-    def pinned(self) -> bool:
-        """True when the image is pinned by digest (``repo@sha256:…``)."""
-        return self.digest is not None
-
-    def __str__(self) -> str:
-        ref = self.repository
-        if self.tag:
-            ref += f":{self.tag}"
-        if self.digest:
-            ref += f"@{self.digest}"
-        return ref
-
-
-def parse_image_reference(ref: str) -> ImageReference | None:
-    """Parse ``repo[:tag][@sha256:…]``; ``None`` when it is not a valid reference."""
-    match = IMAGE_RE.fullmatch(ref)
-    if not match or not (match["tag"] or match["digest"]):
-        return None
-    return ImageReference(match["repository"], match["tag"], match["digest"])
-
-
-@dataclass(frozen=True)
 class NetworkSettings:
     """VPC layout: CIDR, AZs, NAT mode, flow logs, or an existing VPC."""
 
@@ -121,6 +108,10 @@ class NetworkSettings:
     availability_zone_count: int
     nat_mode: str
     flow_log_retention_days: int
+    private_subnet_prefix: int
+    """Prefix of each private subnet the VPC CIDR holds for the AZ count (:func:`components.subnets.subnet_layout`)."""
+    public_subnet_prefix: int
+    """Prefix of each public subnet."""
     existing_vpc_id: str | None
     existing_private_subnet_ids: tuple[str, ...]
     existing_public_subnet_ids: tuple[str, ...]
@@ -164,21 +155,10 @@ class GpuPluginSettings:
 
 @dataclass(frozen=True)
 class ServingSettings:
-    """The vLLM serving stack: image, weights, engine and API exposure."""
+    """The vLLM serving stack: the serving contract plus how many replicas and how they are reached."""
 
-    image: ImageReference
-    model_id: str
-    model_revision: str
-    weights_source: str
-    weights_s3_uri: str | None
-    weights_sha256_manifest: str | None
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    gpu_memory_utilization: float
-    max_model_len: int
-    kv_cache_dtype: str
-    extra_args: tuple[str, ...]
-    engine_ready_timeout_s: int
+    contract: ServingContract
+    """Image, weights, API and engine profile, built (and checked by the contract) from the serving keys."""
     replicas: int
     """0 means one replica per group of reserved nodes."""
     exposure: str
@@ -212,7 +192,7 @@ class StackSettings:
     @property
     def nodes_per_replica(self) -> int:
         """GPU nodes one replica spans (pipeline stages across nodes)."""
-        return self.serving.pipeline_parallel_size
+        return self.serving.contract.engine.pipeline_parallel_size
 
     @property
     def nodes_required(self) -> int:
@@ -389,13 +369,57 @@ def _cidr_list(name: str, values: tuple[str, ...], *, allow_world: bool) -> tupl
     return values
 
 
-def _unknown_keys(values: Mapping[str, Any]) -> None:
-    ours = {k.full_name for k in CONFIG_KEYS.values()}
-    for key in values:
-        if key.startswith(f"{PROJECT}:") and key not in ours:
-            close = difflib.get_close_matches(key, sorted(ours), n=1)
-            hint = f"did you mean {close[0]}?" if close else f"known keys: {', '.join(sorted(ours))}"
-            raise SettingsError(key, values[key] if "secret" not in key.lower() else "***", f"unknown key; {hint}")
+@functools.lru_cache(maxsize=1)
+def aws_provider_keys() -> frozenset[str]:
+    """The ``aws:`` config keys the installed AWS provider reads (``aws:region``, ``aws:profile`` …).
+
+    Read from the provider SDK's own config module (``pulumi_aws/config/vars.py``: one
+    ``__config__.get…('<key>')`` per setting), so the list follows the pinned provider.
+    """
+    spec = importlib.util.find_spec("pulumi_aws")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset({"region", "profile"})
+    source = Path(list(spec.submodule_search_locations)[0], "config", "vars.py").read_text()
+    return frozenset(re.findall(r"__config__\.get\w*\('(\w+)'", source))
+
+
+def _nearest(name: str, candidates: Iterable[str]) -> str | None:
+    """The closest candidate, compared case-insensitively (``maxmodellength`` → ``maxModelLen``)."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
+
+
+def _unknown_keys(values: Mapping[str, Any], secret_keys: Iterable[str]) -> None:
+    """Refuse keys this stack does not read: no namespace, a foreign or misspelt namespace, a misspelt key.
+
+    ``kimi-k3:`` keys are checked against the schema, ``aws:`` keys against the AWS
+    provider's settings; ``pulumi:`` keys belong to the engine. The message suggests the
+    nearest valid key.
+    """
+    ours = {k.name for k in CONFIG_KEYS.values()}
+    aws_keys = aws_provider_keys()
+    secrets = set(secret_keys)
+    for key in sorted(values):
+        shown = "***" if key in secrets or "secret" in key.lower() else values[key]
+        namespace, sep, name = key.rpartition(":")
+        if namespace in NAMESPACES_PASSED_THROUGH:
+            continue
+        if namespace == "aws":
+            if name not in aws_keys:
+                near = _nearest(name, aws_keys)
+                hint = f"did you mean aws:{near}?" if near else "see the AWS provider's configuration reference"
+                raise SettingsError(key, shown, f"not a setting of the AWS provider; {hint}")
+            continue
+        if namespace == PROJECT and name in ours:
+            continue
+        near = _nearest(name, ours)
+        suggestion = f"did you mean {PROJECT}:{near}?" if near else f"known keys: {', '.join(sorted(ours))}"
+        if not sep:
+            raise SettingsError(key, shown, f"a key needs a namespace (Pulumi reads {PROJECT}:<key> and aws:<key>); {suggestion}")
+        if namespace != PROJECT:
+            raise SettingsError(key, shown, f"unknown namespace {namespace!r}: this stack reads {PROJECT}: and aws: keys; {suggestion}")
+        raise SettingsError(key, shown, f"unknown key; {suggestion}")
 
 
 def _region(values: Mapping[str, Any]) -> str:
@@ -422,7 +446,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
 
     Raises :class:`SettingsError` on the first mistake found.
     """
-    _unknown_keys(values)
+    _unknown_keys(values, secret_keys)
     r = _Reader(values, secret_keys)
     warnings: list[str] = []
 
@@ -462,13 +486,14 @@ def _validate_network(r: _Reader, region: str) -> NetworkSettings:
     if azs and len(azs) < 2:
         raise SettingsError(_key("availabilityZones"), list(azs), "at least 2 AZs (EKS needs subnets in two AZs)")
     n_azs = len(azs) or az_count
-    # a /20 private and a /24 public subnet per AZ, carved from the VPC
-    needed = n_azs * (2 ** (32 - 20) + 2 ** (32 - 24))
-    if vpc.prefixlen > 20 or vpc.num_addresses < needed:
-        smallest = 32 - (needed - 1).bit_length()
-        raise SettingsError(_key("vpcCidr"), str(vpc), f"too small for {n_azs} AZs (a /20 private and a /24 public subnet per AZ); use a /{smallest} or larger")
-    if vpc.prefixlen < 16:
-        raise SettingsError(_key("vpcCidr"), str(vpc), "accepted: a prefix between /16 and /20 (AWS VPC limits)")
+    if vpc.prefixlen < 16 or vpc.prefixlen > 28:
+        raise SettingsError(_key("vpcCidr"), str(vpc), "accepted: a prefix between /16 and /20 (AWS VPCs are /16 to /28)")
+    try:
+        private_prefix, public_prefix = subnet_layout(vpc.prefixlen, n_azs)
+    except UserError as err:
+        raise SettingsError(_key("vpcCidr"), str(vpc), str(err).replace(f"a /{vpc.prefixlen} VPC is too small", "too small")) from None
+    if vpc.prefixlen > 20:
+        raise SettingsError(_key("vpcCidr"), str(vpc), "accepted: a prefix between /16 and /20")
     existing_vpc = r.get("existingVpcId") or None
     private_ids = r.get("existingPrivateSubnetIds")
     public_ids = r.get("existingPublicSubnetIds")
@@ -489,6 +514,8 @@ def _validate_network(r: _Reader, region: str) -> NetworkSettings:
         availability_zone_count=az_count,
         nat_mode=_one_of("natGateways", r.get("natGateways"), NAT_MODES),
         flow_log_retention_days=_one_of("flowLogRetentionDays", r.get("flowLogRetentionDays"), LOG_RETENTION_DAYS),
+        private_subnet_prefix=private_prefix,
+        public_subnet_prefix=public_prefix,
         existing_vpc_id=existing_vpc,
         existing_private_subnet_ids=private_ids,
         existing_public_subnet_ids=public_ids,
@@ -533,6 +560,12 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
 
 def _validate_capacity(r: _Reader, prod: bool) -> CapacitySettings:
     reservation = r.get("capacityReservationId")
+    if CAPACITY_BLOCK_OFFERING_ID.fullmatch(reservation):
+        raise SettingsError(
+            _key("capacityReservationId"), reservation,
+            "that is a Capacity Block offering id (cb-...), not a reservation: buy it with "
+            f"`kimi-k3 capacity purchase {reservation} --count N --days D`, which prints the reservation id (cr- followed by 17 hex digits) to set here",
+        )
     if not CAPACITY_RESERVATION_ID.fullmatch(reservation):
         raise SettingsError(_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
     ami = r.get("gpuAmiReleaseVersion") or None
@@ -571,61 +604,62 @@ def _validate_plugins(r: _Reader) -> GpuPluginSettings:
     )
 
 
+@contextlib.contextmanager
+def _contract_key() -> Iterator[None]:
+    """Turn a :class:`ContractError` into a :class:`SettingsError` naming the config key that set the field.
+
+    The contract owns the rule and its wording; sibling fields it mentions
+    (``engine.pipeline_parallel_size``) are renamed to their keys (``pipelineParallelSize``).
+    """
+    try:
+        yield
+    except ContractError as err:
+        name = CONTRACT_KEYS.get(err.field)
+        if name is None:
+            raise
+        accepted = err.accepted
+        for field_path, key_name in sorted(CONTRACT_KEYS.items(), key=lambda item: -len(item[0])):
+            accepted = re.sub(rf"\b{re.escape(field_path)}\b", key_name, accepted)
+        value = list(err.value) if isinstance(err.value, tuple) else err.value
+        raise SettingsError(_key(name), value, accepted) from None
+
+
 def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySettings, warnings: list[str]) -> ServingSettings:
     raw_image = r.get("servingImage")
-    image = parse_image_reference(raw_image)
-    if image is None:
-        raise SettingsError(_key("servingImage"), raw_image, "expected an image reference repo@sha256:<64 hex> (or repo:tag outside prod)")
-    if not image.pinned:
+    raw_util = r.get("gpuMemoryUtilization")
+    try:
+        gpu_util = float(raw_util)
+    except ValueError:
+        raise SettingsError(_key("gpuMemoryUtilization"), raw_util, "expected a decimal between 0.50 and 0.98") from None
+    instance = catalog.INSTANCE_TYPES[capacity.instance_type]
+    with _contract_key():
+        contract = ServingContract(
+            image=ImageContract.parse(raw_image),
+            weights=WeightsContract(
+                model_id=r.get("modelId"),
+                revision=r.get("modelRevision"),
+                source=r.get("weightsSource"),
+                s3_uri=r.get("weightsS3Uri") or None,
+                sha256_manifest=r.get("weightsSha256Manifest") or None,
+            ),
+            api=ApiContract(),
+            engine=EngineProfile(
+                tensor_parallel_size=r.get("tensorParallelSize"),
+                pipeline_parallel_size=r.get("pipelineParallelSize"),
+                gpu_memory_utilization=gpu_util,
+                max_model_len=r.get("maxModelLen"),
+                kv_cache_dtype=r.get("kvCacheDtype"),
+                extra_args=r.get("vllmExtraArgs"),
+                ready_timeout_s=r.get("engineReadyTimeoutSeconds"),
+            ),
+        )
+        nodes = contract.fit(instance)
+    if not contract.image.pinned:
         if prod:
             raise SettingsError(_key("servingImage"), raw_image, "prod requires an image pinned by digest: repo@sha256:<64 hex> (docker buildx imagetools inspect <image> prints it)")
         warnings.append(f"{_key('servingImage')}: {raw_image} is a floating tag; pin it by digest (repo@sha256:...) before prod")
-
-    model_id = r.get("modelId")
-    if not MODEL_ID_RE.fullmatch(model_id):
-        raise SettingsError(_key("modelId"), model_id, "expected a Hugging Face model id such as moonshotai/Kimi-K3")
-    revision = r.get("modelRevision")
-    if not SHA1_RE.fullmatch(revision):
-        raise SettingsError(_key("modelRevision"), revision, "expected the 40-hex commit SHA of the model repository (a branch such as 'main' moves)")
-
-    source = _one_of("weightsSource", r.get("weightsSource"), WEIGHTS_SOURCES)
-    s3_uri = r.get("weightsS3Uri") or None
-    if source == "s3":
-        if not s3_uri:
-            raise SettingsError(_key("weightsS3Uri"), None, "required when weightsSource is s3: s3://bucket/prefix/ in the stack's region")
-        if not S3_URI_RE.fullmatch(s3_uri):
-            raise SettingsError(_key("weightsS3Uri"), s3_uri, "expected s3://bucket/prefix/ (with the trailing slash; no wildcards)")
-    elif s3_uri:
-        raise SettingsError(_key("weightsS3Uri"), s3_uri, "only used when weightsSource is s3")
-    manifest = r.get("weightsSha256Manifest") or None
-    if manifest and (manifest.startswith("/") or ".." in manifest.split("/")):
-        raise SettingsError(_key("weightsSha256Manifest"), manifest, "expected a path relative to the weights directory, e.g. SHA256SUMS")
-
-    instance = catalog.INSTANCE_TYPES[capacity.instance_type]
-    tp = r.get("tensorParallelSize")
-    pp = _in_range("pipelineParallelSize", r.get("pipelineParallelSize"), 1, 8)
-    if tp != instance.gpus:
-        raise SettingsError(_key("tensorParallelSize"), tp, f"must equal the GPUs of one {instance.name} node ({instance.gpus}); scale across nodes with pipelineParallelSize")
-    needed_nodes = catalog.nodes_per_replica(instance)
-    if pp < needed_nodes:
-        raise SettingsError(
-            _key("pipelineParallelSize"), pp,
-            f"one replica needs at least {needed_nodes} {instance.name} nodes ({instance.gpu_memory_gb:.0f} GB of GPU memory each, the model needs ~{catalog.KIMI_K3.weights_gb + catalog.KIMI_K3.min_kv_cache_gb:.0f} GB): set it to {needed_nodes} (TP={tp} x PP={needed_nodes} = {tp * needed_nodes} GPUs)",
-        )
-    if pp > 1 and not capacity.efa_enabled:
-        raise SettingsError(_key("efaEnabled"), False, f"must be true when a replica spans {pp} nodes (pipelineParallelSize={pp}): cross-node traffic needs EFA")
-
-    try:
-        gpu_util = float(r.get("gpuMemoryUtilization"))
-    except ValueError:
-        raise SettingsError(_key("gpuMemoryUtilization"), r.get("gpuMemoryUtilization"), "expected a decimal between 0.50 and 0.98") from None
-    _in_range("gpuMemoryUtilization", gpu_util, 0.5, 0.98)
-
-    extra = r.get("vllmExtraArgs")
-    for arg in extra:
-        flag = arg.split("=", 1)[0]
-        if flag in MANAGED_VLLM_FLAGS:
-            raise SettingsError(_key("vllmExtraArgs"), arg, f"{flag} is set by the library from its own key; accepted: any other vLLM flag")
+    if nodes > 1 and not capacity.efa_enabled:
+        raise SettingsError(_key("efaEnabled"), False, f"must be true when a replica spans {nodes} nodes (pipelineParallelSize={nodes}): cross-node traffic needs EFA")
 
     exposure = _one_of("exposure", r.get("exposure"), EXPOSURES)
     allowed = _cidr_list("servingAllowedCidrs", r.get("servingAllowedCidrs"), allow_world=not prod)
@@ -639,19 +673,7 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         raise SettingsError(_key("apiKey"), None, "required: set it with `pulumi config set --secret kimi-k3:apiKey <key>`")
 
     return ServingSettings(
-        image=image,
-        model_id=model_id,
-        model_revision=revision,
-        weights_source=source,
-        weights_s3_uri=s3_uri,
-        weights_sha256_manifest=manifest,
-        tensor_parallel_size=tp,
-        pipeline_parallel_size=pp,
-        gpu_memory_utilization=gpu_util,
-        max_model_len=_in_range("maxModelLen", r.get("maxModelLen"), 1024, 1_048_576),
-        kv_cache_dtype=_one_of("kvCacheDtype", r.get("kvCacheDtype"), KV_CACHE_DTYPES),
-        extra_args=extra,
-        engine_ready_timeout_s=_in_range("engineReadyTimeoutSeconds", r.get("engineReadyTimeoutSeconds"), 600, 10_800),
+        contract=contract,
         replicas=_in_range("replicas", r.get("replicas"), 0, 64),
         exposure=exposure,
         allowed_cidrs=allowed,

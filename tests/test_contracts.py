@@ -81,7 +81,7 @@ def test_s3_uri_is_split_into_bucket_and_prefix():
         ({"source": "s3"}, "s3_uri None"),
         ({"source": "s3", "s3_uri": "s3://bucket/prefix"}, "trailing slash"),
         ({"source": "s3", "s3_uri": "s3://bucket/pre*/"}, "no wildcards"),
-        ({"s3_uri": "s3://bucket/prefix/"}, "only used when source is s3"),
+        ({"s3_uri": "s3://bucket/prefix/"}, "only used when weights.source is s3"),
         ({"mount_path": "models"}, "mount_path"),
         ({"mount_path": "/"}, "mount_path"),
         ({"expected_size_gb": 0}, "expected_size_gb"),

@@ -19,7 +19,6 @@ import yaml
 from components import catalog, cli, offline
 from components.errors import UserError
 from components.serving.contracts import EngineProfile, ImageContract, ServingContract, WeightsContract
-from components.serving.from_settings import serving_contract
 from components.serving.hyperpod import (
     OPERATOR_DEFAULT_DEPLOY_S,
     HyperPodInferenceEndpoint,
@@ -302,15 +301,24 @@ def test_component_refuses_a_multi_node_contract_before_declaring():
 
 
 def test_serving_contract_follows_the_stack_settings():
-    settings = load_stack("prod")
-    built = serving_contract(settings)
-    s = settings.serving
-    assert built.image.reference == s.image
-    assert (built.weights.model_id, built.weights.revision, built.weights.source, built.weights.s3_uri) == (s.model_id, s.model_revision, s.weights_source, s.weights_s3_uri)
-    assert built.weights.sha256_manifest == s.weights_sha256_manifest
+    """The contract the stack serves is built from the stack file's serving keys (defaults where unset)."""
+    from components.config_keys import CONFIG_KEYS
+    from components.settings import read_stack_file
+
+    values, _ = read_stack_file("prod")
+
+    def key(name):
+        raw = values.get(f"kimi-k3:{name}")
+        return CONFIG_KEYS[name].default if raw is None else raw
+
+    built = load_stack("prod").serving.contract
+    assert str(built.image.reference) == key("servingImage")
+    assert (built.weights.model_id, built.weights.revision, built.weights.source, built.weights.s3_uri or "") == (
+        key("modelId"), key("modelRevision"), key("weightsSource"), key("weightsS3Uri"))
+    assert (built.weights.sha256_manifest or "") == key("weightsSha256Manifest")
     e = built.engine
     assert (e.tensor_parallel_size, e.pipeline_parallel_size, e.max_model_len, e.kv_cache_dtype, e.ready_timeout_s) == (
-        s.tensor_parallel_size, s.pipeline_parallel_size, s.max_model_len, s.kv_cache_dtype, s.engine_ready_timeout_s
+        int(key("tensorParallelSize")), int(key("pipelineParallelSize")), int(key("maxModelLen")), key("kvCacheDtype"), int(key("engineReadyTimeoutSeconds"))
     )
 
 
@@ -321,10 +329,10 @@ def test_cli_writes_a_file_that_validates(stack, tmp_path, capsys):
     manifest = yaml.safe_load(out.read_text())
     check(manifest)
     settings = load_stack(stack)
-    assert manifest["spec"]["modelSourceConfig"]["modelSourceType"] == settings.serving.weights_source
-    assert manifest["spec"]["worker"]["image"] == str(settings.serving.image)
+    assert manifest["spec"]["modelSourceConfig"]["modelSourceType"] == settings.serving.contract.weights.source
+    assert manifest["spec"]["worker"]["image"] == settings.serving.contract.image.image
     assert env_of(manifest)["VLLM_API_KEY"] == {"secretKeyRef": {"name": "kimik3-api-key", "key": "key"}}
-    if settings.serving.weights_source == "s3":
+    if settings.serving.contract.weights.source == "s3":
         assert manifest["spec"]["modelSourceConfig"]["s3Storage"]["region"] == settings.region
     err = capsys.readouterr().err
     assert f"kubectl apply -f {out}" in err and "kubectl create secret generic kimik3-api-key" in err

@@ -118,7 +118,7 @@ def test_main_program_reads_config_through_pulumi(dev_plan):
     values, secret_keys = settings.read_stack_file("dev")
     values["kimi-k3:maxModelLen"] = "131072"
     offline.OfflineEngine(now=NOW).run(program, config=values, secret_keys=secret_keys, stack="dev")
-    assert captured["settings"].serving.max_model_len == 131072
+    assert captured["settings"].serving.contract.engine.max_model_len == 131072
     assert captured["settings"].serving.api_key.placeholder
 
 

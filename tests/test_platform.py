@@ -84,8 +84,8 @@ def test_stack_outputs_show_the_three_contracts(dev_plan, prod_plan):
     for plan in (dev_plan, prod_plan):
         outputs = plan.plain_outputs()
         assert outputs["servedModelName"] == "Kimi-K3" and outputs["port"] == 8000
-        assert outputs["modelRevision"] == plan.settings.serving.model_revision
-        assert outputs["image"] == str(plan.settings.serving.image)
+        assert outputs["modelRevision"] == plan.settings.serving.contract.weights.revision
+        assert outputs["image"] == plan.settings.serving.contract.image.image
         assert outputs["endpoint"].endswith(":8000/v1")
     assert prod_plan.plain_outputs()["imageDigest"].startswith("sha256:")
     assert dev_plan.plain_outputs()["imageDigest"] is None
@@ -199,3 +199,9 @@ def test_existing_vpc_is_used_without_creating_one():
                                engine_options={"existing_subnet_azs": {"subnet-0aaaaaaaaaaaaaaa1": "us-east-1a", "subnet-0bbbbbbbbbbbbbbb2": "us-east-1b"}})
     assert not result.by_type("aws:ec2/vpc:Vpc") and not result.by_type("aws:ec2/subnet:Subnet")
     assert result.one("aws:eks/nodeGroup:NodeGroup", "gpu-ng").plain_inputs["subnetIds"] == ["subnet-0bbbbbbbbbbbbbbb2"]
+
+
+def test_a_capacity_block_warning_is_printed_once():
+    result = offline.run_stack("dev", now=NOW, reservation=lambda s: fixture_for(s, state="payment-pending"))
+    pending = [w for w in result.warnings if "is payment-pending" in w]
+    assert len(pending) == 1, result.warnings

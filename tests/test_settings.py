@@ -9,6 +9,7 @@ import pytest
 from components import settings
 from components.config_keys import CONFIG_KEYS
 from components.errors import SettingsError
+from components.serving.contracts import parse_image_reference
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -45,7 +46,7 @@ def test_committed_stacks_load():
     dev, prod = settings.load_stack("dev"), settings.load_stack("prod")
     assert (dev.environment, prod.environment) == ("dev", "prod")
     assert dev.capacity.instance_type == prod.capacity.instance_type == "p6-b300.48xlarge"
-    assert prod.serving.image.pinned and not prod.cluster.endpoint_public_access
+    assert prod.serving.contract.image.pinned and not prod.cluster.endpoint_public_access
     assert prod.nodes_required == 2 and dev.nodes_required == 1
 
 
@@ -66,8 +67,8 @@ def test_secure_entries_become_marked_placeholders_and_stay_secret():
 
 def test_defaults_apply_for_unset_keys():
     s = load(maxModelLen=None, kvCacheDtype=None)
-    assert s.serving.max_model_len == CONFIG_KEYS["maxModelLen"].default
-    assert s.serving.kv_cache_dtype == "fp8"
+    assert s.serving.contract.engine.max_model_len == CONFIG_KEYS["maxModelLen"].default
+    assert s.serving.contract.engine.kv_cache_dtype == "fp8"
 
 
 def test_floating_tag_is_a_warning_outside_prod():
@@ -77,7 +78,7 @@ def test_floating_tag_is_a_warning_outside_prod():
 
 def test_digest_pinned_image_parses():
     s = load(servingImage=f"123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-openai@{DIGEST}")
-    assert s.serving.image.pinned and s.serving.image.digest == DIGEST and not s.warnings
+    assert s.serving.contract.image.pinned and s.serving.contract.image.digest == DIGEST and not s.warnings
 
 
 BAD_VALUES = [
@@ -99,7 +100,7 @@ BAD_VALUES = [
     ({"vpcCidr": "10.42.0.1/16"}, "kimi-k3:vpcCidr", "IPv4 CIDR"),
     ({"vpcCidr": "8.8.0.0/16"}, "kimi-k3:vpcCidr", "private RFC 1918"),
     ({"vpcCidr": "10.42.0.0/22"}, "kimi-k3:vpcCidr", "too small for 2 AZs"),
-    ({"vpcCidr": "10.42.0.0/20", "availabilityZoneCount": 3}, "kimi-k3:vpcCidr", "too small for 3 AZs"),
+    ({"vpcCidr": "10.42.0.0/21", "availabilityZoneCount": 3}, "kimi-k3:vpcCidr", "too small for 3 AZs"),
     ({"clusterServiceCidr": "10.42.128.0/20"}, "kimi-k3:clusterServiceCidr", "must not overlap"),
     ({"clusterPublicAccessCidrs": ["0.0.0.0/0"]}, "kimi-k3:clusterPublicAccessCidrs", "0.0.0.0/0"),
     ({"clusterPublicAccessCidrs": []}, "kimi-k3:clusterPublicAccessCidrs", "required when clusterEndpointPublicAccess"),
@@ -124,7 +125,7 @@ BAD_VALUES = [
     ({"gpuMemoryUtilization": "0.99"}, "kimi-k3:gpuMemoryUtilization", "0.5 to 0.98"),
     ({"maxModelLen": 2_000_000}, "kimi-k3:maxModelLen", "1024 to 1048576"),
     ({"kvCacheDtype": "int4"}, "kimi-k3:kvCacheDtype", "auto, fp8"),
-    ({"vllmExtraArgs": ["--tensor-parallel-size=4"]}, "kimi-k3:vllmExtraArgs", "set by the library"),
+    ({"vllmExtraArgs": ["--tensor-parallel-size=4"]}, "kimi-k3:vllmExtraArgs", "set by the contract (tensorParallelSize)"),
     ({"modelRevision": "main"}, "kimi-k3:modelRevision", "40-hex commit SHA"),
     ({"modelId": "Kimi-K3"}, "kimi-k3:modelId", "Hugging Face model id"),
     ({"weightsSource": "s3"}, "kimi-k3:weightsS3Uri", "required when weightsSource is s3"),
@@ -226,11 +227,11 @@ def test_broken_yaml_is_one_clear_error(tmp_path):
     ],
 )
 def test_image_references(ref, repository, tag, digest):
-    parsed = settings.parse_image_reference(ref)
+    parsed = parse_image_reference(ref)
     assert (parsed.repository, parsed.tag, parsed.digest) == (repository, tag, digest)
     assert str(parsed) == ref
 
 
 @pytest.mark.parametrize("ref", ["vllm/vllm-openai", "vllm/vllm-openai@sha256:abc", "VLLM/Upper:tag", ""])
 def test_invalid_image_references(ref):
-    assert settings.parse_image_reference(ref) is None
+    assert parse_image_reference(ref) is None

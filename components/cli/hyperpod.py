@@ -16,7 +16,6 @@ from pathlib import Path
 import yaml
 
 from components.errors import UserError
-from components.serving.from_settings import serving_contract
 from components.serving.hyperpod import DEFAULT_INSTANCE_TYPE, SECRET_KEY, render_inference_endpoint_config
 from components.settings import load_stack
 
@@ -53,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_stack(args.stack)
     api_key_secret = None if args.no_api_key else (args.api_key_secret or f"{args.name}-api-key")
     manifest = render_inference_endpoint_config(
-        serving_contract(settings),
+        settings.serving.contract,
         name=args.name,
         namespace=args.namespace,
         instance_type=args.instance_type or f"ml.{settings.capacity.instance_type}",

@@ -27,29 +27,74 @@ from typing import Any
 from components import catalog
 from components.errors import UserError
 from components.formats import ABSOLUTE_PATH
-from components.settings import (
-    KV_CACHE_DTYPES,
-    MANAGED_VLLM_FLAGS,
-    MODEL_ID_RE,
-    S3_URI_RE,
-    SHA1_RE,
-    WEIGHTS_SOURCES,
-    ImageReference,
-    parse_image_reference,
-)
+from components.serving.engine_flags import extra_args_problem
 
-SEED_VLLM_FLAGS = (
-    "--trust-remote-code",
-    "--enable-prefix-caching",
-    "--enable-auto-tool-choice",
-    "--no-enable-flashinfer-autotune",
-    "--moe-backend",
-    "--tool-call-parser",
-    "--reasoning-parser",
+WEIGHTS_SOURCES = ("huggingface", "s3")
+"""Where the weights come from."""
+EXPOSURES = ("cluster", "internal", "public")
+"""How clients reach the API: ``cluster`` (ClusterIP: port-forward / in-cluster clients), ``internal``
+(internal NLB), ``public`` (internet-facing NLB restricted to listed CIDRs)."""
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+"""``--kv-cache-dtype`` choices of vLLM (``EngineArgs.add_cli_args``)."""
+
+SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
+"""A full commit SHA (a Hugging Face revision that cannot move)."""
+MODEL_ID_RE = re.compile(r"^[\w.-]+/[\w.-]+$")
+"""A Hugging Face model id, ``org/name``."""
+S3_URI_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.'()/=]+/)$")
+"""``s3://bucket/prefix/``: a trailing slash and no wildcard, so IAM can be scoped to exactly the prefix."""
+IMAGE_RE = re.compile(
+    r"^(?P<repository>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
-"""Seed flags the contract always sets; ``extra_args`` may not repeat them."""
+"""A container image reference ``repo[:tag][@sha256:…]`` (the OCI distribution grammar, lower-case repository)."""
 
 _NAME_RE = re.compile(r"^[\w.:-]+$")
+
+
+class ContractError(UserError):
+    """A contract field that cannot work: which field, the bad value and what is accepted.
+
+    ``field`` is the dotted path inside :class:`ServingContract` (``image``,
+    ``weights.revision``, ``engine.extra_args`` …), so the settings layer can name the
+    config key that set it.
+    """
+
+    def __init__(self, what: str, field: str, value: object, accepted: str, *, message: str | None = None) -> None:
+        self.field = field
+        self.value = value
+        self.accepted = accepted
+        super().__init__(message or f"{what}: {field.rsplit('.', 1)[-1]} {value!r} is not accepted; {accepted}")
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """A container image reference split into repository, tag and digest."""
+
+    repository: str
+    tag: str | None
+    digest: str | None
+
+    @property
+    def pinned(self) -> bool:
+        """True when the image is pinned by digest (``repo@sha256:…``)."""
+        return self.digest is not None
+
+    def __str__(self) -> str:
+        ref = self.repository
+        if self.tag:
+            ref += f":{self.tag}"
+        if self.digest:
+            ref += f"@{self.digest}"
+        return ref
+
+
+def parse_image_reference(ref: str) -> ImageReference | None:
+    """Parse ``repo[:tag][@sha256:…]``; ``None`` when it is not a reference with a tag or a digest."""
+    match = IMAGE_RE.fullmatch(ref) if isinstance(ref, str) else None
+    if not match or not (match["tag"] or match["digest"]):
+        return None
+    return ImageReference(match["repository"], match["tag"], match["digest"])
 
 
 # --- image ----------------------------------------------------------------------
@@ -60,18 +105,18 @@ class ImageContract:
     """The engine image. Pinned by digest in prod (enforced by the settings)."""
 
     reference: ImageReference
-    """Parsed image reference (see :func:`components.settings.parse_image_reference`)."""
+    """Parsed image reference (see :func:`parse_image_reference`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.reference, ImageReference) or not (self.reference.tag or self.reference.digest):
-            raise UserError(f"image contract: {self.reference!r} is not an image reference with a tag or a digest")
+            raise ContractError("image contract", "image", self.reference, "expected an image reference with a tag or a digest")
 
     @classmethod
     def parse(cls, ref: str) -> "ImageContract":
-        """Build the contract from ``repo[:tag][@sha256:…]``; raises :class:`UserError` if malformed."""
+        """Build the contract from ``repo[:tag][@sha256:…]``; raises :class:`ContractError` if malformed."""
         parsed = parse_image_reference(ref)
         if parsed is None:
-            raise UserError(f"image contract: {ref!r} is not accepted; expected repo@sha256:<64 hex> or repo:tag")
+            raise ContractError("image contract", "image", ref, "expected repo@sha256:<64 hex> (or repo:tag outside prod)")
         return cls(parsed)
 
     @property
@@ -119,24 +164,24 @@ class WeightsContract:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model_id, str) or not MODEL_ID_RE.fullmatch(self.model_id):
-            raise UserError(f"weights contract: model_id {self.model_id!r} is not accepted; expected org/name such as moonshotai/Kimi-K3")
+            raise ContractError("weights contract", "weights.model_id", self.model_id, "expected a Hugging Face model id org/name such as moonshotai/Kimi-K3")
         if not isinstance(self.revision, str) or not SHA1_RE.fullmatch(self.revision):
-            raise UserError(f"weights contract: revision {self.revision!r} is not accepted; expected the 40-hex commit SHA of {self.model_id}")
+            raise ContractError("weights contract", "weights.revision", self.revision, f"expected the 40-hex commit SHA of {self.model_id} (a branch such as 'main' moves)")
         if self.source not in WEIGHTS_SOURCES:
-            raise UserError(f"weights contract: source {self.source!r} is not accepted; accepted: {', '.join(WEIGHTS_SOURCES)}")
+            raise ContractError("weights contract", "weights.source", self.source, f"accepted: {', '.join(WEIGHTS_SOURCES)}")
         if self.source == "s3":
             # '*' is legal in an S3 key but would widen the IAM resource scoped to the prefix.
             if not self.s3_uri or not S3_URI_RE.fullmatch(self.s3_uri) or "*" in self.s3_uri:
-                raise UserError(f"weights contract: s3_uri {self.s3_uri!r} is not accepted; expected s3://bucket/prefix/ (trailing slash, no wildcards) when source is s3")
+                raise ContractError("weights contract", "weights.s3_uri", self.s3_uri, "required when weights.source is s3: s3://bucket/prefix/ in the stack's region (trailing slash, no wildcards)")
         elif self.s3_uri is not None:
-            raise UserError(f"weights contract: s3_uri {self.s3_uri!r} is only used when source is s3")
+            raise ContractError("weights contract", "weights.s3_uri", self.s3_uri, "it is only used when weights.source is s3")
         if not ABSOLUTE_PATH.match(self.mount_path or "") or self.mount_path.rstrip("/") == "" or ".." in self.mount_path.split("/"):
-            raise UserError(f"weights contract: mount_path {self.mount_path!r} is not accepted; expected an absolute directory such as /models/kimi-k3")
+            raise ContractError("weights contract", "weights.mount_path", self.mount_path, "expected an absolute directory such as /models/kimi-k3")
         if isinstance(self.expected_size_gb, bool) or not isinstance(self.expected_size_gb, int) or not 1 <= self.expected_size_gb <= 20_000:
-            raise UserError(f"weights contract: expected_size_gb {self.expected_size_gb!r} is not accepted; expected a whole number of GB between 1 and 20000")
+            raise ContractError("weights contract", "weights.expected_size_gb", self.expected_size_gb, "expected a whole number of GB between 1 and 20000")
         manifest = self.sha256_manifest
         if manifest is not None and (not manifest or manifest.startswith("/") or ".." in manifest.split("/") or not re.fullmatch(r"[\w./-]+", manifest)):
-            raise UserError(f"weights contract: sha256_manifest {manifest!r} is not accepted; expected a path relative to the weights directory, e.g. SHA256SUMS")
+            raise ContractError("weights contract", "weights.sha256_manifest", manifest, "expected a path relative to the weights directory, e.g. SHA256SUMS")
 
     @property
     def s3_bucket(self) -> str | None:
@@ -188,17 +233,17 @@ class ApiContract:
 
     def __post_init__(self) -> None:
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 1024 <= self.port <= 65535:
-            raise UserError(f"api contract: port {self.port!r} is not accepted; expected 1024-65535 (the server runs as non-root)")
+            raise ContractError("api contract", "api.port", self.port, "expected 1024-65535 (the server runs as non-root)")
         if not isinstance(self.served_model_name, str) or not _NAME_RE.match(self.served_model_name):
-            raise UserError(f"api contract: served_model_name {self.served_model_name!r} is not accepted; expected letters, digits, '.', '_', ':' or '-'")
+            raise ContractError("api contract", "api.served_model_name", self.served_model_name, "expected letters, digits, '.', '_', ':' or '-'")
         for field_name in ("chat_path", "health_path", "models_path", "metrics_path"):
             value = getattr(self, field_name)
             if not isinstance(value, str) or not ABSOLUTE_PATH.match(value):
-                raise UserError(f"api contract: {field_name} {value!r} is not accepted; expected an absolute URL path such as /health")
+                raise ContractError("api contract", f"api.{field_name}", value, "expected an absolute URL path such as /health")
         for field_name in ("tool_call_parser", "reasoning_parser"):
             value = getattr(self, field_name)
             if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[\w-]+", value)):
-                raise UserError(f"api contract: {field_name} {value!r} is not accepted; expected a vLLM parser name such as kimi_k3, or None")
+                raise ContractError("api contract", f"api.{field_name}", value, "expected a vLLM parser name such as kimi_k3, or None")
 
 
 # --- engine ---------------------------------------------------------------------
@@ -228,27 +273,29 @@ class EngineProfile:
     """MoE kernel backend."""
 
     def __post_init__(self) -> None:
-        for field_name, low, high in (("tensor_parallel_size", 1, 64), ("pipeline_parallel_size", 1, 16), ("max_model_len", 1024, 1_048_576), ("ready_timeout_s", 60, 6 * 3600)):
+        for field_name, (low, high) in (
+            ("tensor_parallel_size", (1, 64)),
+            ("pipeline_parallel_size", catalog.PIPELINE_PARALLEL_RANGE),
+            ("max_model_len", catalog.MAX_MODEL_LEN_RANGE),
+            ("ready_timeout_s", catalog.ENGINE_READY_TIMEOUT_RANGE),
+        ):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise UserError(f"engine profile: {field_name} {value!r} is not accepted; expected a whole number from {low} to {high}")
-        util = self.gpu_memory_utilization
-        if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0.5 <= util <= 0.98:
-            raise UserError(f"engine profile: gpu_memory_utilization {util!r} is not accepted; expected 0.50 to 0.98")
+                raise ContractError("engine profile", f"engine.{field_name}", value, f"accepted: {low} to {high}")
+        util, (low_util, high_util) = self.gpu_memory_utilization, catalog.GPU_MEMORY_UTILIZATION_RANGE
+        if isinstance(util, bool) or not isinstance(util, (int, float)) or not low_util <= util <= high_util:
+            raise ContractError("engine profile", "engine.gpu_memory_utilization", util, f"accepted: {low_util} to {high_util}")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
-            raise UserError(f"engine profile: kv_cache_dtype {self.kv_cache_dtype!r} is not accepted; accepted: {', '.join(KV_CACHE_DTYPES)}")
+            raise ContractError("engine profile", "engine.kv_cache_dtype", self.kv_cache_dtype, f"accepted: {', '.join(KV_CACHE_DTYPES)}")
         for field_name in ("load_format", "moe_backend"):
             value = getattr(self, field_name)
             if not isinstance(value, str) or not re.fullmatch(r"[\w-]+", value):
-                raise UserError(f"engine profile: {field_name} {value!r} is not accepted; expected a vLLM choice such as auto")
+                raise ContractError("engine profile", f"engine.{field_name}", value, "expected a vLLM choice such as auto")
         if isinstance(self.extra_args, str) or not all(isinstance(a, str) and a for a in self.extra_args):
-            raise UserError(f"engine profile: extra_args {self.extra_args!r} is not accepted; expected a tuple of non-empty strings")
-        reserved = set(MANAGED_VLLM_FLAGS) | set(SEED_VLLM_FLAGS) | {"--tokenizer-revision", "--code-revision", "--enable-flashinfer-autotune"}
-        for arg in self.extra_args:
-            flag = arg.split("=", 1)[0]
-            if flag in reserved:
-                why = "would put the key in the pod spec; the key comes from VLLM_API_KEY" if flag == "--api-key" else "is set by the contract"
-                raise UserError(f"engine profile: extra argument {arg!r} is not accepted; {flag} {why}")
+            raise ContractError("engine profile", "engine.extra_args", self.extra_args, "expected a tuple of non-empty strings")
+        problem = extra_args_problem(tuple(self.extra_args))
+        if problem:
+            raise ContractError("engine profile", "engine.extra_args", list(self.extra_args), problem)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -279,27 +326,51 @@ class ServingContract:
     def __post_init__(self) -> None:
         for name, kind in (("image", ImageContract), ("weights", WeightsContract), ("api", ApiContract), ("engine", EngineProfile)):
             if not isinstance(getattr(self, name), kind):
-                raise UserError(f"serving contract: {name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
+                raise ContractError("serving contract", name, type(getattr(self, name)).__name__, f"{name} must be a {kind.__name__}",
+                                    message=f"serving contract: {name} must be a {kind.__name__}, got {type(getattr(self, name)).__name__}")
 
     def nodes_per_replica(self, gpus_per_node: int) -> int:
-        """Nodes one replica spans; raises :class:`UserError` when TP × PP does not fill whole nodes."""
+        """Nodes one replica spans; raises :class:`ContractError` when TP × PP does not fill whole nodes."""
         tp, pp = self.engine.tensor_parallel_size, self.engine.pipeline_parallel_size
         if tp != gpus_per_node:
-            raise UserError(
-                f"serving contract: tensor_parallel_size={tp} must equal the {gpus_per_node} GPUs of one node "
-                f"(each pod requests a whole node; TP x PP = {tp * pp} must equal {gpus_per_node} GPUs per pod x {pp} node(s))"
+            raise ContractError(
+                "serving contract", "engine.tensor_parallel_size", tp,
+                f"it must equal the {gpus_per_node} GPUs of one node; scale across nodes with pipeline_parallel_size",
+                message=(
+                    f"serving contract: tensor_parallel_size={tp} must equal the {gpus_per_node} GPUs of one node "
+                    f"(each pod requests a whole node; TP x PP = {tp * pp} must equal {gpus_per_node} GPUs per pod x {pp} node(s))"
+                ),
             )
         return pp
+
+    def fit(self, instance: catalog.InstanceType) -> int:
+        """Nodes of ``instance`` one replica spans, after checking they hold the model.
+
+        TP must fill a node and the PP stages must hold the weights plus KV cache
+        (:func:`components.catalog.nodes_per_replica`).
+        """
+        tp = self.engine.tensor_parallel_size
+        if tp != instance.gpus:
+            raise ContractError(
+                "serving contract", "engine.tensor_parallel_size", tp,
+                f"must equal the GPUs of one {instance.name} node ({instance.gpus}); scale across nodes with engine.pipeline_parallel_size",
+            )
+        nodes = self.nodes_per_replica(instance.gpus)
+        needed = catalog.nodes_per_replica(instance)
+        if nodes < needed:
+            model = catalog.KIMI_K3
+            raise ContractError(
+                "serving contract", "engine.pipeline_parallel_size", nodes,
+                f"one replica needs at least {needed} {instance.name} nodes ({instance.gpu_memory_gb:.0f} GB of GPU memory each, "
+                f"the model needs ~{model.weights_gb + model.min_kv_cache_gb:.0f} GB): set it to {needed} "
+                f"(TP={instance.gpus} x PP={needed} = {instance.gpus * needed} GPUs)",
+            )
+        return nodes
 
     def gpus_per_pod(self, gpus_per_node: int) -> int:
         """GPUs each pod requests (a whole node), after checking TP × PP == GPUs per pod × nodes."""
         self.nodes_per_replica(gpus_per_node)
         return gpus_per_node
-
-    @property
-    def model_argument(self) -> str:
-        """What ``--model`` gets: the stable local path (S3) or the model id (Hugging Face cache)."""
-        return self.weights.mount_path if self.weights.source == "s3" else self.weights.model_id
 
     def vllm_args(self, model_path: str | None = None) -> list[str]:
         """Arguments of ``vllm serve`` (after the command), the seed's flags included, extra args last.

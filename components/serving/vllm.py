@@ -52,10 +52,8 @@ from components import catalog, labels
 from components.errors import UserError
 from components.formats import DNS_LABEL
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
-from components.serving.contracts import ServingContract
+from components.serving.contracts import EXPOSURES, ServingContract
 
-EXPOSURES = ("cluster", "internal", "public")
-"""``cluster``: ClusterIP (port-forward / in-cluster clients); ``internal``: internal NLB; ``public``: internet-facing NLB."""
 
 AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.31.23@sha256:668ffb01408e03e1002b36886797c1a97b09f7d0f02fba3123f9fcd68a081dc5"
 """Image of the S3 staging init container (AWS CLI v2, Pod Identity capable).
