@@ -22,6 +22,7 @@ from tests.conftest import DATA, ROOT
 CRD_SCHEMAS = {
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): DATA / "leaderworkerset-v1.schema.json",
     ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig"): DATA / "inferenceendpointconfig-v1.schema.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): DATA / "prometheusrule-v1.schema.json",
 }
 
 

@@ -282,4 +282,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("preflight", help="go/no-go checks on a stack's Capacity Block before it starts")
     p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
     p.set_defaults(func=cmd_preflight)
+
+    from components.cli import capacity_extend
+
+    capacity_extend.add_subcommands(sub)
     return parser

@@ -1,0 +1,97 @@
+"""``kimi-k3 capacity extend-offerings`` / ``extend``: lengthen a stack's Capacity Block.
+
+Like ``purchase``, buying an extension is irreversible and asks for an explicit "yes"
+(``--yes`` for automation; without a terminal and without ``--yes`` it refuses before any
+AWS call). The rules and AWS calls live in :mod:`components.capacity_extensions`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from components import capacity_extensions as ext
+from components import capacity_ops as ops
+from components.cli import capacity as capacity_cli
+from components.errors import UserError
+
+
+def _stack_block(stack: str) -> tuple[Any, str]:
+    """The stack's settings and its reservation id (UserError when the stack names none)."""
+    from components.settings import load_stack
+
+    settings = load_stack(stack)
+    rid = settings.capacity.reservation_id
+    if not rid:
+        raise UserError(f"stack {stack} has no {capacity_cli.CONFIG_KEY}: there is no Capacity Block to extend")
+    return settings, rid
+
+
+def _extendable(clients: ops.Clients, rid: str) -> ops.Reservation:
+    reservation = ops.describe_reservation(clients.ec2, rid)
+    ext.check_extendable(reservation, capacity_cli.utcnow())
+    return reservation
+
+
+def cmd_extend_offerings(args: argparse.Namespace) -> int:
+    """List extension offerings of ``--days`` for the stack's block, cheapest first."""
+    days = ext.validate_days(args.days)
+    settings, rid = _stack_block(args.stack)
+    clients = ops.make_clients(settings.region)
+    reservation = _extendable(clients, rid)
+    offerings = ext.find_extension_offerings(clients.ec2, rid, days)
+    print(f"Extensions of {rid} ({reservation.total_instances} x {reservation.instance_type}, ends {capacity_cli._ts(reservation.end)} UTC) by {days} days:")
+    if not offerings:
+        print("No extension offerings: extensions are not guaranteed; try another duration or later.")
+        return 0
+    rows = [["OFFERING", "NEW END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
+    for o in offerings:
+        rows.append([o.offering_id, capacity_cli._ts(o.extension_end), capacity_cli._days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
+    print(capacity_cli._table(rows))
+    print(f"\nTo buy one (irreversible): kimi-k3 capacity extend {args.stack} OFFERING_ID --days {days}")
+    return 0
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    """Re-find the offering, show the new end and the fee, confirm, buy."""
+    ext.validate_extension_offering_id(args.offering_id)
+    days = ext.validate_days(args.days)
+    if not args.yes and not sys.stdin.isatty():
+        raise UserError("refusing to buy a Capacity Block extension without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
+    settings, rid = _stack_block(args.stack)
+    clients = ops.make_clients(settings.region)
+    reservation = _extendable(clients, rid)
+    offering = ext.find_extension_offering(clients.ec2, rid, days, args.offering_id)
+    print(f"Extension {offering.offering_id} of {rid}: {reservation.total_instances} x {reservation.instance_type} in {reservation.availability_zone}")
+    print(f"  end          {capacity_cli._ts(reservation.end)} UTC -> {capacity_cli._ts(offering.extension_end)} UTC (+{capacity_cli._days(offering.duration_hours)})")
+    print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
+    print("An extension cannot be cancelled or refunded; its payment can stay pending for up to 12 hours.")
+    if not args.yes and not capacity_cli._confirm(f"Extend the block for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
+        print("Not extended.")
+        return 1
+    bought = ext.purchase_extension(clients.ec2, rid, offering.offering_id)
+    print(f"\nExtension bought: status {bought.status}; {rid} keeps its id and will end {capacity_cli._ts(bought.end)} UTC once paid.")
+    print(f"When the payment has succeeded, run `pulumi up -s {args.stack}`: outputs, alert rules and the dashboard re-derive the end from the reservation.")
+    print(f"Then check EKS's scale-down action moved: kimi-k3 status {args.stack}")
+    return 0
+
+
+def add_subcommands(sub: Any) -> None:
+    """Add ``extend-offerings`` and ``extend`` to the ``capacity`` subparsers."""
+    p = sub.add_parser("extend-offerings", help="list extensions of a stack's Capacity Block, cheapest first")
+    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    p.add_argument("--days", type=capacity_cli._positive_int, required=True, help="extension length: 1-14 days, or 21-182 in multiples of 7")
+    p.set_defaults(func=cmd_extend_offerings)
+
+    p = sub.add_parser(
+        "extend",
+        help="buy an extension of a stack's Capacity Block (irreversible; asks for confirmation)",
+        description="Extend the stack's Capacity Block. --days must be the one the offering was listed with, "
+        "so the new end and the fee can be shown again before buying.",
+    )
+    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    p.add_argument("offering_id", metavar="OFFERING_ID", help="id from `kimi-k3 capacity extend-offerings`")
+    p.add_argument("--days", type=capacity_cli._positive_int, required=True, help="the length the offering was listed with")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    p.set_defaults(func=cmd_extend)
