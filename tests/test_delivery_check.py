@@ -24,7 +24,7 @@ POLICY = "aws:iam/rolePolicy:RolePolicy"
 def run(now: datetime, **changes) -> offline.PlanResult:
     values = dict(asg_name=ASG, reserved_instances=2, block_start=START, alert_topic_arn=TOPIC, now=now)
     values.update(changes)
-    return offline.OfflineEngine().run(lambda: DeliveryCheck("delivery", DeliveryCheckArgs(**values)))
+    return offline.OfflineEngine(now=now).run(lambda: DeliveryCheck("delivery", DeliveryCheckArgs(**values)))
 
 
 @pytest.fixture(scope="module")
