@@ -46,11 +46,9 @@ DEFAULT_STACKS = ("dev", "prod")
 # be read from pyproject.toml.
 DEFAULT_PULUMI_VERSION = "3.272.0"
 
-# Documented pinning exceptions.
-# Actions pinned to a verified commit SHA whose exact release could not be
-# verified: the SHA comes from Pulumi's own pulumi/ci-mgmt templates, which
-# label it only with the major version. The comment may name just that major.
-MAJOR_ONLY_PINS: dict[str, str] = {"pulumi/actions": "v6"}
+# Documented pinning exceptions: none. (pulumi/actions 3da56e6f is the commit the
+# v6.1.0 tag points at, checked in a snapshot of pulumi/actions.)
+MAJOR_ONLY_PINS: dict[str, str] = {}
 # Actions allowed to use a tag instead of a SHA: none.
 TAG_PINS: dict[str, str] = {}
 
@@ -138,9 +136,9 @@ def pulumi_jobs(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def only_pulumi_step(job_id: str, job: dict[str, Any]) -> dict[str, Any]:
-    """The single pulumi/actions step of a job."""
-    steps = steps_using(job, "pulumi/actions")
-    assert len(steps) == 1, f"job {job_id}: expected one pulumi/actions step, got {len(steps)}"
+    """The single pulumi/actions step of a job that runs a command (an install-only step runs none)."""
+    steps = [s for s in steps_using(job, "pulumi/actions") if s.get("with", {}).get("command")]
+    assert len(steps) == 1, f"job {job_id}: expected one pulumi/actions step with a command, got {len(steps)}"
     return steps[0]
 
 
@@ -508,8 +506,8 @@ def test_every_pulumi_run_enforces_the_policy_pack_with_its_stacks_config():
     for path in sorted(WORKFLOWS_DIR.glob("*.yml")):
         for job in yaml.safe_load(path.read_text())["jobs"].values():
             for step in job.get("steps", []):
-                if not str(step.get("uses", "")).startswith("pulumi/actions@"):
-                    continue
+                if not str(step.get("uses", "")).startswith("pulumi/actions@") or "command" not in step.get("with", {}):
+                    continue  # an install-only step runs no program
                 inputs = step["with"]
                 assert inputs["policyPacks"] == "policy", path.name
                 config = inputs["policyPackConfigs"]
@@ -517,3 +515,53 @@ def test_every_pulumi_run_enforces_the_policy_pack_with_its_stacks_config():
                 for stack in stacks:
                     resolved = config.replace("${{ matrix.stack }}", stack)
                     assert (ROOT / resolved).is_file(), f"{path.name}: {resolved} does not exist"
+
+
+# --------------------------------------------------------------------------- runners and secrets
+
+
+def test_each_environment_picks_its_runner_and_prod_defaults_to_self_hosted(all_workflows: dict[str, dict[str, Any]]) -> None:
+    """Prod's private EKS endpoint is unreachable from GitHub-hosted runners: prod runs on a configurable self-hosted runner."""
+    deploy = all_workflows[DEPLOY_WORKFLOW.name]["jobs"]
+    assert "vars.KIMI_K3_DEV_RUNS_ON" in deploy["up-dev"]["runs-on"] and '"ubuntu-latest"' in deploy["up-dev"]["runs-on"]
+    prod = deploy["up-prod"]["runs-on"]
+    assert "vars.KIMI_K3_PROD_RUNS_ON" in prod and '["self-hosted", "linux", "x64", "kimi-k3-prod"]' in prod
+    preview = all_workflows[PR_WORKFLOW.name]["jobs"]["preview"]["runs-on"]
+    assert "matrix.stack == 'prod'" in preview and "vars.KIMI_K3_PROD_RUNS_ON" in preview and "vars.KIMI_K3_DEV_RUNS_ON" in preview
+
+
+def test_stack_secrets_are_set_from_ci_secrets_before_every_pulumi_run(all_workflows: dict[str, dict[str, Any]]) -> None:
+    for name, workflow in all_workflows.items():
+        for job_id, job in pulumi_jobs(workflow).items():
+            steps = job["steps"]
+            run_at = next(i for i, s in enumerate(steps) if s.get("with", {}).get("command"))
+            secrets_at = next(i for i, s in enumerate(steps) if "ci-stack-secrets.sh" in str(s.get("run", "")))
+            assert secrets_at < run_at, f"{name}:{job_id}"
+            env = steps[secrets_at]["env"]
+            assert env["KIMI_K3_API_KEY"] == "${{ secrets.KIMI_K3_API_KEY }}", f"{name}:{job_id}"
+            assert "KIMI_K3_API_KEY" not in str(steps[secrets_at]["run"]), "the key must not be on the command line"
+
+
+def test_the_first_deploy_creates_the_stack(all_workflows: dict[str, dict[str, Any]]) -> None:
+    for job_id, job in pulumi_jobs(all_workflows[DEPLOY_WORKFLOW.name]).items():
+        assert only_pulumi_step(job_id, job)["with"].get("upsert") is True, job_id
+
+
+def test_ci_stack_secrets_script_pipes_secrets_through_stdin(tmp_path: Path) -> None:
+    """Run the real script with a recording `pulumi` on PATH: values arrive on stdin, never in argv."""
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "bin" / "pulumi"
+    fake.parent.mkdir()
+    fake.write_text(f"""#!/usr/bin/env bash\nprintf '%s|' "$@" >> {log}\nif [ ! -t 0 ] && [ "$2" = set ]; then printf 'STDIN=' >> {log}; cat >> {log}; fi\necho >> {log}\n""")
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin", "KIMI_K3_API_KEY": "k3y-with-$pecial chars", "KIMI_K3_HUGGING_FACE_TOKEN": "hf_tok"}
+    script = ROOT / "tools" / "ci-stack-secrets.sh"
+    result = subprocess.run(["bash", str(script), "prod"], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("login|--non-interactive|") and calls[1] == "stack|select|--non-interactive|--create|prod|"
+    assert calls[2] == "config|set|--non-interactive|--secret|kimi-k3:apiKey|--stack|prod|STDIN=k3y-with-$pecial chars"
+    assert calls[3] == "config|set|--non-interactive|--secret|kimi-k3:huggingFaceToken|--stack|prod|STDIN=hf_tok"
+    assert "k3y" not in result.stdout + result.stderr
+    missing = subprocess.run(["bash", str(script), "prod"], env={**env, "KIMI_K3_API_KEY": ""}, capture_output=True, text=True, timeout=30)
+    assert missing.returncode == 1 and "KIMI_K3_API_KEY is not set for stack prod" in missing.stderr
