@@ -125,6 +125,24 @@ def test_role_carries_the_vendored_official_iam_policy(run):
     assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
 
 
+IAM_POLICY_SHA256_BY_CHART = {"3.5.0": "16f232c9d9f79366fe949c4550ad517a202380058a9e48d45a4e215044a20a6a"}
+"""sha256 of kubernetes-sigs/aws-load-balancer-controller ``docs/install/iam_policy.json`` at the tag of each chart version
+(chart 3.5.0 installs controller v3.5.0). Bump the chart in the catalog and this file together."""
+
+
+def test_the_vendored_iam_policy_is_the_one_of_the_pinned_chart_version():
+    import hashlib
+
+    from components import catalog
+
+    chart_version = catalog.AWS_LOAD_BALANCER_CONTROLLER_CHART[2]
+    assert chart_version in IAM_POLICY_SHA256_BY_CHART, f"chart {chart_version}: vendor its controller's iam_policy.json and pin its sha256 here"
+    assert hashlib.sha256(POLICY_FILE.read_bytes()).hexdigest() == IAM_POLICY_SHA256_BY_CHART[chart_version]
+    actions = {a for s in json.loads(POLICY_FILE.read_text())["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    # what v3.5.0 needs beyond older revisions: subnet discovery by reachability, IPAM pools, rule priorities
+    assert {"ec2:DescribeRouteTables", "ec2:DescribeIpamPools", "elasticloadbalancing:SetRulePriorities"} <= actions
+
+
 def test_pod_identity_binds_the_controllers_service_account(run):
     result, _, _ = run
     association = result.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "lbc-identity-association").plain_inputs
