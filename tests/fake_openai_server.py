@@ -2,9 +2,15 @@
 
 It speaks just enough of vLLM's OpenAI API to exercise the verifier:
 ``GET /v1/models``, ``POST /v1/chat/completions`` (plain, streamed as
-server-sent events with a final usage chunk, and tool calls), ``GET /health``.
+server-sent events with a final usage chunk, and tool calls),
+``POST /v1/completions`` (plain), ``GET /health``.
 Every ``/v1`` request must carry ``Authorization: Bearer <api_key>``; anything
 else gets a 401 like vLLM started with ``--api-key``.
+
+Like vLLM, it also answers the routes ``--api-key`` does not guard
+(:data:`UNPROTECTED_ROUTES`: ``/invocations``, ``/pause``, ``/update_weights``,
+``/tokenize``, ``/metrics``...) with 200 and no key at all, so a test can show
+they are open on the engine's own port and refused through the proxy.
 
 It listens on 127.0.0.1 on an ephemeral port, in a daemon thread, using only
 the standard library. :class:`Behaviour` switches on the ways a real deployment
@@ -57,6 +63,8 @@ class Behaviour:
             ``usage`` instead of the number of chunks/words generated.
         reject_tools: answer requests that carry tools with HTTP 400 and this
             message, as vLLM does without ``--enable-auto-tool-choice``.
+        health_status: HTTP status of ``/health`` (vLLM answers 503 while the
+            engine is dead).
     """
 
     served_model: str = "Kimi-K3"
@@ -70,6 +78,49 @@ class Behaviour:
     stream_usage: bool = True
     usage_completion_tokens: int | None = None
     reject_tools: str | None = None
+    health_status: int = 200
+
+
+UNPROTECTED_ROUTES: dict[str, str] = {
+    "/invocations": "POST",
+    "/generative_scoring": "POST",
+    "/pooling": "POST",
+    "/classify": "POST",
+    "/score": "POST",
+    "/rerank": "POST",
+    "/pause": "POST",
+    "/resume": "POST",
+    "/is_paused": "GET",
+    "/scale_elastic_ep": "POST",
+    "/is_scaling_elastic_ep": "POST",
+    "/init_weight_transfer_engine": "POST",
+    "/update_weights": "POST",
+    "/get_world_size": "GET",
+    "/abort_requests": "POST",
+    "/tokenize": "POST",
+    "/detokenize": "POST",
+    "/ping": "GET",
+    "/version": "GET",
+    "/load": "GET",
+    "/tokenizer_info": "GET",
+    "/server_info": "GET",
+    "/reset_prefix_cache": "POST",
+    "/reset_mm_cache": "POST",
+    "/reset_encoder_cache": "POST",
+    "/sleep": "POST",
+    "/wake_up": "POST",
+    "/is_sleeping": "GET",
+    "/collective_rpc": "POST",
+    "/start_profile": "POST",
+    "/stop_profile": "POST",
+    "/metrics": "GET",
+}
+"""Routes vLLM serves without the API key (vllm-project/vllm docs/usage/security.md,
+"Unprotected Endpoints"; ``/health`` is answered separately), with their method. The
+wrong method gets FastAPI's 405, as in vLLM."""
+
+METRICS_TEXT = "# HELP vllm:num_requests_waiting Requests waiting.\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"Kimi-K3\"} 0.0\n"
+"""What the fake's ``/metrics`` answers (Prometheus text format)."""
 
 
 @dataclass
@@ -88,9 +139,11 @@ class FakeOpenAIServer:
     Use it as a context manager; ``url``/``base_url`` are valid inside it.
     """
 
-    def __init__(self, api_key: str, behaviour: Behaviour | None = None) -> None:
+    def __init__(self, api_key: str, behaviour: Behaviour | None = None, port: int = 0) -> None:
+        """``port`` 0 picks an ephemeral port; a fixed one (e.g. vLLM's loopback port behind the proxy) must be free."""
         self.api_key = api_key
         self.behaviour = behaviour or Behaviour()
+        self._port = port
         self.requests: list[ReceivedRequest] = []
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -115,7 +168,7 @@ class FakeOpenAIServer:
     def start(self) -> "FakeOpenAIServer":
         """Bind an ephemeral port on 127.0.0.1 and serve in a daemon thread."""
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
@@ -188,6 +241,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _unprotected(self, method: str) -> bool:
+        """Answer a route vLLM serves without a key (200, or 405 for the wrong method); False if not one."""
+        path = self.path.split("?", 1)[0]
+        if path not in UNPROTECTED_ROUTES:
+            return False
+        body = self._read_body() if method == "POST" else None
+        self.fake.record(ReceivedRequest(method, self.path, body, self._authorized()))
+        if UNPROTECTED_ROUTES[path] != method:
+            self._send_json(405, {"detail": "Method Not Allowed"})
+        elif path == "/metrics":
+            data = METRICS_TEXT.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif path == "/version":
+            self._send_json(200, {"version": "0.0.0+fake"})
+        else:
+            self._send_json(200, {"status": "ok", "route": path})
+        return True
+
     def _authorized(self) -> bool:
         return self.headers.get("Authorization", "") == f"Bearer {self.fake.api_key}"
 
@@ -213,9 +288,11 @@ class _Handler(BaseHTTPRequestHandler):
         """``/health`` (no auth, like vLLM) and ``/v1/models``."""
         if self.path == "/health":
             self.fake.record(ReceivedRequest("GET", self.path, None, True))
-            self.send_response(200)
+            self.send_response(self.fake.behaviour.health_status)
             self.send_header("Content-Length", "0")
             self.end_headers()
+            return
+        if self._unprotected("GET"):
             return
         authorized = self._authorized()
         self.fake.record(ReceivedRequest("GET", self.path, None, authorized))
@@ -246,11 +323,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         """``/v1/chat/completions``: plain, streamed and tool-calling answers."""
+        if self._unprotected("POST"):
+            return
         authorized = self._authorized()
         body = self._read_body()
         self.fake.record(ReceivedRequest("POST", self.path, body, authorized))
         if not authorized:
             self._send_json(401, {"error": "Unauthorized"})
+            return
+        if self.path == "/v1/completions":
+            self._text_completion(body)
             return
         if self.path != "/v1/chat/completions":
             self._error(404, f"Not Found: {self.path}", "NotFoundError")
@@ -272,6 +354,27 @@ class _Handler(BaseHTTPRequestHandler):
             self._complete(body, tool_call)
 
     # -- answers ------------------------------------------------------------
+
+    def _text_completion(self, body: dict[str, Any] | None) -> None:
+        """``/v1/completions`` (legacy text completions), non-streamed."""
+        behaviour = self.fake.behaviour
+        if body is None or "prompt" not in body:
+            self._error(400, "request body must be JSON with 'prompt'", "BadRequestError")
+            return
+        if body.get("model") != behaviour.served_model:
+            self._error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+            return
+        self._send_json(
+            200,
+            {
+                "id": f"cmpl-{uuid.uuid4().hex}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": behaviour.served_model,
+                "choices": [{"index": 0, "text": ANSWER, "logprobs": None, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+            },
+        )
 
     def _tool_call_for(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """The tool call this request gets, or ``None`` for a text answer."""

@@ -1,0 +1,107 @@
+"""AWS Load Balancer Controller annotations for the API Service's NLB, sized for long generations and the drain.
+
+Checked against the controller's documented annotation set (kubernetes-sigs/aws-load-balancer-controller
+``docs/guide/service/annotations.md``, tag v3.5.0) and the NLB limits:
+
+* a TCP listener closes a flow idle for 350 s by default; ``tcp.idle_timeout.seconds`` takes 60-6000 s,
+  set per listener through ``aws-load-balancer-listener-attributes.${Protocol}-${Port}`` (the controller
+  builds the key from the listener's protocol and port: ``pkg/service/model_build_listener.go``);
+* "The connection idle timeout for TLS listeners is 350 seconds and can't be modified" (Elastic Load
+  Balancing, Network Load Balancers, "Update the TCP idle timeout"): with an ACM certificate on the
+  listener, a non-streamed answer silent for longer than that is cut, so it is refused here;
+* the target group's deregistration delay takes 0-3600 s (annotations.md, target-group-attributes);
+* health checks go to the proxy's probe port and path, which forwards only vLLM's ``/health``
+  (:mod:`components.serving.api_proxy`).
+"""
+
+from __future__ import annotations
+
+from components.errors import UserError
+from components.serving.api_proxy import HEALTH_PATH, ApiProxyConfig
+
+LB = "service.beta.kubernetes.io/aws-load-balancer-"
+"""Prefix of the controller's Service annotations."""
+
+SCHEMES = ("internal", "internet-facing")
+"""Values of ``aws-load-balancer-scheme``."""
+
+DEFAULT_IDLE_TIMEOUT_S = 3600
+"""TCP listener idle timeout the stack asks for (the NLB default, 350 s, is shorter than a long reasoning answer)."""
+
+IDLE_TIMEOUT_RANGE = (60, 6000)
+"""What ``tcp.idle_timeout.seconds`` accepts."""
+
+TLS_IDLE_TIMEOUT_S = 350
+"""The fixed idle timeout of an NLB TLS listener."""
+
+DEREGISTRATION_DELAY_RANGE = (0, 3600)
+"""What ``deregistration_delay.timeout_seconds`` accepts."""
+
+
+def deregistration_delay_s(proxy: ApiProxyConfig, pre_stop_sleep_s: int) -> int:
+    """The target stays ``draining`` as long as the pod may still serve: the preStop sleep plus the proxy's drain."""
+    return pre_stop_sleep_s + proxy.drain_timeout_s
+
+
+def nlb_annotations(
+    proxy: ApiProxyConfig,
+    *,
+    scheme: str,
+    pre_stop_sleep_s: int,
+    idle_timeout_s: int | None = None,
+    tls_certificate_arn: str | None = None,
+    service_port_name: str = "http",
+) -> dict[str, str]:
+    """Annotations of the LoadBalancer Service in front of the proxy (IP targets, HTTP health check on the probe port).
+
+    :param proxy: the proxy's config (API and probe ports, drain timeout, longest generation).
+    :param scheme: ``internal`` or ``internet-facing``.
+    :param pre_stop_sleep_s: the proxy container's preStop sleep (NLB deregistration window).
+    :param idle_timeout_s: TCP listener idle timeout (default :data:`DEFAULT_IDLE_TIMEOUT_S`);
+        must cover ``proxy.max_generation_s`` (a non-streamed answer is silent that long). Not settable with TLS.
+    :param tls_certificate_arn: ACM certificate: the listener terminates TLS (its idle timeout is fixed at 350 s).
+    :param service_port_name: name of the Service port (the TLS listener's port).
+    :raises UserError: for a value the controller or the NLB would refuse, or one that would cut long answers.
+    """
+    if scheme not in SCHEMES:
+        raise UserError(f"nlb: scheme {scheme!r} is not accepted; accepted: {', '.join(SCHEMES)}")
+    if isinstance(pre_stop_sleep_s, bool) or not isinstance(pre_stop_sleep_s, int) or pre_stop_sleep_s < 0:
+        raise UserError(f"nlb: pre_stop_sleep_s {pre_stop_sleep_s!r} is not accepted; expected a whole number of seconds >= 0")
+    delay = deregistration_delay_s(proxy, pre_stop_sleep_s)
+    low, high = DEREGISTRATION_DELAY_RANGE
+    if not low <= delay <= high:
+        raise UserError(
+            f"nlb: deregistration delay {delay} s (preStop {pre_stop_sleep_s} s + drain {proxy.drain_timeout_s} s) is not accepted; "
+            f"the target group takes {low}-{high} s: shorten the drain or the preStop sleep"
+        )
+    annotations = {
+        f"{LB}type": "external",
+        f"{LB}nlb-target-type": "ip",
+        f"{LB}scheme": scheme,
+        f"{LB}healthcheck-protocol": "HTTP",
+        f"{LB}healthcheck-port": str(proxy.probe_port),
+        f"{LB}healthcheck-path": HEALTH_PATH,
+        f"{LB}target-group-attributes": f"deregistration_delay.timeout_seconds={delay}",
+    }
+    if tls_certificate_arn:
+        if idle_timeout_s is not None:
+            raise UserError(f"nlb: idle_timeout_s {idle_timeout_s!r} cannot be set on a TLS listener; its idle timeout is fixed at {TLS_IDLE_TIMEOUT_S} s")
+        if proxy.max_generation_s > TLS_IDLE_TIMEOUT_S:
+            raise UserError(
+                f"nlb: max_generation_s {proxy.max_generation_s} is longer than a TLS listener's fixed {TLS_IDLE_TIMEOUT_S} s idle timeout: "
+                f"a non-streamed answer would be cut; lower it to {TLS_IDLE_TIMEOUT_S} or less (clients stream longer answers), or terminate TLS behind a TCP listener"
+            )
+        annotations[f"{LB}ssl-cert"] = tls_certificate_arn
+        annotations[f"{LB}ssl-ports"] = service_port_name
+        return annotations
+    idle = DEFAULT_IDLE_TIMEOUT_S if idle_timeout_s is None else idle_timeout_s
+    low, high = IDLE_TIMEOUT_RANGE
+    if isinstance(idle, bool) or not isinstance(idle, int) or not low <= idle <= high:
+        raise UserError(f"nlb: idle_timeout_s {idle!r} is not accepted; a TCP listener takes {low}-{high} s")
+    if idle < proxy.max_generation_s:
+        raise UserError(
+            f"nlb: idle_timeout_s {idle} is shorter than max_generation_s {proxy.max_generation_s}: "
+            "the NLB would close a connection still waiting for a non-streamed answer; raise it"
+        )
+    annotations[f"{LB}listener-attributes.TCP-{proxy.api_port}"] = f"tcp.idle_timeout.seconds={idle}"
+    return annotations
