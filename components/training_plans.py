@@ -575,6 +575,8 @@ def as_json(value: Any) -> Any:
         return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if isinstance(value, Decimal):
         return str(value)
+    if isinstance(value, Mapping):
+        return {k: as_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [as_json(v) for v in value]
     return value
