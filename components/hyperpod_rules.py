@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from components.errors import UserError
 
@@ -128,6 +129,38 @@ def check_names(cluster_name: str, instance_group_names: tuple[str, ...]) -> Non
         raise UserError(f"instance group names {list(instance_group_names)} are not unique")
 
 
+def check_cluster_registration(inputs: Mapping[str, Any], subnet_availability_zones: Mapping[str, str],
+                               plan_availability_zones: Mapping[str, tuple[str, ...]]) -> None:
+    """The rules above on a declared ``aws-native:sagemaker:Cluster`` (its registered inputs, camelCase).
+
+    For the offline engine's resource handler, so a plan fails where ``CreateCluster`` would:
+    an EKS orchestrator is set, names are valid, and every instance group on a training
+    plan uses only subnets (its ``overrideVpcConfig`` or the cluster's ``vpcConfig``) of the
+    plan's AZ.
+
+    :param inputs: the registered inputs.
+    :param subnet_availability_zones: AZ of each subnet id the stack knows.
+    :param plan_availability_zones: AZs of each training plan ARN the stack read.
+    """
+    if not ((inputs.get("orchestrator") or {}).get("eks") or {}).get("clusterArn"):
+        raise UserError("a HyperPod cluster on EKS needs orchestrator.eks.clusterArn (CreateCluster: Orchestrator.Eks.ClusterArn)")
+    groups = list(inputs.get("instanceGroups") or [])
+    check_names(inputs.get("clusterName", ""), tuple(g.get("instanceGroupName", "") for g in groups))
+    cluster_subnets = list((inputs.get("vpcConfig") or {}).get("subnets") or [])
+    for group in groups:
+        plan = group.get("trainingPlanArn")
+        if not plan:
+            continue
+        if plan not in plan_availability_zones:
+            raise UserError(f"instance group {group.get('instanceGroupName')!r} uses training plan {plan}, which the stack did not read")
+        subnets = list((group.get("overrideVpcConfig") or {}).get("subnets") or cluster_subnets)
+        if not subnets:
+            raise UserError(f"instance group {group.get('instanceGroupName')!r} has no subnet (vpcConfig.subnets or overrideVpcConfig.subnets)")
+        for subnet in subnets:
+            if subnet in subnet_availability_zones:
+                check_instance_group_subnet(group.get("instanceGroupName", ""), subnet_availability_zones[subnet], plan_availability_zones[plan])
+
+
 __all__ = [
     "DEPENDENCIES_NAMESPACE",
     "EksForHyperPod",
@@ -135,6 +168,7 @@ __all__ = [
     "SUPPORTED_AUTHENTICATION_MODES",
     "SUPPORTED_KUBERNETES_VERSIONS",
     "check_authentication_mode",
+    "check_cluster_registration",
     "check_eks_cluster",
     "check_instance_group_subnet",
     "check_kubernetes_version",
