@@ -46,8 +46,12 @@ PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
 MAX_DURATION_HOURS = 87600
 """Upper bound of ``DurationHours`` in the SageMaker model."""
 
-MAX_INSTANCES = 256
-"""Upper bound of ``InstanceCount`` (``ReservedCapacityInstanceCount``) in the SageMaker model."""
+PLAN_DAYS = range(1, 183)
+"""Durations a training plan is offered in: 1-day increments from 1 to 182 days (SageMaker developer guide,
+"Search training plan offerings", search-training-plan-offerings-api-cli-sdk)."""
+
+PLAN_INSTANCE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+"""Instance quantities a training plan is offered in (same page)."""
 
 PLAN_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}$")
 """``TrainingPlanName`` pattern of the SageMaker model."""
@@ -203,10 +207,10 @@ def build_offering_query(
     known = supported_instance_types()
     if instance_type not in known:
         raise UserError(f"--instance-type {instance_type!r} is not accepted; training plans reserve {', '.join(known)}")
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_INSTANCES:
-        raise UserError(f"--count {count!r} is not accepted; a training plan reserves 1 to {MAX_INSTANCES} instances")
-    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days * 24 <= MAX_DURATION_HOURS:
-        raise UserError(f"--days {days!r} is not accepted; expected 1 to {MAX_DURATION_HOURS // 24} whole days")
+    if isinstance(count, bool) or not isinstance(count, int) or count not in PLAN_INSTANCE_COUNTS:
+        raise UserError(f"--count {count!r} is not accepted; training plans reserve {', '.join(map(str, PLAN_INSTANCE_COUNTS))} instances")
+    if isinstance(days, bool) or not isinstance(days, int) or days not in PLAN_DAYS:
+        raise UserError(f"--days {days!r} is not accepted; training plans last 1 to 182 days in 1-day steps")
     now = _utc(now)
     if start_after is not None:
         start_after = _utc(start_after)

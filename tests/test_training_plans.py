@@ -155,7 +155,8 @@ def test_no_offerings(sm, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["--count", "0", "--days", "7"], "--count 0 is not accepted"),
-    (["--count", "257", "--days", "7"], "1 to 256 instances"),
+    (["--count", "3", "--days", "7"], "training plans reserve 1, 2, 4, 8, 16, 32, 64 instances"),
+    (["--count", "2", "--days", "183"], "training plans last 1 to 182 days in 1-day steps"),
     (["--count", "2", "--days", "0"], "--days 0 is not accepted"),
     (["--count", "2", "--days", "7", "--instance-type", "p6-b300.48xlarge"], "training plans reserve ml.p4d.24xlarge"),
     (["--count", "2", "--days", "7", "--start-after", "2026-05-01"], "is in the past"),

@@ -234,8 +234,8 @@ def _int(text: str) -> int:
 
 def _search_flags_to(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE, help=f"HyperPod instance type (default {DEFAULT_INSTANCE_TYPE})")
-    p.add_argument("--count", type=_int, required=True, help="instances to reserve")
-    p.add_argument("--days", type=_int, required=True, help="duration in whole days")
+    p.add_argument("--count", type=_int, required=True, help="instances to reserve: 1, 2, 4, 8, 16, 32 or 64")
+    p.add_argument("--days", type=_int, required=True, help="duration: 1 to 182 days")
     p.add_argument("--start-after", metavar="ISO", help="earliest start, e.g. 2026-06-10 or 2026-06-10T11:30Z")
     p.add_argument("--end-before", metavar="ISO", help="latest end")
 
