@@ -20,16 +20,38 @@ from components.serving.hyperpod import DEFAULT_INSTANCE_TYPE, SECRET_KEY, rende
 from components.settings import load_stack
 
 
+class _WithPlans(argparse.ArgumentParser):
+    """The ``hyperpod`` parser: ``hyperpod STACK [flags]``, or ``hyperpod plans ACTION ...``.
+
+    argparse cannot mix a positional STACK with optional subcommands, so ``plans`` is
+    routed to its own parser (:mod:`components.cli.hyperpod_plans`); a stack cannot be
+    named ``plans``.
+    """
+
+    plans_parser: argparse.ArgumentParser
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        """Hand ``plans ...`` to the training-plan parser, everything else to this one."""
+        if args and args[0] == "plans":
+            return self.plans_parser.parse_args(args[1:], namespace), []
+        return super().parse_known_args(args, namespace)
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``hyperpod`` subcommand."""
+    """Add the ``hyperpod`` subcommand (and its ``plans`` actions)."""
     parser = subparsers.add_parser(
         "hyperpod",
         help="render the stack's serving contract as a HyperPod InferenceEndpointConfig (YAML for kubectl apply)",
         description=(
             "Builds the serving contract of stacks/Pulumi.STACK.yaml (image, pinned weights, vLLM flags) and renders it "
-            "as an InferenceEndpointConfig for the SageMaker HyperPod Inference Operator. Prints the YAML, or writes it with --out."
+            "as an InferenceEndpointConfig for the SageMaker HyperPod Inference Operator. Prints the YAML, or writes it with --out. "
+            "Training plans (the HyperPod capacity): `kimi-k3 hyperpod plans --help`."
         ),
     )
+    from components.cli import hyperpod_plans
+
+    parser.__class__ = _WithPlans
+    parser.plans_parser = hyperpod_plans.build_parser(f"{parser.prog} plans")
     parser.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
     parser.add_argument("--out", type=Path, help="write the YAML to this file instead of standard output")
     parser.add_argument("--name", default="kimik3", help="metadata.name of the object (default: kimik3)")

@@ -1,0 +1,283 @@
+"""``kimi-k3 hyperpod plans``: find, buy, inspect and extend SageMaker Flexible Training Plans.
+
+A training plan is the capacity source of the HyperPod path's ``ml.p6-b300.48xlarge``
+instance group (the EKS path uses EC2 Capacity Blocks, ``kimi-k3 capacity``).
+Buying or extending one is a payment, so it is an explicit operator action here and
+never a side effect of ``pulumi up``: ``purchase`` and ``extend`` show the price and
+window again and need a typed ``yes`` on a terminal, or ``--yes``. Every command
+prints JSON with ``--json``. The AWS logic lives in :mod:`components.training_plans`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from components import training_plans as tp
+from components.capacity_ops import parse_when, validate_region
+from components.cli.capacity import _confirm, _relative, _table, _ts
+from components.errors import UserError
+
+DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
+"""The HyperPod instance type that holds one Kimi K3 replica."""
+CONFIG_KEY = "kimi-k3:trainingPlanArn"
+"""Stack config key a HyperPod stack reads the plan from (proposed; see docs/hyperpod.md)."""
+
+
+def utcnow() -> datetime:
+    """The current time in UTC (tests replace this to pin the clock)."""
+    return datetime.now(timezone.utc)
+
+
+def _hours(hours: float) -> str:
+    whole = int(hours)
+    return f"{whole // 24}d ({whole}h)" if whole % 24 == 0 and whole == hours else f"{hours:g}h"
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(tp.as_json(value), indent=2, sort_keys=False))
+
+
+def _query(args: argparse.Namespace, now: datetime) -> tp.OfferingQuery:
+    if args.region is not None:
+        validate_region(args.region)
+    return tp.build_offering_query(
+        instance_type=args.instance_type,
+        count=args.count,
+        days=args.days,
+        now=now,
+        start_after=parse_when(args.start_after, "--start-after") if args.start_after else None,
+        end_before=parse_when(args.end_before, "--end-before") if args.end_before else None,
+    )
+
+
+def _search_flags(args: argparse.Namespace, region: str) -> str:
+    flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
+    if args.start_after:
+        flags += f" --start-after {args.start_after}"
+    if args.end_before:
+        flags += f" --end-before {args.end_before}"
+    return f"{flags} --region {region}"
+
+
+def _refuse_without_confirmation(args: argparse.Namespace, what: str) -> None:
+    if not args.yes and not sys.stdin.isatty():
+        raise UserError(f"refusing to {what} without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_offerings(args: argparse.Namespace) -> int:
+    """List training plan offerings for a HyperPod cluster, cheapest first."""
+    query = _query(args, utcnow())
+    sm = tp.make_client(args.region)
+    offerings = tp.search_offerings(sm, query)
+    region = sm.meta.region_name
+    if args.json:
+        _print_json(offerings)
+        return 0
+    print(f"Training plan offerings for {query.count} x {query.instance_type}, {query.days} days, for HyperPod clusters in {region} (cheapest first):")
+    if not offerings:
+        print("No offerings matched. Try other dates, another duration or fewer instances.")
+        return 0
+    rows = [["OFFERING", "AZ", "START (UTC)", "END (UTC)", "DURATION", "INSTANCES", "UPFRONT FEE", "CURRENCY"]]
+    for o in offerings:
+        rows.append([o.offering_id, ",".join(o.availability_zones) or "-", _ts(o.start), _ts(o.end), _hours(o.duration_hours),
+                     str(o.instance_count), f"{o.upfront_fee:,.2f}", o.currency])
+    print(_table(rows))
+    print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans purchase OFFERING_ID --name NAME {_search_flags(args, region)}")
+    return 0
+
+
+def cmd_purchase(args: argparse.Namespace) -> int:
+    """Re-find the offering, show price and window, confirm, buy, print the stack config line."""
+    tp.validate_offering_id(args.offering_id)
+    tp.validate_plan_name(args.name)
+    now = utcnow()
+    query = _query(args, now)
+    _refuse_without_confirmation(args, "buy a training plan")
+    sm = tp.make_client(args.region)
+    offering = tp.find_offering(sm, query, args.offering_id)
+    region = sm.meta.region_name
+    out = sys.stderr if args.json else sys.stdout
+    print(f"Offering {offering.offering_id}: {offering.instance_count} x {query.instance_type} in {','.join(offering.availability_zones) or '?'} ({region})", file=out)
+    print(f"  window       {_ts(offering.start)} UTC -> {_ts(offering.end)} UTC, {_hours(offering.duration_hours)}, "
+          f"starts {_relative(offering.start, now, 'in', 'started')}", file=out)
+    print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}", file=out)
+    print("A training plan purchase is a payment that this tool cannot undo.", file=out)
+    if not args.yes:
+        sys.stdout.flush()
+        if not _confirm(f"Buy training plan {args.name} for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
+            print("Not purchased.", file=out)
+            return 1
+    arn = tp.create_plan(sm, args.name, offering.offering_id)
+    if args.json:
+        _print_json({"trainingPlanArn": arn, "name": args.name, "offering": offering})
+        return 0
+    stack = args.stack or "STACK"
+    print(f"\nPurchased: training plan {args.name} ({arn}); it becomes Scheduled once the payment is through.")
+    print(f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):")
+    print(f"  {CONFIG_KEY}: {arn}")
+    print("or run:")
+    print(f"  pulumi config set {CONFIG_KEY} {arn} -s {stack}")
+    print(f"Check it with: kimi-k3 hyperpod plans status {args.name} --region {region}")
+    return 0
+
+
+def _print_plan(plan: tp.TrainingPlan, now: datetime) -> None:
+    print(f"{plan.name}  {plan.status}" + (f"  ({plan.status_message})" if plan.status_message else ""))
+    print(f"  arn            {plan.arn}")
+    print(f"  for            {', '.join(plan.target_resources) or '-'}")
+    print(f"  window         {_ts(plan.start)} UTC -> {_ts(plan.end)} UTC, {_hours(plan.duration_hours)}")
+    print(f"  start          {_relative(plan.start, now, 'in', 'started')}")
+    print(f"  end            {_relative(plan.end, now, 'in', 'ended')}")
+    print(f"  instances      {plan.total_instances} reserved, {plan.in_use_instances} in use, "
+          f"{plan.available_instances} available, {plan.unhealthy_instances} unhealthy")
+    print(f"  upfront fee    {plan.upfront_fee:,.2f} {plan.currency}")
+    for c in plan.capacities:
+        az = f"{c.availability_zone} ({c.availability_zone_id})" if c.availability_zone_id else c.availability_zone
+        print(f"  capacity       {c.instance_count} x {c.instance_type} in {az}, {c.status}, {_ts(c.start)} -> {_ts(c.end)} UTC")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Show one plan in detail, or every plan of the region."""
+    if args.plan:
+        tp.validate_plan_ref(args.plan)
+    if args.region is not None:
+        validate_region(args.region)
+    now = utcnow()
+    sm = tp.make_client(args.region)
+    if args.plan:
+        plan = tp.describe_plan(sm, args.plan)
+        if args.json:
+            _print_json(plan)
+        else:
+            _print_plan(plan, now)
+        return 0
+    plans = tp.list_plans(sm)
+    if args.json:
+        _print_json(plans)
+        return 0
+    region = sm.meta.region_name
+    if not plans:
+        print(f"No training plans in {region}.")
+        return 0
+    rows = [["PLAN", "STATUS", "FOR", "START (UTC)", "END (UTC)", "STARTS/ENDS", "IN USE/RESERVED"]]
+    for p in plans:
+        when = _relative(p.start, now, "starts in", "started") if p.start and p.start > now else _relative(p.end, now, "ends in", "ended")
+        rows.append([p.name, p.status, ",".join(p.target_resources) or "-", _ts(p.start), _ts(p.end), when, f"{p.in_use_instances}/{p.total_instances}"])
+    print(f"Training plans in {region} (now {_ts(now)} UTC):")
+    print(_table(rows))
+    return 0
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    """Without ``--offering``: list extension offerings. With it: confirm and buy that extension."""
+    tp.validate_plan_ref(args.plan)
+    if args.region is not None:
+        validate_region(args.region)
+    now = utcnow()
+    if args.offering:
+        _refuse_without_confirmation(args, "extend a training plan")
+    sm = tp.make_client(args.region)
+    plan = tp.describe_plan(sm, args.plan)
+    out = sys.stderr if args.json else sys.stdout
+    if not args.offering:
+        offerings = tp.search_extension_offerings(sm, plan, args.days)
+        if args.json:
+            _print_json(offerings)
+            return 0
+        print(f"Extension offerings for training plan {plan.name} ({plan.status}, ends {_ts(plan.end)} UTC), cheapest first:")
+        if not offerings:
+            print("No extension offerings now. Capacity for an extension is not guaranteed; try another duration later.")
+            return 0
+        rows = [["EXTENSION OFFERING", "AZ", "START (UTC)", "NEW END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
+        for o in offerings:
+            rows.append([o.offering_id, o.availability_zone or "-", _ts(o.start), _ts(o.end), _hours(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
+        print(_table(rows))
+        days = f" --days {args.days}" if args.days else ""
+        print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans extend {plan.name} --offering EXTENSION_OFFERING{days} --region {sm.meta.region_name}")
+        return 0
+    offering = tp.find_extension_offering(sm, plan, args.offering, args.days)
+    print(f"Extend training plan {plan.name} (ends {_ts(plan.end)} UTC) with {offering.offering_id}:", file=out)
+    print(f"  extension    {_ts(offering.start)} UTC -> {_ts(offering.end)} UTC, {_hours(offering.duration_hours)}, in {offering.availability_zone or '?'}", file=out)
+    print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}", file=out)
+    print("An extension is a payment that this tool cannot undo.", file=out)
+    if not args.yes:
+        sys.stdout.flush()
+        if not _confirm(f"Extend {plan.name} for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
+            print("Not extended.", file=out)
+            return 1
+    extensions = tp.extend_plan(sm, offering.offering_id)
+    if args.json:
+        _print_json({"trainingPlanArn": plan.arn, "extensions": extensions})
+        return 0
+    for e in extensions:
+        print(f"Extended: {e.offering_id} {_ts(e.start)} -> {_ts(e.end)} UTC, status {e.status or '-'}, payment {e.payment_status or '-'}.")
+    print(f"The plan keeps its ARN; no stack change is needed. Check it with: kimi-k3 hyperpod plans status {plan.name}")
+    return 0
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _search_flags_to(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE, help=f"HyperPod instance type (default {DEFAULT_INSTANCE_TYPE})")
+    p.add_argument("--count", type=_int, required=True, help="instances to reserve: 1, 2, 4, 8, 16, 32 or 64")
+    p.add_argument("--days", type=_int, required=True, help="duration: 1 to 182 days")
+    p.add_argument("--start-after", metavar="ISO", help="earliest start, e.g. 2026-06-10 or 2026-06-10T11:30Z")
+    p.add_argument("--end-before", metavar="ISO", help="latest end")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--region", help="AWS region (default: your AWS config)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def build_parser(prog: str = "kimi-k3 hyperpod plans") -> argparse.ArgumentParser:
+    """The ``plans`` parser with its ``offerings``/``purchase``/``status``/``extend`` actions."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="SageMaker Flexible Training Plans for the HyperPod path. Buying and extending are payments and never happen during `pulumi up`.",
+    )
+    sub = parser.add_subparsers(dest="plans_command", required=True, metavar="ACTION")
+
+    p = sub.add_parser("offerings", help="list training plan offerings for HyperPod clusters, cheapest first")
+    _search_flags_to(p)
+    _common(p)
+    p.set_defaults(func=cmd_offerings)
+
+    p = sub.add_parser("purchase", help="buy an offering as a training plan (irreversible; asks for confirmation)",
+                       description="Buy a training plan offering. The search flags must be those it was listed with, so the price and window can be shown again.")
+    p.add_argument("offering_id", metavar="OFFERING_ID", help="offering id from `kimi-k3 hyperpod plans offerings`")
+    p.add_argument("--name", required=True, help="name of the new training plan (1-64 letters, digits, '-')")
+    _search_flags_to(p)
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    p.add_argument("--stack", help="stack name to put into the printed `pulumi config set` command")
+    _common(p)
+    p.set_defaults(func=cmd_purchase)
+
+    p = sub.add_parser("status", help="state, window, AZ and usage of training plans")
+    p.add_argument("plan", metavar="PLAN", nargs="?", help="plan name or ARN (default: every plan in the region)")
+    _common(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("extend", help="list extension offerings of a plan, or buy one with --offering (irreversible)")
+    p.add_argument("plan", metavar="PLAN", help="plan name or ARN")
+    p.add_argument("--days", type=_int, help="length of the extension in whole days (default: every length offered)")
+    p.add_argument("--offering", metavar="EXTENSION_OFFERING", help="buy this extension offering (from the listing)")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    _common(p)
+    p.set_defaults(func=cmd_extend)
+    return parser
