@@ -25,6 +25,7 @@ from components.serving.contracts import ServingContract, contract_summary
 from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.vllm import VllmServer, VllmServerArgs
 from components.settings import Secret, StackSettings
+from components.settings import cluster_name as stack_cluster_name
 
 @dataclass(frozen=True)
 class Environment:
@@ -112,7 +113,7 @@ class Platform(pulumi.ComponentResource):
         super().__init__("kimi-k3:index:Platform", name, None, opts)
         self.settings = settings
         self.environment = environment
-        self.cluster_name = f"{name}-{pulumi.get_stack()}"
+        self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
         tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
         child = pulumi.ResourceOptions(parent=self)
         net = settings.network

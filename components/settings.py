@@ -205,6 +205,15 @@ class StackSettings:
         return self.environment == "prod"
 
 
+def cluster_name(base_name: str, stack: str) -> str:
+    """The EKS cluster's name for a platform named ``base_name`` in ``stack`` (``kimi-k3-dev``).
+
+    The one home of the naming rule: :class:`components.platform.Platform` names the
+    cluster with it, and the CLI finds the cluster of a stack with it.
+    """
+    return f"{base_name}-{stack}"
+
+
 # --- reading raw config -------------------------------------------------------
 
 

@@ -283,7 +283,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
     p.set_defaults(func=cmd_preflight)
 
-    from components.cli import capacity_extend
+    from components.cli import capacity_extend, capacity_scale_up
 
     capacity_extend.add_subcommands(sub)
+    capacity_scale_up.add_subcommand(sub)
     return parser
