@@ -184,7 +184,7 @@ def test_api_key_is_never_written_or_printed(chat_run: dict) -> None:
     assert "${OPENAI_API_KEY}" in config
 
 
-def test_same_inputs_give_the_same_document_shape(chat_run: dict) -> None:
+def test_bench_json_is_a_pure_function_of_the_run(chat_run: dict) -> None:
     """Re-rendering the recorded run gives the same bench.json bytes (no clock, no randomness inside)."""
     document = chat_run["document"]
     levels = tuple(
@@ -204,21 +204,42 @@ def test_same_inputs_give_the_same_document_shape(chat_run: dict) -> None:
 # -- runs of their own ---------------------------------------------------------------------
 
 
-def test_failed_requests_are_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A server failing every 2nd request with HTTP 500: half the requests are errors, by kind, and the run ends 0."""
+def test_failed_requests_are_counted_in_a_timed_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--duration, against a server failing every 2nd request with HTTP 500: about half are errors, by kind."""
     server = load_server()
     server.behaviour.fail_every = 2
     try:
         status, out, err = bench(capsys, "--endpoint", server.url, "--api-key", KEY, "--out", str(tmp_path),
-                                 "--concurrency", "2", "--requests", "6", *FAST)
+                                 "--concurrency", "2", "--duration", "1.5", *FAST)
+        sent = len(server.chat_requests())
+    finally:
+        server.stop()
+    assert status == 0, out + err
+    document = json.loads((tmp_path / "bench.json").read_text())
+    (level,) = document["levels"]
+    assert document["load"] == {"mode": "closed-loop concurrency", "duration_s": 1.5}
+    assert level["requests_ok"] + level["errors"] == sent
+    assert level["errors"] >= 2 and abs(level["requests_ok"] - level["errors"]) <= 2
+    assert level["error_kinds"] == {"500 Internal Server Error": level["errors"]}
+    assert f"{level['requests_ok']} ok, {level['errors']} errors" in out
+
+
+def test_a_level_where_every_request_fails_is_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """AIPerf exits 1 when no request succeeds; bench still records the level (0 ok, all errors) and writes its files."""
+    server = load_server()
+    server.behaviour.fail_every = 1
+    server.behaviour.fail_status = 503
+    try:
+        status, out, err = bench(capsys, "--endpoint", server.url, "--api-key", KEY, "--out", str(tmp_path),
+                                 "--concurrency", "1", "--requests", "3", *FAST)
     finally:
         server.stop()
     assert status == 0, out + err
     (level,) = json.loads((tmp_path / "bench.json").read_text())["levels"]
-    assert (level["requests_ok"], level["errors"]) == (3, 3)
-    assert level["error_rate"] == 0.5
-    assert level["error_kinds"] == {"500 Internal Server Error": 3}
-    assert "3 ok, 3 errors" in out
+    assert (level["requests_ok"], level["errors"], level["error_rate"]) == (0, 3, 1.0)
+    assert level["error_kinds"] == {"503 Service Unavailable": 3}
+    assert level["ttft_s"] is None and level["cost_per_million_output_tokens_usd"] is None
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_lengths_file_is_sent_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -244,11 +244,44 @@ def run_level(
                 child.wait(timeout=30)
             raise
     summary_path = artifact_dir / SUMMARY_FILE
-    if child.returncode != 0 or not summary_path.exists():
-        raise UserError(
-            f"AIPerf failed at concurrency {concurrency} (exit {child.returncode}): {_last_error(log_path)}; see {log_path}"
-        )
-    return parse_summary(json.loads(summary_path.read_text()), concurrency)
+    if child.returncode == 0 and summary_path.exists():
+        return parse_summary(json.loads(summary_path.read_text()), concurrency)
+    # AIPerf exits 1 without a summary when every request failed; its per-request records
+    # still say how many and why, and an overloaded level is a result, not a crash
+    failed = failed_level(artifact_dir, concurrency)
+    if failed is not None:
+        return failed
+    raise UserError(
+        f"AIPerf failed at concurrency {concurrency} (exit {child.returncode}): {_last_error(log_path)}; see {log_path}"
+    )
+
+
+def _error_kind(error: dict) -> str:
+    """``"500 Internal Server Error"``: AIPerf's status code and its type (or message)."""
+    kind = " ".join(str(p) for p in (error.get("code"), error.get("type") or error.get("message")) if p)
+    return kind or "unknown"
+
+
+def failed_level(artifact_dir: Path, concurrency: int) -> LevelResult | None:
+    """The level from AIPerf's per-request records when all of them are errors; ``None`` otherwise."""
+    try:
+        records = [json.loads(line) for line in (artifact_dir / RECORDS_FILE).read_text().splitlines() if line.strip()]
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not records or not all(isinstance(r.get("error"), dict) for r in records):
+        return None
+    kinds: dict[str, int] = {}
+    for record in records:
+        kind = _error_kind(record["error"])
+        kinds[kind] = kinds.get(kind, 0) + 1
+    starts = [r["metadata"]["request_start_ns"] for r in records if "request_start_ns" in r.get("metadata", {})]
+    ends = [r["metadata"]["request_end_ns"] for r in records if "request_end_ns" in r.get("metadata", {})]
+    duration = (max(ends) - min(starts)) / 1e9 if starts and ends else 0.0
+    return LevelResult(
+        concurrency=concurrency, requests_ok=0, errors=len(records), error_kinds=kinds, duration_s=duration,
+        ttft=None, itl=None, e2e=None, output_tokens_per_s=0.0, requests_per_s=0.0, output_tokens=0,
+        prompt_tokens_mean=None, output_tokens_mean=None,
+    )
 
 
 def _last_error(log_path: Path) -> str:
@@ -286,9 +319,8 @@ def parse_summary(summary: dict, concurrency: int) -> LevelResult:
     """A :class:`LevelResult` from AIPerf's ``profile_export_aiperf.json``."""
     error_kinds: dict[str, int] = {}
     for entry in summary.get("error_summary") or []:
-        details = entry.get("error_details") or {}
-        kind = " ".join(str(p) for p in (details.get("code"), details.get("type") or details.get("message")) if p)
-        error_kinds[kind or "unknown"] = error_kinds.get(kind or "unknown", 0) + int(entry.get("count", 0))
+        kind = _error_kind(entry.get("error_details") or {})
+        error_kinds[kind] = error_kinds.get(kind, 0) + int(entry.get("count", 0))
     ok = int(_avg(summary, "request_count") or 0)
     return LevelResult(
         concurrency=concurrency,

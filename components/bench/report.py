@@ -156,7 +156,7 @@ def bench_document(run: BenchRun) -> dict:
 
 
 def write_json(run: BenchRun, path: Path) -> Path:
-    """Write bench.json (sorted keys inside levels kept in run order, 2-space indent)."""
+    """Write bench.json: 2-space indent, levels in the order run."""
     path.write_text(json.dumps(bench_document(run), indent=2) + "\n")
     return path
 
