@@ -222,6 +222,8 @@ def test_failed_requests_are_counted_in_a_timed_level(tmp_path: Path, capsys: py
     assert level["errors"] >= 2 and abs(level["requests_ok"] - level["errors"]) <= 2
     assert level["error_kinds"] == {"500 Internal Server Error": level["errors"]}
     assert f"{level['requests_ok']} ok, {level['errors']} errors" in out
+    assert document["requested_lengths"]["requests"] == 4  # 1.5 s x 2 slots, at least 2 per slot
+    assert "more than the 4 distinct prompts prepared" in out
 
 
 def test_a_level_where_every_request_fails_is_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -384,6 +386,19 @@ def test_quantile_table_rejects_a_falling_table() -> None:
     """A table whose token counts fall is a programming error caught at import."""
     with pytest.raises(ValueError):
         profiles.QuantileTable(((0.0, 10), (0.5, 5), (1.0, 20)))
+
+
+def test_duration_runs_prepare_a_bounded_number_of_prompts() -> None:
+    """--duration: about one request per slot-second, at least two per slot, at most 5,000 and 20M prompt tokens."""
+    from components.cli.bench import PROMPT_TOKEN_BUDGET, duration_sample_count
+
+    assert duration_sample_count(1.5, 2) == 4
+    assert duration_sample_count(60, 4) == 240
+    assert duration_sample_count(600, 64) == 5000
+    agentic = profiles.sample_lengths(profiles.PROFILES["agentic"], 5000, seed=0)
+    kept = profiles.within_token_budget(agentic, PROMPT_TOKEN_BUDGET, minimum=128)
+    assert 128 <= len(kept) < 5000 and sum(r.prompt_tokens for r in kept) <= PROMPT_TOKEN_BUDGET
+    assert kept == agentic[: len(kept)]
 
 
 def test_cost_formula() -> None:

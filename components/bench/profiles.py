@@ -283,6 +283,18 @@ def load_lengths(path: Path) -> tuple[RequestLength, ...]:
     return tuple(lengths)
 
 
+def within_token_budget(
+    lengths: tuple[RequestLength, ...], budget: int, minimum: int
+) -> tuple[RequestLength, ...]:
+    """The leading requests whose prompts add up to at most ``budget`` tokens (never fewer than ``minimum``)."""
+    total = 0
+    for count, request in enumerate(lengths):
+        total += request.prompt_tokens
+        if total > budget and count >= minimum:
+            return lengths[:count]
+    return lengths
+
+
 def cycle_lengths(lengths: tuple[RequestLength, ...], count: int) -> tuple[RequestLength, ...]:
     """``count`` requests taken from ``lengths`` in order, starting over when they run out."""
     return tuple(lengths[i % len(lengths)] for i in range(count))

@@ -13,6 +13,7 @@ See docs/bench.md.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from datetime import datetime, timezone
@@ -26,8 +27,19 @@ API_KEY_ENV = "KIMI_K3_API_KEY"
 DEFAULT_CONCURRENCY = (1, 4, 16)
 DEFAULT_REQUESTS = 100
 DEFAULT_TIMEOUT_S = 600.0
-DURATION_SAMPLES = 2000
-"""Lengths generated for a --duration level; AIPerf starts over if a level sends more."""
+DURATION_REQUESTS_PER_SLOT_S = 1.0
+"""For --duration: distinct requests prepared per second per concurrency slot. An LLM
+request takes seconds, so this covers a level; AIPerf builds every prompt before the
+level starts, so preparing far more would only delay it."""
+MAX_DURATION_SAMPLES = 5000
+PROMPT_TOKEN_BUDGET = 20_000_000
+"""At most this many prompt tokens are prepared (AIPerf synthesises them all up front)."""
+
+
+def duration_sample_count(duration_s: float, max_concurrency: int) -> int:
+    """How many distinct requests to prepare for a --duration run (before the token budget)."""
+    wanted = math.ceil(duration_s * max_concurrency * DURATION_REQUESTS_PER_SLOT_S)
+    return max(2 * max_concurrency, min(wanted, MAX_DURATION_SAMPLES))
 
 
 def _positive_int(text: str) -> int:
@@ -201,7 +213,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
             f"--requests {requests} is fewer than --concurrency {max(args.concurrency)}: a level never reaches its "
             "concurrency; give at least as many requests as the highest level"
         )
-    count = requests if requests is not None else DURATION_SAMPLES
+    count = requests if requests is not None else duration_sample_count(args.duration, max(args.concurrency))
     if args.lengths is not None:
         samples = profiles.load_lengths(args.lengths)
         requested = profiles.cycle_lengths(samples, count)
@@ -210,6 +222,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
         chosen = profiles.get_profile(args.profile or profiles.DEFAULT_PROFILE)
         requested = profiles.sample_lengths(chosen, count, args.seed)
         profile = report.ProfileInfo(chosen.name, chosen.summary, chosen.source)
+    if requests is None:
+        requested = profiles.within_token_budget(requested, PROMPT_TOKEN_BUDGET, minimum=2 * max(args.concurrency))
     version = aiperf_run.library_version()
 
     # one cheap request first: a wrong URL, key or model name is one clear line, not N failed levels
@@ -252,6 +266,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
             f"{level.errors} errors, {level.output_tokens_per_s:.1f} output tokens/s in {level.duration_s:.1f}s",
             file=out, flush=True,
         )
+        if level.requests_ok + level.errors > len(requested):
+            print(
+                f"  note: this level sent {level.requests_ok + level.errors} requests, more than the "
+                f"{len(requested)} distinct prompts prepared; repeated prompts may hit the server's prefix cache",
+                file=out, flush=True,
+            )
     run_result = report.BenchRun(
         started_at=started_at, endpoint=public_endpoint(endpoint_v1), model=args.model, profile=profile,
         requested=requested, load={"requests": requests} if requests is not None else {"duration_s": args.duration},
