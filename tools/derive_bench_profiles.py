@@ -16,7 +16,7 @@ repositories):
 - kvcache-ai/Mooncake, commit 3cca71daccf2a7afb8fe3f0295358f70e3a69fdb,
   FAST25-release/traces/conversation_trace.jsonl (fields input_length, output_length).
 
-Standard library only, so it runs without the bench extra.
+Needs only the standard library and the project's main dependencies, not the bench extra.
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ class Progress:
         if self.requests is not None:
             done = f"{min(recorded, self.requests)}/{self.requests} requests"
         else:
-            done = f"{min(elapsed, self.duration_s or 0):.0f}/{self.duration_s:g}s, {recorded} requests"
+            done = f"{recorded} requests done (level of {self.duration_s:g}s once AIPerf has started)"
         text = f"  {self.label}: {done}, {elapsed:.0f}s elapsed"
         if self.tty:
             print(f"\r{text}\x1b[K", end="", file=self.out, flush=True)
