@@ -13,7 +13,9 @@ Like vLLM, it also answers the routes ``--api-key`` does not guard
 they are open on the engine's own port and refused through the proxy.
 
 It listens on 127.0.0.1 on an ephemeral port, in a daemon thread, using only
-the standard library. :class:`Behaviour` switches on the ways a real deployment
+the standard library. For load tests (``kimi-k3 bench``) it can stream exactly
+the requested number of tokens with a set delay per token and fail every N-th
+request. :class:`Behaviour` switches on the ways a real deployment
 goes wrong (wrong served name, empty answer, no tool call, malformed tool
 arguments, a slow first token) and, like vLLM's reasoning parser, it puts
 reasoning text in ``reasoning_content`` (or ``reasoning``) next to the answer.
@@ -65,6 +67,15 @@ class Behaviour:
             message, as vLLM does without ``--enable-auto-tool-choice``.
         health_status: HTTP status of ``/health`` (vLLM answers 503 while the
             engine is dead).
+        honour_max_tokens: answer a text request with exactly as many content
+            tokens (one word per streamed chunk) as its ``max_completion_tokens``
+            or ``max_tokens`` asks for, with no reasoning output, and report
+            ``usage.prompt_tokens`` as the number of whitespace-separated words
+            in the messages (what a load generator's word-level tokenizer counts).
+        fail_every: answer every N-th chat completion request (1-based count of
+            chat requests) with HTTP ``fail_status`` instead; 0 never fails.
+        fail_status: the HTTP status of those failures (vLLM answers 500 on an
+            engine error, 503 while it is not ready).
     """
 
     served_model: str = "Kimi-K3"
@@ -79,6 +90,9 @@ class Behaviour:
     usage_completion_tokens: int | None = None
     reject_tools: str | None = None
     health_status: int = 200
+    honour_max_tokens: bool = False
+    fail_every: int = 0
+    fail_status: int = 500
 
 
 UNPROTECTED_ROUTES: dict[str, str] = {
@@ -133,6 +147,17 @@ class ReceivedRequest:
     authorized: bool
 
 
+class _Listener(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` with a listen backlog for load tests.
+
+    socketserver's default backlog of 5 drops connections beyond it, which the
+    client retries after a one-second SYN timeout: at concurrency 16 that
+    showed as a 1 s p99 time to first token that was the fake, not the load.
+    """
+
+    request_queue_size = 256
+
+
 class FakeOpenAIServer:
     """An OpenAI-compatible HTTP server on 127.0.0.1 that runs in a thread.
 
@@ -146,7 +171,8 @@ class FakeOpenAIServer:
         self._port = port
         self.requests: list[ReceivedRequest] = []
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._chat_count = 0
+        self._httpd: _Listener | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -168,7 +194,7 @@ class FakeOpenAIServer:
     def start(self) -> "FakeOpenAIServer":
         """Bind an ephemeral port on 127.0.0.1 and serve in a daemon thread."""
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
+        self._httpd = _Listener(("127.0.0.1", self._port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
@@ -194,6 +220,13 @@ class FakeOpenAIServer:
         """Remember a request (thread-safe)."""
         with self._lock:
             self.requests.append(request)
+
+    def next_chat_fails(self) -> bool:
+        """Count one chat completion request; True when ``fail_every`` says it fails (thread-safe)."""
+        with self._lock:
+            self._chat_count += 1
+            every = self.behaviour.fail_every
+            return every > 0 and self._chat_count % every == 0
 
     def chat_requests(self) -> list[dict[str, Any]]:
         """The bodies of the authorised chat completion requests received so far."""
@@ -347,6 +380,9 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("tools") and behaviour.reject_tools:
             self._error(400, behaviour.reject_tools, "BadRequestError")
             return
+        if self.fake.next_chat_fails():
+            self._error(behaviour.fail_status, "EngineCore encountered an issue.", "InternalServerError")
+            return
         tool_call = self._tool_call_for(body)
         if body.get("stream"):
             self._stream(body, tool_call)
@@ -395,9 +431,32 @@ class _Handler(BaseHTTPRequestHandler):
             "function": {"name": function.get("name", ""), "arguments": arguments},
         }
 
+    def _requested_tokens(self, body: dict[str, Any]) -> int | None:
+        """The answer length a ``honour_max_tokens`` server generates, or ``None``."""
+        if not self.fake.behaviour.honour_max_tokens or body.get("tools"):
+            return None
+        value = body.get("max_completion_tokens", body.get("max_tokens"))
+        return value if isinstance(value, int) and value > 0 else None
+
+    def _prompt_tokens(self, body: dict[str, Any]) -> int:
+        """``usage.prompt_tokens``: words in the messages with ``honour_max_tokens``, else 20."""
+        if not self.fake.behaviour.honour_max_tokens:
+            return 20
+        words = 0
+        for message in body.get("messages", []):
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            if isinstance(content, str):
+                words += len(content.split())
+        return words
+
     def _answer_text(self, body: dict[str, Any]) -> str:
         if self.fake.behaviour.empty_answer:
             return ""
+        requested = self._requested_tokens(body)
+        if requested is not None:
+            return " ".join(["tok"] * requested)
         if body.get("tools"):
             return "I cannot look up the weather."
         return ANSWER
@@ -411,9 +470,11 @@ class _Handler(BaseHTTPRequestHandler):
             completion_tokens = 12
         else:
             message["content"] = self._answer_text(body)
-            finish = "stop"
+            finish = "length" if self._requested_tokens(body) is not None else "stop"
             completion_tokens = 8 + len(message["content"].split())
-        if behaviour.reasoning_field:
+            if self._requested_tokens(body) is not None:
+                completion_tokens = len(message["content"].split())
+        if behaviour.reasoning_field and self._requested_tokens(body) is None:
             message[behaviour.reasoning_field] = REASONING
         if behaviour.usage_completion_tokens is not None:
             completion_tokens = behaviour.usage_completion_tokens
@@ -426,9 +487,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "model": behaviour.served_model,
                 "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
                 "usage": {
-                    "prompt_tokens": 20,
+                    "prompt_tokens": self._prompt_tokens(body),
                     "completion_tokens": completion_tokens,
-                    "total_tokens": 20 + completion_tokens,
+                    "total_tokens": self._prompt_tokens(body) + completion_tokens,
                 },
             },
         )
@@ -448,12 +509,18 @@ class _Handler(BaseHTTPRequestHandler):
             }
 
         events: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
-        if behaviour.reasoning_field:
+        requested = self._requested_tokens(body)
+        if behaviour.reasoning_field and requested is None:
             for word in REASONING.split(" "):
                 events.append(chunk({behaviour.reasoning_field: word + " "}))
         if tool_call is not None:
             events.append(chunk({"tool_calls": [{"index": 0, **tool_call}]}))
             finish = "tool_calls"
+        elif requested is not None:
+            text = self._answer_text(body)
+            for n, word in enumerate(text.split(" ")):
+                events.append(chunk({"content": word if n == 0 else " " + word}))
+            finish = "length"
         else:
             text = self._answer_text(body)
             for i in range(0, len(text), 2):
@@ -473,9 +540,9 @@ class _Handler(BaseHTTPRequestHandler):
                     "model": behaviour.served_model,
                     "choices": [],
                     "usage": {
-                        "prompt_tokens": 20,
+                        "prompt_tokens": self._prompt_tokens(body),
                         "completion_tokens": generated,
-                        "total_tokens": 20 + generated,
+                        "total_tokens": self._prompt_tokens(body) + generated,
                     },
                 }
             )

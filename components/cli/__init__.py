@@ -1,4 +1,4 @@
-"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``.
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
 the parser it adds sets ``func`` to a callable ``(args) -> int``.
@@ -13,7 +13,7 @@ from typing import Sequence
 
 from components.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -35,8 +35,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status (0 ok, 1 check failed, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None).parse_args(argv)
     try:
+        # a subcommand's parser may raise UserError for a bad flag (bench does: one line, exit 2)
+        args = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None).parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as err:
         print(f"kimi-k3: error: {err}", file=sys.stderr)
