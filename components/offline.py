@@ -649,10 +649,6 @@ class OfflineEngine:
 
 # --- running the real program -------------------------------------------------------
 
-PROGRAM = stack_settings.PROJECT_ROOT / "__main__.py"
-"""This repository's own program (``__main__.py`` beside ``components/``; a source checkout only)."""
-
-
 def default_reservation(settings: stack_settings.StackSettings, now: datetime) -> ReservationFixture:
     """A plausible reservation for a stack at ``now``: its id and type, first AZ of its region,
     scheduled to start at the next 11:30 UTC at least 12 hours after ``now``."""

@@ -213,11 +213,12 @@ def library_project() -> Project:
 # --- one stack's config ---------------------------------------------------------------------------
 
 
-def _read_stack_document(path: Path, stack: str, known: list[str]) -> tuple[dict[str, str], set[str], set[str]]:
-    """Wire values, secret keys and structured (list/map) keys of one stack file.
+def read_stack_document(path: Path, stack: str, known: list[str]) -> tuple[dict[str, str], set[str], set[str]]:
+    """Wire values, secret keys and structured (list/map) keys of the stack file at ``path``.
 
-    The document rules (missing, invalid, empty, no ``config:``) are the same ones a
-    kimi-k3 stack needs; see the report for moving them into :mod:`components.settings`.
+    The rules of the document itself: it exists (else the ``known`` stacks are listed),
+    is YAML, is not empty, has a ``config:`` mapping. ``secure:`` entries cannot be
+    decrypted offline: a marked placeholder stands in and the key is reported secret.
     """
     if not path.is_file():
         raise SettingsError("stack", stack, f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
@@ -259,7 +260,7 @@ def read_stack_config(project: Project, stack: str, overrides: Mapping[str, Any]
     :func:`components.settings.from_values` (the caller does it, see :func:`load_settings`).
     """
     path = project.stack_file(stack)
-    values, secret_keys, structured = _read_stack_document(path, stack, project.known_stacks())
+    values, secret_keys, structured = read_stack_document(path, stack, project.known_stacks())
     stack_values = dict(values)
     for key, value in (overrides or {}).items():
         if value is None:
@@ -360,6 +361,7 @@ __all__ = [
     "load_project",
     "load_settings",
     "read_stack_config",
+    "read_stack_document",
     "short_stack_name",
     "stack_config",
 ]

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from components import clock, offline, policy_verdict, project, stack_lint
+from components.catalog import DEFAULT_GPU_INSTANCE_TYPE
 from components.errors import UserError
 from components.rehearsal import STATES, Rehearsal
 from components.settings import StackSettings
@@ -57,6 +58,18 @@ def _check_out(out: Path, given: bool) -> None:
         raise UserError(f"{where} is an existing file; give a directory: the plan writes resources.json, outputs.json, manifests/ and helm/ into it")
 
 
+def _any_block(rehearsal: Rehearsal, region: str, now: datetime):
+    """For a program of another project: whatever ``cr-`` id it looks up, one block shaped by the flags."""
+    rehearsal.check(region, now)
+
+    def reservation_for(reservation_id: str) -> offline.ReservationFixture:
+        return rehearsal.fixture(
+            reservation_id=reservation_id, instance_type=DEFAULT_GPU_INSTANCE_TYPE, instance_count=1, availability_zone=f"{region}a", now=now
+        )
+
+    return reservation_for
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the offline plan, print the summary and the policy verdict; 1 on a mandatory violation."""
     now = clock.parse_moment(args.now, "--now") if args.now is not None else clock.program_now()
@@ -70,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     stack_config = project.read_stack_config(proj, args.stack)
 
     def for_settings(settings: StackSettings) -> offline.ReservationFixture:
+        """A kimi-k3 stack's block: its id, type and node count, shaped by the flags."""
         rehearsal.check(settings.region, now)
         base = offline.default_reservation(settings, now)
         return rehearsal.fixture(
@@ -77,14 +91,7 @@ def run(args: argparse.Namespace) -> int:
             availability_zone=base.availability_zone, now=now,
         )
 
-    reservation_for = None
-    if not proj.uses_kimi_k3_settings:
-        region = offline.stack_region(stack_config.values)
-        rehearsal.check(region, now)
-
-        def reservation_for(rid: str) -> offline.ReservationFixture:
-            return rehearsal.fixture(reservation_id=rid, instance_type="p6-b300.48xlarge", instance_count=1, availability_zone=f"{region}a", now=now)
-
+    reservation_for = None if proj.uses_kimi_k3_settings else _any_block(rehearsal, offline.stack_region(stack_config.values), now)
     result = offline.run_project(proj, args.stack, now=now, reservation=for_settings, reservation_for=reservation_for)
     verdict = policy.verdict(result.resources)
     try:
