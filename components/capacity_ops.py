@@ -6,7 +6,7 @@ small frozen dataclasses and nothing here prints. AWS failures (no credentials,
 access denied, unknown ids, unreachable endpoints) become one-line
 :class:`components.errors.UserError` messages via :func:`aws_errors`.
 
-Capacity Block facts this relies on (see ``/work/shared/DESIGN.md``): a block is a
+Capacity Block facts this relies on (EC2 user guide, "Capacity Blocks for ML"): a block is a
 targeted Capacity Reservation (``cr-`` + 17 hex) of ReservationType
 ``capacity-block`` in one AZ, bought from an offering (``cb-`` + 17 hex) that
 starts at most 8 weeks ahead, lasts 1-14 days in 1-day steps or up to 182 days in

@@ -1,7 +1,8 @@
 """Facts the library relies on: instance types, the model's footprint, pinned versions.
 
-Plain data, no Pulumi. Sources: ../shared/DESIGN.md (instance table, Capacity Block
-rules, vLLM recipe) and the AWS/EKS documentation. Update a pin here and its test
+Plain data, no Pulumi. Sources: the EC2 instance type pages (accelerated computing),
+the EC2 and EKS user guides on Capacity Blocks, and the vLLM recipe for Kimi K3
+(vllm-project/recipes ``models/moonshotai/Kimi-K3.yaml``). Update a pin here and its test
 data together.
 """
 

@@ -8,18 +8,22 @@ the test suite.
 
 Typical use::
 
-    result = offline.run_stack("dev")               # runs __main__.py for stacks/Pulumi.dev.yaml
+    result = offline.run_stack("dev", now=now)      # runs __main__.py for stacks/Pulumi.dev.yaml
     result.one("aws:eks/nodeGroup:NodeGroup").inputs["capacityType"]
 
-    engine = offline.OfflineEngine(region="us-east-1", reservation=fixture)
+    result = offline.run_project(project.find_project(Path("my-llm"), Path.cwd()), "dev", now=now)
+
+    engine = offline.OfflineEngine(now=now, region="us-east-1", reservation=fixture)
     result = engine.run(lambda: MyComponent("x", args), config={...})
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
+import os
 import runpy
 import sys
 import uuid
@@ -36,9 +40,12 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components import clock
+from components import project as project_files
 from components import settings as stack_settings
 from components.config_keys import PROJECT
 from components.errors import UserError
+from components.formats import CAPACITY_RESERVATION_ID
+from components.helm_plan import helm_values_files
 
 ACCOUNT_ID = "123456789012"
 """AWS account id the offline engine answers with (AWS documentation's example account)."""
@@ -293,6 +300,10 @@ class PlanResult:
     reservation: ReservationFixture | None = None
     now: datetime | None = None
     """The moment the program ran at (pinned by the engine)."""
+    secret_keys: frozenset[str] = frozenset()
+    """Config keys that were ``secure:`` values (a marked placeholder stood in for each)."""
+    region: str | None = None
+    """The AWS region the engine answered for."""
 
     def by_type(self, type_: str) -> list[RecordedResource]:
         """All resources of one type token."""
@@ -318,11 +329,16 @@ class PlanResult:
         """Every Kubernetes object declared, as a complete manifest with secrets redacted.
 
         Ordered by kind, namespace and name (not by registration order, which depends on
-        how the engine's threads interleave). Helm releases are not objects (their values
-        appear in ``resources.json``); providers are skipped.
+        how the engine's threads interleave). Helm releases are not objects: the provider
+        renders their charts at apply time (:func:`helm_values` shows chart and values);
+        providers are skipped.
         """
         manifests = [m for m in (kubernetes_manifest(r) for r in self.resources) if m is not None]
         return sorted(manifests, key=manifest_file_name)
+
+    def helm_values(self) -> dict[str, str]:
+        """``{"<release>.values.yaml": text}`` for every Helm release (chart, version, repository, values)."""
+        return helm_values_files(self.resources, redact)
 
     def resources_document(self) -> list[dict]:
         """The ``resources.json`` content: type, name, parent, inputs (secrets redacted), by URN.
@@ -384,6 +400,10 @@ class OfflineEngine:
     :func:`components.clock.program_now` to it while the program runs, so a program's
     entry point reads this moment instead of the wall clock.
 
+    ``reservation`` answers the Capacity Block look-up of its own id only; a program whose
+    id is not known beforehand (someone's own program) gets ``reservation_for(id)`` for any
+    well-formed ``cr-`` id it asks about (the last one asked is the run's ``reservation``).
+
     ``invoke_overrides`` and ``resource_overrides`` let a test change one answer
     (e.g. an invoke that fails like AWS would) without subclassing.
     """
@@ -394,6 +414,7 @@ class OfflineEngine:
         now: datetime,
         region: str = "us-east-1",
         reservation: ReservationFixture | None = None,
+        reservation_for: Callable[[str], ReservationFixture] | None = None,
         existing_subnet_azs: Mapping[str, str] | None = None,
         invoke_overrides: Mapping[str, InvokeHandler] | None = None,
         resource_overrides: Mapping[str, ResourceHandler] | None = None,
@@ -401,6 +422,7 @@ class OfflineEngine:
         self.now = clock.utc(now)
         self.region = region
         self.reservation = reservation
+        self.reservation_for = reservation_for
         self.existing_subnet_azs = dict(existing_subnet_azs or {})
         self.invoke_overrides = dict(invoke_overrides or {})
         self.resource_overrides = dict(resource_overrides or {})
@@ -463,7 +485,10 @@ class OfflineEngine:
         finally:
             runtime_settings.ROOT.set(None)
         warnings = [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING]
-        return PlanResult(project=project, stack=stack, resources=self.resources, outputs=outputs, warnings=warnings, reservation=self.reservation, now=self.now)
+        return PlanResult(
+            project=project, stack=stack, resources=self.resources, outputs=outputs, warnings=warnings,
+            reservation=self.reservation, now=self.now, region=self.region,
+        )
 
     # -- resources
 
@@ -612,7 +637,10 @@ class OfflineEngine:
         raise NotImplementedError(f"the offline engine has no answer for invoke {token}; add one to components/offline.py")
 
     def _capacity_block(self, args: dict, region: str) -> dict | tuple[dict, list[tuple[str, str]]]:
-        if self.reservation is None or args.get("id") != self.reservation.id:
+        asked = str(args.get("id") or "")
+        if self.reservation_for is not None and CAPACITY_RESERVATION_ID.fullmatch(asked) and (self.reservation is None or self.reservation.id != asked):
+            self.reservation = self.reservation_for(asked)
+        if self.reservation is None or asked != self.reservation.id:
             # A provider error comes back as an invoke failure (catchable by the program),
             # not as an RPC crash: answer with a failure, as the mock monitor allows.
             return {}, [("id", f"reading EC2 Capacity Block Reservation ({args.get('id')}): couldn't find resource (InvalidCapacityReservationId.NotFound)")]
@@ -620,9 +648,6 @@ class OfflineEngine:
 
 
 # --- running the real program -------------------------------------------------------
-
-PROGRAM = stack_settings.PROJECT_ROOT / "__main__.py"
-
 
 def default_reservation(settings: stack_settings.StackSettings, now: datetime) -> ReservationFixture:
     """A plausible reservation for a stack at ``now``: its id and type, first AZ of its region,
@@ -637,6 +662,76 @@ def default_reservation(settings: stack_settings.StackSettings, now: datetime) -
     )
 
 
+def stack_region(values: Mapping[str, str]) -> str:
+    """``aws:region`` of a stack's config, checked by the settings' rule (required, a known region shape)."""
+    return stack_settings._region(values)
+
+
+def _run_python_program(path: Path) -> Callable[[], None]:
+    """Run ``path`` as ``__main__`` from its directory, as the Pulumi CLI's Python host does (cwd and sys.path)."""
+
+    def main() -> None:
+        directory = str(path.parent)
+        added = directory not in sys.path
+        if added:
+            sys.path.insert(0, directory)
+        previous = os.getcwd()
+        os.chdir(directory)
+        try:
+            runpy.run_path(str(path), run_name="__main__")
+        finally:
+            os.chdir(previous)
+            if added:
+                sys.path.remove(directory)
+
+    return main
+
+
+def run_project(
+    project: project_files.Project,
+    stack: str,
+    *,
+    now: datetime,
+    reservation: ReservationFixture | Callable[[stack_settings.StackSettings], ReservationFixture] | None = None,
+    reservation_for: Callable[[str], ReservationFixture] | None = None,
+    config_overrides: Mapping[str, Any] | None = None,
+    engine_options: Mapping[str, Any] | None = None,
+) -> PlanResult:
+    """Run a Pulumi project's program for one of its stacks under the offline engine.
+
+    The config is what the Pulumi CLI would hand the program (stack file plus
+    ``Pulumi.yaml`` defaults, see :mod:`components.project`). A kimi-k3 project (named
+    ``kimi-k3``) has its settings validated first (a :class:`SettingsError` propagates,
+    nothing runs) and its reservation built from them (``reservation``: a fixture, or a
+    function of the settings). Any other project's program is not assumed to use kimi-k3
+    settings: the Capacity Block look-up answers ``reservation_for(id)`` for whatever
+    ``cr-`` id it asks (default: a scheduled one-instance block in the region's first AZ).
+    ``now`` is the moment the program sees (:func:`components.clock.program_now`).
+    """
+    config = project_files.read_stack_config(project, stack, config_overrides)
+    settings = None
+    if project.uses_kimi_k3_settings:
+        settings = stack_settings.from_values(config.values, config.secret_keys, project=PROJECT, stack=config.stack)
+    project_files.check_declarations(project, config)
+    region = settings.region if settings else stack_region(config.values)
+    if settings is not None:
+        fixture = reservation(settings) if callable(reservation) else reservation or default_reservation(settings, now)
+        engine = OfflineEngine(now=now, region=region, reservation=fixture, **dict(engine_options or {}))
+    else:
+        if reservation_for is None:
+            def reservation_for(rid: str) -> ReservationFixture:
+                return ReservationFixture(id=rid, availability_zone=f"{region}a", start=next_block_start(now))
+
+        fixed = reservation if isinstance(reservation, ReservationFixture) else None
+        engine = OfflineEngine(now=now, region=region, reservation=fixed, reservation_for=reservation_for, **dict(engine_options or {}))
+    result = engine.run(
+        _run_python_program(project.program), config=config.values, secret_keys=config.secret_keys, project=project.name, stack=config.stack
+    )
+    result.settings = settings
+    result.secret_keys = config.secret_keys
+    return result
+
+
 def run_stack(
     stack: str,
     *,
@@ -647,53 +742,33 @@ def run_stack(
     engine_options: Mapping[str, Any] | None = None,
     program: Path | None = None,
 ) -> PlanResult:
-    """Run ``__main__.py`` for ``stacks/Pulumi.<stack>.yaml`` under the offline engine.
+    """Run this repository's ``__main__.py`` for ``stacks/Pulumi.<stack>.yaml`` (:func:`run_project` of its project).
 
-    ``now`` is the moment the program sees (its entry point reads it through
-    :func:`components.clock.program_now`); the default reservation is placed relative to it.
-    Settings are validated first (a :class:`SettingsError` propagates, nothing runs);
-    ``config_overrides`` (``{"kimi-k3:key": value}``, ``None`` deletes) rehearse
+    ``root`` is another project directory of the same layout; ``program`` another program
+    file; ``config_overrides`` (``{"kimi-k3:key": value}``, ``None`` deletes) rehearse
     other values without editing the stack file.
     """
-    values, secret_keys = stack_settings.read_stack_file(stack, root)
-    for key, value in (config_overrides or {}).items():
-        if value is None:
-            values.pop(key, None)
-        else:
-            values[key] = value if isinstance(value, str) else stack_settings._to_wire(value)
-    settings = stack_settings.from_values(values, secret_keys, project=PROJECT, stack=stack)
-    if callable(reservation):
-        reservation = reservation(settings)
-    fixture = reservation or default_reservation(settings, now)
-    engine = OfflineEngine(now=now, region=settings.region, reservation=fixture, **dict(engine_options or {}))
-    path = program or PROGRAM
-    project_root = str(path.parent)
-
-    def main() -> None:
-        added = project_root not in sys.path
-        if added:
-            sys.path.insert(0, project_root)
-        try:
-            runpy.run_path(str(path), run_name="__main__")
-        finally:
-            if added:
-                sys.path.remove(project_root)
-
-    result = engine.run(main, config=values, secret_keys=secret_keys, project=PROJECT, stack=stack)
-    result.settings = settings
-    return result
+    project = project_files.load_project(root) if root is not None else project_files.library_project()
+    if program is not None:
+        project = dataclasses.replace(project, program=program)
+    return run_project(project, stack, now=now, reservation=reservation, config_overrides=config_overrides, engine_options=engine_options)
 
 
 def write_plan(result: PlanResult, out_dir: Path) -> list[Path]:
-    """Write ``resources.json``, ``outputs.json`` and ``manifests/*.yaml``; returns manifest paths."""
+    """Write ``resources.json``, ``outputs.json``, ``manifests/*.yaml`` and ``helm/*.values.yaml``; returns manifest paths.
+
+    Files a previous plan left in ``manifests/`` and ``helm/`` are removed first, so the
+    directory holds exactly this plan.
+    """
     import yaml
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    manifests_dir = out_dir / "manifests"
-    if manifests_dir.exists():
-        for old in manifests_dir.glob("*.yaml"):
-            old.unlink()
-    manifests_dir.mkdir(exist_ok=True)
+    manifests_dir, helm_dir = out_dir / "manifests", out_dir / "helm"
+    for directory, pattern in ((manifests_dir, "*.yaml"), (helm_dir, "*.values.yaml")):
+        if directory.exists():
+            for old in directory.glob(pattern):
+                old.unlink()
+        directory.mkdir(exist_ok=True)
     (out_dir / "resources.json").write_text(json.dumps(result.resources_document(), indent=2, sort_keys=True) + "\n")
     (out_dir / "outputs.json").write_text(json.dumps(result.plain_outputs(), indent=2, sort_keys=True) + "\n")
     written = []
@@ -703,6 +778,8 @@ def write_plan(result: PlanResult, out_dir: Path) -> list[Path]:
             raise UserError(f"two Kubernetes objects share kind, namespace and name ({path.name}); the API server would keep only one")
         path.write_text(yaml.safe_dump(manifest, sort_keys=True))
         written.append(path)
+    for name, text in result.helm_values().items():
+        (helm_dir / name).write_text(text)
     return written
 
 
@@ -720,6 +797,8 @@ __all__ = [
     "next_block_start",
     "redact",
     "reveal",
+    "run_project",
     "run_stack",
+    "stack_region",
     "write_plan",
 ]

@@ -1,6 +1,6 @@
 """Checks that an OpenAI-compatible endpoint serves Kimi K3 as the API contract says.
 
-The API contract (DESIGN.md, "The three contracts"): OpenAI-compatible chat
+The API contract (``ApiContract`` in ``components/serving/contracts.py``): OpenAI-compatible chat
 completions on port 8000, served model name ``Kimi-K3``, an API key, tool
 calling and reasoning output on. Each check here takes an ``openai.OpenAI``
 client, makes one request and returns a frozen :class:`CheckResult` with its
@@ -77,6 +77,37 @@ class EndpointUnreachable(UserError):
 
 class EndpointRejectedKey(UserError):
     """The endpoint answered 401/403: the API key is wrong or missing."""
+
+
+class EndpointNotOpenAI(UserError):
+    """The endpoint answered 2xx with something that is not the OpenAI API's JSON (a login page, another service)."""
+
+
+PORT_FORWARD_HINT = "kubectl -n kimi-serving port-forward service/kimi-k3-serving 8000:8000"
+"""How to reach the stack's Service from a laptop (the stack outputs ``servingNamespace`` and ``servingService``)."""
+
+_API_CONTENT_TYPES = ("json", "text/event-stream")
+"""Content types the OpenAI API answers with: JSON documents, server-sent events when streaming."""
+
+
+def _require_api_answer(response: Any) -> None:
+    """httpx response hook: a 2xx that is neither JSON nor an event stream is not the OpenAI API.
+
+    The SDK would hand such a body back as a plain string (openai ``_response.py``: "If the
+    API responds with content that isn't JSON then we just return the (decoded) text"),
+    and every check would trip over it.
+    """
+    if not 200 <= response.status_code < 300:
+        return
+    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not any(content_type.endswith(kind) for kind in _API_CONTENT_TYPES):
+        request = response.request
+        raise EndpointNotOpenAI(
+            f"--endpoint: {request.method} {request.url} answered HTTP {response.status_code} "
+            f"{content_type or 'and no Content-Type'}, not the JSON of an OpenAI-compatible API (a login page, a proxy, "
+            "another service?); point --endpoint at the vLLM server, e.g. http://127.0.0.1:8000 with "
+            f"`{PORT_FORWARD_HINT}`"
+        )
 
 
 @dataclass(frozen=True)
@@ -159,6 +190,7 @@ def make_client(endpoint: str, api_key: str, timeout_s: float = DEFAULT_TIMEOUT_
         api_key=api_key,
         timeout=timeout_s,
         max_retries=0,
+        http_client=openai.DefaultHttpxClient(event_hooks={"response": [_require_api_answer]}),
     )
 
 
@@ -243,10 +275,12 @@ def _guarded(name: str, client: openai.OpenAI, body: Callable[[], CheckResult]) 
             latency_s=time.perf_counter() - start,
         )
     except openai.APIConnectionError as err:
+        cause = _root_cause(err)
+        if isinstance(cause, EndpointNotOpenAI):
+            raise cause from None
         raise EndpointUnreachable(
-            f"cannot reach {_base(client)}: {_root_cause(err)} "
-            "(is the server up and the port forwarded? "
-            "kubectl -n kimi-serving port-forward service/kimi-k3 8000:8000)"
+            f"cannot reach {_base(client)}: {cause} "
+            f"(is the server up and the port forwarded? {PORT_FORWARD_HINT})"
         ) from None
     except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
         raise EndpointRejectedKey(

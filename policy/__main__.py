@@ -1,11 +1,13 @@
 """Entry point the Pulumi CLI runs for ``--policy-pack policy``.
 
 Constructing ``PolicyPack`` starts the analyzer's gRPC server and blocks, so this
-file does nothing else; the rules live in ``guardrails.py`` (tested directly).
+file does nothing else. The rules live in the package (``components.guardrails``),
+so the pack works with a regular (non-editable) install of kimi-k3-aws in
+``../.venv``, and ``kimi-k3 plan`` runs exactly these rules offline.
 """
 
-from pulumi_policy import EnforcementLevel, PolicyPack
+from pulumi_policy import PolicyPack
 
-from guardrails import ALL_POLICIES, PACK_NAME
+from components.guardrails import ALL_POLICIES, PACK_ENFORCEMENT_LEVEL, PACK_NAME
 
-PolicyPack(name=PACK_NAME, enforcement_level=EnforcementLevel.MANDATORY, policies=ALL_POLICIES)
+PolicyPack(name=PACK_NAME, enforcement_level=PACK_ENFORCEMENT_LEVEL, policies=ALL_POLICIES)

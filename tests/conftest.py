@@ -65,6 +65,13 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"clock travelled by {offset}: now {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC" if offset else None
 
 
+@pytest.fixture(autouse=True)
+def _commands_run_from_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kimi-k3`` commands find their project from the current directory (the nearest Pulumi.yaml):
+    tests run them from this repository unless they move elsewhere themselves."""
+    monkeypatch.chdir(ROOT)
+
+
 @pytest.fixture(scope="session")
 def dev_plan() -> offline.PlanResult:
     """The dev stack run once through __main__.py under the offline engine."""

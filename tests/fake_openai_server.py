@@ -50,6 +50,9 @@ class Behaviour:
     Attributes:
         served_model: the name ``/v1/models`` lists and chat requests must use
             (a request for another name gets vLLM's 404).
+        non_json_body: answer every authorised ``/v1`` request with HTTP 200 and
+            this body instead (a login page or another service behind the URL).
+        non_json_content_type: the Content-Type sent with ``non_json_body``.
         empty_answer: plain and streamed chats return no content at all.
         no_tool_call: requests with tools get a text answer instead of a call.
         malformed_tool_arguments: the tool call's ``arguments`` is not JSON.
@@ -79,6 +82,8 @@ class Behaviour:
     """
 
     served_model: str = "Kimi-K3"
+    non_json_body: str | None = None
+    non_json_content_type: str = "text/html; charset=utf-8"
     empty_answer: bool = False
     no_tool_call: bool = False
     malformed_tool_arguments: bool = False
@@ -296,6 +301,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"status": "ok", "route": path})
         return True
 
+    def _send_non_json(self) -> bool:
+        """Answer with :attr:`Behaviour.non_json_body` if set; True when it did."""
+        body = self.fake.behaviour.non_json_body
+        if body is None:
+            return False
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", self.fake.behaviour.non_json_content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return True
+
     def _authorized(self) -> bool:
         return self.headers.get("Authorization", "") == f"Bearer {self.fake.api_key}"
 
@@ -332,6 +350,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not authorized:
             self._send_json(401, {"error": "Unauthorized"})
             return
+        if self._send_non_json():
+            return
         if self.path != "/v1/models":
             self._error(404, f"Not Found: {self.path}", "NotFoundError")
             return
@@ -363,6 +383,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake.record(ReceivedRequest("POST", self.path, body, authorized))
         if not authorized:
             self._send_json(401, {"error": "Unauthorized"})
+            return
+        if self._send_non_json():
             return
         if self.path == "/v1/completions":
             self._text_completion(body)

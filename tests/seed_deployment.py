@@ -1,4 +1,4 @@
-"""Seed 000, the AWS deployment guide's HyperPod manifest, as the tests compare against it.
+"""The reference manifest of the AWS deployment guide for Kimi K3 (HyperPod path), as the tests compare against it.
 
 Its vLLM arguments and environment (``InferenceEndpointConfig`` ``worker.args`` and
 ``worker.environmentVariables``), copied verbatim, and a reader for such command lines.

@@ -306,20 +306,20 @@ def test_unreachable_endpoint(capsys, monkeypatch):
 
 @pytest.fixture
 def stack(monkeypatch):
-    """A stand-in for components.settings.load_stack with the attributes preflight uses."""
+    """A stand-in for the stack preflight reads (components.project.load_settings), with the attributes it uses."""
+    from components import project
+
     loaded = {}
     settings = types.SimpleNamespace(
         region=REGION, environment="prod", nodes_required=2,
         capacity=types.SimpleNamespace(reservation_id=RID, instance_type="p6-b300.48xlarge"),
     )
 
-    def load_stack(name):
-        loaded["name"] = name
+    def load_settings(found, name):
+        loaded["name"], loaded["project"] = name, found
         return settings
 
-    module = types.ModuleType("components.settings")
-    module.load_stack = load_stack
-    monkeypatch.setitem(sys.modules, "components.settings", module)
+    monkeypatch.setattr(project, "load_settings", load_settings)
     return types.SimpleNamespace(settings=settings, loaded=loaded)
 
 

@@ -3,7 +3,7 @@
 The rendered objects are validated against the CRD schema of the Inference
 Operator (``tests/data/inferenceendpointconfig-v1.schema.json``), plus a strict
 walk that refuses fields the schema does not define (the API server would prune
-them silently), and compared with the reference manifest of seed 000.
+them silently), and compared with the reference manifest of the AWS deployment guide.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_the_strict_walk_catches_a_misspelt_field(hf):
     assert unknown_fields(broken["spec"], SCHEMA["properties"]["spec"], "spec") == ["spec.worker.modelInvocationPort.contianerPort"]
 
 
-# --- the seed's manifest -------------------------------------------------------
+# --- the guide's manifest ------------------------------------------------------
 
 
 @pytest.mark.parametrize("fixture", ["hf", "s3"])
@@ -110,7 +110,7 @@ def test_every_seed_argument_is_kept(fixture, request):
         flag = SEED_ARGS[i]
         assert args.count(flag) == 1, flag
         if flag in SEED_FLAGS_WITH_VALUE:
-            # The seed let vLLM download the model itself; here the operator stages the pinned revision at the mount.
+            # The guide let vLLM download the model itself; here the operator stages the pinned revision at the mount.
             expected = mount if flag == "--model" else SEED_ARGS[i + 1]
             assert args[args.index(flag) + 1] == expected, flag
             i += 2

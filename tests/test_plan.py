@@ -14,6 +14,7 @@ from components.cli import main
 from components.errors import UserError
 from components.platform import Platform
 from tests.conftest import NOW, ROOT, fixture_for
+from tests.user_project import copy_library_project, library_stack
 
 
 def _plan(tmp_path, *args: str) -> int:
@@ -43,10 +44,11 @@ def test_plan_writes_resources_outputs_and_manifests(stack, tmp_path, capsys):
         assert fact in summary
 
 
-def test_plan_default_output_directory(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("components.cli.plan.PROJECT_ROOT", tmp_path)
+def test_plan_default_output_directory_is_in_the_planned_project(monkeypatch, tmp_path, capsys):
+    project = copy_library_project(tmp_path / "project")
+    monkeypatch.chdir(project / "stacks")  # the nearest Pulumi.yaml upwards is the project's
     assert main(["plan", "dev", "--quiet"]) == 0
-    assert (tmp_path / "build" / "plan" / "dev" / "resources.json").is_file()
+    assert (project / "build" / "plan" / "dev" / "resources.json").is_file()
     assert "Resources (" not in capsys.readouterr().out  # --quiet leaves the tree out
 
 
@@ -66,14 +68,10 @@ def test_plan_summary_shows_the_reservation_window_and_state(tmp_path, capsys):
     assert "2026-12-07 11:30 UTC -> 2026-12-14 11:30 UTC" in out
 
 
-def test_plan_bad_config_is_one_line_and_writes_nothing(monkeypatch, tmp_path, capsys):
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text().replace("cr-0a1b2c3d4e5f60718", "cr-12345")
-    (stacks / "Pulumi.dev.yaml").write_text(text)
-    monkeypatch.setattr(settings, "STACKS_DIR", stacks)
+def test_plan_bad_config_is_one_line_and_writes_nothing(tmp_path, capsys):
+    project = copy_library_project(tmp_path / "project", {"dev": library_stack("dev").replace("cr-0a1b2c3d4e5f60718", "cr-12345")})
     out = tmp_path / "out"
-    assert main(["plan", "dev", "--out", str(out)]) == 2
+    assert main(["plan", "dev", "--program", str(project), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert "kimi-k3:capacityReservationId" in err and "'cr-12345'" in err and "17 lowercase hex" in err

@@ -143,26 +143,6 @@ def test_every_stack_manifest_passes_checkov_with_reasoned_skips(stack_manifests
         assert len(skipped.get("suppress_comment") or "") > 15, skipped["check_id"]
 
 
-def test_readme_example_program_runs_as_written():
-    """The 'use the components in your own program' example in README.md declares a working stack."""
-    import re
-
-    from tests.conftest import ROOT
-
-    readme = (ROOT / "README.md").read_text()
-    code = next(block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "from components import" in block)
-    engine = offline.OfflineEngine(
-        now=NOW,
-        region="us-east-1",
-        reservation=offline.ReservationFixture(id="cr-0a1b2c3d4e5f60718", availability_zone="us-east-1a", instance_count=2, start=NOW),
-    )
-    result = engine.run(lambda: exec(compile(code, "README.md", "exec"), {}), config={"project:apiKey": "k"}, secret_keys=["project:apiKey"], project="project")
-    assert {"kimi-k3:index:Network", "kimi-k3:index:Cluster", "kimi-k3:index:CapacityBlockNodeGroup", "kimi-k3:index:VllmServer"} <= {r.type for r in result.resources}
-    assert result.plain_outputs()["endpoint"].endswith(":8000/v1")
-    deployment = next(m for m in result.kubernetes_objects() if m["kind"] == "Deployment")
-    assert deployment["spec"]["replicas"] == 2
-
-
 def test_gpu_and_system_nodes_share_the_node_security_group(dev_plan):
     """GPU pods resolve DNS through CoreDNS on the system nodes: both node groups carry the same node security group."""
     cluster_outputs = dev_plan.one("eks:index:Cluster").outputs

@@ -2,9 +2,10 @@
 
 Resources come from the offline engine (the program really declares them with the
 SDKs' typed Args); each policy's ``validate`` gets ``ResourceValidationArgs`` built
-the way the analyzer builds them (``deserialize_properties`` + the unknown-checking
-proxy over the registered inputs: camelCase wire names, numbers as floats).
-``PolicyPack`` itself is never constructed here (it would start a gRPC server).
+the way the analyzer builds them (:func:`components.policy_verdict.policy_args`:
+``deserialize_properties`` + the unknown-checking proxy over the registered inputs,
+camelCase wire names, numbers as floats). ``PolicyPack`` itself is never constructed
+here (it would start a gRPC server).
 """
 
 from __future__ import annotations
@@ -21,18 +22,12 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 import pytest
 import yaml
-from pulumi_policy import (
-    EnforcementLevel,
-    PolicyCustomTimeouts,
-    PolicyResourceOptions,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
-from pulumi_policy.deserialize import deserialize_properties
-from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, unknown_checking_proxy
+from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
+from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE
 
+from components import guardrails as g
 from components import offline
-from policy import guardrails as g
+from components.policy_verdict import PolicyCheck, policy_args, resolve_policy_config, run_policy
 from tests.conftest import NOW, ROOT
 
 POLICY_DIR = ROOT / "policy"
@@ -48,21 +43,9 @@ ALL_LOGS = list(g.CONTROL_PLANE_LOG_TYPES)
 # --- harness -------------------------------------------------------------------------
 
 
-def policy_args(
-    resource_type: str, props: Mapping[str, Any], name: str = "r", config: Mapping[str, Any] | None = None, urn: str = ""
-) -> ResourceValidationArgs:
-    """``ResourceValidationArgs`` as the analyzer builds them from wire properties."""
-    opts = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
-    proxied = unknown_checking_proxy(deserialize_properties(dict(props)))
-    return ResourceValidationArgs(resource_type, proxied, urn or f"urn:pulumi:test::kimi-k3::{resource_type}::{name}", name, opts, None, config)
-
-
 def violations(policy: ResourceValidationPolicy, resource: offline.RecordedResource, config: Mapping[str, Any] | None = None) -> list[str]:
     """Messages ``policy`` reports for one recorded resource."""
-    found: list[str] = []
-    args = policy_args(resource.type, resource.inputs, resource.name, config, resource.urn)
-    assert policy.validate(args, lambda message, urn=None: found.append(message)) is None  # all rules are synchronous
-    return found
+    return run_policy(policy, policy_args(resource.type, resource.inputs, resource.name, config, resource.urn))
 
 
 def _lt(name: str, **changes: Any) -> aws.ec2.LaunchTemplate:
@@ -403,19 +386,9 @@ def _stack_policy_config(stack: str) -> dict[str, Any]:
 
 
 def effective(document: Mapping[str, Any], policy: ResourceValidationPolicy) -> tuple[EnforcementLevel, dict[str, Any]]:
-    """Enforcement level and config of one policy under a ``--policy-pack-config`` document, as the CLI resolves them."""
-    level = policy.enforcement_level or EnforcementLevel.MANDATORY
-    for key in ("all", policy.name):
-        entry = document.get(key)
-        if isinstance(entry, str):
-            level = EnforcementLevel(entry)
-        elif isinstance(entry, Mapping) and "enforcementLevel" in entry:
-            level = EnforcementLevel(entry["enforcementLevel"])
-    properties = {k: v["default"] for k, v in (policy.config_schema.properties if policy.config_schema else {}).items() if "default" in v}
-    entry = document.get(policy.name)
-    if isinstance(entry, Mapping):
-        properties.update({k: v for k, v in entry.items() if k != "enforcementLevel"})
-    return level, properties
+    """Enforcement level and config of one policy under a ``--policy-pack-config`` document, as the engine resolves them."""
+    setting = resolve_policy_config(document, "test")[0][policy.name]
+    return setting.level, dict(setting.properties)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -459,19 +432,12 @@ def test_pack_files():
 def test_stacks_have_no_mandatory_violations(stack, request):
     """Every policy over every resource of the stack's offline plan, with the stack's policy config."""
     plan: offline.PlanResult = request.getfixturevalue(f"{stack}_plan")
-    document = _stack_policy_config(stack)
-    mandatory = []
-    for policy in g.ALL_POLICIES:
-        level, config = effective(document, policy)
-        if level != EnforcementLevel.MANDATORY:
-            continue
-        for resource in plan.resources:
-            mandatory += [f"{policy.name}: {m}" for m in violations(policy, resource, config)]
-    assert mandatory == []
+    verdict = PolicyCheck.from_file(POLICY_DIR / "config" / f"{stack}.json").verdict(plan.resources)
+    assert verdict.mandatory == () and verdict.passed
 
 
 def test_main_builds_the_pack_from_all_policies(monkeypatch):
-    """The CLI runs policy/ as a program (runpy on the directory); it must find guardrails and build the pack."""
+    """The CLI runs policy/ as a program (runpy on the directory); it builds the pack from the package's rules."""
     import runpy
     import sys
 
@@ -480,7 +446,6 @@ def test_main_builds_the_pack_from_all_policies(monkeypatch):
     built: dict[str, Any] = {}
     monkeypatch.setattr(pulumi_policy, "PolicyPack", lambda **kwargs: built.update(kwargs))  # the real one serves forever
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.delitem(sys.modules, "guardrails", raising=False)
     runpy.run_path(str(POLICY_DIR), run_name="__main__")
     assert built["name"] == "kimi-k3-guardrails"
     assert [p.name for p in built["policies"]] == [p.name for p in g.ALL_POLICIES]

@@ -176,20 +176,18 @@ def test_a_pasted_offering_id_says_how_to_buy_the_block():
 def test_settings_errors_reach_the_cli_as_one_line_without_traceback(tmp_path):
     stacks = tmp_path / "stacks"
     stacks.mkdir()
-    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text().replace("kimi-k3:replicas", "kimi_k3:replicas")
-    if "kimi_k3:replicas" not in text:
-        text = text.replace("config:\n", "config:\n  kimi_k3:replicas: 2\n", 1)
+    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text().replace("config:\n", "config:\n  kimi_k3:replicas: 2\n", 1)
     (stacks / "Pulumi.dev.yaml").write_text(text)
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
     proc = subprocess.run(
-        [sys.executable, "-c", f"import sys; from components import settings; sys.path.insert(0, {str(ROOT)!r}); "
-         f"from components.cli import main; settings.STACKS_DIR = __import__('pathlib').Path({str(stacks)!r}); "
-         f"sys.exit(main(['plan', 'dev', '--out', {str(tmp_path / 'out')!r}, '--now', '2026-12-01T08:00:00Z']))"],
+        [sys.executable, "-m", "components.cli", "plan", "dev", "--program", str(tmp_path), "--now", "2026-12-01T08:00:00Z"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
     assert "kimi_k3:replicas" in proc.stderr and "did you mean kimi-k3:replicas?" in proc.stderr
+    assert not (tmp_path / "build").exists()
 
 
 # --- settings accept => the serving components accept ---------------------------------------

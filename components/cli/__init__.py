@@ -14,6 +14,18 @@ from typing import Sequence
 from components.errors import UserError
 
 SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench")
+DISTRIBUTION = "kimi-k3-aws"
+"""The package whose metadata ``kimi-k3 --version`` reports."""
+
+
+def version() -> str:
+    """``kimi-k3 <version>`` from the installed package's metadata."""
+    from importlib import metadata
+
+    try:
+        return f"kimi-k3 {metadata.version(DISTRIBUTION)}"
+    except metadata.PackageNotFoundError:
+        return f"kimi-k3 (version unknown: the {DISTRIBUTION} package is not installed; pip install it)"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -26,6 +38,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="kimi-k3",
         description="Deploy Kimi K3 on AWS with Pulumi: offline plan, Capacity Block operations, endpoint checks.",
     )
+    parser.add_argument("--version", action="version", version=version(), help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS if only is None else (only,):
         importlib.import_module(f"components.cli.{name}").add_parser(sub)
@@ -35,6 +48,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status (0 ok, 1 check failed, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--version"]:  # answered without importing any subcommand (they pull in the SDKs)
+        print(version())
+        return 0
     try:
         # a subcommand's parser may raise UserError for a bad flag (bench does: one line, exit 2)
         args = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None).parse_args(argv)

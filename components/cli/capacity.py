@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from components import capacity_ops as ops
@@ -201,9 +202,9 @@ def _vcpus(instance_type: str) -> int | None:
 
 def cmd_preflight(args: argparse.Namespace) -> int:
     """Go/no-go list for the stack's Capacity Block; exit 0 on go, 1 on no-go."""
-    from components.settings import load_stack
+    from components import project
 
-    s = load_stack(args.stack)
+    s = project.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
     now = utcnow()
     clients = ops.make_clients(s.region)
     report = ops.run_preflight(
@@ -281,6 +282,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     p = sub.add_parser("preflight", help="go/no-go checks on a stack's Capacity Block before it starts")
     p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
     p.set_defaults(func=cmd_preflight)
 
     from components.cli import capacity_extend, capacity_scale_up

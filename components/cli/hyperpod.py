@@ -1,6 +1,7 @@
 """``kimi-k3 hyperpod STACK``: the stack's serving contract as a HyperPod ``InferenceEndpointConfig``.
 
-Reads ``stacks/Pulumi.STACK.yaml`` offline (no AWS, no cluster), builds the same
+Reads the stack file of the current Pulumi project (or ``--program DIR``) offline (no
+AWS, no cluster), builds the same
 serving contract the EKS path serves and prints (or writes) the YAML for
 ``kubectl apply -f`` on a SageMaker HyperPod cluster with the Inference Operator.
 No secret value is ever written: the API key and the Hugging Face token are
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from components import project
 from components.errors import UserError
 from components.serving.hyperpod import DEFAULT_INSTANCE_TYPE, SECRET_KEY, render_inference_endpoint_config
-from components.settings import load_stack
 
 
 class _WithPlans(argparse.ArgumentParser):
@@ -43,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "hyperpod",
         help="render the stack's serving contract as a HyperPod InferenceEndpointConfig (YAML for kubectl apply)",
         description=(
-            "Builds the serving contract of stacks/Pulumi.STACK.yaml (image, pinned weights, vLLM flags) and renders it "
+            "Builds the serving contract of stack STACK of the current Pulumi project (image, pinned weights, vLLM flags) and renders it "
             "as an InferenceEndpointConfig for the SageMaker HyperPod Inference Operator. Prints the YAML, or writes it with --out. "
             "Training plans (the HyperPod capacity): `kimi-k3 hyperpod plans --help`."
         ),
@@ -52,7 +53,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     parser.__class__ = _WithPlans
     parser.plans_parser = hyperpod_plans.build_parser(f"{parser.prog} plans")
-    parser.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
+    parser.add_argument("stack", help="stack name: Pulumi.STACK.yaml in the project's stackConfigDir")
+    parser.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
     parser.add_argument("--out", type=Path, help="write the YAML to this file instead of standard output")
     parser.add_argument("--name", default="kimik3", help="metadata.name of the object (default: kimik3)")
     parser.add_argument("--namespace", default="default", help="namespace of the object (default: default)")
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     """Render the object and print or write it."""
     if args.no_api_key and args.api_key_secret:
         raise UserError("--no-api-key and --api-key-secret contradict each other; pass one")
-    settings = load_stack(args.stack)
+    settings = project.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
     api_key_secret = None if args.no_api_key else (args.api_key_secret or f"{args.name}-api-key")
     manifest = render_inference_endpoint_config(
         settings.serving.contract,

@@ -1,4 +1,10 @@
-"""``kimi-k3 plan STACK``: run the program offline and write what it would declare."""
+"""``kimi-k3 plan STACK``: run a Pulumi program offline, write what it would declare, judge it with the policy pack.
+
+The program is the project of ``--program DIR``, else the nearest ``Pulumi.yaml`` from
+the current directory up (:mod:`components.project`): this repository's own program
+when run inside it, someone's own program anywhere else. The plan goes to
+``<project>/build/plan/STACK`` unless ``--out`` says otherwise.
+"""
 
 from __future__ import annotations
 
@@ -7,56 +13,96 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from components import clock, offline
-from components.settings import PROJECT_ROOT, StackSettings
+from components import clock, offline, policy_verdict, project, stack_lint
+from components.catalog import DEFAULT_GPU_INSTANCE_TYPE
+from components.errors import UserError
+from components.rehearsal import STATES, Rehearsal
+from components.settings import StackSettings
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``plan`` subcommand."""
     parser = subparsers.add_parser(
         "plan",
-        help="run the stack offline under Pulumi's mock engine and write resources.json + manifests/",
+        help="run a Pulumi program offline under Pulumi's mock engine: resources.json, manifests/, helm/ and the policy verdict",
         description=(
-            "Runs __main__.py for stacks/Pulumi.STACK.yaml under Pulumi's mock engine: no AWS credentials, "
-            "no Pulumi CLI, no network. Secret config values are replaced by marked placeholders and never written."
+            "Runs the program of a Pulumi project (the nearest Pulumi.yaml from the current directory up, or --program DIR) "
+            "for stack STACK under Pulumi's mock engine: no AWS credentials, no Pulumi CLI, no network. Writes resources.json, "
+            "outputs.json, manifests/ and helm/, then runs the kimi-k3-guardrails policy pack over what was declared: "
+            "exit 1 on a mandatory violation. Secret config values are replaced by marked placeholders and never written."
         ),
     )
-    parser.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
-    parser.add_argument("--out", type=Path, help="output directory (default: build/plan/STACK)")
+    parser.add_argument("stack", help="stack name: Pulumi.STACK.yaml in the project's stackConfigDir")
+    parser.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi program (its Pulumi.yaml); default: the current project")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="output directory (default: <project>/build/plan/STACK)")
     parser.add_argument("--quiet", action="store_true", help="print only the key facts, not the resource tree")
     parser.add_argument(
         "--now", metavar="ISO8601",
         help="the moment the program runs, e.g. 2026-12-01T08:00:00Z (default: the clock); pin it to diff two plans byte for byte",
     )
+    parser.add_argument(
+        "--policy-config", type=Path, metavar="FILE",
+        help="policy pack config, as for `pulumi preview --policy-pack-config` (default: <project>/policy/config/STACK.json if it exists)",
+    )
     rehearse = parser.add_argument_group("rehearse the Capacity Block (the offline engine cannot read AWS)")
-    rehearse.add_argument("--reservation-state", default="scheduled", choices=("scheduled", "active", "payment-pending", "payment-failed", "expired", "cancelled"))
-    rehearse.add_argument("--reservation-az", help="AZ of the block (default: the first AZ of the region)")
-    rehearse.add_argument("--reservation-count", type=int, help="instances in the block (default: what the stack needs)")
+    rehearse.add_argument("--reservation-state", default="scheduled", choices=STATES)
+    rehearse.add_argument("--reservation-az", help="AZ of the block, in the stack's region (default: the stack's first AZ)")
+    rehearse.add_argument("--reservation-count", type=int, help="instances in the block, 1 to 64 (default: what the stack needs)")
     rehearse.add_argument("--reservation-start", help="start, ISO 8601 UTC (default: the next 11:30 UTC at least 12 hours after --now)")
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the offline plan and print the summary."""
-    now = clock.parse_moment(args.now, "--now") if args.now is not None else clock.program_now()
-    start = clock.parse_moment(args.reservation_start, "--reservation-start") if args.reservation_start is not None else None
+def _check_out(out: Path, given: bool) -> None:
+    where = f"--out {out}" if given else f"the output directory {out}"
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{where} is an existing file; give a directory: the plan writes resources.json, outputs.json, manifests/ and helm/ into it")
 
-    def fixture(settings: StackSettings) -> offline.ReservationFixture:
-        base = offline.default_reservation(settings, now)
-        return offline.ReservationFixture(
-            id=base.id,
-            availability_zone=args.reservation_az or base.availability_zone,
-            instance_type=base.instance_type,
-            instance_count=args.reservation_count or base.instance_count,
-            state=args.reservation_state,
-            start=start or base.start,
+
+def _any_block(rehearsal: Rehearsal, region: str, now: datetime):
+    """For a program of another project: whatever ``cr-`` id it looks up, one block shaped by the flags."""
+    rehearsal.check(region, now)
+
+    def reservation_for(reservation_id: str) -> offline.ReservationFixture:
+        return rehearsal.fixture(
+            reservation_id=reservation_id, instance_type=DEFAULT_GPU_INSTANCE_TYPE, instance_count=1, availability_zone=f"{region}a", now=now
         )
 
-    result = offline.run_stack(args.stack, now=now, reservation=fixture)
-    out = args.out or PROJECT_ROOT / "build" / "plan" / args.stack
-    manifests = offline.write_plan(result, out)
-    print(render_summary(result, out, len(manifests), tree=not args.quiet))
-    return 0
+    return reservation_for
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the offline plan, print the summary and the policy verdict; 1 on a mandatory violation."""
+    now = clock.parse_moment(args.now, "--now") if args.now is not None else clock.program_now()
+    start = clock.parse_moment(args.reservation_start, "--reservation-start") if args.reservation_start is not None else None
+    rehearsal = Rehearsal(state=args.reservation_state, availability_zone=args.reservation_az, instance_count=args.reservation_count, start=start)
+    proj = project.find_project(args.program, Path.cwd())
+    stack = project.short_stack_name(args.stack)
+    out = (args.out or proj.directory / "build" / "plan" / stack).resolve()
+    _check_out(out, args.out is not None)
+    policy = policy_verdict.PolicyCheck.from_file(args.policy_config or proj.policy_config(stack), flag="--policy-config" if args.policy_config else None)
+    stack_config = project.read_stack_config(proj, args.stack)
+
+    def for_settings(settings: StackSettings) -> offline.ReservationFixture:
+        """A kimi-k3 stack's block: its id, type and node count, shaped by the flags."""
+        rehearsal.check(settings.region, now)
+        base = offline.default_reservation(settings, now)
+        return rehearsal.fixture(
+            reservation_id=base.id, instance_type=base.instance_type, instance_count=base.instance_count,
+            availability_zone=base.availability_zone, now=now,
+        )
+
+    reservation_for = None if proj.uses_kimi_k3_settings else _any_block(rehearsal, offline.stack_region(stack_config.values), now)
+    result = offline.run_project(proj, args.stack, now=now, reservation=for_settings, reservation_for=reservation_for)
+    verdict = policy.verdict(result.resources)
+    try:
+        manifests = offline.write_plan(result, out)
+        (out / "policy.json").write_text(json.dumps(verdict.document(), indent=2, sort_keys=True) + "\n")
+    except OSError as err:
+        where = f"--out {args.out}" if args.out is not None else f"the output directory {out}"
+        raise UserError(f"{where}: cannot write the plan there ({err.strerror})") from None
+    warnings = stack_lint.stack_warnings(stack_config.stack_values, stack_config.secret_keys)
+    print(render_summary(result, out, len(manifests), tree=not args.quiet, verdict=verdict, stack_warnings=warnings, project_name=proj.name))
+    return 0 if verdict.passed else 1
 
 
 def render_tree(result: offline.PlanResult) -> list[str]:
@@ -77,31 +123,72 @@ def render_tree(result: offline.PlanResult) -> list[str]:
     return lines
 
 
-def render_summary(result: offline.PlanResult, out: Path, manifest_count: int, *, tree: bool = True) -> str:
+def port_forward_command(outputs: dict) -> str | None:
+    """``kubectl -n NS port-forward service/NAME PORT:PORT`` from the stack outputs that name the Service, if any."""
+    namespace, service = outputs.get("servingNamespace"), outputs.get("servingService")
+    if not namespace or not service:
+        return None
+    port = outputs.get("port") or 8000
+    return f"kubectl -n {namespace} port-forward service/{service} {port}:{port}"
+
+
+def _facts(result: offline.PlanResult, outputs: dict) -> list[str]:
+    block = outputs.get("capacityBlock") or {}
+    fixture = result.reservation
+    lines = ["Key facts:", f"  region            {outputs.get('region') or result.region or '?'}"]
+    if outputs.get("availabilityZones"):
+        lines.append(f"  network AZs       {', '.join(outputs['availabilityZones'])}")
+    if block:
+        lines.append(f"  capacity block    {block.get('id')} — {block.get('state')} (offline fixture), AZ {block.get('availabilityZone')}")
+        lines.append(f"  block window      {_when(block.get('start'))} -> {_when(block.get('end'))}")
+        lines.append(f"  GPU nodes         {outputs.get('gpuNodes')} x {block.get('instanceType')} ({outputs.get('gpusTotal')} GPUs)")
+    elif fixture is not None:
+        lines.append(f"  capacity block    {fixture.id} — {fixture.state} (offline fixture), AZ {fixture.availability_zone}, {fixture.instance_count} x {fixture.instance_type}")
+        lines.append(f"  block window      {_when(fixture.start.isoformat())} -> {_when(fixture.end.isoformat())}")
+    for key, label in (("endpoint", "endpoint"), ("servedModelName", "served model"), ("image", "image"), ("modelRevision", "model revision")):
+        if key in outputs:
+            lines.append(f"  {label:<17} {outputs[key]}")
+    return lines
+
+
+def render_summary(
+    result: offline.PlanResult,
+    out: Path,
+    manifest_count: int,
+    *,
+    tree: bool = True,
+    verdict: policy_verdict.Verdict | None = None,
+    stack_warnings: list[str] | None = None,
+    project_name: str | None = None,
+) -> str:
     """The readable summary printed after a plan."""
     outputs = result.plain_outputs()
-    block = outputs.get("capacityBlock") or {}
-    lines = [f"kimi-k3 offline plan — stack {result.stack} ({outputs.get('environment', '?')}), now {_when(result.now.isoformat()) if result.now else '?'}", ""]
+    what = f"stack {result.stack} ({outputs.get('environment', '?')})" if result.settings else f"project {project_name or result.project}, stack {result.stack}"
+    lines = [f"kimi-k3 offline plan — {what}, now {_when(result.now.isoformat()) if result.now else '?'}", ""]
     if tree:
         lines.append(f"Resources ({len(result.resources)}):")
         lines.extend(render_tree(result))
         lines.append("")
-    lines += [
-        "Key facts:",
-        f"  region            {outputs.get('region')}",
-        f"  network AZs       {', '.join(outputs.get('availabilityZones', []))}",
-        f"  capacity block    {block.get('id')} — {block.get('state')} (offline fixture), AZ {block.get('availabilityZone')}",
-        f"  block window      {_when(block.get('start'))} -> {_when(block.get('end'))}",
-        f"  GPU nodes         {outputs.get('gpuNodes')} x {block.get('instanceType')} ({outputs.get('gpusTotal')} GPUs)",
-    ]
-    for key, label in (("endpoint", "endpoint"), ("servedModelName", "served model"), ("image", "image"), ("modelRevision", "model revision")):
-        if key in outputs:
-            lines.append(f"  {label:<17} {outputs[key]}")
-    if result.warnings:
-        lines += ["", "Warnings:"] + [f"  - {w}" for w in result.warnings]
-    if result.settings and any(getattr(s, "placeholder", False) for s in (result.settings.serving.api_key, result.settings.serving.hugging_face_token)):
+    lines += _facts(result, outputs)
+    if result.settings is None and outputs:
+        lines += ["", "Outputs:"] + [f"  {key:<17} {json.dumps(value, sort_keys=True)[:160]}" for key, value in sorted(outputs.items())]
+    forward = port_forward_command(outputs)
+    if forward:
+        lines += ["", f"Reach the API from your machine: {forward}"]
+    warnings = list(dict.fromkeys(result.warnings + list(stack_warnings or [])))
+    if warnings:
+        lines += ["", "Warnings:"] + [f"  - {w}" for w in warnings]
+    if result.secret_keys:
         lines += ["", "Secrets: secure: config values cannot be decrypted offline; a marked placeholder stood in and was written as [secret]."]
-    lines += ["", f"Wrote {out / 'resources.json'} ({len(result.resources)} resources), {out / 'outputs.json'} and {manifest_count} manifests in {out / 'manifests'}"]
+    if verdict is not None:
+        lines += [""] + verdict.render()
+    helm = result.helm_values()
+    lines += [
+        "",
+        f"Wrote {out / 'resources.json'} ({len(result.resources)} resources), {out / 'outputs.json'}, {manifest_count} manifests in "
+        f"{out / 'manifests'} (objects the program declares), {len(helm)} Helm values files in {out / 'helm'} "
+        "(charts the provider renders at apply time)" + (f" and {out / 'policy.json'}" if verdict is not None else ""),
+    ]
     return "\n".join(lines)
 
 
@@ -112,4 +199,4 @@ def _when(value: str | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
-__all__ = ["add_parser", "render_summary", "render_tree", "run", "json"]
+__all__ = ["add_parser", "port_forward_command", "render_summary", "render_tree", "run"]

@@ -6,7 +6,8 @@ model pods, the weights download, the load balancer and the metrics scraping.
 :func:`render_inference_endpoint_config` renders that object from the same
 :class:`~components.serving.contracts.ServingContract` the EKS path
 (:class:`~components.serving.vllm.VllmServer`) serves, keeping every argument and
-environment variable of the reference manifest (seed 000).
+environment variable of the reference manifest (the ``InferenceEndpointConfig`` of the AWS
+deployment guide for Kimi K3 on SageMaker HyperPod).
 
 How the contract maps onto the operator (field names from the CRD schema of
 inference-operator chart 2.2.2, copied in ``tests/data``):
@@ -16,7 +17,7 @@ inference-operator chart 2.2.2, copied in ``tests/data``):
   within the container where the model data will be available" and accepts any
   path (``/opt/ml/model`` is only its default), so the contract's stable path
   ``/models/kimi-k3`` is used and vLLM loads that directory (``--model
-  /models/kimi-k3``), offline (``HF_HUB_OFFLINE=1``). The seed's ``--model
+  /models/kimi-k3``), offline (``HF_HUB_OFFLINE=1``). The guide's ``--model
   moonshotai/Kimi-K3`` made vLLM download the weights itself at start-up, unpinned;
   here the operator downloads exactly the pinned revision instead:
 
@@ -64,7 +65,7 @@ KIND = "InferenceEndpointConfig"
 DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
 """HyperPod instance type that holds one Kimi K3 replica (8x B300)."""
 MODEL_VOLUME_NAME = "model-weights"
-"""Name of the operator-managed volume holding the weights (as in the seed)."""
+"""Name of the operator-managed volume holding the weights (as in the guide's manifest)."""
 SECRET_KEY = "key"
 """Key inside the API key / Hugging Face token Secrets (the same key ``VllmServer``'s Secrets use)."""
 HF_DOWNLOAD_GBPS = 0.5

@@ -1,10 +1,17 @@
-"""The rules of the ``kimi-k3-guardrails`` policy pack.
+"""The rules of the ``kimi-k3-guardrails`` policy pack (one home: the pack and ``kimi-k3 plan`` use them).
 
 Each rule encodes a fact that makes a Kimi K3 deployment fail late (EC2 or
-Kubernetes refuses it half-way through ``pulumi up``) or leaves it open
-(DESIGN.md "Facts"). Importing this module starts nothing: ``__main__.py``
-builds the ``PolicyPack`` (which starts the analyzer's gRPC server) from
-:data:`ALL_POLICIES`, and the tests call each policy's ``validate`` directly.
+Kubernetes refuses it half-way through ``pulumi up``) or leaves it open. Sources:
+the EKS user guide "Create a managed node group with Capacity Blocks for ML"
+(capacity-blocks-mng: launch template with the capacity-block market type, instance
+type in the template only, ``CAPACITY_BLOCK`` capacity type), the EC2 user guide
+"Capacity Blocks for ML" (no cluster placement group), the EKS API ``CreateCluster``
+reference (public endpoint defaults to 0.0.0.0/0) and the Kubernetes documentation
+"Schedule GPUs" (extended resources: requests must equal limits).
+
+Importing this module starts nothing: ``policy/__main__.py`` builds the
+``PolicyPack`` (which starts the analyzer's gRPC server) from :data:`ALL_POLICIES`;
+:mod:`components.policy_verdict` runs the same policies over an offline plan.
 
 Enforcement levels: ``mandatory`` for what fails ``pulumi up`` late or opens the
 cluster, ``advisory`` for hygiene. Any level can be changed per stack with
@@ -36,6 +43,9 @@ from pulumi_policy.proxy import UnknownValueError
 
 PACK_NAME = "kimi-k3-guardrails"
 """Name of the policy pack (``PolicyPack(name=...)``)."""
+
+PACK_ENFORCEMENT_LEVEL = EnforcementLevel.MANDATORY
+"""The pack's level (``PolicyPack(enforcement_level=...)``), for a policy that sets none."""
 
 
 class _Unknown:

@@ -1,0 +1,229 @@
+"""``kimi-k3 plan --program DIR``: someone's own Pulumi program, planned by the same offline engine.
+
+The README's "own program" project is written into a fresh directory from the README
+text and planned with the command the README gives; small programs of another
+project check what the Pulumi CLI would hand them (``Pulumi.yaml`` defaults,
+``stackConfigDir``, declared keys); and a non-editable ``pip install`` of the package
+plans the user's stack, not anything inside site-packages or this repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.cli import main
+from tests.conftest import ROOT
+from tests.user_project import copy_library_project, library_stack, write_project
+
+NOW = ("--now", "2026-12-01T08:00:00Z")
+SECURE = {"secure": "v1:dGlueS1wbGFjZWhvbGRlcg==:cmVwbGFjZS13aXRoLXB1bHVtaS1jb25maWctc2V0LS1zZWNyZXQ="}
+
+
+def _readme_blocks() -> dict[str, str]:
+    """The README's own-program project: ``Pulumi.yaml``, ``Pulumi.dev.yaml``, ``__main__.py`` and the command."""
+    section = (ROOT / "README.md").read_text().split("## Using the components in your own Pulumi program", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
+    files = {}
+    for language, text in blocks:
+        first = text.splitlines()[0]
+        if language == "yaml" and first.startswith("# Pulumi"):
+            files[first[2:].strip()] = text
+        elif language == "python":
+            files["__main__.py"] = text
+        elif language == "sh":
+            files["command"] = next(line.split("#")[0].strip() for line in text.splitlines() if line.startswith("kimi-k3 plan"))
+    return files
+
+
+def test_the_readme_program_plans_as_written_in_a_fresh_directory(tmp_path):
+    files = _readme_blocks()
+    assert set(files) == {"Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "command"}
+    project, stack = yaml.safe_load(files["Pulumi.yaml"]), yaml.safe_load(files["Pulumi.dev.yaml"])
+    # what the issue asks of that project: another project name, aws:region, a secure: apiKey
+    assert project["name"] != "kimi-k3" and stack["config"]["aws:region"]
+    assert set(stack["config"][f"{project['name']}:apiKey"]) == {"secure"}
+    fresh = tmp_path / "my-llm"
+    fresh.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py"):
+        (fresh / name).write_text(files[name])
+    argv = shlex.split(files["command"])
+    assert argv[0] == "kimi-k3"
+    proc = subprocess.run([sys.executable, "-m", "components.cli", *argv[1:], *NOW], capture_output=True, text=True, cwd=fresh, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    plan = fresh / "build" / "plan" / "dev"
+    resources = json.loads((plan / "resources.json").read_text())
+    types = {r["type"] for r in resources}
+    assert {"kimi-k3:index:Network", "kimi-k3:index:Cluster", "kimi-k3:index:CapacityBlockNodeGroup", "kimi-k3:index:VllmServer"} <= types
+    assert all(r["urn"].startswith("urn:pulumi:dev::my-llm::") for r in resources)
+    assert json.loads((plan / "outputs.json").read_text())["endpoint"].endswith(":8000/v1")
+    deployment = yaml.safe_load(next((plan / "manifests").glob("deployment-*.yaml")).read_text())
+    assert deployment["spec"]["replicas"] == 2  # --reservation-count 2 shaped the block the program looked up
+    secret = next(r for r in resources if r["type"] == "kubernetes:core/v1:Secret")
+    assert secret["inputs"]["stringData"] == {"key": "[secret]"}
+    assert "passed" in proc.stdout and "project my-llm, stack dev" in proc.stdout
+
+
+def test_outside_any_project_plan_stops_and_plans_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "dev"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"kimi-k3: error: no Pulumi.yaml in {tmp_path.resolve()} or its parents: cd into your Pulumi project, or pass --program DIR"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("make", ["missing", "empty-dir"])
+def test_a_program_dir_without_a_project_names_the_flag(tmp_path, capsys, make):
+    target = tmp_path / "prog"
+    if make == "empty-dir":
+        target.mkdir()
+    assert main(["plan", "dev", "--program", str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"--program {target}" in err
+
+
+TINY_PULUMI_YAML = """\
+name: tiny
+runtime: python
+stackConfigDir: config
+config:
+  greeting: hello          # a plain value of the project's namespace: a default
+  aws:region: eu-west-1    # a plain value of another namespace: a value
+  size:
+    type: integer
+    default: 1
+  token:
+    type: string
+    secret: true
+"""
+
+TINY_PROGRAM = """\
+import pulumi
+from components.reservation import lookup_capacity_block
+
+config = pulumi.Config()
+block = lookup_capacity_block("cr-0123456789abcdef0")
+pulumi.export("greeting", config.require("greeting"))
+pulumi.export("size", config.require_int("size"))
+pulumi.export("region", pulumi.Config("aws").require("region"))
+pulumi.export("tokenIsSecret", config.require_secret("token").apply(lambda _: True))
+pulumi.export("block", {"id": block.reservation_id, "az": block.availability_zone, "count": block.instance_count,
+                        "state": block.state, "type": block.instance_type})
+"""
+
+
+def _tiny(tmp_path, stack_config: dict) -> Path:
+    return write_project(tmp_path / "tiny", pulumi_yaml=TINY_PULUMI_YAML, program=TINY_PROGRAM,
+                         stacks={"dev": yaml.safe_dump({"config": stack_config})}, stack_dir="config")
+
+
+def test_another_projects_program_gets_what_the_pulumi_cli_would_hand_it(tmp_path, capsys):
+    project = _tiny(tmp_path, {"tiny:size": 3, "tiny:token": SECURE})
+    out = tmp_path / "out"
+    flags = ("--reservation-az", "eu-west-1c", "--reservation-count", "3", "--reservation-state", "active")
+    assert main(["plan", "dev", "--program", str(project), "--out", str(out), *NOW, *flags]) == 0
+    outputs = json.loads((out / "outputs.json").read_text())
+    assert outputs["greeting"] == "hello"           # Pulumi.yaml default
+    assert outputs["size"] == 3                     # the stack's value over the default
+    assert outputs["region"] == "eu-west-1"         # Pulumi.yaml value of another namespace
+    assert outputs["tokenIsSecret"] == "[secret]"   # the secure: value stayed a secret
+    # whatever cr- id the program asks is answered, shaped by the rehearsal flags
+    assert outputs["block"] == {"id": "cr-0123456789abcdef0", "az": "eu-west-1c", "count": 3, "state": "active", "type": "p6-b300.48xlarge"}
+    printed = capsys.readouterr().out
+    assert "project tiny, stack dev" in printed and "cr-0123456789abcdef0 — active (offline fixture), AZ eu-west-1c" in printed
+
+
+@pytest.mark.parametrize(
+    ("stack_config", "expected"),
+    [
+        ({"tiny:size": 3}, "stack dev is missing configuration value tiny:token (declared in Pulumi.yaml without a default)"),
+        ({"tiny:token": "plain"}, "config tiny:token: '<plain text value>' is not accepted; Pulumi.yaml declares it secret"),
+        ({"tiny:token": SECURE, "tiny:size": "three"}, "config tiny:size: 'three' is not accepted; Pulumi.yaml declares it integer"),
+    ],
+)
+def test_what_pulumi_up_refuses_before_the_program_runs_is_one_line(tmp_path, capsys, stack_config, expected):
+    out = tmp_path / "out"
+    assert main(["plan", "dev", "--program", str(_tiny(tmp_path, stack_config)), "--out", str(out), *NOW]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and expected in err
+    assert not out.exists()
+
+
+def test_another_projects_stack_is_not_held_to_kimi_k3_settings(tmp_path, capsys):
+    """A foreign project with no kimi-k3:* keys plans; hyperpod (which needs kimi-k3 settings) says why it cannot."""
+    project = _tiny(tmp_path, {"tiny:token": SECURE})
+    assert main(["plan", "dev", "--program", str(project), "--quiet", "--out", str(tmp_path / "out"), *NOW]) == 0
+    capsys.readouterr()
+    assert main(["hyperpod", "dev", "--program", str(project)]) == 2
+    assert "sets no kimi-k3:* keys" in capsys.readouterr().err
+
+
+def _user_copy_of_the_program(tmp_path) -> Path:
+    """A user's directory with this repository's program and a stack of their own (region us-east-2)."""
+    dev = library_stack("dev").replace("aws:region: us-east-1", "aws:region: us-east-2").replace("kimi-k3:maxModelLen: 262144", "kimi-k3:maxModelLen: 131072")
+    return copy_library_project(tmp_path / "user", {"dev": dev, "prod": library_stack("prod").replace("kimi-k3:maxModelLen: 262144", "kimi-k3:maxModelLen: 65536")})
+
+
+def test_hyperpod_and_preflight_read_the_stack_of_the_current_project(tmp_path, monkeypatch, capsys):
+    from components import capacity_ops
+    from components.errors import UserError
+
+    user = _user_copy_of_the_program(tmp_path)
+    monkeypatch.chdir(user)
+    assert main(["hyperpod", "prod"]) == 0
+    assert "65536" in capsys.readouterr().out  # the user's maxModelLen, not the repository's 262144
+
+    def reached(region):
+        raise UserError(f"would call AWS in {region}")
+
+    monkeypatch.setattr(capacity_ops, "make_clients", reached)
+    assert main(["capacity", "preflight", "dev"]) == 2
+    assert "would call AWS in us-east-2" in capsys.readouterr().err  # the user's region
+    monkeypatch.chdir(tmp_path)
+    assert main(["capacity", "preflight", "dev", "--program", str(user)]) == 2
+    assert "would call AWS in us-east-2" in capsys.readouterr().err
+
+
+def _tree_state(directory: Path) -> dict[str, float]:
+    return {str(p): p.stat().st_mtime for p in directory.rglob("*")} if directory.exists() else {}
+
+
+def test_after_a_regular_pip_install_plan_plans_the_users_stack_and_writes_nothing_into_the_repository(tmp_path):
+    """``pip install --no-deps --target``, then ``python -m components.cli plan dev`` from the user's directory."""
+    source, site = tmp_path / "source", tmp_path / "site"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "components", source / "components", ignore=shutil.ignore_patterns("__pycache__"))
+    # pip builds the wheel in an isolated environment with [build-system]'s setuptools and wheel from the index
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert install.returncode == 0, install.stderr
+    user = _user_copy_of_the_program(tmp_path)
+    repository_build = _tree_state(ROOT / "build")
+    # -S: no site-packages .pth files, so the editable install of this checkout is not on the path;
+    # the dependencies come from the virtualenv's site-packages, after the installed package.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), sysconfig.get_paths()["purelib"]])}
+    where = subprocess.run([sys.executable, "-S", "-c", "import components; print(components.__file__)"], capture_output=True, text=True, env=env, cwd=user)
+    assert where.stdout.strip() == str(site / "components" / "__init__.py")
+    proc = subprocess.run([sys.executable, "-S", "-m", "components.cli", "plan", "dev", "--quiet", *NOW],
+                          capture_output=True, text=True, env=env, cwd=user, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    outputs = json.loads((user / "build" / "plan" / "dev" / "outputs.json").read_text())
+    assert outputs["region"] == "us-east-2"  # the user's stack
+    assert f"({user / 'policy' / 'config' / 'dev.json'})" in proc.stdout  # the user's policy config
+    assert not (site / "build").exists() and not (site / "stacks").exists()
+    assert _tree_state(ROOT / "build") == repository_build
