@@ -1,4 +1,4 @@
-"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``.
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``weights``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
 the parser it adds sets ``func`` to a callable ``(args) -> int``.
@@ -13,7 +13,7 @@ from typing import Sequence
 
 from components.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "weights")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
