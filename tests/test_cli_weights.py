@@ -41,7 +41,7 @@ def test_stage_here_copies_then_status_is_complete_and_a_second_stage_copies_not
 
 def test_stage_without_here_points_at_the_cluster_job_and_waits_for_it(hub, s3, capsys, monkeypatch):
     assert main(["weights", "stage", "prod", "--hf-endpoint", hub.endpoint, "--no-progress"]) == 1
-    assert "job/prod-weights-stage" in capsys.readouterr().out
+    assert f"job/weights-stage-{PROD.serving.model_revision[:12]}" in capsys.readouterr().out
     polls = []
 
     def the_job_runs_meanwhile(seconds):

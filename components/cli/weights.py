@@ -28,10 +28,6 @@ from components.settings import StackSettings, load_stack
 from components.weights import WeightsError
 from components.weights.manifest import DEFAULT_SHA256SUMS, MANIFEST_NAME
 
-STAGING_NAMESPACE = "kimi-weights"
-"""Namespace of the in-cluster staging Job (components.weights.staging_job)."""
-
-
 def make_s3_client(region: str) -> Any:
     """The S3 client of the stack's region (the one place that creates it; tests run it under moto)."""
     import boto3
@@ -128,9 +124,12 @@ def cmd_stage(args: argparse.Namespace) -> int:
             print("\n".join(format_status(status)))
             print(f"nothing to stage: {uri} holds {settings.serving.model_id}@{settings.serving.model_revision}")
             return 0
+        from components.weights.stage import STAGING_NAMESPACE, job_name
+
+        job = job_name(settings.serving.model_revision)
         print(
-            f"staging runs in the cluster: the Job {args.stack}-weights-stage in namespace {STAGING_NAMESPACE} on the system nodes "
-            f"(declared by the stack; follow it with `kubectl -n {STAGING_NAMESPACE} logs -f job/{args.stack}-weights-stage`). "
+            f"staging runs in the cluster: the Job {job} in namespace {STAGING_NAMESPACE} on the system nodes "
+            f"(declared by the stack; follow it with `kubectl -n {STAGING_NAMESPACE} logs -f job/{job}`). "
             "Inside AWS in the stack's region, `--here` copies from this machine instead."
         )
         if not args.wait:

@@ -36,6 +36,14 @@ from components.weights.s3store import (
 
 STAGED, MISSING, MISMATCHED = "staged", "missing", "mismatched"
 
+STAGING_NAMESPACE = "kimi-weights"
+"""Namespace of the in-cluster staging Job (:mod:`components.weights.staging_job`)."""
+
+
+def job_name(revision: str) -> str:
+    """``weights-stage-<revision 12>``: a new revision is a new Job (a Job's pod template is immutable)."""
+    return f"weights-stage-{revision[:12]}"
+
 
 @dataclass(frozen=True)
 class FileVerdict:
