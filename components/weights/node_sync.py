@@ -76,7 +76,7 @@ verify_worker() {
       while IFS= read -r line; do n=$((n + 1)); f=${line#* }; f=${f#[ *]}; [ -d "$work/claim.$n" ] || [ -f "$f" ] || { mkdir "$work/claim.$n" 2>/dev/null && echo "MISSING $f after the sync" >&2 && echo "$f" >> "$work/failed"; }; done < "$SHA256_MANIFEST"
       return 0
     fi
-    [ "$progress" -eq 1 ] || sleep 1
+    [ "$progress" -eq 1 ] || sleep "${VERIFY_POLL_S:-1}"
   done
 }
 pids=""
