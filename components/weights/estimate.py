@@ -42,6 +42,7 @@ FIGURES: dict[str, Figure] = {
     "cache_restore": Figure(0.2, "min", "estimate: a few GB of compile/JIT cache from in-region S3", _DATE, estimate=True),
     "first_request": Figure(1, "min", "review: the first request after start pays lazy initialisation, 30-60 s on large models", _DATE, estimate=True),
     "old_pod_drain": Figure(0.5, "min", "pre-stop sleep (30 s by default) before the old pod releases the node", _DATE),
+    "nat_data_processing": Figure(0.045, "USD/GB", "Amazon VPC pricing, NAT gateway data processing in us-east-1 (recalled, not re-read here; check the region's price)", _DATE, estimate=True),
     "restart_backoff": Figure(0.2, "min", "kubelet's first restart back-off (10 s)", _DATE),
 }
 """Phase figures not specific to an instance type (minutes unless the unit says otherwise)."""
@@ -332,3 +333,52 @@ def mechanisms_needed(x: StartupInputs, targets: dict[str, float]) -> dict[str, 
             helps.append(f"weights staged in S3 (-{saved:.1f} min)")
         out[case] = helps or ["none left to turn on: the remaining minutes are node boot and the engine itself"]
     return out
+
+
+TODAYS_MECHANISMS = dict(crt_target_bandwidth=False, verify="sequential", hasher="sha256sum", verify_workers=32, compile_cache=False, node_local_weights=False, image_prepull=False, fast_image_pull=False)
+"""What the serving pod does before the mechanisms of docs/weights.md: CRT at its fallback, a
+sequential ``sha256sum`` pass on 32 CPUs, no caches, emptyDir weights, image pulled after the
+init containers."""
+
+
+def image_in_region(image_repository: str, region: str) -> bool:
+    """True when the image comes from ECR in ``region`` (a private registry or a pull-through cache)."""
+    host = image_repository.split("/", 1)[0]
+    return host.endswith(f".dkr.ecr.{region}.amazonaws.com")
+
+
+def inputs_from_settings(settings, **mechanisms) -> StartupInputs:
+    """:class:`StartupInputs` of a stack (``components.settings.StackSettings``); ``mechanisms`` override
+    the switches (default: :data:`TODAYS_MECHANISMS`, until the stack has keys for them)."""
+    values = dict(
+        instance_type=settings.capacity.instance_type,
+        nodes=settings.nodes_required,
+        weights_source=settings.serving.weights_source,
+        image_in_region=image_in_region(settings.serving.image.repository, settings.region),
+        **TODAYS_MECHANISMS,
+    )
+    values.update(mechanisms)
+    return StartupInputs(**values)
+
+
+def plan_lines(settings, block_hours: float | None = None, **mechanisms) -> list[str]:
+    """What ``kimi-k3 plan`` should print: the estimate line, the cost line, and any warning."""
+    x = inputs_from_settings(settings, **mechanisms)
+    lines = format_estimates(x)
+    warning = check_ready_timeout(settings.serving.engine_ready_timeout_s, x)
+    if warning:
+        lines.append(f"warning: {warning}")
+    if block_hours is not None:
+        window = block_window_warning(block_hours, x)
+        if window:
+            lines.append(f"warning: {window}")
+    if x.weights_source == "huggingface":
+        cold = estimate_case(x, "cold").minutes
+        staged = estimate_case(replace(x, weights_source="s3"), "cold").minutes
+        gb = x.weights_bytes / 1e9 * x.nodes
+        nat = FIGURES["nat_data_processing"]
+        lines.append(
+            f"warning: weights come from Hugging Face through the NAT gateway: ~{cold:.0f} min to first token (staged in S3: ~{staged:.0f}), "
+            f"and ~{gb:,.0f} GB of NAT data processing per start (~${gb * nat.value:,.0f} at ${nat.value}/GB, estimate); stage them with `kimi-k3 weights stage`"
+        )
+    return lines
