@@ -113,6 +113,7 @@ EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "https://aws.github.io/e
 DCGM_EXPORTER_CHART = ("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", "4.8.3")
 AWS_LOAD_BALANCER_CONTROLLER_CHART = ("aws-load-balancer-controller", "https://aws.github.io/eks-charts", "3.5.0")
 LWS_CHART = ("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
+LOCAL_STATIC_PROVISIONER_CHART = ("local-static-provisioner", "https://kubernetes-sigs.github.io/sig-storage-local-static-provisioner", "2.9.0")
 """(chart, repository, pinned version) for each cluster add-on installed from Helm."""
 
 # --- Serving ------------------------------------------------------------------

@@ -66,10 +66,31 @@ def test_the_weights_volume_is_local_bound_late_and_not_chowned_at_every_mount(o
     assert claim["spec"]["storageClassName"] == "kimi-local-weights" and claim["spec"]["accessModes"] == ["ReadWriteOnce"]
 
 
-def test_the_provisioner_values_turn_on_the_node_cleanup_controller():
+def test_the_provisioner_values_exist_in_the_pinned_chart():
+    from components import catalog
+    from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
+
     values = nl.provisioner_values(node_selector=dict(labels.GPU_NODE_SELECTOR), tolerations=[dict(labels.GPU_TOLERATION)])
-    assert values["nodeCleanupController"] == {"enabled": True, "storageClassNames": ["kimi-local-weights"], "pvcDeletionDelay": "60s"}
-    assert values["classes"][0]["hostDir"] == nl.DISCOVERY_DIR
+    assert unknown_keys(values, chart_defaults("local-static-provisioner")) == []
+    assert values_copy_version("local-static-provisioner") == catalog.LOCAL_STATIC_PROVISIONER_CHART[2]
+    assert values["classes"][0]["hostDir"] == nl.DISCOVERY_DIR and values["setPVOwnerRef"] is True
+    assert unknown_keys({"nodeCleanupController": {"enabled": True}}, chart_defaults("local-static-provisioner")) == ["nodeCleanupController"]  # not in chart 2.9.0
+
+
+def test_the_node_cleanup_controller_opts_in_our_storage_class_only(tmp_path):
+    def program() -> None:
+        k8s.apps.v1.Deployment("cleanup", metadata=k8s.meta.v1.ObjectMetaArgs(name="local-volume-node-cleanup", namespace="kimi-storage", annotations=nl.NODE_CLEANUP_CHECKOV_SKIPS), spec=nl.node_cleanup_deployment_spec("local-volume-node-cleanup", image=nl.NODE_CLEANUP_IMAGE + "@sha256:" + "1" * 64, node_selector=dict(labels.SYSTEM_NODE_LABELS)))
+        k8s.rbac.v1.ClusterRole("cleanup-role", metadata=k8s.meta.v1.ObjectMetaArgs(name="local-volume-node-cleanup"), rules=[k8s.rbac.v1.PolicyRuleArgs(**r) for r in nl.NODE_CLEANUP_RULES])
+        k8s.networking.v1.NetworkPolicy("deny", metadata=k8s.meta.v1.ObjectMetaArgs(name="default-deny", namespace="kimi-storage"), spec=k8s.networking.v1.NetworkPolicySpecArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(), policy_types=["Ingress"]))
+
+    objs = offline.OfflineEngine().run(program).kubernetes_objects()
+    for manifest in objs:
+        k8s_checks.validate_manifest(manifest, "1.34")
+    (deployment,) = [o for o in objs if o["kind"] == "Deployment"]
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["--storageclass-names=kimi-local-weights", "--pvc-deletion-delay=60s", "--stale-pv-discovery-interval=10s"]
+    report = k8s_checks.checkov_scan(k8s_checks.write_manifests(objs, tmp_path / "cleanup"))
+    assert [(f["check_id"], f.get("resource")) for f in report["failed"]] == []
 
 
 def test_other_revisions_are_pruned_and_nothing_else_is_touched(tmp_path):

@@ -11,11 +11,13 @@ the files and the verified marker: no transfer.
 
 Failure modes and what handles them:
 
-* the block's nodes are gone: the chart's **node-cleanup controller** deletes a claim bound to
-  a local volume whose node no longer exists (``--pvc-deletion-delay``) and the stale volume
+* the block's nodes are gone: the repository's **node-cleanup controller**
+  (``docs/node-cleanup-controller.md``; not part of chart 2.9.0, so
+  :func:`node_cleanup_deployment_spec` declares it) deletes a claim bound to a local volume
+  whose node no longer exists (``--pvc-deletion-delay``) and then the volume
   (``--stale-pv-discovery-interval``), so the StatefulSet's pod does not stay Pending on a
-  dead node; the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` deletes claims with
-  the set;
+  dead node; ``setPVOwnerRef`` makes each volume a dependent of its Node; the StatefulSet's
+  ``persistentVolumeClaimRetentionPolicy`` deletes claims with the set;
 * the volume is not chowned on every mount: ``fsGroupChangePolicy: OnRootMismatch``
   (:func:`pod_security_context`);
 * two revisions never mix: each revision syncs into its own directory
@@ -118,10 +120,77 @@ def bind_mount_script(source: str = f"{RAID_MOUNT}/kimi-weights", target: str = 
 
 
 def provisioner_values(storage_class: str = "kimi-local-weights", node_selector: dict | None = None, tolerations: list | None = None) -> dict:
-    """Helm values for the local-static-provisioner chart: one class over :data:`DISCOVERY_DIR`, and the node-cleanup controller on."""
+    """Helm values for the local-static-provisioner chart (``catalog.LOCAL_STATIC_PROVISIONER_CHART``).
+
+    One class over :data:`DISCOVERY_DIR` (the StorageClass itself is declared by us,
+    :func:`storage_class_args`), and ``setPVOwnerRef``: each volume is a dependent of its Node,
+    so the garbage collector deletes it with the Node. The chart (2.9.0) does not deploy the
+    node-cleanup controller; :func:`node_cleanup_deployment_spec` does.
+    """
     return {
         "classes": [{"name": storage_class, "hostDir": DISCOVERY_DIR, "volumeMode": "Filesystem", "storageClass": False}],
+        "setPVOwnerRef": True,
         "nodeSelector": node_selector or {},
         "tolerations": tolerations or [],
-        "nodeCleanupController": {"enabled": True, "storageClassNames": [storage_class], "pvcDeletionDelay": "60s"},
     }
+
+
+NODE_CLEANUP_IMAGE = "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"
+"""Release image of the node-cleanup controller (``REGISTRY ?= registry.k8s.io/sig-storage`` and
+``local-volume-node-cleanup`` in the repository's Makefile and hack/release.sh at
+local-static-provisioner-2.9.0); pin it by digest when integrating (not resolvable offline)."""
+
+NODE_CLEANUP_RULES = (
+    {"api_groups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch", "delete"]},
+    {"api_groups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "delete"]},
+    {"api_groups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"api_groups": [""], "resources": ["events"], "verbs": ["create"]},
+)
+"""ClusterRole rules of the controller, as in the repository's
+``deployment/kubernetes/example/node-cleanup-controller/rbac.yaml`` (local-static-provisioner-2.9.0)."""
+
+
+NODE_CLEANUP_CHECKOV_SKIPS = {"checkov.io/skip1": "CKV_K8S_38=the controller watches Nodes and deletes PVs/PVCs through the API, so it needs its ServiceAccount token"}
+"""Annotations for the controller Deployment's metadata (a reasoned checkov skip)."""
+
+
+def node_cleanup_args(storage_class: str = "kimi-local-weights", pvc_deletion_delay_s: int = 60, stale_pv_interval_s: int = 10) -> list[str]:
+    """Arguments of the controller (docs/node-cleanup-controller.md): opt in our StorageClass only."""
+    return [f"--storageclass-names={storage_class}", f"--pvc-deletion-delay={pvc_deletion_delay_s}s", f"--stale-pv-discovery-interval={stale_pv_interval_s}s"]
+
+
+def node_cleanup_deployment_spec(service_account: str, image: str = NODE_CLEANUP_IMAGE, storage_class: str = "kimi-local-weights", node_selector: dict | None = None) -> k8s.apps.v1.DeploymentSpecArgs:
+    """The controller that deletes claims bound to local volumes of deleted nodes (after the delay) and then the volumes.
+
+    Shaped on the repository's example ``deployment.yaml``, with a pinned image instead of its
+    ``canary`` tag, a restricted security context and the system nodes' selector.
+    """
+    pod_labels = {"app.kubernetes.io/name": "local-volume-node-cleanup"}
+    return k8s.apps.v1.DeploymentSpecArgs(
+        replicas=1,
+        selector=k8s.meta.v1.LabelSelectorArgs(match_labels=pod_labels),
+        template=k8s.core.v1.PodTemplateSpecArgs(
+            metadata=k8s.meta.v1.ObjectMetaArgs(labels=pod_labels),
+            spec=k8s.core.v1.PodSpecArgs(
+                service_account_name=service_account,
+                node_selector=node_selector or {},
+                security_context=k8s.core.v1.PodSecurityContextArgs(run_as_non_root=True, run_as_user=65532, run_as_group=65532, seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault")),
+                containers=[
+                    k8s.core.v1.ContainerArgs(
+                        name="local-volume-node-cleanup-controller",
+                        image=image,
+                        image_pull_policy="IfNotPresent",
+                        args=node_cleanup_args(storage_class),
+                        ports=[k8s.core.v1.ContainerPortArgs(name="metrics", container_port=8080)],
+                        resources=k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "10m", "memory": "32Mi"}, limits={"cpu": "200m", "memory": "128Mi"}),
+                        liveness_probe=k8s.core.v1.ProbeArgs(http_get=k8s.core.v1.HTTPGetActionArgs(path="/metrics", port="metrics"), period_seconds=30),
+                        readiness_probe=k8s.core.v1.ProbeArgs(http_get=k8s.core.v1.HTTPGetActionArgs(path="/metrics", port="metrics"), period_seconds=30),
+                        security_context=k8s.core.v1.SecurityContextArgs(
+                            run_as_non_root=True, allow_privilege_escalation=False, privileged=False, read_only_root_filesystem=True,
+                            capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]), seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+                        ),
+                    )
+                ],
+            ),
+        ),
+    )
