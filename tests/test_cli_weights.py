@@ -65,3 +65,22 @@ def test_an_unreachable_hub_is_a_one_line_error(s3, capsys):
     assert main(["weights", "status", "prod", "--hf-endpoint", "http://127.0.0.1:9", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "Hugging Face is not reachable at http://127.0.0.1:9/api/models/moonshotai/Kimi-K3/tree/" in err and err.count("\n") == 1
+
+
+def test_deep_status_reads_every_object_back(hub, s3, capsys):
+    assert main(["weights", "stage", "prod", "--here", "--hf-endpoint", hub.endpoint, "--no-progress"]) == 0
+    location = S3Location.parse(PROD.serving.weights_s3_uri)
+    reads = []
+    original = s3.get_object
+
+    def counting(**kw):
+        reads.append(kw["Key"])
+        return original(**kw)
+
+    s3.get_object = counting
+    from unittest import mock
+
+    with mock.patch.object(cli_weights, "make_s3_client", lambda region: s3):
+        assert main(["weights", "status", "prod", "--deep", "--hf-endpoint", hub.endpoint, "--no-progress"]) == 0
+    assert {location.key(p) for p in hub.repo.files} <= set(reads)
+    capsys.readouterr()

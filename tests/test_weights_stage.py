@@ -225,3 +225,17 @@ def test_a_sha256_mismatch_aborts_the_upload_instead_of_completing_it():
         with pytest.raises(WeightsError, match="does not match the published"):
             upload_verified(client, loc, "w.bin", [b"hello"], expected_size=5, expected_sha256="a" * 64)
         stub.assert_no_pending_responses()
+
+
+def test_head_asks_s3_for_the_stored_checksum_checked_by_the_s3_model():
+    from components.weights.s3store import head
+
+    client = boto3.client("s3", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    loc = S3Location.parse(URI)
+    with Stubber(client) as stub:
+        stub.add_response("head_object", {"ContentLength": 5, "ChecksumCRC32": "NhCmhg==", "ChecksumType": "FULL_OBJECT", "Metadata": {"sha256": "a" * 64}}, {"Bucket": BUCKET, "Key": loc.key("f"), "ChecksumMode": "ENABLED"})
+        stub.add_client_error("head_object", service_error_code="404", http_status_code=404, expected_params={"Bucket": BUCKET, "Key": loc.key("g"), "ChecksumMode": "ENABLED"})
+        state = head(client, loc, "f")
+        assert head(client, loc, "g") is None
+        stub.assert_no_pending_responses()
+    assert (state.size, state.crc32, state.checksum_type, state.metadata) == (5, "NhCmhg==", "FULL_OBJECT", {"sha256": "a" * 64})
