@@ -30,6 +30,8 @@ class FakeRepo:
     page_size: int = 2
     corrupt: dict[str, int] = field(default_factory=dict)
     """path -> how many of the next downloads serve a flipped byte."""
+    truncate: dict[str, int] = field(default_factory=dict)
+    """path -> how many of the next downloads break off halfway (full Content-Length, then the connection closes)."""
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
     """(host, path, Authorization header) of every request."""
     downloads: dict[str, int] = field(default_factory=dict)
@@ -86,6 +88,14 @@ class FakeHub:
                 repo = outer.repo
                 repo.downloads[path] = repo.downloads.get(path, 0) + 1
                 content = repo.files[path]
+                if repo.truncate.get(path, 0) > 0:
+                    repo.truncate[path] -= 1
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(content)))
+                    self.end_headers()
+                    self.wfile.write(content[: len(content) // 2])
+                    self.close_connection = True
+                    return None
                 if repo.corrupt.get(path, 0) > 0:
                     repo.corrupt[path] -= 1
                     content = bytes([content[0] ^ 0xFF]) + content[1:]

@@ -105,9 +105,17 @@ def test_a_corrupt_download_is_detected_aborted_and_fetched_again(hub, s3):
     assert body == hub.repo.files["model-00001-of-00002.safetensors"]
 
 
+def test_a_download_that_breaks_off_is_fetched_again(hub, s3):
+    hub.repo.truncate["model-00001-of-00002.safetensors"] = 1
+    report = run_stage(hub, s3)
+    assert report.retried == ["model-00001-of-00002.safetensors"]
+    body = s3.get_object(Bucket=BUCKET, Key=S3Location.parse(URI).key("model-00001-of-00002.safetensors"))["Body"].read()
+    assert body == hub.repo.files["model-00001-of-00002.safetensors"]
+
+
 def test_a_file_corrupt_on_every_download_fails_the_run_and_no_manifest_is_written(hub, s3):
     hub.repo.corrupt["model-00002-of-00002.safetensors"] = 99
-    with pytest.raises(WeightsError, match="model-00002-of-00002.safetensors: still corrupt after 3 downloads"):
+    with pytest.raises(WeightsError, match="model-00002-of-00002.safetensors: still failing after 3 downloads"):
         run_stage(hub, s3)
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=S3Location.parse(URI).key(MANIFEST_NAME))
     found, _, _ = states(hub, s3)

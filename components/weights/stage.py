@@ -13,6 +13,7 @@ CRC32 the manifest recorded. An object overwritten by anything else fails one of
 
 from __future__ import annotations
 
+import http.client
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -155,14 +156,15 @@ def _fetch_one(hub: HubClient, s3: Any, location: S3Location, model_id: str, rev
                 part_size=part_size, on_bytes=count,
             )
             return result.crc32, result.size, attempt > 1
-        except ChecksumMismatch as err:
+        except (ChecksumMismatch, OSError, http.client.HTTPException) as err:  # corrupt, or the download broke off
             last = err
             if on_bytes and sent:
                 on_bytes(-sent)  # those bytes do not count; the file starts over
-            log(f"checksum failure, fetching again ({attempt}/{attempts}): {err}")
+            kind = "checksum failure" if isinstance(err, ChecksumMismatch) else f"download interrupted ({type(err).__name__})"
+            log(f"{file.path}: {kind}, fetching again ({attempt}/{attempts}): {err}")
         finally:
             stream.close()
-    raise WeightsError(f"{file.path}: still corrupt after {attempts} downloads: {last}")
+    raise WeightsError(f"{file.path}: still failing after {attempts} downloads: {last}")
 
 
 def stage(
@@ -207,6 +209,9 @@ def stage(
                 crc, size, retried = future.result()
             except WeightsError as err:
                 failures.append(str(err))
+                continue
+            except Exception as err:  # an S3 refusal (botocore ClientError) fails this file, not the whole run
+                failures.append(f"{file.path}: {type(err).__name__}: {err}")
                 continue
             crcs[file.path] = crc
             report.fetched.append(file.path)
