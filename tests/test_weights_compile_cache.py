@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tarfile
-import threading
 
 import boto3
 import pytest

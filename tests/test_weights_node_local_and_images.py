@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 
-import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
