@@ -114,6 +114,7 @@ EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "https://aws.github.io/e
 DCGM_EXPORTER_CHART = ("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", "4.8.3")
 AWS_LOAD_BALANCER_CONTROLLER_CHART = ("aws-load-balancer-controller", "https://aws.github.io/eks-charts", "3.5.0")
 LWS_CHART = ("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
+LOCAL_STATIC_PROVISIONER_CHART = ("local-static-provisioner", "https://kubernetes-sigs.github.io/sig-storage-local-static-provisioner", "2.9.0")
 """(chart, repository, pinned version) for each cluster add-on installed from Helm."""
 
 # --- Serving ------------------------------------------------------------------
@@ -132,3 +133,87 @@ GPU_MEMORY_UTILIZATION_RANGE = (0.5, 0.98)
 """Fraction of GPU memory vLLM may take: above 0.98 CUDA graphs and NCCL buffers run out of room."""
 PIPELINE_PARALLEL_RANGE = (1, 8)
 """Nodes one replica may span (pipeline stages); a Capacity Block holds at most 64 instances."""
+
+
+# --- Time to serve: figures the weights staging, node sync and start-up estimate use ---------
+# Each figure carries where it comes from. ``estimate=True`` marks a figure nobody has measured
+# on a real Capacity Block yet; the estimate module prints it as such.
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number the library relies on, with its unit, source and date (or marked as an estimate)."""
+
+    value: float
+    """The number itself."""
+    unit: str
+    """Unit of :attr:`value` (``Gbps``, ``USD/h``, ``min``, ``GB/s``...)."""
+    source: str
+    """Where the number comes from (repository/path@commit, AWS page) or how it was estimated."""
+    date: str
+    """When the number was read or estimated (``YYYY-MM``)."""
+    estimate: bool = False
+    """True when no measurement or published figure backs it (printed as ``estimate``)."""
+
+
+@dataclass(frozen=True)
+class StartupFacts:
+    """Per-instance-type figures for staging weights and starting the engine."""
+
+    s3_target_gbps: Figure
+    """Target bandwidth to give the AWS CLI's CRT client (``default.s3.target_bandwidth``)."""
+    nvme_drives: int
+    """Instance-store NVMe drives (RAID0 by nodeadm ``localStorage``)."""
+    nvme_write_gbytes_per_s_per_drive: Figure
+    """Sustained sequential write of one instance-store drive (bounds the sync)."""
+    block_usd_per_hour: Figure | None
+    """Capacity Block price per instance-hour (not the on-demand rate); ``None`` when unknown."""
+
+
+_AWS_C_S3 = "awslabs/aws-c-s3 source/s3_platform_info.c @ dd71b3be (v0.12.5, 2026-06-02), single-NIC figure"
+_NVME_WRITE = Figure(2.0, "GB/s", "estimate: datacenter NVMe Gen4 sequential write; AWS publishes no per-drive figure for P instances", "2026-12", estimate=True)
+
+STARTUP_FACTS: MappingProxyType[str, StartupFacts] = MappingProxyType(
+    {
+        "p6-b300.48xlarge": StartupFacts(
+            s3_target_gbps=Figure(350, "Gbps", _AWS_C_S3, "2026-12"),
+            nvme_drives=8,
+            nvme_write_gbytes_per_s_per_drive=_NVME_WRITE,
+            block_usd_per_hour=Figure(
+                112.3, "USD/h",
+                "upper end of the 93.6-112.3 USD per instance-hour Capacity Block offerings seen in public run logs "
+                "(upfront fee / hours); block prices move with supply and demand, check `kimi-k3 capacity offerings`",
+                "2026-12", estimate=True,
+            ),
+        ),
+        "p6-b200.48xlarge": StartupFacts(
+            s3_target_gbps=Figure(200, "Gbps", _AWS_C_S3, "2026-12"),
+            nvme_drives=8,
+            nvme_write_gbytes_per_s_per_drive=_NVME_WRITE,
+            block_usd_per_hour=None,
+        ),
+        "p5en.48xlarge": StartupFacts(
+            s3_target_gbps=Figure(100, "Gbps", _AWS_C_S3, "2026-12"),
+            nvme_drives=8,
+            nvme_write_gbytes_per_s_per_drive=_NVME_WRITE,
+            block_usd_per_hour=Figure(
+                43.26, "USD/h",
+                "EC2 Capacity Blocks pricing page, effective instance hourly rate for 8 x H200 in US East (Ohio), prices of 2025-01",
+                "2025-01", estimate=True,
+            ),
+        ),
+    }
+)
+"""Staging and start-up figures per GPU instance type (keys match :data:`INSTANCE_TYPES`)."""
+
+CRT_FALLBACK_GBPS = Figure(
+    10, "Gbps",
+    "aws-cli awscli/topics/s3-config.rst (target_bandwidth: falls back to ten gigabits per second) and "
+    "awslabs/aws-c-s3 source/s3_util.c g_default_throughput_target_gbps = 10.0",
+    "2026-12",
+)
+"""What the CRT client targets on an instance type its bundled aws-c-s3 does not list."""
+
+AWS_CLI_BUNDLED_AWSCRT = {"2.31.23": "0.27.6"}
+"""awscrt pinned by the AWS CLI release (aws/aws-cli pyproject.toml at the tag). awscrt 0.27.6 predates
+aws-c-s3 v0.12.5 (2026-06-02), the first release listing p6-b300, so that CLI falls back to 10 Gb/s there."""

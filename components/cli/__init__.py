@@ -1,4 +1,4 @@
-"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``.
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
 the parser it adds sets ``func`` to a callable ``(args) -> int``.
@@ -13,7 +13,7 @@ from typing import Sequence
 
 from components.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights")
 DISTRIBUTION = "kimi-k3-aws"
 """The package whose metadata ``kimi-k3 --version`` reports."""
 

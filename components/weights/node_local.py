@@ -1,0 +1,196 @@
+"""Weights that outlive the pod, under Pod Security ``restricted`` (no ``hostPath``).
+
+Design (docs/weights.md has the whole of it): a directory on the node's NVMe RAID0 is
+bind-mounted under a discovery directory at boot (:func:`bind_mount_script`), the
+local-static-provisioner (kubernetes-sigs/sig-storage-local-static-provisioner, Helm chart
+``helm/provisioner``) turns it into a ``local`` PersistentVolume with node affinity, and the
+serving workload — a StatefulSet — claims it with a ``volumeClaimTemplate``
+(:func:`weights_claim_template`) of the no-provisioner StorageClass (:func:`storage_class_args`,
+``WaitForFirstConsumer``). A pod re-created on the node gets the same claim, the same volume,
+the files and the verified marker: no transfer.
+
+Failure modes and what handles them:
+
+* the block's nodes are gone: the repository's **node-cleanup controller**
+  (``docs/node-cleanup-controller.md``; not part of chart 2.9.0, so
+  :func:`node_cleanup_deployment_spec` declares it) deletes a claim bound to a local volume
+  whose node no longer exists (``--pvc-deletion-delay``) and then the volume
+  (``--stale-pv-discovery-interval``), so the StatefulSet's pod does not stay Pending on a
+  dead node; ``setPVOwnerRef`` makes each volume a dependent of its Node; the StatefulSet's
+  ``persistentVolumeClaimRetentionPolicy`` deletes claims with the set;
+* the volume is not chowned on every mount: ``fsGroupChangePolicy: OnRootMismatch``
+  (:func:`pod_security_context`);
+* two revisions never mix: each revision syncs into its own directory
+  (:func:`revision_dir`) and :data:`PRUNE_SCRIPT` removes the others before the sync.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pulumi_kubernetes as k8s
+
+from components.errors import UserError
+
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+"""Provisioner name of statically provisioned local volumes (Kubernetes docs, Storage Classes, Local)."""
+RAID_MOUNT = "/mnt/k8s-disks/0"
+"""Where nodeadm's ``setup-local-disks`` mounts the instance-store RAID0 (``localStorage.strategy: RAID0``)."""
+DISCOVERY_DIR = "/mnt/kimi-local"
+"""Discovery directory the provisioner watches (one mount under it = one PersistentVolume)."""
+
+
+def revision_dir(mount_path: str, revision: str) -> str:
+    """Directory of one revision's files inside the weights volume."""
+    if not re.fullmatch(r"[0-9a-f]{40}", revision or ""):
+        raise UserError(f"node-local weights: revision {revision!r} is not a 40-hex commit SHA")
+    return f"{mount_path.rstrip('/')}/{revision}"
+
+
+PRUNE_SCRIPT = r"""set -eu
+: "${WEIGHTS_ROOT:?}" "${KEEP_REVISION:?}"
+for d in "$WEIGHTS_ROOT"/*; do
+  [ -d "$d" ] || continue
+  name=${d##*/}
+  [ "$name" = "$KEEP_REVISION" ] && continue
+  case "$name" in *[!0-9a-f]*) continue ;; esac
+  [ "${#name}" -eq 40 ] || continue
+  echo "removing weights of revision $name from this node"
+  rm -rf -- "$d"
+done
+"""
+"""Shell run before the sync: delete other revisions' directories (only 40-hex names: nothing else is touched)."""
+
+
+def storage_class_args(name: str = "kimi-local-weights") -> dict:
+    """Arguments of the StorageClass of node-local weight volumes (``k8s.storage.v1.StorageClass(**...)``)."""
+    return dict(
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=name, labels={"app.kubernetes.io/part-of": "kimi-k3"}),
+        provisioner=NO_PROVISIONER,
+        volume_binding_mode="WaitForFirstConsumer",
+        reclaim_policy="Delete",
+        allow_volume_expansion=False,
+    )
+
+
+def weights_claim_template(storage_class: str, size_gb: int, name: str = "models") -> k8s.core.v1.PersistentVolumeClaimArgs:
+    """The StatefulSet's ``volumeClaimTemplate`` for the weights volume (one claim per replica, on its node)."""
+    if size_gb < 1:
+        raise UserError(f"node-local weights: size_gb {size_gb!r} is not accepted")
+    return k8s.core.v1.PersistentVolumeClaimArgs(
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=name),
+        spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+            access_modes=["ReadWriteOnce"],
+            storage_class_name=storage_class,
+            resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": f"{size_gb}G"}),
+        ),
+    )
+
+
+def claim_retention_policy() -> k8s.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs:
+    """Delete the claims with the StatefulSet and on scale-down (a block's nodes never come back)."""
+    return k8s.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs(when_deleted="Delete", when_scaled="Delete")
+
+
+def pod_security_context(uid: int = 10001) -> k8s.core.v1.PodSecurityContextArgs:
+    """``restricted`` pod context; ``fsGroupChangePolicy: OnRootMismatch`` so 1.7 TB is not chowned at every mount."""
+    return k8s.core.v1.PodSecurityContextArgs(
+        run_as_non_root=True, run_as_user=uid, run_as_group=uid, fs_group=uid, fs_group_change_policy="OnRootMismatch",
+        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+    )
+
+
+def bind_mount_script(source: str = f"{RAID_MOUNT}/kimi-weights", target: str = f"{DISCOVERY_DIR}/weights") -> str:
+    """Boot script (a ``text/x-shellscript`` MIME part, run after nodeadm mounted the RAID0) exposing a RAID directory to the provisioner.
+
+    The provisioner makes one PersistentVolume per *mount point* under its discovery
+    directory, so the directory is bind-mounted there. To confirm on a real node: the part runs
+    after ``setup-local-disks`` (it waits for the RAID mount for up to 5 minutes).
+    """
+    for path in (source, target):
+        if not re.fullmatch(r"/[\w./-]+", path) or ".." in path.split("/"):
+            raise UserError(f"node-local weights: path {path!r} is not an absolute path")
+    return (
+        "#!/bin/bash\nset -euo pipefail\n"
+        f"for i in $(seq 300); do mountpoint -q {RAID_MOUNT} && break; sleep 1; done\n"
+        f"mountpoint -q {RAID_MOUNT}\n"
+        f"mkdir -p {source} {target}\n"
+        f"mountpoint -q {target} || mount --bind {source} {target}\n"
+    )
+
+
+def provisioner_values(storage_class: str = "kimi-local-weights", node_selector: dict | None = None, tolerations: list | None = None) -> dict:
+    """Helm values for the local-static-provisioner chart (``catalog.LOCAL_STATIC_PROVISIONER_CHART``).
+
+    One class over :data:`DISCOVERY_DIR` (the StorageClass itself is declared by us,
+    :func:`storage_class_args`), and ``setPVOwnerRef``: each volume is a dependent of its Node,
+    so the garbage collector deletes it with the Node. The chart (2.9.0) does not deploy the
+    node-cleanup controller; :func:`node_cleanup_deployment_spec` does.
+    """
+    return {
+        "classes": [{"name": storage_class, "hostDir": DISCOVERY_DIR, "volumeMode": "Filesystem", "storageClass": False}],
+        "setPVOwnerRef": True,
+        "nodeSelector": node_selector or {},
+        "tolerations": tolerations or [],
+    }
+
+
+NODE_CLEANUP_IMAGE = "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"
+"""Release image of the node-cleanup controller (``REGISTRY ?= registry.k8s.io/sig-storage`` and
+``local-volume-node-cleanup`` in the repository's Makefile and hack/release.sh at
+local-static-provisioner-2.9.0); pin it by digest when integrating (not resolvable offline)."""
+
+NODE_CLEANUP_RULES = (
+    {"api_groups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch", "delete"]},
+    {"api_groups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "delete"]},
+    {"api_groups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"api_groups": [""], "resources": ["events"], "verbs": ["create"]},
+)
+"""ClusterRole rules of the controller, as in the repository's
+``deployment/kubernetes/example/node-cleanup-controller/rbac.yaml`` (local-static-provisioner-2.9.0)."""
+
+
+NODE_CLEANUP_CHECKOV_SKIPS = {"checkov.io/skip1": "CKV_K8S_38=the controller watches Nodes and deletes PVs/PVCs through the API, so it needs its ServiceAccount token"}
+"""Annotations for the controller Deployment's metadata (a reasoned checkov skip)."""
+
+
+def node_cleanup_args(storage_class: str = "kimi-local-weights", pvc_deletion_delay_s: int = 60, stale_pv_interval_s: int = 10) -> list[str]:
+    """Arguments of the controller (docs/node-cleanup-controller.md): opt in our StorageClass only."""
+    return [f"--storageclass-names={storage_class}", f"--pvc-deletion-delay={pvc_deletion_delay_s}s", f"--stale-pv-discovery-interval={stale_pv_interval_s}s"]
+
+
+def node_cleanup_deployment_spec(service_account: str, image: str = NODE_CLEANUP_IMAGE, storage_class: str = "kimi-local-weights", node_selector: dict | None = None) -> k8s.apps.v1.DeploymentSpecArgs:
+    """The controller that deletes claims bound to local volumes of deleted nodes (after the delay) and then the volumes.
+
+    Shaped on the repository's example ``deployment.yaml``, with a pinned image instead of its
+    ``canary`` tag, a restricted security context and the system nodes' selector.
+    """
+    pod_labels = {"app.kubernetes.io/name": "local-volume-node-cleanup"}
+    return k8s.apps.v1.DeploymentSpecArgs(
+        replicas=1,
+        selector=k8s.meta.v1.LabelSelectorArgs(match_labels=pod_labels),
+        template=k8s.core.v1.PodTemplateSpecArgs(
+            metadata=k8s.meta.v1.ObjectMetaArgs(labels=pod_labels),
+            spec=k8s.core.v1.PodSpecArgs(
+                service_account_name=service_account,
+                node_selector=node_selector or {},
+                security_context=k8s.core.v1.PodSecurityContextArgs(run_as_non_root=True, run_as_user=65532, run_as_group=65532, seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault")),
+                containers=[
+                    k8s.core.v1.ContainerArgs(
+                        name="local-volume-node-cleanup-controller",
+                        image=image,
+                        image_pull_policy="IfNotPresent",
+                        args=node_cleanup_args(storage_class),
+                        ports=[k8s.core.v1.ContainerPortArgs(name="metrics", container_port=8080)],
+                        resources=k8s.core.v1.ResourceRequirementsArgs(requests={"cpu": "10m", "memory": "32Mi"}, limits={"cpu": "200m", "memory": "128Mi"}),
+                        liveness_probe=k8s.core.v1.ProbeArgs(http_get=k8s.core.v1.HTTPGetActionArgs(path="/metrics", port="metrics"), period_seconds=30),
+                        readiness_probe=k8s.core.v1.ProbeArgs(http_get=k8s.core.v1.HTTPGetActionArgs(path="/metrics", port="metrics"), period_seconds=30),
+                        security_context=k8s.core.v1.SecurityContextArgs(
+                            run_as_non_root=True, allow_privilege_escalation=False, privileged=False, read_only_root_filesystem=True,
+                            capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]), seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+                        ),
+                    )
+                ],
+            ),
+        ),
+    )

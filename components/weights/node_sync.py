@@ -1,0 +1,151 @@
+"""The node-side sync: S3 prefix -> the node's NVMe at line rate, verified while it lands.
+
+Tool choice (details and sources in docs/weights.md): the AWS CLI v2's CRT transfer client,
+already in the pinned init image and Pod Identity capable, with ``target_bandwidth`` set per
+instance type from the catalog — without it the CRT client targets 10 Gb/s on an instance its
+bundled aws-c-s3 does not list (p6-b300 before aws-c-s3 v0.12.5; the pinned CLI 2.31.23
+bundles awscrt 0.27.6), ~23 min for 1.7 TB instead of ~2.
+
+Verification overlaps the transfer: the CRT client writes each file to a temporary name and
+renames it when complete (aws/aws-cli ``awscli/s3transfer/crt.py``, ``RenameTempFileHandler``),
+so a file under its final name is whole. ``VERIFY_WORKERS`` workers walk the sha256 manifest
+(written largest first by the stager) and *claim* each file that is present with an atomic
+``mkdir``, hashing it from the page cache while the sync goes on: dynamic longest-job-first
+scheduling, not a static ``split -n l/N`` by line count (which gives one worker all the big
+shards). Files that were already on disk before the sync started (a node-local cache) are
+hashed after it ends, since the sync may still replace them. The hasher is ``openssl dgst
+-sha256`` when present (3-4x coreutils ``sha256sum`` per core, tools/bench_verify.py), else
+``sha256sum``. A marker keyed to the manifest's own hash lets a restarted container or a pod
+re-created on the same node skip both sync and hashing.
+
+Why not S3's checksums instead of a second read: the CRT client validates a multipart
+object's full-object CRC only from aws-c-s3 v0.13.5 (2026-08, "Combine per-part CRCs for
+whole-object download checksum validation", #663); before that only single-part objects. No
+pinned CLI bundles it yet, so the sha256 pass stays — overlapped, it costs CPU, not time.
+"""
+
+from __future__ import annotations
+
+
+from components import catalog
+from components.errors import UserError
+
+NODE_SYNC_SCRIPT = r"""set -eu
+: "${WEIGHTS_S3_URI:?}" "${WEIGHTS_DIR:?}" "${SHA256_MANIFEST:?}" "${TARGET_BANDWIDTH:?}" "${VERIFY_WORKERS:?}"
+mkdir -p "$WEIGHTS_DIR"
+cd "$WEIGHTS_DIR"
+marker=.kimi-k3-verified
+digest() { if [ "$HASHER" = openssl ]; then set -- $(openssl dgst -sha256 -r "$1"); else set -- $(sha256sum "$1"); fi; printf '%s\n' "$1"; }
+HASHER=sha256sum
+if [ "${VERIFY_HASHER:-auto}" != sha256sum ] && command -v openssl >/dev/null 2>&1; then HASHER=openssl; fi
+aws configure set default.s3.preferred_transfer_client crt
+aws configure set default.s3.target_bandwidth "$TARGET_BANDWIDTH"
+aws s3 cp "${WEIGHTS_S3_URI}${SHA256_MANIFEST}" "$SHA256_MANIFEST.new" --only-show-errors
+mv "$SHA256_MANIFEST.new" "$SHA256_MANIFEST"
+want=$(digest "$SHA256_MANIFEST")
+files=$(grep -c . "$SHA256_MANIFEST" || true)
+if [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then
+  missing=0
+  while IFS= read -r line; do f=${line#* }; f=${f#[ *]}; [ -f "$f" ] || missing=1; done < "$SHA256_MANIFEST"
+  if [ "$missing" -eq 0 ]; then echo "weights already synced and verified on this node ($files files, marker $marker)"; exit 0; fi
+fi
+rm -f "$marker"
+work=$(mktemp -d "${TMPDIR:-/tmp}/weights-sync.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+while IFS= read -r line; do f=${line#* }; f=${f#[ *]}; [ -f "$f" ] && printf '%s\n' "$f" >> "$work/preexisting"; done < "$SHA256_MANIFEST"
+touch "$work/preexisting"
+start=$(date +%s)
+( if aws s3 sync "$WEIGHTS_S3_URI" . --no-progress --only-show-errors; then echo 0 > "$work/sync.rc"; else echo 1 > "$work/sync.rc"; fi ) &
+sync_pid=$!
+verify_worker() {
+  while :; do
+    n=0; progress=0; pending=0
+    while IFS= read -r line; do
+      n=$((n + 1))
+      [ -d "$work/claim.$n" ] && continue
+      expected=${line%% *}; f=${line#* }; f=${f#[ *]}
+      if [ ! -f "$f" ] || { [ ! -f "$work/sync.rc" ] && grep -Fxq -- "$f" "$work/preexisting"; }; then pending=1; continue; fi
+      mkdir "$work/claim.$n" 2>/dev/null || continue
+      progress=1
+      got=$(digest "$f")
+      if [ "$got" = "$expected" ]; then echo "verified $f"; else echo "MISMATCH $f: sha256 $got, manifest $expected" >&2; echo "$f" >> "$work/failed"; fi
+    done < "$SHA256_MANIFEST"
+    [ "$pending" -eq 0 ] && return 0
+    if [ -f "$work/sync.rc" ] && [ "$progress" -eq 0 ]; then
+      n=0
+      while IFS= read -r line; do n=$((n + 1)); f=${line#* }; f=${f#[ *]}; [ -d "$work/claim.$n" ] || [ -f "$f" ] || { mkdir "$work/claim.$n" 2>/dev/null && echo "MISSING $f after the sync" >&2 && echo "$f" >> "$work/failed"; }; done < "$SHA256_MANIFEST"
+      return 0
+    fi
+    [ "$progress" -eq 1 ] || sleep "${VERIFY_POLL_S:-1}"
+  done
+}
+pids=""
+i=0
+while [ "$i" -lt "$VERIFY_WORKERS" ]; do verify_worker & pids="$pids $!"; i=$((i + 1)); done
+wait "$sync_pid" || true
+for pid in $pids; do wait "$pid"; done
+if [ "$(cat "$work/sync.rc")" != 0 ]; then echo "aws s3 sync $WEIGHTS_S3_URI failed" >&2; exit 1; fi
+if [ -s "$work/failed" ]; then echo "weights do not match $SHA256_MANIFEST: $(sort -u "$work/failed" | tr '\n' ' ')" >&2; exit 1; fi
+printf '%s\n' "$want" > "$marker"
+echo "synced and verified $files files from $WEIGHTS_S3_URI in $(( $(date +%s) - start )) s ($HASHER, $VERIFY_WORKERS workers, target $TARGET_BANDWIDTH B/s)"
+"""
+"""Shell of the sync init container (POSIX sh; the AWS CLI image has ``aws``, coreutils, ``grep``)."""
+
+
+def target_bandwidth_bytes_per_s(instance_type: str) -> int:
+    """``default.s3.target_bandwidth`` for ``instance_type``: the catalog's Gbps as whole bytes per second.
+
+    An integer is bytes per second in the AWS CLI (``awscli/topics/s3-config.rst``); the
+    ``Gb/s`` suffix would be read in powers of two, so the integer form says exactly what we mean.
+    """
+    facts = catalog.STARTUP_FACTS.get(instance_type)
+    if facts is None:
+        raise UserError(f"node sync: no S3 target bandwidth for {instance_type!r} in the catalog; known: {', '.join(catalog.STARTUP_FACTS)}")
+    return int(facts.s3_target_gbps.value * 1e9 / 8)
+
+
+def verify_workers(cpus: int) -> int:
+    """Hashing workers for an init container with ``cpus`` CPUs: half of them (the CRT client needs the rest), 1 to 64."""
+    return max(1, min(64, cpus // 2))
+
+
+def node_sync_env(*, weights_s3_uri: str, weights_dir: str, sha256_manifest: str, instance_type: str, cpus: int, hasher: str = "auto") -> dict[str, str]:
+    """Environment of the sync init container (with :data:`NODE_SYNC_SCRIPT` as ``sh -c``)."""
+    if hasher not in ("auto", "openssl", "sha256sum"):
+        raise UserError(f"node sync: hasher {hasher!r} is not accepted; accepted: auto, openssl, sha256sum")
+    if not weights_s3_uri.endswith("/"):
+        raise UserError(f"node sync: weights_s3_uri {weights_s3_uri!r} must end with '/'")
+    return {
+        "WEIGHTS_S3_URI": weights_s3_uri,
+        "WEIGHTS_DIR": weights_dir,
+        "SHA256_MANIFEST": sha256_manifest,
+        "TARGET_BANDWIDTH": str(target_bandwidth_bytes_per_s(instance_type)),
+        "VERIFY_WORKERS": str(verify_workers(cpus)),
+        "VERIFY_HASHER": hasher,
+    }
+
+
+def init_cpus(instance: catalog.InstanceType, reserved_cpu: int) -> int:
+    """CPUs the sync init container may take: the node minus the system's share.
+
+    Init containers run before the app containers, and a pod's effective request is the larger
+    of the biggest init container and the sum of the app containers (Kubernetes docs,
+    "Init Containers", resource sharing), so this costs the server nothing.
+    """
+    return instance.vcpus - reserved_cpu
+
+
+def sync_minutes(bytes_total: float, instance_type: str, efficiency: float = 0.6) -> float:
+    """Modelled transfer time: bytes / min(CRT target x efficiency, RAID0 NVMe write)."""
+    facts = catalog.STARTUP_FACTS[instance_type]
+    network = facts.s3_target_gbps.value * 1e9 / 8 * efficiency
+    disk = facts.nvme_drives * facts.nvme_write_gbytes_per_s_per_drive.value * 1e9
+    return bytes_total / min(network, disk) / 60
+
+
+def crt_fallback_minutes(bytes_total: float, efficiency: float = 1.0) -> float:
+    """The same transfer at the CRT client's 10 Gb/s fallback."""
+    return bytes_total / (catalog.CRT_FALLBACK_GBPS.value * 1e9 / 8 * efficiency) / 60
+
+
+__all__ = ["NODE_SYNC_SCRIPT", "init_cpus", "node_sync_env", "sync_minutes", "target_bandwidth_bytes_per_s", "verify_workers", "crt_fallback_minutes"]

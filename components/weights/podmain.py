@@ -1,0 +1,112 @@
+"""Entry point of the pod-side code: ``python3 -m components.weights.podmain ACTION``.
+
+Runs inside the staging Job and the serving pod's cache containers, from the files of a
+ConfigMap (``PYTHONPATH`` points at its mount); standard library + boto3 only. Every input
+comes from the environment the pod spec sets:
+
+* ``stage``: ``MODEL_ID``, ``MODEL_REVISION``, ``WEIGHTS_S3_URI``, ``SHA256_MANIFEST``,
+  ``AWS_REGION``, optional ``HF_ENDPOINT``, ``HF_TOKEN``, ``STAGE_WORKERS``;
+* ``cache-restore`` / ``cache-save``: ``CACHE_S3_URI`` (the object of this key),
+  ``CACHE_DIRS`` (colon-separated directories), ``AWS_REGION``;
+* ``warmup-then-save``: as ``cache-save`` plus ``VLLM_URL``, ``SERVED_MODEL_NAME``,
+  ``WARMUP_MARKER`` and ``VLLM_API_KEY`` — the sidecar that sends the warm-up request once
+  the engine answers, marks the pod ready-to-serve, saves the caches, then idles.
+
+Exit status: 0 done, 1 failed (the message is on stderr). ``cache-*`` and the sidecar never
+fail the pod: a cache problem costs start-up time, not serving.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def _env(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name, default)
+    if value is None or value == "":
+        raise SystemExit(f"podmain: environment variable {name} is required")
+    return value
+
+
+def _s3():
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session(region_name=_env("AWS_REGION")).client(
+        "s3", config=Config(retries={"max_attempts": 10, "mode": "adaptive"}, max_pool_connections=128)
+    )
+
+
+def _stage() -> int:
+    from components.weights import WeightsError
+    from components.weights.hub import DEFAULT_ENDPOINT, HubClient
+    from components.weights.s3store import S3Location
+    from components.weights.stage import stage
+
+    done = [0, time.monotonic()]
+
+    def on_bytes(n: int) -> None:
+        done[0] += n
+        now = time.monotonic()
+        if now - done[1] >= 30:
+            done[1] = now
+            print(f"progress: {done[0] / 1e9:,.1f} GB copied", flush=True)
+
+    try:
+        stage(
+            HubClient(os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT, token=os.environ.get("HF_TOKEN") or None),
+            _s3(),
+            S3Location.parse(_env("WEIGHTS_S3_URI")),
+            _env("MODEL_ID"),
+            _env("MODEL_REVISION"),
+            sha256sums_name=_env("SHA256_MANIFEST", "SHA256SUMS"),
+            workers=int(_env("STAGE_WORKERS", "8")),
+            on_bytes=on_bytes,
+            log=lambda line: print(line, flush=True),
+        )
+    except WeightsError as err:
+        print(f"stage failed: {err}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _cache(action: str) -> int:
+    from components.weights import compile_cache
+
+    dirs = [d for d in _env("CACHE_DIRS").split(":") if d]
+    uri = _env("CACHE_S3_URI")
+    if action == "cache-restore":
+        compile_cache.restore_or_log(_s3(), uri, dirs)
+    else:
+        compile_cache.save_or_log(_s3(), uri, dirs)
+    return 0
+
+
+def _warmup_then_save() -> int:
+    from components.weights import compile_cache, warmup
+
+    warmup.warm_up_and_mark(
+        _env("VLLM_URL"), _env("SERVED_MODEL_NAME"), _env("WARMUP_MARKER"), api_key=os.environ.get("VLLM_API_KEY") or None
+    )
+    if os.environ.get("CACHE_S3_URI"):
+        compile_cache.save_or_log(_s3(), _env("CACHE_S3_URI"), [d for d in _env("CACHE_DIRS").split(":") if d])
+    warmup.idle()
+    return 0
+
+
+ACTIONS = {"stage": _stage, "cache-restore": lambda: _cache("cache-restore"), "cache-save": lambda: _cache("cache-save"), "warmup-then-save": _warmup_then_save}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one action; see the module docstring."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0] not in ACTIONS:
+        print(f"usage: python3 -m components.weights.podmain {{{'|'.join(ACTIONS)}}}", file=sys.stderr)
+        return 2
+    return ACTIONS[argv[0]]()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

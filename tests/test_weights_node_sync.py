@@ -1,0 +1,143 @@
+"""The node sync script, run for real (POSIX sh, coreutils, openssl) against a fake ``aws`` that behaves
+like the CRT client: it writes each file under a temporary name and renames it when complete."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components import catalog
+from components.errors import UserError
+from components.weights.manifest import Manifest, ManifestEntry
+from components.weights.node_sync import NODE_SYNC_SCRIPT, crt_fallback_minutes, node_sync_env, sync_minutes, target_bandwidth_bytes_per_s, verify_workers
+
+FAKE_AWS = r"""#!/bin/sh
+# fake aws: configure set records; s3 cp/sync copy from $FAKE_BUCKET (a directory) via temp file + rename.
+echo "$*" >> "$FAKE_LOG"
+case "$1 $2" in
+  "configure set") exit 0 ;;
+  "s3 cp") src=${3#s3://bucket/prefix/}; cp "$FAKE_BUCKET/$src" "$4"; exit 0 ;;
+  "s3 sync")
+    for f in $(cat "$FAKE_BUCKET/.order"); do
+      [ -n "${FAKE_SKIP:-}" ] && [ "$f" = "$FAKE_SKIP" ] && continue
+      mkdir -p "$(dirname "$f")"
+      cp "$FAKE_BUCKET/$f" "$f.a1b2c3d4"; sleep "${FAKE_DELAY:-0}"; mv "$f.a1b2c3d4" "$f"
+      echo "synced $f" >> "$FAKE_LOG"
+    done
+    exit "${FAKE_SYNC_RC:-0}" ;;
+esac
+echo "fake aws: unexpected $*" >&2; exit 2
+"""
+
+
+def bucket(tmp_path: Path, corrupt: str | None = None) -> tuple[Path, dict[str, bytes]]:
+    root = tmp_path / "bucket"
+    root.mkdir()
+    files = {"model-00001.safetensors": os.urandom(3 << 20), "model-00002.safetensors": os.urandom(1 << 20), "sub/config.json": b"{}", "tokenizer.json": os.urandom(1000)}
+    manifest = Manifest("m/x", "0" * 40, tuple(ManifestEntry(p, len(c), hashlib.sha256(c).hexdigest()) for p, c in files.items()))
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(content if path != corrupt else b"X" + content[1:])
+    (root / "SHA256SUMS").write_text(manifest.sha256sums())
+    # the sync delivers the small files first and the biggest last, as a listing in key order might
+    (root / ".order").write_text("\n".join(["SHA256SUMS", "sub/config.json", "tokenizer.json", "model-00002.safetensors", "model-00001.safetensors"]))
+    return root, files
+
+
+def run(tmp_path: Path, root: Path, **fake) -> subprocess.CompletedProcess:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "aws").write_text(FAKE_AWS)
+    (bindir / "aws").chmod(0o755)
+    env = node_sync_env(weights_s3_uri="s3://bucket/prefix/", weights_dir=str(tmp_path / "models"), sha256_manifest="SHA256SUMS", instance_type="p6-b300.48xlarge", cpus=4)
+    env.update({"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_BUCKET": str(root), "FAKE_LOG": str(tmp_path / "aws.log"), "TMPDIR": str(tmp_path), **{k: str(v) for k, v in fake.items()}})
+    return subprocess.run(["sh", "-c", NODE_SYNC_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_sync_sets_the_crt_target_and_verifies_every_file(tmp_path):
+    root, files = bucket(tmp_path)
+    proc = run(tmp_path, root)
+    assert proc.returncode == 0, proc.stderr
+    log = (tmp_path / "aws.log").read_text()
+    assert "configure set default.s3.preferred_transfer_client crt" in log
+    assert f"configure set default.s3.target_bandwidth {350 * 10**9 // 8}" in log
+    assert sorted(l.split(" ", 1)[1] for l in proc.stdout.splitlines() if l.startswith("verified ")) == sorted(files)
+    assert "synced and verified 4 files" in proc.stdout and "(openssl, 2 workers" in proc.stdout
+    for path, content in files.items():
+        assert (tmp_path / "models" / path).read_bytes() == content
+
+
+def test_verification_overlaps_the_transfer(tmp_path):
+    root, _ = bucket(tmp_path)
+    proc = run(tmp_path, root, FAKE_DELAY="1.5")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    # small files are hashed while the big ones are still on their way
+    assert lines.index("verified tokenizer.json") < len([l for l in lines if l.startswith("verified ")]) - 1
+    log = (tmp_path / "aws.log").read_text().splitlines()
+    assert log[-1] == "synced model-00001.safetensors"
+
+
+def test_a_corrupt_file_fails_the_container_naming_it(tmp_path):
+    root, _ = bucket(tmp_path, corrupt="model-00002.safetensors")
+    proc = run(tmp_path, root)
+    assert proc.returncode == 1
+    assert "MISMATCH model-00002.safetensors" in proc.stderr and "weights do not match SHA256SUMS: model-00002.safetensors" in proc.stderr
+    assert not (tmp_path / "models/.kimi-k3-verified").exists()
+
+
+def test_a_file_the_sync_never_delivers_fails_the_container(tmp_path):
+    root, _ = bucket(tmp_path)
+    proc = run(tmp_path, root, FAKE_SKIP="tokenizer.json")
+    assert proc.returncode == 1 and "MISSING tokenizer.json after the sync" in proc.stderr
+
+
+def test_a_failed_sync_fails_the_container(tmp_path):
+    root, _ = bucket(tmp_path)
+    proc = run(tmp_path, root, FAKE_SYNC_RC="1")
+    assert proc.returncode == 1 and "aws s3 sync s3://bucket/prefix/ failed" in proc.stderr
+
+
+def test_a_restarted_container_on_verified_weights_skips_sync_and_hashing(tmp_path):
+    root, _ = bucket(tmp_path)
+    assert run(tmp_path, root).returncode == 0
+    (tmp_path / "aws.log").unlink()
+    proc = run(tmp_path, root)
+    assert proc.returncode == 0 and "already synced and verified on this node" in proc.stdout
+    assert "s3 sync" not in (tmp_path / "aws.log").read_text()
+
+
+def test_files_already_on_disk_are_hashed_and_a_stale_one_is_caught(tmp_path):
+    root, files = bucket(tmp_path)
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tokenizer.json").write_bytes(b"stale")  # e.g. from an older sync; the fake sync replaces it
+    proc = run(tmp_path, root)
+    assert proc.returncode == 0, proc.stderr  # hashed after the sync replaced it, not before
+    assert (models / "tokenizer.json").read_bytes() == files["tokenizer.json"]
+
+
+def test_sha256sum_is_the_fallback_hasher(tmp_path):
+    root, _ = bucket(tmp_path)
+    proc = run(tmp_path, root, VERIFY_HASHER="sha256sum")
+    assert proc.returncode == 0 and "(sha256sum, 2 workers" in proc.stdout
+
+
+def test_the_env_comes_from_the_catalog_and_the_cpu_share():
+    assert target_bandwidth_bytes_per_s("p6-b300.48xlarge") == 43_750_000_000
+    assert target_bandwidth_bytes_per_s("p5en.48xlarge") == 12_500_000_000
+    assert verify_workers(184) == 64 and verify_workers(16) == 8 and verify_workers(1) == 1
+    with pytest.raises(UserError, match="no S3 target bandwidth for 'g5.xlarge'"):
+        target_bandwidth_bytes_per_s("g5.xlarge")
+    with pytest.raises(UserError, match="hasher 'md5'"):
+        node_sync_env(weights_s3_uri="s3://b/p/", weights_dir="/m", sha256_manifest="S", instance_type="p6-b300.48xlarge", cpus=8, hasher="md5")
+
+
+def test_line_rate_versus_the_crt_fallback_for_the_whole_checkpoint():
+    size = catalog.KIMI_K3.weights_gb * 1e9
+    assert round(crt_fallback_minutes(size), 1) == 22.7  # the 10 Gb/s fallback
+    assert sync_minutes(size, "p6-b300.48xlarge") < 2.0  # bounded by 8 NVMe drives at the estimated 2 GB/s each
