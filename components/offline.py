@@ -729,7 +729,16 @@ def run_project(
     )
     result.settings = settings
     result.secret_keys = config.secret_keys
+    result.warnings = [*(absent_secret_warning(key, config.stack) for key in sorted(config.absent_secrets)), *result.warnings]
     return result
+
+
+def absent_secret_warning(key: str, stack: str) -> str:
+    """What the plan says about a declared secret the stack file does not hold (CI sets it)."""
+    return (
+        f"{key} is not in stack {stack}'s file: `pulumi up` refuses a missing value, so set it before preview/up with "
+        f"`pulumi config set --secret {key} -s {stack}` (CI: tools/ci-stack-secrets.sh); a marked placeholder stood in offline"
+    )
 
 
 def run_stack(

@@ -112,6 +112,9 @@ class StackConfig:
     """Only what the stack file itself sets (wire form): what a person wrote and may have left as an example."""
     structured_keys: frozenset[str] = frozenset()
     """Keys whose value is a list or map (JSON in :attr:`values`), as Pulumi marks object values."""
+    absent_secrets: frozenset[str] = frozenset()
+    """Declared secrets the stack file does not hold (CI sets them before preview/up); offline a
+    marked placeholder stands in for each, as for a ``secure:`` value."""
 
 
 def short_stack_name(stack: str) -> str:
@@ -270,6 +273,7 @@ def read_stack_config(project: Project, stack: str, overrides: Mapping[str, Any]
             values[key] = value if isinstance(value, str) else stack_settings._to_wire(value)
             if isinstance(value, (list, tuple, dict)):
                 structured.add(key)
+    absent_secrets: set[str] = set()
     for declaration in sorted(project.config, key=lambda d: d.key):
         if declaration.key in values:
             continue
@@ -278,7 +282,13 @@ def read_stack_config(project: Project, stack: str, overrides: Mapping[str, Any]
             values[declaration.key] = stack_settings._to_wire(chosen)
             if isinstance(chosen, (list, dict)):
                 structured.add(declaration.key)
-    return StackConfig(short_stack_name(stack), path, values, frozenset(secret_keys), stack_values, frozenset(structured))
+        elif declaration.secret:
+            # Secrets stay out of committed stack files; CI sets them (`pulumi config set --secret`,
+            # tools/ci-stack-secrets.sh) before preview/up. Offline a marked placeholder stands in.
+            values[declaration.key] = f"{stack_settings.SECRET_PLACEHOLDER_PREFIX}{declaration.key}"
+            secret_keys.add(declaration.key)
+            absent_secrets.add(declaration.key)
+    return StackConfig(short_stack_name(stack), path, values, frozenset(secret_keys), stack_values, frozenset(structured), frozenset(absent_secrets))
 
 
 def stack_config(project: Project, stack: str, overrides: Mapping[str, Any] | None = None) -> StackConfig:

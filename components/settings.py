@@ -53,7 +53,7 @@ from components.subnets import NAT_MODES, subnet_layout
 from components.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-STACKS_DIR = PROJECT_ROOT / "stacks"
+"""This repository's checkout (its own Pulumi project) when the package runs from a source tree."""
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 SECRET_PLACEHOLDER_PREFIX = "offline-placeholder-for-secret:"
@@ -230,43 +230,25 @@ def from_pulumi() -> StackSettings:
     return from_values(values, secret_keys, project=pulumi.get_project(), stack=pulumi.get_stack())
 
 
-def stack_file(stack: str, root: Path | None = None) -> Path:
-    """Path of ``stacks/Pulumi.<stack>.yaml``."""
-    return (root / "stacks" if root else STACKS_DIR) / f"Pulumi.{stack}.yaml"
-
-
 def read_stack_file(stack: str, root: Path | None = None) -> tuple[dict[str, str], set[str]]:
-    """Read a stack file into Pulumi's wire form: ``{"ns:key": "string"}`` and the secret keys.
+    """A stack's config in Pulumi's wire form (``{"ns:key": "string"}``) and its secret keys.
 
-    ``secure:`` entries cannot be decrypted offline; they become a marked placeholder
-    and are reported as secret so nothing downstream writes them in clear.
+    ``root`` is the Pulumi project's directory (default: the nearest ``Pulumi.yaml`` from
+    the current directory up). The stack-file rules have one home,
+    :func:`components.project.read_stack_config`: ``secure:`` values (and declared secrets
+    the file does not hold, which CI sets) become marked placeholders, still secret.
     """
-    path = stack_file(stack, root)
-    if not path.is_file():
-        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
-        raise SettingsError("stack", stack, f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise SettingsError("stack", stack, f"{path.name} is not valid YAML: {err}") from None
-    raw = document.get("config") or {}
-    if not isinstance(raw, dict):
-        raise SettingsError("config", raw, f"{path.name}: 'config' must be a mapping of keys to values")
-    values: dict[str, str] = {}
-    secret_keys: set[str] = set()
-    for key, value in raw.items():
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            values[key] = f"{SECRET_PLACEHOLDER_PREFIX}{key}"
-            secret_keys.add(key)
-        else:
-            values[key] = _to_wire(value)
-    return values, secret_keys
+    from components import project  # project builds on this module
+
+    config = project.read_stack_config(project.find_project(root, Path.cwd()), stack)
+    return dict(config.values), set(config.secret_keys)
 
 
 def load_stack(stack: str, root: Path | None = None) -> StackSettings:
-    """Read and validate ``stacks/Pulumi.<stack>.yaml``."""
-    values, secret_keys = read_stack_file(stack, root)
-    return from_values(values, secret_keys, project=PROJECT, stack=stack)
+    """Read and validate a stack of the Pulumi project at ``root`` (default: found from the current directory)."""
+    from components import project
+
+    return project.load_settings(project.find_project(root, Path.cwd()), stack)
 
 
 def _to_wire(value: Any) -> str:

@@ -27,7 +27,7 @@ def pinned(monkeypatch):
 def stack(monkeypatch):
     settings = types.SimpleNamespace(region=REGION, capacity=types.SimpleNamespace(reservation_id=RID))
     module = types.ModuleType("components.settings")
-    module.load_stack = lambda name: settings
+    module.load_stack = lambda name, root=None: settings
     monkeypatch.setitem(sys.modules, "components.settings", module)
     return settings
 

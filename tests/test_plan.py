@@ -53,12 +53,25 @@ def test_plan_default_output_directory_is_in_the_planned_project(monkeypatch, tm
 
 
 def test_plan_never_writes_secret_values(tmp_path, capsys):
-    assert _plan(tmp_path, "dev") == 0
-    written = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file()) + capsys.readouterr().out
-    assert settings.SECRET_PLACEHOLDER_PREFIX not in written
-    raw_stack = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
-    ciphertext = yaml.safe_load(raw_stack)["config"]["kimi-k3:apiKey"]["secure"]
-    assert ciphertext not in written
+    """Neither the placeholder for an absent secret (the committed stacks hold none) nor a secure: ciphertext is written."""
+    from tests.user_project import copy_library_project, library_stack
+
+    ciphertext = "v1:ZGV2LXBsYWNlaG9sZGVy:cmVwbGFjZS13aXRoLXB1bHVtaS1jb25maWctc2V0LS1zZWNyZXQ="
+    with_secret = library_stack("dev") + f"  kimi-k3:apiKey:\n    secure: {ciphertext}\n"
+    project = copy_library_project(tmp_path / "user", {"dev": with_secret})
+    for stack_args in (["dev"], ["dev", "--program", str(project)]):
+        out = tmp_path / "out" / str(len(stack_args))
+        assert main(["plan", *stack_args, "--out", str(out)]) == 0
+        written = "".join(p.read_text() for p in out.rglob("*") if p.is_file()) + capsys.readouterr().out
+        assert settings.SECRET_PLACEHOLDER_PREFIX not in written
+        assert ciphertext not in written
+
+
+def test_committed_stacks_hold_no_secret():
+    """A committed secure: value is no provider's ciphertext: CI sets the secrets (tools/ci-stack-secrets.sh)."""
+    for path in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")):
+        config = yaml.safe_load(path.read_text())["config"]
+        assert not [k for k, v in config.items() if isinstance(v, dict) and "secure" in v], path.name
 
 
 def test_plan_summary_shows_the_reservation_window_and_state(tmp_path, capsys):

@@ -147,7 +147,6 @@ def test_another_projects_program_gets_what_the_pulumi_cli_would_hand_it(tmp_pat
 @pytest.mark.parametrize(
     ("stack_config", "expected"),
     [
-        ({"tiny:size": 3}, "stack dev is missing configuration value tiny:token (declared in Pulumi.yaml without a default)"),
         ({"tiny:token": "plain"}, "config tiny:token: '<plain text value>' is not accepted; Pulumi.yaml declares it secret"),
         ({"tiny:token": SECURE, "tiny:size": "three"}, "config tiny:size: 'three' is not accepted; Pulumi.yaml declares it integer"),
     ],
@@ -158,6 +157,16 @@ def test_what_pulumi_up_refuses_before_the_program_runs_is_one_line(tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and expected in err
     assert not out.exists()
+
+
+def test_a_declared_secret_the_stack_file_lacks_is_a_placeholder_and_a_warning(tmp_path, capsys):
+    """Secrets stay out of committed stack files (CI sets them): offline a placeholder stands in, and the plan says so."""
+    out = tmp_path / "out"
+    assert main(["plan", "dev", "--program", str(_tiny(tmp_path, {"tiny:size": 3})), "--out", str(out), *NOW]) == 0
+    printed = capsys.readouterr().out
+    assert "tiny:token is not in stack dev's file: `pulumi up` refuses a missing value" in printed
+    assert "pulumi config set --secret tiny:token -s dev" in printed
+    assert json.loads((out / "outputs.json").read_text())["tokenIsSecret"] == "[secret]"
 
 
 def test_another_projects_stack_is_not_held_to_kimi_k3_settings(tmp_path, capsys):

@@ -10,6 +10,7 @@ from components import settings
 from components.config_keys import CONFIG_KEYS
 from components.errors import SettingsError
 from components.serving.contracts import parse_image_reference
+from tests.conftest import ROOT
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -191,6 +192,8 @@ def test_secret_value_never_appears_in_error_for_unknown_secret_like_key():
 def test_yaml_values_are_read_like_the_pulumi_cli_passes_them(tmp_path):
     stacks = tmp_path / "stacks"
     stacks.mkdir()
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
     (stacks / "Pulumi.x.yaml").write_text(
         "config:\n  aws:region: us-east-1\n  kimi-k3:environment: dev\n  kimi-k3:efaEnabled: false\n"
         "  kimi-k3:availabilityZoneCount: 3\n  kimi-k3:clusterAdminRoleArns: [arn:aws:iam::123456789012:role/a]\n"
@@ -212,6 +215,8 @@ def test_missing_stack_file_names_known_stacks():
 
 def test_broken_yaml_is_one_clear_error(tmp_path):
     (tmp_path / "stacks").mkdir()
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "__main__.py").write_text((ROOT / "__main__.py").read_text())
     (tmp_path / "stacks" / "Pulumi.bad.yaml").write_text("config:\n  aws:region: [unclosed\n")
     with pytest.raises(SettingsError, match="not valid YAML"):
         settings.load_stack("bad", tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from components import capacity_extensions as ext
@@ -17,11 +18,11 @@ from components.cli import capacity as capacity_cli
 from components.errors import UserError
 
 
-def _stack_block(stack: str) -> tuple[Any, str]:
-    """The stack's settings and its reservation id (UserError when the stack names none)."""
+def _stack_block(stack: str, program: Path | None = None) -> tuple[Any, str]:
+    """The stack's settings (of the project at ``program``, else found from here) and its reservation id."""
     from components.settings import load_stack
 
-    settings = load_stack(stack)
+    settings = load_stack(stack, program)
     rid = settings.capacity.reservation_id
     if not rid:
         raise UserError(f"stack {stack} has no {capacity_cli.CONFIG_KEY}: there is no Capacity Block to extend")
@@ -37,7 +38,7 @@ def _extendable(clients: ops.Clients, rid: str) -> ops.Reservation:
 def cmd_extend_offerings(args: argparse.Namespace) -> int:
     """List extension offerings of ``--days`` for the stack's block, cheapest first."""
     days = ext.validate_days(args.days)
-    settings, rid = _stack_block(args.stack)
+    settings, rid = _stack_block(args.stack, args.program)
     clients = ops.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offerings = ext.find_extension_offerings(clients.ec2, rid, days)
@@ -59,7 +60,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
     days = ext.validate_days(args.days)
     if not args.yes and not sys.stdin.isatty():
         raise UserError("refusing to buy a Capacity Block extension without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
-    settings, rid = _stack_block(args.stack)
+    settings, rid = _stack_block(args.stack, args.program)
     clients = ops.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offering = ext.find_extension_offering(clients.ec2, rid, days, args.offering_id)
@@ -81,6 +82,7 @@ def add_subcommands(sub: Any) -> None:
     """Add ``extend-offerings`` and ``extend`` to the ``capacity`` subparsers."""
     p = sub.add_parser("extend-offerings", help="list extensions of a stack's Capacity Block, cheapest first")
     p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
     p.add_argument("--days", type=capacity_cli._positive_int, required=True, help="extension length: 1-14 days, or 21-182 in multiples of 7")
     p.set_defaults(func=cmd_extend_offerings)
 
@@ -91,6 +93,7 @@ def add_subcommands(sub: Any) -> None:
         "so the new end and the fee can be shown again before buying.",
     )
     p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
     p.add_argument("offering_id", metavar="OFFERING_ID", help="id from `kimi-k3 capacity extend-offerings`")
     p.add_argument("--days", type=capacity_cli._positive_int, required=True, help="the length the offering was listed with")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")

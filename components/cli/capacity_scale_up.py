@@ -9,6 +9,7 @@ within the block's window).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from components import capacity_ops as ops
@@ -21,7 +22,7 @@ def cmd_scale_up(args: argparse.Namespace) -> int:
     """Find the stack's GPU node group, check the block, set the desired size (or show it with --dry-run)."""
     from components.settings import cluster_name, load_stack
 
-    settings = load_stack(args.stack)
+    settings = load_stack(args.stack, args.program)
     rid = settings.capacity.reservation_id
     cluster = args.cluster or cluster_name(settings.project, settings.stack)
     if args.count is not None and args.count < 1:
@@ -54,6 +55,7 @@ def add_subcommand(sub: Any) -> None:
         "Refused unless the block is active and more than 40 minutes from its end.",
     )
     p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
     p.add_argument("--count", type=int, help="nodes to ask for (default: the block's reserved count)")
     p.add_argument("--cluster", help="EKS cluster name (default: the stack's, kimi-k3-STACK)")
     p.add_argument("--dry-run", action="store_true", help="show what would change, send nothing")

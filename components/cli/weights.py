@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from components.errors import SettingsError, UserError
@@ -43,9 +44,9 @@ def sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def _target(stack: str) -> tuple[StackSettings, str, str]:
-    """Settings, the S3 URI and the sha256 manifest name of a stack; a settings error names the key."""
-    settings = load_stack(stack)
+def _target(stack: str, program: Path | None = None) -> tuple[StackSettings, str, str]:
+    """Settings, the S3 URI and the sha256 manifest name of a stack (of the project at ``program``); a settings error names the key."""
+    settings = load_stack(stack, program)
     uri = settings.serving.contract.weights.s3_uri
     if not uri:
         raise SettingsError(
@@ -100,7 +101,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from components.weights.status import format_status
 
     def run() -> int:
-        settings, uri, sums = _target(args.stack)
+        settings, uri, sums = _target(args.stack, args.program)
         status = collect(args, settings, uri, sums)
         with _bar(status.total_bytes, status.bytes(STAGED), "staged", args.progress):
             pass
@@ -116,7 +117,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
     from components.weights.status import format_status
 
     def run() -> int:
-        settings, uri, sums = _target(args.stack)
+        settings, uri, sums = _target(args.stack, args.program)
         if args.here:
             return _stage_here(args, settings, uri, sums)
         status = collect(args, settings, uri, sums)
@@ -201,6 +202,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("stack", metavar="STACK", help="stack name, e.g. prod")
+        p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
         p.add_argument("--hf-endpoint", help="Hugging Face endpoint (default: $HF_ENDPOINT or https://huggingface.co)")
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=sys.stderr.isatty(), help="progress bar on stderr (default: when stderr is a terminal)")
         p.set_defaults(func=func)

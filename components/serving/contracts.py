@@ -373,7 +373,7 @@ class ServingContract:
         return gpus_per_node
 
     def vllm_args(self, model_path: str | None = None) -> list[str]:
-        """Arguments of ``vllm serve`` (after the command), the seed's flags included, extra args last.
+        """Arguments of ``vllm serve`` (after the command), the AWS deployment guide's reference flags included, extra args last.
 
         :param model_path: where the weights volume is mounted in the container
             (defaults to ``weights.mount_path``).
