@@ -2,68 +2,27 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from decimal import Decimal
 
-import botocore.session
 import pytest
-from botocore.stub import Stubber
 
 from components import capacity_extensions as ext
 from components import capacity_ops as ops
 from components.errors import UserError
+from tests.aws_stubs import autoscaling, ec2  # noqa: F401 - fixtures
+from tests.capacity_builders import EXT_END as END
+from tests.capacity_builders import EXT_NOW as NOW
+from tests.capacity_builders import EXT_START as START
+from tests.capacity_builders import OFFER, RID
+from tests.capacity_builders import api_extension as extension
+from tests.capacity_builders import api_extension_offering as offering
 
-UTC = timezone.utc
-NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
-START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
-END = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
-RID = "cr-0a1b2c3d4e5f60718"
-OFFER = "cbe-0123456789abcdef0"
 ASG = "eks-gpu-ng-12c9d3e4-5f6a-7b8c-9d0e-1f2a3b4c5d6e"
-_SESSION = botocore.session.get_session()
-
-
-def client(service: str):
-    return _SESSION.create_client(service, region_name="us-east-1", aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
-
-
-@pytest.fixture
-def ec2():
-    c = client("ec2")
-    with Stubber(c) as stub:
-        yield c, stub
-        stub.assert_no_pending_responses()
-
-
-@pytest.fixture
-def autoscaling():
-    c = client("autoscaling")
-    with Stubber(c) as stub:
-        yield c, stub
-        stub.assert_no_pending_responses()
 
 
 def reservation(state="active", end=END, rtype="capacity-block") -> ops.Reservation:
     return ops.Reservation(RID, state, "p6-b300.48xlarge", "us-east-1a", "use1-az4", "Linux/UNIX", rtype, 2, 0, START, end)
-
-
-def offering(oid=OFFER, days=7, fee="1572480.00") -> dict:
-    return {
-        "CapacityBlockExtensionOfferingId": oid, "InstanceType": "p6-b300.48xlarge", "InstanceCount": 2,
-        "AvailabilityZone": "us-east-1a", "AvailabilityZoneId": "use1-az4", "StartDate": START,
-        "CapacityBlockExtensionStartDate": END, "CapacityBlockExtensionEndDate": END + timedelta(days=days),
-        "CapacityBlockExtensionDurationHours": days * 24, "UpfrontFee": fee, "CurrencyCode": "USD", "Tenancy": "default",
-    }
-
-
-def extension(status="payment-pending", purchased=NOW - timedelta(hours=2), days=7, oid=OFFER) -> dict:
-    return {
-        "CapacityReservationId": RID, "InstanceType": "p6-b300.48xlarge", "InstanceCount": 2,
-        "AvailabilityZone": "us-east-1a", "AvailabilityZoneId": "use1-az4", "CapacityBlockExtensionOfferingId": oid,
-        "CapacityBlockExtensionDurationHours": days * 24, "CapacityBlockExtensionStatus": status,
-        "CapacityBlockExtensionPurchaseDate": purchased, "CapacityBlockExtensionStartDate": END,
-        "CapacityBlockExtensionEndDate": END + timedelta(days=days), "UpfrontFee": "1572480.00", "CurrencyCode": "USD",
-    }
 
 
 # --------------------------------------------------------------------------- rules

@@ -6,100 +6,21 @@ Every AWS call goes through ``botocore.stub.Stubber``, which checks requests
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from decimal import Decimal
 
-import botocore.session
 import pytest
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError, NoCredentialsError, NoRegionError
-from botocore.stub import Stubber
 
 from components import capacity_ops as ops
 from components.errors import UserError
+from tests.aws_stubs import client, ec2, quotas  # noqa: F401 - fixtures
+from tests.capacity_builders import BLOCK_ID, NOW, OFF_A, OFF_B, OFF_C, REGION, RID, UTC
+from tests.capacity_builders import api_offering as offering
+from tests.capacity_builders import api_reservation as reservation
 
-UTC = timezone.utc
-NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
-REGION = "us-east-1"
-RID = "cr-0a1b2c3d4e5f60718"
-BLOCK_ID = "cb-0f9e8d7c6b5a40312"
-OFF_A = "cb-0a1b2c3d4e5f67890"
-OFF_B = "cb-0f1e2d3c4b5a69788"
-OFF_C = "cb-0123456789abcdef0"
 assert all(len(i) == 20 for i in (RID, BLOCK_ID, OFF_A, OFF_B, OFF_C))
-
-
-_SESSION = botocore.session.get_session()  # one session: its loader caches the API models
-
-
-def client(service: str = "ec2"):
-    """A real botocore client (fake keys, never sends: every call is stubbed)."""
-    return _SESSION.create_client(
-        service, region_name=REGION, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="secret"
-    )
-
-
-def stubbed(service: str):
-    """A client of ``service`` and its Stubber; every queued response must be used."""
-    c = client(service)
-    with Stubber(c) as stub:
-        yield c, stub
-        stub.assert_no_pending_responses()
-
-
-@pytest.fixture
-def ec2():
-    yield from stubbed("ec2")
-
-
-@pytest.fixture
-def quotas():
-    yield from stubbed("service-quotas")
-
-
-def offering(oid, az, start, days, fee, count=2):
-    return {
-        "CapacityBlockOfferingId": oid,
-        "InstanceType": "p6-b300.48xlarge",
-        "AvailabilityZone": az,
-        "InstanceCount": count,
-        "StartDate": start,
-        "EndDate": start + timedelta(days=days),
-        "CapacityBlockDurationHours": days * 24,
-        "UpfrontFee": fee,
-        "CurrencyCode": "USD",
-        "Tenancy": "default",
-    }
-
-
-def reservation(rid=RID, *, state="scheduled", itype="p6-b300.48xlarge", az="us-east-1a", total=2,
-                available=2, start=datetime(2026, 6, 10, 11, 30, tzinfo=UTC), days=7,
-                rtype="capacity-block", platform="Linux/UNIX", block=BLOCK_ID):
-    item = {
-        "CapacityReservationId": rid,
-        "OwnerId": "123456789012",
-        "CapacityReservationArn": f"arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{rid}",
-        "AvailabilityZoneId": "use1-az4",
-        "InstanceType": itype,
-        "InstancePlatform": platform,
-        "AvailabilityZone": az,
-        "Tenancy": "default",
-        "TotalInstanceCount": total,
-        "AvailableInstanceCount": available,
-        "EbsOptimized": True,
-        "EphemeralStorage": False,
-        "State": state,
-        "StartDate": start,
-        "EndDate": start + timedelta(days=days),
-        "EndDateType": "limited",
-        "InstanceMatchCriteria": "targeted",
-        "CreateDate": datetime(2026, 5, 28, 9, 12, tzinfo=UTC),
-        "Tags": [{"Key": "Project", "Value": "kimi-k3"}],
-        "ReservationType": rtype,
-    }
-    if block:
-        item["CapacityBlockId"] = block
-    return item
 
 
 # --------------------------------------------------------------------------- validation
@@ -182,15 +103,15 @@ def test_find_offerings_paginates_and_sorts_by_price_then_start(ec2):
     stub.add_response(
         "describe_capacity_block_offerings",
         {"CapacityBlockOfferings": [
-            offering(OFF_A, "us-east-1a", datetime(2026, 6, 10, 11, 30, tzinfo=UTC), 7, "3418560.00"),
-            offering(OFF_C, "us-east-1c", datetime(2026, 6, 3, 11, 30, tzinfo=UTC), 7, "3590400.00"),
+            offering(OFF_A, "us-east-1a", datetime(2026, 6, 10, 11, 30, tzinfo=UTC), "3418560.00"),
+            offering(OFF_C, "us-east-1c", datetime(2026, 6, 3, 11, 30, tzinfo=UTC), "3590400.00"),
         ], "NextToken": "page-2"},
         base,
     )
     stub.add_response(
         "describe_capacity_block_offerings",
         {"CapacityBlockOfferings": [
-            offering(OFF_B, "us-east-1b", datetime(2026, 6, 8, 11, 30, tzinfo=UTC), 7, "3418560.00"),
+            offering(OFF_B, "us-east-1b", datetime(2026, 6, 8, 11, 30, tzinfo=UTC), "3418560.00"),
         ]},
         {**base, "NextToken": "page-2"},
     )
@@ -209,8 +130,8 @@ def test_start_before_is_sent_as_end_bound_and_enforced_on_start(ec2):
     stub.add_response(
         "describe_capacity_block_offerings",
         {"CapacityBlockOfferings": [
-            offering(OFF_A, "us-east-1a", datetime(2026, 6, 10, 11, 30, tzinfo=UTC), 7, "1709280.00", 1),
-            offering(OFF_B, "us-east-1b", datetime(2026, 6, 8, 11, 30, tzinfo=UTC), 7, "1709280.00", 1),
+            offering(OFF_A, "us-east-1a", datetime(2026, 6, 10, 11, 30, tzinfo=UTC), "1709280.00", count=1),
+            offering(OFF_B, "us-east-1b", datetime(2026, 6, 8, 11, 30, tzinfo=UTC), "1709280.00", count=1),
         ]},
         {"InstanceType": "p6-b300.48xlarge", "InstanceCount": 1, "CapacityDurationHours": 168,
          "StartDateRange": after, "EndDateRange": before + timedelta(days=8)},
@@ -293,11 +214,7 @@ def test_transport_errors_become_user_errors():
 
 
 def test_unreachable_endpoint_through_a_real_client():
-    c = _SESSION.create_client(
-        "ec2", region_name=REGION, endpoint_url="http://127.0.0.1:9",
-        aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="secret",
-        config=Config(retries={"total_max_attempts": 1}, connect_timeout=2),
-    )
+    c = client("ec2", endpoint_url="http://127.0.0.1:9", config=Config(retries={"total_max_attempts": 1}, connect_timeout=2))
     with pytest.raises(UserError, match="cannot reach AWS in us-east-1"):
         ops.describe_reservation(c, RID)
 

@@ -18,7 +18,7 @@ import yaml
 
 from components import catalog, cli, offline
 from components.errors import UserError
-from components.serving.contracts import EngineProfile, ImageContract, ServingContract, WeightsContract
+from components.serving.contracts import ServingContract
 from components.serving.hyperpod import (
     OPERATOR_DEFAULT_DEPLOY_S,
     HyperPodInferenceEndpoint,
@@ -26,6 +26,7 @@ from components.serving.hyperpod import (
     render_inference_endpoint_config,
 )
 from components.settings import load_stack
+from tests.builders import serving_contract
 from tests.conftest import NOW, DATA
 from tests.k8s_checks import validate_manifest
 from tests.seed_deployment import SEED_ARGS, SEED_ENV
@@ -40,8 +41,7 @@ SCHEMA = json.loads((DATA / "inferenceendpointconfig-v1.schema.json").read_text(
 
 
 def contract(source: str = "huggingface", **engine: Any) -> ServingContract:
-    weights = WeightsContract(revision=REVISION, source=source, s3_uri=S3_URI if source == "s3" else None)
-    return ServingContract(image=ImageContract.parse("vllm/vllm-openai:kimi-k3"), weights=weights, engine=EngineProfile(**engine))
+    return serving_contract(source, revision=REVISION, image="vllm/vllm-openai:kimi-k3", s3_uri=S3_URI, sha256_manifest=None, **engine)
 
 
 def unknown_fields(value: Any, schema: dict, path: str = "") -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -23,28 +22,21 @@ from tests.conftest import NOW
 from components import catalog, labels, offline
 from components.errors import UserError
 from components.lws_controller import LwsController, LwsControllerArgs
-from components.serving import ApiContract, EngineProfile, ImageContract, ServingContract, VllmServer, VllmServerArgs, WeightsContract
+from components.serving import ServingContract, VllmServer, VllmServerArgs
 from components.serving.lws import EFA_RESOURCE, LEADER_SCRIPT, WORKER_INDEX_LABEL, WORKER_SCRIPT, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from tests import k8s_checks
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
+from tests.builders import REVISION, S3_URI, serving_contract
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
-REVISION = "0123456789abcdef0123456789abcdef01234567"
-IMAGE = "vllm/vllm-openai:kimi-k3@sha256:" + "ab" * 32
 API_KEY = "sk-test-api-key-lws-51e0"
 HF_TOKEN = "hf_test_token_lws_9a1c"
-S3_URI = "s3://model-bucket/kimi-k3/0123456/"
 VPC_CIDR = "10.42.0.0/16"
 P5EN = "p5en.48xlarge"
 
 
 def contract(source: str = "s3", pp: int = 2, **engine) -> ServingContract:
-    weights = (
-        WeightsContract(revision=REVISION, source="s3", s3_uri=S3_URI, sha256_manifest="SHA256SUMS")
-        if source == "s3"
-        else WeightsContract(revision=REVISION, sha256_manifest="SHA256SUMS")
-    )
-    return ServingContract(ImageContract.parse(IMAGE), weights, ApiContract(), EngineProfile(**{"tensor_parallel_size": 8, "pipeline_parallel_size": pp, **engine}))
+    return serving_contract(source, **{"tensor_parallel_size": 8, "pipeline_parallel_size": pp, **engine})
 
 
 def base_args(**changes) -> dict:

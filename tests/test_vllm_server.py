@@ -11,8 +11,6 @@ from tests.conftest import NOW
 from components import labels, offline
 from components.errors import UserError
 from components.serving import (
-    ApiContract,
-    EngineProfile,
     ImageContract,
     ServingContract,
     VllmServer,
@@ -21,24 +19,17 @@ from components.serving import (
 )
 from components.serving.vllm import AWS_CLI_IMAGE, POD_IDENTITY_AGENT_CIDR
 from tests import k8s_checks
-from tests.test_contracts import SEED_ARGS, SEED_ENV, flag_values
+from tests.builders import IMAGE, REVISION, S3_URI, serving_contract
+from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
-REVISION = "0123456789abcdef0123456789abcdef01234567"
-IMAGE = "vllm/vllm-openai:kimi-k3@sha256:" + "ab" * 32
 API_KEY = "sk-test-api-key-0f3c9a"
 HF_TOKEN = "hf_test_token_7d21"
 VPC_CIDR = "10.42.0.0/16"
 NLB_HOST = "k8s-kimiserv-kimi-0123456789.elb.us-east-1.amazonaws.com"
-S3_URI = "s3://model-bucket/kimi-k3/0123456/"
 
 
 def contract(source: str = "huggingface", **engine) -> ServingContract:
-    weights = (
-        WeightsContract(revision=REVISION, source="s3", s3_uri=S3_URI, sha256_manifest="SHA256SUMS")
-        if source == "s3"
-        else WeightsContract(revision=REVISION, sha256_manifest="SHA256SUMS")
-    )
-    return ServingContract(ImageContract.parse(IMAGE), weights, ApiContract(), EngineProfile(**engine))
+    return serving_contract(source, **engine)
 
 
 def base_args(**changes) -> dict:
