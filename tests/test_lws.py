@@ -23,7 +23,8 @@ from components import catalog, labels, offline
 from components.errors import UserError
 from components.lws_controller import LwsController, LwsControllerArgs
 from components.serving import ServingContract, VllmServer, VllmServerArgs
-from components.serving.lws import EFA_RESOURCE, LEADER_SCRIPT, WORKER_INDEX_LABEL, WORKER_SCRIPT, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from components.serving.lws import EFA_RESOURCE, WORKER_INDEX_LABEL, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 from tests import k8s_checks
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
 from tests.builders import REVISION, S3_URI, serving_contract

@@ -17,7 +17,8 @@ from components.serving import (
     VllmServerArgs,
     WeightsContract,
 )
-from components.serving.vllm import AWS_CLI_IMAGE, POD_IDENTITY_AGENT_CIDR
+from components.serving.base import POD_IDENTITY_AGENT_CIDR
+from components.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
 from tests.builders import IMAGE, REVISION, S3_URI, serving_contract
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
@@ -557,7 +558,7 @@ def test_the_verify_script_accepts_intact_weights_and_refuses_corrupt_ones(tmp_p
     import hashlib
     import subprocess
 
-    from components.serving.vllm import VERIFY_SCRIPT
+    from components.serving.scripts import VERIFY_SCRIPT
 
     weights = tmp_path / "weights"
     (weights / "sub").mkdir(parents=True)

@@ -55,30 +55,11 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, labels
 from components.errors import UserError
+from components.serving.args import VllmServingArgs, validate_serving_args
+from components.serving.base import SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
 from components.serving.contracts import ServingContract
-from components.serving.vllm import (
-    HOME_ENV,
-    PROBE_PERIOD_S,
-    SECRET_ENV_SKIP,
-    checkov_skips,
-    SERVER_CACHE_ENV,
-    VllmServingArgs,
-    VllmServingBase,
-    api_container,
-    api_probes,
-    app_selector,
-    common_labels,
-    container_security_context,
-    egress_rules,
-    engine_env,
-    engine_resources,
-    gpu_pod_spec,
-    plain_env,
-    scrape_annotations,
-    validate_serving_args,
-    volume_mounts,
-    weights_init_containers,
-)
+from components.serving.pod_kit import PROBE_PERIOD_S, kit_env_names
+from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -106,33 +87,6 @@ EFA_ENV: Mapping[str, str] = {
 }
 """NCCL/libfabric environment for cross-node traffic over EFA (aws-samples/awsome-distributed-training EFA cheatsheet)."""
 
-# Leader: Ray head, wait for the whole group, then vLLM as PID 1 with the arguments of the container ("$@").
-LEADER_SCRIPT = """set -eu
-ray start --head --port="$RAY_GCS_PORT" --node-manager-port="$RAYLET_PORT" --object-store-memory="$RAY_OBJECT_STORE_BYTES" --include-dashboard=false --disable-usage-stats
-deadline=$(( $(date +%s) + GROUP_JOIN_TIMEOUT_S ))
-while :; do
-  alive=$(python3 -c 'import ray; ray.init(address="auto", logging_level="ERROR"); print(sum(1 for n in ray.nodes() if n["Alive"]))' 2>/dev/null || echo 0)
-  [ "$alive" -ge "$LWS_GROUP_SIZE" ] && break
-  [ "$(date +%s)" -lt "$deadline" ] || { echo "only $alive of $LWS_GROUP_SIZE Ray nodes joined within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
-  echo "waiting for the group: $alive of $LWS_GROUP_SIZE Ray nodes alive"
-  sleep 10
-done
-echo "all $LWS_GROUP_SIZE Ray nodes joined; starting vLLM"
-exec vllm serve "$@"
-"""
-
-# Worker: wait until the leader's Ray head answers (it may still be staging weights), then join and block.
-WORKER_SCRIPT = """set -eu
-head="$LWS_LEADER_ADDRESS:$RAY_GCS_PORT"
-deadline=$(( $(date +%s) + GROUP_JOIN_TIMEOUT_S ))
-until python3 -c 'import os, socket; socket.create_connection((os.environ["LWS_LEADER_ADDRESS"], int(os.environ["RAY_GCS_PORT"])), 5).close()' 2>/dev/null; do
-  [ "$(date +%s)" -lt "$deadline" ] || { echo "Ray head $head not reachable within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
-  echo "waiting for the Ray head at $head"
-  sleep 10
-done
-exec ray start --address="$head" --node-manager-port="$RAYLET_PORT" --object-store-memory="$RAY_OBJECT_STORE_BYTES" --disable-usage-stats --block
-"""
-
 HF_TOKEN_ENV_SKIP = "CKV_K8S_35=huggingface_hub reads the token only from HF_TOKEN (or a token file in HOME); it comes from a secretKeyRef into the download init container, never into the args or the spec"
 """checkov skip (with its reason) for the worker pods, whose only secret is the Hugging Face token of the download init container."""
 
@@ -142,7 +96,7 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @dataclass(frozen=True)
 class VllmLeaderWorkerSetArgs(VllmServingArgs):
-    """Inputs of :class:`VllmLeaderWorkerSet`: every :class:`~components.serving.vllm.VllmServingArgs` field plus the group's network.
+    """Inputs of :class:`VllmLeaderWorkerSet`: every :class:`~components.serving.args.VllmServingArgs` field plus the group's network.
 
     ``replicas`` counts groups (each ``pipeline_parallel_size`` nodes);
     ``weights_staging_timeout_s`` also bounds how long a leader waits for its workers
@@ -172,13 +126,11 @@ class VllmLeaderWorkerSet(VllmServingBase):
         self.args = args
         self.nodes_per_replica = nodes
         contract = args.contract
-        instance = catalog.INSTANCE_TYPES[args.instance_type]
-        common = common_labels(args)
-        selector = app_selector(name)
+        foundation = self._declare_foundation(name, args)
+        kit, common, selector, secret_names = foundation.kit, foundation.common, foundation.selector, foundation.kit.secret_names
+        instance = kit.instance
         api_selector = {**selector, WORKER_INDEX_LABEL: "0"}
         base_pod_labels = {**common, **selector, labels.MODEL_LABEL: labels.MODEL}
-
-        secret_names, in_ns = self._declare_foundation(name, args, common, selector)
 
         group_env = {**(EFA_ENV if args.efa_enabled else {}), **args.nccl_env}
         ray_env = {
@@ -189,22 +141,19 @@ class VllmLeaderWorkerSet(VllmServingBase):
             "GROUP_JOIN_TIMEOUT_S": str(args.weights_staging_timeout_s),
         }
         extra_resources = {EFA_RESOURCE: str(args.efa_interfaces or instance.efa_interfaces)} if args.efa_enabled else {}
-        init_containers = weights_init_containers(args, secret_names)
+        init_containers = kit.init_containers()
 
-        leader = api_container(
-            args,
-            instance,
-            secret_names,
+        leader = kit.api_container(
             command=["/bin/sh", "-c", LEADER_SCRIPT, "vllm-leader"],
             args=[*contract.vllm_args(contract.weights.mount_path), "--distributed-executor-backend", "ray"],
-            env=engine_env(contract, {**group_env, **ray_env}, secret_names),
+            env=kit.engine_env({**group_env, **ray_env}),
             ports=[
                 k8s.core.v1.ContainerPortArgs(name="http", container_port=contract.api.port, protocol="TCP"),
                 k8s.core.v1.ContainerPortArgs(name="ray-gcs", container_port=RAY_GCS_PORT, protocol="TCP"),
             ],
-            resources=engine_resources(args, instance, extra_resources),
+            resources=kit.engine_resources(extra_resources),
             # The leader may wait up to weights_staging_timeout_s for its workers before vLLM starts loading.
-            **api_probes(contract, extra_startup_s=args.weights_staging_timeout_s),
+            **kit.probes(extra_startup_s=args.weights_staging_timeout_s),
         )
         raylet = k8s.core.v1.TCPSocketActionArgs(port="raylet")
         worker = k8s.core.v1.ContainerArgs(
@@ -213,9 +162,9 @@ class VllmLeaderWorkerSet(VllmServingBase):
             image_pull_policy=contract.image.pull_policy,
             command=["/bin/sh", "-c", WORKER_SCRIPT],
             # Ray starts the vLLM workers from this raylet: they inherit its environment (no API key here).
-            env=engine_env(contract, {**group_env, **ray_env}, with_api_key=False),
+            env=kit.engine_env({**group_env, **ray_env}, with_api_key=False),
             ports=[k8s.core.v1.ContainerPortArgs(name="raylet", container_port=RAYLET_PORT, protocol="TCP")],
-            resources=engine_resources(args, instance, extra_resources),
+            resources=kit.engine_resources(extra_resources),
             startup_probe=k8s.core.v1.ProbeArgs(
                 tcp_socket=raylet,
                 period_seconds=PROBE_PERIOD_S,
@@ -224,8 +173,8 @@ class VllmLeaderWorkerSet(VllmServingBase):
             ),
             liveness_probe=k8s.core.v1.ProbeArgs(tcp_socket=raylet, period_seconds=15, timeout_seconds=10, failure_threshold=4),
             readiness_probe=k8s.core.v1.ProbeArgs(tcp_socket=raylet, period_seconds=15, timeout_seconds=10, failure_threshold=2),
-            security_context=container_security_context(),
-            volume_mounts=volume_mounts(contract, shm=True),
+            security_context=kit.security_context(),
+            volume_mounts=kit.mounts(shm=True),
         )
 
         leader_labels = {**base_pod_labels, "app.kubernetes.io/component": "leader"}
@@ -241,7 +190,7 @@ class VllmLeaderWorkerSet(VllmServingBase):
         def template(pod_labels: dict, annotations: dict | None, container: k8s.core.v1.ContainerArgs) -> dict:
             return {
                 "metadata": k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=annotations or None),
-                "spec": gpu_pod_spec(name, args, instance, init_containers, [container]),
+                "spec": kit.pod_spec(init_containers, [container]),
             }
 
         self.lws_name = f"{name}-lws"
@@ -264,11 +213,11 @@ class VllmLeaderWorkerSet(VllmServingBase):
                     "workerTemplate": template(worker_labels, worker_annotations, worker),
                 },
             },
-            opts=in_ns,
+            opts=foundation.in_namespace,
         )
 
-        self._declare_frontend(name, args, common, selector, api_selector, in_ns)
-        self.group_network_policy = _group_network_policy(name, args, common, selector, in_ns)
+        self._declare_frontend(name, args, foundation, api_selector)
+        self.group_network_policy = _group_network_policy(name, args, common, selector, foundation.in_namespace)
         self._register()
 
 
@@ -322,7 +271,7 @@ def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
     for key, value in dict(args.nccl_env).items():
         if not _ENV_NAME_RE.match(str(key)) or not isinstance(value, str):
             raise UserError(f"{what}: nccl_env entry {key!r}={value!r} is not accepted; expected NAME=string")
-        if key in HOME_ENV or key in SERVER_CACHE_ENV or key in args.contract.vllm_env() or key in ("VLLM_API_KEY", "HF_TOKEN") or key.startswith(("RAY_", "LWS_")):
+        if key in kit_env_names(args.contract) or key.startswith(("RAY_", "LWS_")):
             raise UserError(f"{what}: nccl_env may not set {key}; the component sets it")
     return nodes
 
@@ -335,10 +284,8 @@ def is_multi_node(contract: ServingContract, instance_type: str = catalog.DEFAUL
 __all__ = [
     "EFA_ENV",
     "EFA_RESOURCE",
-    "LEADER_SCRIPT",
     "VllmLeaderWorkerSet",
     "VllmLeaderWorkerSetArgs",
     "WORKER_INDEX_LABEL",
-    "WORKER_SCRIPT",
     "is_multi_node",
 ]
