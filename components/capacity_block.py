@@ -30,8 +30,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components import catalog, labels
-from components.errors import UserError
-from components.formats import EMAIL
+from components.errors import Problems
+from components.formats import CAPACITY_RESERVATION_ID, EMAIL
 from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
@@ -236,10 +236,10 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: CapacityBlockNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         """Check the block against the args, then declare the node group and its alerts.
 
-        Raises :class:`UserError` (nothing declared) when the args or the block cannot work.
+        Raises :class:`~components.errors.ComponentInputError` (nothing declared) when the args or the block cannot work.
         """
         now = args.now
-        _validate(args)
+        _validate(name, args)
         looked_up = args.reservation is None
         facts = args.reservation or lookup_capacity_block(args.reservation_id or "")
         warnings = check_capacity_block(
@@ -496,32 +496,35 @@ def _alerts_key_policy(partition: str, account_id: str) -> str:
     )
 
 
-def _validate(args: CapacityBlockNodeGroupArgs) -> None:
-    """Refuse args that cannot make a working node group (before any look-up or resource)."""
+def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
+    """Refuse args that cannot make a working node group (before any look-up or resource), every problem at once."""
+    problems = Problems("CapacityBlockNodeGroup", name)
     if (args.reservation is None) == (args.reservation_id is None):
-        raise UserError("CapacityBlockNodeGroup needs exactly one of reservation (looked-up facts) or reservation_id")
+        problems.add("reservation_id", "exactly one of reservation (looked-up facts) or reservation_id is required")
+    elif args.reservation_id is not None and not CAPACITY_RESERVATION_ID.fullmatch(args.reservation_id):
+        problems.reject("reservation_id", args.reservation_id, "expected cr- followed by 17 hex digits")
     if not re.fullmatch(r"\d+\.\d+", args.kubernetes_version):
-        raise UserError(f"kubernetes_version {args.kubernetes_version!r} is not accepted; expected major.minor such as 1.34")
-    if args.ami_release_version and not args.ami_release_version.startswith(f"{args.kubernetes_version}."):
-        raise UserError(
-            f"AMI release {args.ami_release_version} is not for Kubernetes {args.kubernetes_version}; "
-            f"pin a {args.kubernetes_version}.x-YYYYMMDD release or leave it unset"
+        problems.reject("kubernetes_version", args.kubernetes_version, "expected major.minor such as 1.34")
+    elif args.ami_release_version and not args.ami_release_version.startswith(f"{args.kubernetes_version}."):
+        problems.reject(
+            "ami_release_version", args.ami_release_version,
+            f"AMI release {args.ami_release_version} is not for Kubernetes {args.kubernetes_version}: "
+            f"pin a {args.kubernetes_version}.x-YYYYMMDD release or leave it unset",
         )
     if not args.subnet_ids_by_az:
-        raise UserError("subnet_ids_by_az is empty: the node group needs the subnet of the Capacity Block's AZ")
+        problems.reject("subnet_ids_by_az", dict(args.subnet_ids_by_az), "the node group needs the subnet of the Capacity Block's AZ")
     if not 20 <= args.root_volume_gib <= 16384:
-        raise UserError(f"root_volume_gib {args.root_volume_gib} is not accepted; expected 20..16384 GiB (gp3)")
+        problems.reject("root_volume_gib", args.root_volume_gib, "expected 20..16384 GiB (gp3)")
     if args.nodes_required < 1:
-        raise UserError(f"nodes_required {args.nodes_required} is not accepted; expected at least 1")
+        problems.reject("nodes_required", args.nodes_required, "expected at least 1")
     if args.efa_enabled:
         if args.instance_type not in catalog.INSTANCE_TYPES:
-            raise UserError(
-                f"EFA interfaces for {args.instance_type} are unknown; known types: {', '.join(catalog.INSTANCE_TYPES)}"
-            )
+            problems.reject("instance_type", args.instance_type, f"EFA interfaces are known for {', '.join(catalog.INSTANCE_TYPES)}")
         if not args.security_group_ids:
-            raise UserError("efa_enabled needs security_group_ids: EFA traffic requires a group that allows all traffic to itself")
+            problems.add("security_group_ids", "efa_enabled needs security_group_ids: EFA traffic requires a group that allows all traffic to itself")
     if args.alert_email is not None and not EMAIL.fullmatch(args.alert_email):
-        raise UserError(f"alert_email {args.alert_email!r} is not an e-mail address")
+        problems.reject("alert_email", args.alert_email, "expected an e-mail address")
+    problems.raise_any()
 
 
 __all__ = [

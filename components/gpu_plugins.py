@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
-from components.errors import UserError
+from components.errors import Problems
 from components.formats import DNS_LABEL
 from components.helm_values import deep_merge
 
@@ -109,39 +109,32 @@ class GpuNodePluginsArgs:
     """DCGM exporter settings."""
 
 
-def _version(what: str, value: str, minimum: tuple[int, ...] | None = None) -> tuple[int, ...]:
-    match = _VERSION.fullmatch(value or "")
-    if not match:
-        raise UserError(f"{what} chart version {value!r} is not accepted; expected a version such as 1.2.3")
-    parsed = tuple(int(part) for part in match.groups())
-    if minimum and parsed < minimum:
-        raise UserError(
-            f"{what} chart version {value!r} is not accepted; {'.'.join(map(str, minimum))} or newer is required "
-            "(older releases misdetect NVLink devices on p6 instances)"
-        )
-    return parsed
-
-
-def validate(args: GpuNodePluginsArgs) -> None:
-    """Raise :class:`UserError` for arguments that cannot produce a working install."""
+def validate(args: GpuNodePluginsArgs, name: str = "gpu-plugins") -> None:
+    """Raise :class:`~components.errors.ComponentInputError` for arguments that cannot produce a working install."""
+    problems = Problems("GpuNodePlugins", name)
     if not isinstance(args.provider, k8s.Provider):
-        raise UserError("GpuNodePlugins needs the target cluster's Kubernetes provider (args.provider)")
+        problems.add("provider", "provider is required: the target cluster's Kubernetes provider (the plugins never go to the ambient kubeconfig's cluster)")
     if not DNS_LABEL.fullmatch(args.namespace or ""):
-        raise UserError(f"GpuNodePlugins namespace {args.namespace!r} is not a valid Kubernetes namespace name")
-    if args.create_namespace and args.namespace in _RESERVED_NAMESPACES:
-        raise UserError(f"GpuNodePlugins cannot declare namespace {args.namespace!r}: it always exists; set create_namespace=False")
+        problems.reject("namespace", args.namespace, "not a valid Kubernetes namespace name: expected a DNS label")
+    elif args.create_namespace and args.namespace in _RESERVED_NAMESPACES:
+        problems.reject("namespace", args.namespace, "it always exists, so the component cannot declare it; set create_namespace=False")
     if not args.node_selector:
-        raise UserError("GpuNodePlugins node_selector is empty: the plugins would run on every node, not only GPU nodes")
-    plugins = (
-        ("nvidia-device-plugin", args.nvidia, None),
-        ("aws-efa-k8s-device-plugin", args.efa, EFA_MIN_VERSION),
-        ("dcgm-exporter", args.dcgm, None),
-    )
-    for plugin, sub, minimum in plugins:
+        problems.add("node_selector", "node_selector is empty: the plugins would run on every node, not only GPU nodes")
+    plugins = (("nvidia", args.nvidia, None), ("efa", args.efa, EFA_MIN_VERSION), ("dcgm", args.dcgm, None))
+    for field_name, sub, minimum in plugins:
         if not isinstance(sub.extra_values, Mapping):
-            raise UserError(f"{plugin} extra_values must be a mapping of Helm values, got {type(sub.extra_values).__name__}")
-        if sub.enabled:
-            _version(plugin, sub.version, minimum)
+            problems.reject(f"{field_name}.extra_values", sub.extra_values, "must be a mapping of Helm values")
+        if not sub.enabled:
+            continue
+        match = _VERSION.fullmatch(sub.version or "")
+        if not match:
+            problems.reject(f"{field_name}.version", sub.version, "expected a chart version such as 1.2.3")
+        elif minimum and tuple(int(part) for part in match.groups()) < minimum:
+            problems.reject(
+                f"{field_name}.version", sub.version,
+                f"{'.'.join(map(str, minimum))} or newer is required (older releases misdetect NVLink devices on p6 instances)",
+            )
+    problems.raise_any()
 
 
 def efa_chart_version(version: str) -> str:
@@ -209,7 +202,7 @@ class GpuNodePlugins(pulumi.ComponentResource):
         :param args: plugin switches, versions, extra values and the cluster's Kubernetes provider.
         :param opts: options of the component itself.
         """
-        validate(args)
+        validate(args, name)
         super().__init__("kimi-k3:index:GpuNodePlugins", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
 

@@ -30,7 +30,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
-from components.errors import UserError
+from components.errors import Problems
 from components.formats import DNS_LABEL
 from components.helm_values import deep_merge
 
@@ -77,20 +77,22 @@ def controller_values(args: LwsControllerArgs) -> dict[str, Any]:
     return deep_merge(ours, dict(args.extra_values))
 
 
-def validate(args: LwsControllerArgs) -> None:
-    """Raise :class:`UserError` for arguments that cannot produce a working install."""
+def validate(args: LwsControllerArgs, name: str = "lws") -> None:
+    """Raise :class:`~components.errors.ComponentInputError` for arguments that cannot produce a working install."""
+    problems = Problems("LwsController", name)
     if not isinstance(args.provider, k8s.Provider):
-        raise UserError("LwsController needs the target cluster's Kubernetes provider (args.provider)")
+        problems.add("provider", "provider is required: the target cluster's Kubernetes provider (the controller never goes to the ambient kubeconfig's cluster)")
     if not isinstance(args.version, str) or not _VERSION.fullmatch(args.version):
-        raise UserError(f"LwsController chart version {args.version!r} is not accepted; expected a version such as {DEFAULT_VERSION}")
+        problems.reject("version", args.version, f"expected a chart version such as {DEFAULT_VERSION}")
     if not DNS_LABEL.fullmatch(args.namespace or "") or args.namespace in _RESERVED_NAMESPACES:
-        raise UserError(f"LwsController namespace {args.namespace!r} is not accepted; expected a DNS label other than {', '.join(_RESERVED_NAMESPACES)}")
+        problems.reject("namespace", args.namespace, f"expected a DNS label other than {', '.join(_RESERVED_NAMESPACES)}")
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 5:
-        raise UserError(f"LwsController replicas {args.replicas!r} is not accepted; expected 1 to 5")
+        problems.reject("replicas", args.replicas, "expected 1 to 5")
     if not args.node_selector:
-        raise UserError("LwsController node_selector is empty: the controller would land on GPU nodes too")
+        problems.add("node_selector", "node_selector is empty: the controller would land on GPU nodes too")
     if not isinstance(args.extra_values, Mapping):
-        raise UserError(f"LwsController extra_values must be a mapping of Helm values, got {type(args.extra_values).__name__}")
+        problems.reject("extra_values", args.extra_values, "must be a mapping of Helm values")
+    problems.raise_any()
 
 
 class LwsController(pulumi.ComponentResource):
@@ -105,7 +107,7 @@ class LwsController(pulumi.ComponentResource):
     chart_version: pulumi.Output[str]
 
     def __init__(self, name: str, args: LwsControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        validate(args)
+        validate(args, name)
         super().__init__("kimi-k3:index:LwsController", name, None, opts)
         self.values = controller_values(args)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)

@@ -3,7 +3,7 @@
 :class:`VllmServingArgs` is what :class:`~components.serving.vllm.VllmServer`
 (a Deployment, one node per replica) and
 :class:`~components.serving.lws.VllmLeaderWorkerSet` (a group of nodes per replica)
-have in common; :func:`validate_serving_args` refuses what neither can deploy, before
+have in common; :func:`validate_serving_args` collects what neither can deploy, before
 anything is declared.
 """
 
@@ -18,10 +18,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog
-from components.errors import UserError
+from components.errors import Problems
 from components.formats import DNS_LABEL
-from components.serving.contracts import EXPOSURES, ServingContract
-from components.serving.pod_kit import AWS_CLI_IMAGE, pod_resources
+from components.serving.contracts import EXPOSURES, ContractError, ServingContract
+from components.serving.pod_kit import AWS_CLI_IMAGE, node_share
 
 
 @dataclass(frozen=True)
@@ -90,53 +90,69 @@ class VllmServingArgs:
     """Extra labels on every Kubernetes object."""
 
 
-def validate_serving_args(name: str, args: VllmServingArgs, what: str) -> None:
-    """Checks shared by the serving components; raises :class:`UserError` prefixed with ``what``."""
+def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) -> int | None:
+    """Add to ``problems`` what no serving component can deploy; return the nodes one replica spans (``None`` if unknown)."""
     if not isinstance(args.contract, ServingContract):
-        raise UserError(f"{what}: contract must be a ServingContract")
+        problems.reject("contract", type(args.contract).__name__, "expected a ServingContract")
+        return None
     if not DNS_LABEL.match(name) or len(name) > 40:
-        raise UserError(f"{what}: name {name!r} is not accepted; expected a DNS label of at most 40 characters (it names the Kubernetes objects)")
+        problems.reject("name", name, "expected a DNS label of at most 40 characters (it names the Kubernetes objects)")
     if not DNS_LABEL.match(args.namespace) or len(args.namespace) > 63:
-        raise UserError(f"{what}: namespace {args.namespace!r} is not accepted; expected a DNS label")
+        problems.reject("namespace", args.namespace, "expected a DNS label")
+    nodes: int | None = None
     if args.instance_type not in catalog.INSTANCE_TYPES:
-        raise UserError(f"{what}: instance_type {args.instance_type!r} is not accepted; known: {', '.join(catalog.INSTANCE_TYPES)}")
-    instance = catalog.INSTANCE_TYPES[args.instance_type]
-    args.contract.nodes_per_replica(instance.gpus)  # TP must fill whole nodes
-    pod_resources(instance, args.shm_size_gib, args.reserved_cpu, args.reserved_memory_gib)
+        problems.reject("instance_type", args.instance_type, f"known: {', '.join(catalog.INSTANCE_TYPES)}")
+    else:
+        instance = catalog.INSTANCE_TYPES[args.instance_type]
+        try:
+            nodes = args.contract.nodes_per_replica(instance.gpus)  # TP must fill whole nodes
+        except ContractError as err:
+            problems.adopt(f"contract.{err.field}", err)
+        cpu, memory, reserved_memory = node_share(instance, args.reserved_cpu, args.reserved_memory_gib)
+        if cpu < 8 or memory < 64:
+            problems.add(
+                "reserved_cpu",
+                f"reserved_cpu {args.reserved_cpu} and reserved_memory_gib {reserved_memory} are not accepted; "
+                f"they leave {cpu} vCPU / {memory} GiB of a {instance.name} to the server: reserve less",
+            )
+        elif args.shm_size_gib * 4 > memory:
+            problems.reject("shm_size_gib", args.shm_size_gib, f"at most a quarter of the {memory} GiB memory limit")
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 64:
-        raise UserError(f"{what}: replicas {args.replicas!r} is not accepted; expected 1 to 64 (one per reserved GPU node)")
+        problems.reject("replicas", args.replicas, "expected 1 to 64 (one per reserved GPU node)")
     if args.exposure not in EXPOSURES:
-        raise UserError(f"{what}: exposure {args.exposure!r} is not accepted; accepted: {', '.join(EXPOSURES)}")
+        problems.reject("exposure", args.exposure, f"accepted: {', '.join(EXPOSURES)}")
     if args.api_key is None and (args.require_api_key or args.exposure == "public"):
         why = "public exposure always needs one" if args.exposure == "public" else "set require_api_key=False to serve without one"
-        raise UserError(f"{what}: api_key is required ({why}); pass it as a Pulumi secret")
-    for cidr in args.allowed_cidrs:
+        problems.add("api_key", f"api_key is required ({why}); pass it as a Pulumi secret")
+    for index, cidr in enumerate(args.allowed_cidrs):
         try:
             ipaddress.IPv4Network(cidr, strict=True)
         except ValueError as err:
-            raise UserError(f"{what}: allowed_cidrs entry {cidr!r} is not accepted; expected an IPv4 CIDR ({err})") from None
+            problems.add(f"allowed_cidrs[{index}]", f"allowed_cidrs entry {cidr!r} is not accepted; expected an IPv4 CIDR ({err})")
     if args.exposure == "public" and not args.allowed_cidrs:
-        raise UserError(f"{what}: allowed_cidrs is required for public exposure (the client CIDRs allowed through the NLB)")
-    if args.exposure != "cluster" and args.vpc_cidr is None:
-        raise UserError(f"{what}: vpc_cidr is required for {args.exposure} exposure (the NLB reaches the pods from the VPC)")
+        problems.add("allowed_cidrs", "allowed_cidrs is required for public exposure (the client CIDRs allowed through the NLB)")
+    if args.exposure in EXPOSURES and args.exposure != "cluster" and args.vpc_cidr is None:
+        problems.add("vpc_cidr", f"vpc_cidr is required for {args.exposure} exposure (the NLB reaches the pods from the VPC)")
     if isinstance(args.vpc_cidr, str):
         try:
             ipaddress.IPv4Network(args.vpc_cidr, strict=True)
         except ValueError as err:
-            raise UserError(f"{what}: vpc_cidr {args.vpc_cidr!r} is not accepted ({err})") from None
-    for ns in (*args.client_namespaces, args.metrics_namespace):
+            problems.reject("vpc_cidr", args.vpc_cidr, f"expected an IPv4 CIDR ({err})")
+    for path, ns in (*((f"client_namespaces[{i}]", n) for i, n in enumerate(args.client_namespaces)), ("metrics_namespace", args.metrics_namespace)):
         if not DNS_LABEL.match(ns):
-            raise UserError(f"{what}: namespace name {ns!r} is not accepted; expected a DNS label")
+            problems.reject(path, ns, "expected a DNS label")
     if args.contract.weights.source == "s3" and (args.cluster_name is None or args.aws_region is None):
-        raise UserError(f"{what}: cluster_name and aws_region are required when the weights come from S3 (Pod Identity and the bucket's region)")
+        problems.add("cluster_name", "cluster_name and aws_region are required when the weights come from S3 (Pod Identity and the bucket's region)")
     if args.tls_certificate_arn is not None and not re.match(r"^arn:aws[\w-]*:acm:[\w-]+:\d{12}:certificate/[\w-]+$", args.tls_certificate_arn):
-        raise UserError(f"{what}: tls_certificate_arn {args.tls_certificate_arn!r} is not an ACM certificate ARN")
+        problems.reject("tls_certificate_arn", args.tls_certificate_arn, "expected an ACM certificate ARN")
     if args.pre_stop_sleep_s < 0 or args.termination_grace_period_s < args.pre_stop_sleep_s + 30:
-        raise UserError(
-            f"{what}: termination_grace_period_s={args.termination_grace_period_s} must exceed pre_stop_sleep_s={args.pre_stop_sleep_s} by at least 30 s so in-flight requests can finish"
+        problems.reject(
+            "termination_grace_period_s", args.termination_grace_period_s,
+            f"it must exceed pre_stop_sleep_s={args.pre_stop_sleep_s} by at least 30 s so in-flight requests can finish",
         )
     if args.init_image and "@sha256:" not in args.init_image and ":" not in args.init_image.rsplit("/", 1)[-1]:
-        raise UserError(f"{what}: init_image {args.init_image!r} must carry a tag or a digest")
+        problems.reject("init_image", args.init_image, "expected an image with a tag or a digest")
+    return nodes
 
 
 __all__ = ["VllmServingArgs", "validate_serving_args"]

@@ -54,7 +54,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
-from components.errors import UserError
+from components.errors import Problems
 from components.serving.args import VllmServingArgs, validate_serving_args
 from components.serving.base import SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
 from components.serving.contracts import ServingContract
@@ -243,36 +243,39 @@ def _group_network_policy(name: str, args: VllmServingArgs, common: Mapping[str,
 
 
 def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
-    what = "vllm leader-worker set"
+    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``; return the nodes per replica."""
+    problems = Problems("VllmLeaderWorkerSet", name)
     if not isinstance(args, VllmLeaderWorkerSetArgs):
-        raise UserError(f"{what}: args must be VllmLeaderWorkerSetArgs")
-    validate_serving_args(name, args, what)
+        problems.reject("args", type(args).__name__, "expected VllmLeaderWorkerSetArgs")
+        problems.raise_any()
+    nodes = validate_serving_args(name, args, problems)
     if len(name) > 36:
         # Pod names: <name>-lws-<group>-<worker> must stay a DNS label with room for the indices.
-        raise UserError(f"{what}: name {name!r} is too long; at most 36 characters (pods are named {name}-lws-<group>-<worker>)")
-    instance = catalog.INSTANCE_TYPES[args.instance_type]
-    nodes = args.contract.nodes_per_replica(instance.gpus)
-    if nodes < 2:
-        raise UserError(
-            f"{what}: the contract's replica fits on one {instance.name} node (pipeline_parallel_size=1); "
-            "use VllmServer (components.serving.vllm) for single-node replicas"
+        problems.reject("name", name, f"at most 36 characters (pods are named {name}-lws-<group>-<worker>)")
+    instance = catalog.INSTANCE_TYPES.get(args.instance_type)
+    if nodes is not None and nodes < 2 and instance is not None:
+        problems.reject(
+            "contract.engine.pipeline_parallel_size", nodes,
+            f"the contract's replica fits on one {instance.name} node: use VllmServer (components.serving.vllm) for single-node replicas",
         )
-    for arg in args.contract.engine.extra_args:
-        flag = arg.split("=", 1)[0]
-        if flag in _RESERVED_EXTRA_FLAGS:
-            raise UserError(f"{what}: extra argument {arg!r} is not accepted; the leader-worker set runs vLLM on Ray across the group and sets the distribution itself")
+    for arg in args.contract.engine.extra_args if isinstance(args.contract, ServingContract) else ():
+        if arg.split("=", 1)[0] in _RESERVED_EXTRA_FLAGS:
+            problems.reject("contract.engine.extra_args", arg, "the leader-worker set runs vLLM on Ray across the group and sets the distribution itself")
     if not isinstance(args.efa_enabled, bool):
-        raise UserError(f"{what}: efa_enabled must be true or false")
+        problems.reject("efa_enabled", args.efa_enabled, "expected true or false")
     if args.efa_interfaces is not None:
-        if isinstance(args.efa_interfaces, bool) or not isinstance(args.efa_interfaces, int) or not 1 <= args.efa_interfaces <= instance.efa_interfaces:
-            raise UserError(f"{what}: efa_interfaces {args.efa_interfaces!r} is not accepted; {instance.name} has 1 to {instance.efa_interfaces}")
-        if not args.efa_enabled:
-            raise UserError(f"{what}: efa_interfaces is set but efa_enabled is false")
+        most = instance.efa_interfaces if instance is not None else 0
+        if isinstance(args.efa_interfaces, bool) or not isinstance(args.efa_interfaces, int) or not 1 <= args.efa_interfaces <= most:
+            problems.reject("efa_interfaces", args.efa_interfaces, f"{args.instance_type} has 1 to {most}")
+        elif not args.efa_enabled:
+            problems.add("efa_interfaces", "efa_interfaces is set but efa_enabled is false")
     for key, value in dict(args.nccl_env).items():
         if not _ENV_NAME_RE.match(str(key)) or not isinstance(value, str):
-            raise UserError(f"{what}: nccl_env entry {key!r}={value!r} is not accepted; expected NAME=string")
-        if key in kit_env_names(args.contract) or key.startswith(("RAY_", "LWS_")):
-            raise UserError(f"{what}: nccl_env may not set {key}; the component sets it")
+            problems.add("nccl_env", f"nccl_env entry {key!r}={value!r} is not accepted; expected NAME=string")
+        elif isinstance(args.contract, ServingContract) and (key in kit_env_names(args.contract) or key.startswith(("RAY_", "LWS_"))):
+            problems.add("nccl_env", f"nccl_env may not set {key}; the component sets it")
+    problems.raise_any()
+    assert nodes is not None  # no problem found: the contract's nodes are known
     return nodes
 
 

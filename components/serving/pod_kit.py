@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
-from components.errors import UserError
 from components.serving.contracts import ServingContract
 from components.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
 
@@ -72,18 +71,18 @@ PROBE_PERIOD_S = 10
 """Period of the startup probes."""
 
 
-def pod_resources(instance: catalog.InstanceType, shm_size_gib: int, reserved_cpu: int, reserved_memory_gib: int | None) -> dict[str, str]:
-    """CPU/memory/GPU of the server container: the node minus the system's share.
+def node_share(instance: catalog.InstanceType, reserved_cpu: int, reserved_memory_gib: int | None) -> tuple[int, int, int]:
+    """vCPUs and GiB of memory a node leaves to the server, and the memory reserved (default 5% of the node, at least 32 GiB)."""
+    reserved_memory = reserved_memory_gib if reserved_memory_gib is not None else max(32, instance.memory_gib // 20)
+    return instance.vcpus - reserved_cpu, instance.memory_gib - reserved_memory, reserved_memory
+
+
+def pod_resources(instance: catalog.InstanceType, reserved_cpu: int, reserved_memory_gib: int | None) -> dict[str, str]:
+    """CPU/memory/GPU of the server container: the node minus the system's share (sizes checked by the args' validation).
 
     Memory includes the ``/dev/shm`` volume (a Memory emptyDir is charged to the pod).
     """
-    reserve_mem = reserved_memory_gib if reserved_memory_gib is not None else max(32, instance.memory_gib // 20)
-    cpu = instance.vcpus - reserved_cpu
-    memory = instance.memory_gib - reserve_mem
-    if cpu < 8 or memory < 64:
-        raise UserError(f"vllm server: reserving {reserved_cpu} vCPU / {reserve_mem} GiB leaves {cpu} vCPU / {memory} GiB on {instance.name}; reserve less")
-    if shm_size_gib * 4 > memory:
-        raise UserError(f"vllm server: shm_size_gib={shm_size_gib} is more than a quarter of the {memory} GiB memory limit; lower it")
+    cpu, memory, _ = node_share(instance, reserved_cpu, reserved_memory_gib)
     return {"cpu": str(cpu), "memory": f"{memory}Gi", "nvidia.com/gpu": str(instance.gpus)}
 
 
@@ -225,7 +224,7 @@ class PodKit:
     def engine_resources(self, extra: Mapping[str, str] | None = None) -> k8s.core.v1.ResourceRequirementsArgs:
         """Requests = limits (Guaranteed QoS) for the whole node's share, plus ``extra`` (e.g. EFA interfaces)."""
         args = self.args
-        resources = {**pod_resources(self.instance, args.shm_size_gib, args.reserved_cpu, args.reserved_memory_gib), **(extra or {})}
+        resources = {**pod_resources(self.instance, args.reserved_cpu, args.reserved_memory_gib), **(extra or {})}
         return k8s.core.v1.ResourceRequirementsArgs(
             requests={**resources, "ephemeral-storage": f"{weights_limit_gb(args.contract) + args.cache_size_gib + 64}G"},
             limits=dict(resources),
@@ -315,6 +314,7 @@ __all__ = [
     "RUN_AS_USER",
     "container_security_context",
     "kit_env_names",
+    "node_share",
     "pod_resources",
     "weights_limit_gb",
 ]

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import catalog, labels
-from components.errors import UserError
+from components import labels
+from components.errors import Problems
 from components.serving.args import VllmServingArgs, validate_serving_args
 from components.serving.base import SECRET_ENV_SKIP, VllmServingBase, checkov_skips, scrape_annotations
 
@@ -80,14 +80,15 @@ class VllmServer(VllmServingBase):
 
 
 def _validate(name: str, args: VllmServerArgs) -> None:
-    validate_serving_args(name, args, "vllm server")
-    instance = catalog.INSTANCE_TYPES[args.instance_type]
-    nodes = args.contract.nodes_per_replica(instance.gpus)
-    if nodes != 1:
-        raise UserError(
-            f"vllm server: pipeline_parallel_size={args.contract.engine.pipeline_parallel_size} spans {nodes} nodes; "
-            "a Deployment runs one pod per node: use VllmLeaderWorkerSet (components.serving.lws) for multi-node replicas"
+    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``."""
+    problems = Problems("VllmServer", name)
+    nodes = validate_serving_args(name, args, problems)
+    if nodes is not None and nodes != 1:
+        problems.reject(
+            "contract.engine.pipeline_parallel_size", nodes,
+            "a Deployment runs one pod per node: use VllmLeaderWorkerSet (components.serving.lws) for multi-node replicas",
         )
+    problems.raise_any()
 
 
 __all__ = ["VllmServer", "VllmServerArgs"]
