@@ -6,9 +6,10 @@ pinned Helm release (``kubernetes:helm.sh/v3:Release``) whose values, as recorde
 in the plan, are exactly what gets installed: tolerate the GPU taint, run on GPU
 nodes only, priority class ``system-node-critical``.
 
-The Kubernetes provider of the target cluster is an explicit, required argument
-(:attr:`GpuNodePluginsArgs.provider`) and is set on every child, so the charts can
-never land on whatever cluster the ambient kubeconfig points at.
+The Kubernetes provider of the target cluster comes through ``opts`` (``providers=
+{"kubernetes": provider}``) and reaches every child through ``parent=self``; without one
+the component refuses, so the charts never land on whatever cluster the ambient
+kubeconfig points at (:mod:`components.kubernetes_provider`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from components import catalog, labels
 from components.errors import Problems
 from components.formats import DNS_LABEL
 from components.helm_values import deep_merge
+from components.kubernetes_provider import require_kubernetes_provider
 
 PRIORITY_CLASS = "system-node-critical"
 """Priority class of every plugin: a GPU node without its device plugins is useless."""
@@ -91,10 +93,8 @@ class DcgmExporterArgs:
 
 @dataclass(frozen=True)
 class GpuNodePluginsArgs:
-    """Which plugins to install into which cluster."""
+    """Which plugins to install (the cluster comes from ``opts``: :mod:`components.kubernetes_provider`)."""
 
-    provider: k8s.Provider
-    """Kubernetes provider of the target cluster; set on every child resource."""
     namespace: str = DEFAULT_NAMESPACE
     """Namespace of the releases."""
     create_namespace: bool = True
@@ -109,11 +109,10 @@ class GpuNodePluginsArgs:
     """DCGM exporter settings."""
 
 
-def validate(args: GpuNodePluginsArgs, name: str = "gpu-plugins") -> None:
-    """Raise :class:`~components.errors.ComponentInputError` for arguments that cannot produce a working install."""
+def validate(args: GpuNodePluginsArgs, name: str = "gpu-plugins", opts: pulumi.ResourceOptions | None = None) -> None:
+    """Raise :class:`~components.errors.ComponentInputError` for arguments (or options) that cannot produce a working install."""
     problems = Problems("GpuNodePlugins", name)
-    if not isinstance(args.provider, k8s.Provider):
-        problems.add("provider", "provider is required: the target cluster's Kubernetes provider (the plugins never go to the ambient kubeconfig's cluster)")
+    require_kubernetes_provider(problems, opts)
     if not DNS_LABEL.fullmatch(args.namespace or ""):
         problems.reject("namespace", args.namespace, "not a valid Kubernetes namespace name: expected a DNS label")
     elif args.create_namespace and args.namespace in _RESERVED_NAMESPACES:
@@ -199,12 +198,12 @@ class GpuNodePlugins(pulumi.ComponentResource):
         """Validate ``args``, then declare the namespace and one Helm release per enabled plugin.
 
         :param name: base name of the child resources.
-        :param args: plugin switches, versions, extra values and the cluster's Kubernetes provider.
-        :param opts: options of the component itself.
+        :param args: plugin switches, versions and extra values.
+        :param opts: options of the component; ``providers`` must hold the target cluster's Kubernetes provider.
         """
-        validate(args, name)
+        validate(args, name, opts)
         super().__init__("kimi-k3:index:GpuNodePlugins", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        child = pulumi.ResourceOptions(parent=self)
 
         self.namespace = None
         namespace: pulumi.Input[str] = args.namespace

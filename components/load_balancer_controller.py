@@ -14,7 +14,9 @@ resource options, so the component stays usable from any Pulumi program::
     )
 
 Children inherit that provider from the component (``parent=self``); an AWS
-provider passed the same way (``providers={"aws": ...}``) reaches the IAM role.
+provider passed the same way (``providers={"aws": ...}``) reaches the IAM role. Without a
+Kubernetes provider the component refuses (:mod:`components.kubernetes_provider`): it never
+installs into the cluster the ambient kubeconfig points at.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from components.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
 from components.errors import Problems
 from components.formats import REGION, VPC_ID
 from components.helm_values import deep_merge
+from components.kubernetes_provider import require_kubernetes_provider
 from components.labels import SYSTEM_NODE_LABELS
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 
@@ -80,9 +83,10 @@ class LoadBalancerControllerArgs:
     """Tags on the IAM role and association, and (chart ``defaultTags``) on every AWS resource the controller creates."""
 
 
-def _validate(name: str, args: LoadBalancerControllerArgs) -> str:
-    """Check the args before anything is declared (every problem at once); return the image tag to pin."""
+def _validate(name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None) -> str:
+    """Check the args and options before anything is declared (every problem at once); return the image tag to pin."""
     problems = Problems("LoadBalancerController", name)
+    require_kubernetes_provider(problems, opts)
     if isinstance(args.cluster_name, str) and not args.cluster_name.strip():
         problems.reject("cluster_name", args.cluster_name, "pass the EKS cluster's name")
     if not isinstance(args.region, str) or not REGION.match(args.region):
@@ -157,7 +161,7 @@ class LoadBalancerController(pulumi.ComponentResource):
     """The Helm values passed to the release (may contain Outputs)."""
 
     def __init__(self, name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        image_tag = _validate(name, args)
+        image_tag = _validate(name, args, opts)
         super().__init__("kimi-k3:index:LoadBalancerController", name, None, opts)
 
         self.identity = PodIdentityRole(

@@ -16,7 +16,8 @@ Helm installs the CRD from the chart's ``crds/`` only on first install; a chart
 upgrade that changes the CRD needs the CRD applied by hand (or the chart's own
 upgrade hook), as for any Helm-managed CRD.
 
-Kubernetes provider: :attr:`LwsControllerArgs.provider` (required), set on every child.
+Kubernetes provider: through ``opts`` (``providers={"kubernetes": provider}``), inherited by
+every child; refused without one (:mod:`components.kubernetes_provider`).
 Make :class:`~components.serving.lws.VllmLeaderWorkerSet` depend on this component.
 """
 
@@ -33,6 +34,7 @@ from components import catalog, labels
 from components.errors import Problems
 from components.formats import DNS_LABEL
 from components.helm_values import deep_merge
+from components.kubernetes_provider import require_kubernetes_provider
 
 CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART
 CHART_REF = f"{REPOSITORY}/{CHART}"
@@ -50,10 +52,8 @@ _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-leas
 
 @dataclass(frozen=True)
 class LwsControllerArgs:
-    """Inputs of :class:`LwsController`."""
+    """Inputs of :class:`LwsController` (the cluster comes from ``opts``)."""
 
-    provider: k8s.Provider
-    """Kubernetes provider of the target cluster; set on every child resource."""
     version: str = DEFAULT_VERSION
     """Chart version (``0.10.0``); the controller image ``v<version>`` is pinned with it."""
     namespace: str = DEFAULT_NAMESPACE
@@ -77,11 +77,10 @@ def controller_values(args: LwsControllerArgs) -> dict[str, Any]:
     return deep_merge(ours, dict(args.extra_values))
 
 
-def validate(args: LwsControllerArgs, name: str = "lws") -> None:
-    """Raise :class:`~components.errors.ComponentInputError` for arguments that cannot produce a working install."""
+def validate(args: LwsControllerArgs, name: str = "lws", opts: pulumi.ResourceOptions | None = None) -> None:
+    """Raise :class:`~components.errors.ComponentInputError` for arguments (or options) that cannot produce a working install."""
     problems = Problems("LwsController", name)
-    if not isinstance(args.provider, k8s.Provider):
-        problems.add("provider", "provider is required: the target cluster's Kubernetes provider (the controller never goes to the ambient kubeconfig's cluster)")
+    require_kubernetes_provider(problems, opts)
     if not isinstance(args.version, str) or not _VERSION.fullmatch(args.version):
         problems.reject("version", args.version, f"expected a chart version such as {DEFAULT_VERSION}")
     if not DNS_LABEL.fullmatch(args.namespace or "") or args.namespace in _RESERVED_NAMESPACES:
@@ -107,10 +106,10 @@ class LwsController(pulumi.ComponentResource):
     chart_version: pulumi.Output[str]
 
     def __init__(self, name: str, args: LwsControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        validate(args, name)
+        validate(args, name, opts)
         super().__init__("kimi-k3:index:LwsController", name, None, opts)
         self.values = controller_values(args)
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        k8s_opts = pulumi.ResourceOptions(parent=self)
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -138,7 +137,7 @@ class LwsController(pulumi.ComponentResource):
                 cleanup_on_fail=True,
                 timeout=600,
             ),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace_resource]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource]),
         )
         self.namespace = pulumi.Output.from_input(args.namespace)
         self.release_name = self.release.name

@@ -181,11 +181,12 @@ class Platform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
         )
 
+        # Every Kubernetes-touching component gets the cluster's provider through its options.
+        in_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider})
         plugins = settings.plugins
         self.gpu_plugins = GpuNodePlugins(
             f"{name}-gpu-plugins",
             GpuNodePluginsArgs(
-                provider=self.cluster.provider,
                 nvidia=NvidiaDevicePluginArgs(version=plugins.nvidia_device_plugin_version),
                 efa=EfaDevicePluginArgs(enabled=cap.efa_enabled, version=plugins.efa_device_plugin_version),
                 dcgm=DcgmExporterArgs(
@@ -194,7 +195,7 @@ class Platform(pulumi.ComponentResource):
                     service_monitor=settings.serving.service_monitor_enabled,
                 ),
             ),
-            opts=child,
+            opts=in_cluster,
         )
 
         serving = settings.serving
@@ -203,7 +204,7 @@ class Platform(pulumi.ComponentResource):
             self.load_balancer_controller = LoadBalancerController(
                 f"{name}-lb-controller",
                 LoadBalancerControllerArgs(cluster_name=self.cluster.cluster_name, region=settings.region, vpc_id=self.network.vpc_id, tags=tags),
-                opts=pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider}),
+                opts=in_cluster,
             )
 
         # One node holds a replica: a Deployment. A replica across nodes (TP within a node x PP
@@ -211,7 +212,7 @@ class Platform(pulumi.ComponentResource):
         self.lws_controller: LwsController | None = None
         serving_deps: list[pulumi.Resource] = [r for r in (self.gpu_plugins, self.load_balancer_controller) if r is not None]
         if settings.nodes_per_replica > 1:
-            self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(provider=self.cluster.provider), opts=child)
+            self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(), opts=in_cluster)
             serving_deps.append(self.lws_controller)
         server_class, args_class = (VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs) if self.lws_controller else (VllmServer, VllmServerArgs)
         self.server = server_class(
@@ -228,9 +229,8 @@ class Platform(pulumi.ComponentResource):
                 allowed_cidrs=serving.allowed_cidrs,
                 vpc_cidr=self.network.vpc_cidr,
                 service_monitor=serving.service_monitor_enabled,
-                provider=self.cluster.provider,
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=serving_deps),
+            opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps)),
         )
 
         self.register_outputs(self.stack_outputs())

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi
+import pulumi_kubernetes as k8s
+
 from components import settings
 from components.serving.contracts import ApiContract, EngineProfile, ImageContract, ServingContract, WeightsContract
 
@@ -49,6 +52,12 @@ def load_stack_settings(env: str = "dev", **changes: Any) -> settings.StackSetti
         values.update(PROD_OVERRIDES)
         values.update({(k if ":" in k else f"kimi-k3:{k}"): (v if isinstance(v, str) else settings._to_wire(v)) for k, v in changes.items() if v is not None})
     return settings.from_values(values, {"kimi-k3:apiKey"}, stack=env)
+
+
+def in_cluster(provider_name: str = "gpu-cluster", **options: Any) -> pulumi.ResourceOptions:
+    """Component options that name a Kubernetes provider (declare it inside the program under test)."""
+    provider = k8s.Provider(provider_name, kubeconfig="{}")
+    return pulumi.ResourceOptions(providers={"kubernetes": provider}, **options)
 
 
 def serving_contract(

@@ -15,7 +15,6 @@ import subprocess
 from pathlib import Path
 
 import pulumi
-import pulumi_kubernetes as k8s
 import pytest
 
 from tests.conftest import NOW
@@ -27,7 +26,7 @@ from components.serving.lws import EFA_RESOURCE, WORKER_INDEX_LABEL, VllmLeaderW
 from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 from tests import k8s_checks
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
-from tests.builders import REVISION, S3_URI, serving_contract
+from tests.builders import REVISION, S3_URI, in_cluster, serving_contract
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
 API_KEY = "sk-test-api-key-lws-51e0"
@@ -56,7 +55,7 @@ def render(**changes) -> offline.PlanResult:
     """Declare one VllmLeaderWorkerSet named ``kimi`` and export its outputs."""
 
     def program() -> None:
-        server = VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(**changes)))
+        server = VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(**changes)), opts=in_cluster())
         for key in ("endpoint_url", "served_model_name", "namespace", "service_name"):
             pulumi.export(key, getattr(server, key))
         pulumi.export("nodes_per_replica", server.nodes_per_replica)
@@ -431,7 +430,7 @@ def test_bad_args_stop_before_anything_is_declared(changes, message):
     assert engine.resources == []
 
 
-def test_children_are_parented_named_after_the_component_and_use_the_given_provider():
+def test_children_are_parented_named_after_the_component_and_use_the_provider_in_opts():
     seen: dict[str, str] = {}
 
     def capture(args):
@@ -442,8 +441,7 @@ def test_children_are_parented_named_after_the_component_and_use_the_given_provi
     engine = offline.OfflineEngine(now=NOW, resource_overrides={kind: capture for kind in kinds})
 
     def program() -> None:
-        provider = k8s.Provider("gpu-cluster", kubeconfig="{}")
-        VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(provider=provider)))
+        VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args()), opts=in_cluster("gpu-cluster"))
 
     result = engine.run(program)
     assert set(seen) == {"kimi-lws", "kimi-service", "kimi-default-deny", "kimi-server", "kimi-group"}
@@ -466,8 +464,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 def controller_plan(**changes) -> offline.PlanResult:
     def program() -> None:
-        provider = k8s.Provider("cluster-k8s", kubeconfig="{}")
-        LwsController("lws", dataclasses.replace(LwsControllerArgs(provider=provider), **changes))
+        LwsController("lws", dataclasses.replace(LwsControllerArgs(), **changes), opts=in_cluster("cluster-k8s"))
 
     return offline.OfflineEngine(now=NOW).run(program)
 
@@ -499,7 +496,7 @@ def test_controller_values_exist_in_the_chart_and_the_copy_matches_the_pin(contr
     assert unknown_keys(typo, chart_defaults("lws")) == ["nodeSelecter"]
 
 
-def test_controller_children_use_the_given_provider():
+def test_controller_children_use_the_provider_in_opts():
     seen: dict[str, str] = {}
 
     def capture(args):
@@ -509,7 +506,7 @@ def test_controller_children_use_the_given_provider():
     engine = offline.OfflineEngine(now=NOW, resource_overrides={RELEASE: capture, "kubernetes:core/v1:Namespace": capture})
 
     def program() -> None:
-        LwsController("lws", LwsControllerArgs(provider=k8s.Provider("cluster-k8s", kubeconfig="{}")))
+        LwsController("lws", LwsControllerArgs(), opts=in_cluster("cluster-k8s"))
 
     engine.run(program)
     assert set(seen) == {"lws-release", "lws-namespace"}
@@ -523,5 +520,5 @@ def test_controller_children_use_the_given_provider():
 def test_controller_bad_args_are_refused(changes, message):
     engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match=message):
-        engine.run(lambda: LwsController("lws", dataclasses.replace(LwsControllerArgs(provider=k8s.Provider("p", kubeconfig="{}")), **changes)))
+        engine.run(lambda: LwsController("lws", dataclasses.replace(LwsControllerArgs(), **changes), opts=in_cluster("p")))
     assert [r for r in engine.resources if r.type != "pulumi:providers:kubernetes"] == []

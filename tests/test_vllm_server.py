@@ -20,7 +20,7 @@ from components.serving import (
 from components.serving.base import POD_IDENTITY_AGENT_CIDR
 from components.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
-from tests.builders import IMAGE, REVISION, S3_URI, serving_contract
+from tests.builders import IMAGE, REVISION, S3_URI, in_cluster, serving_contract
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
 API_KEY = "sk-test-api-key-0f3c9a"
@@ -47,7 +47,7 @@ def render(*, lb_status: bool = False, **changes) -> offline.PlanResult:
     engine = offline.OfflineEngine(now=NOW, resource_overrides=overrides)
 
     def program() -> None:
-        server = VllmServer("kimi", VllmServerArgs(**base_args(**changes)))
+        server = VllmServer("kimi", VllmServerArgs(**base_args(**changes)), opts=in_cluster())
         for key in ("endpoint_url", "served_model_name", "image", "model_revision", "namespace", "service_name"):
             pulumi.export(key, getattr(server, key))
 
@@ -533,9 +533,7 @@ def test_checkov_finds_nothing_and_every_skip_has_a_reason(checkov_report, plans
                     assert check.startswith("CKV") and len(reason) > 20, value
 
 
-def test_an_explicit_kubernetes_provider_reaches_every_kubernetes_child():
-    import pulumi_kubernetes as k8s
-
+def test_the_kubernetes_provider_in_opts_reaches_every_kubernetes_child():
     seen: dict[str, str] = {}
 
     def capture(args):
@@ -546,8 +544,7 @@ def test_an_explicit_kubernetes_provider_reaches_every_kubernetes_child():
     engine = offline.OfflineEngine(now=NOW, resource_overrides={kind: capture for kind in kinds})
 
     def program() -> None:
-        provider = k8s.Provider("gpu-cluster", kubeconfig="{}")
-        VllmServer("kimi", VllmServerArgs(**base_args(provider=provider)))
+        VllmServer("kimi", VllmServerArgs(**base_args()), opts=in_cluster("gpu-cluster"))
 
     engine.run(program)
     assert set(seen) == {"kimi-namespace", "kimi-deployment", "kimi-service", "kimi-pdb"}

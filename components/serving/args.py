@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components import catalog
 from components.errors import Problems
@@ -84,8 +83,6 @@ class VllmServingArgs:
     """Image of the S3 staging init container (needs ``aws``, ``sh``, ``sha256sum``, ``split``)."""
     await_rollout: bool = False
     """Make ``pulumi up`` wait for the pods to be ready (off: a block may start days later, loads take an hour)."""
-    provider: k8s.Provider | None = None
-    """Kubernetes provider of the children (else inherited through ``opts.providers``)."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels on every Kubernetes object."""
 

@@ -18,6 +18,11 @@ Subclasses (:class:`~components.serving.vllm.VllmServer`,
 :meth:`VllmServingBase._declare_foundation`, build their pods from the returned
 :class:`Foundation` (its :class:`~components.serving.pod_kit.PodKit`), then call
 :meth:`VllmServingBase._declare_frontend` and :meth:`VllmServingBase._register`.
+
+Kubernetes provider: through the component's ``opts`` (``providers={"kubernetes": provider}``),
+inherited by every Kubernetes child; the components refuse to run without one
+(:mod:`components.kubernetes_provider`). AWS children (the Pod Identity role) use the
+component's AWS provider (default or from ``opts`` the same way).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ class Foundation:
     kit: PodKit
     """The pod pieces, bound to the component's Secrets."""
     in_namespace: pulumi.ResourceOptions
-    """Options of every object inside the namespace (parent, provider, after the Namespace)."""
+    """Options of every object inside the namespace (the component as parent, after the Namespace)."""
 
 
 def weights_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn: str | None = None) -> dict:
@@ -107,9 +112,9 @@ class VllmServingBase(pulumi.ComponentResource):
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=ns_labels),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace_resource])
+        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource])
 
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-service-account",

@@ -55,6 +55,7 @@ import pulumi_kubernetes as k8s
 from components import catalog
 from components.errors import Problems, UserError
 from components.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
+from components.kubernetes_provider import require_kubernetes_provider
 from components.serving.contracts import ContractError, ServingContract
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
@@ -312,8 +313,6 @@ class HyperPodInferenceEndpointArgs:
 
     contract: ServingContract
     """Image, weights, API and engine to serve."""
-    provider: k8s.Provider
-    """Kubernetes provider of the HyperPod cluster's EKS cluster (required: never the ambient kubeconfig)."""
     object_name: str | None = None
     """``metadata.name`` of the object; defaults to the component's name."""
     namespace: str = "default"
@@ -339,8 +338,8 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
 
     For teams that manage their HyperPod cluster's Kubernetes objects with Pulumi.
     The HyperPod cluster (EKS-orchestrated, Inference Operator installed) is not
-    created here; pass a ``pulumi_kubernetes.Provider`` for its EKS cluster as
-    :attr:`HyperPodInferenceEndpointArgs.provider`.
+    created here; pass a ``pulumi_kubernetes.Provider`` for its EKS cluster in ``opts``
+    (``providers={"kubernetes": provider}``: :mod:`components.kubernetes_provider`).
 
     Attributes: :attr:`manifest` (the rendered object, plain data),
     :attr:`endpoint_config` (the custom resource), :attr:`object_name`, :attr:`namespace`.
@@ -350,13 +349,12 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
         """Validate, render and declare the object.
 
         :param name: component name; children are named ``{name}-…``.
-        :param args: contract, target namespace and the HyperPod cluster's Kubernetes provider.
-        :param opts: component options.
+        :param args: contract and target namespace.
+        :param opts: component options; ``providers`` must hold the Kubernetes provider of the HyperPod cluster's EKS cluster.
         :raises ComponentInputError: before declaring anything, with every arg HyperPod cannot run.
         """
         problems = Problems("HyperPodInferenceEndpoint", name)
-        if not isinstance(args.provider, k8s.Provider):
-            problems.add("provider", "provider is required: the HyperPod cluster's Kubernetes provider (never the ambient kubeconfig's cluster)")
+        require_kubernetes_provider(problems, opts)
         if not isinstance(args.contract, ServingContract):
             problems.reject("contract", type(args.contract).__name__, "expected a ServingContract")
         else:
@@ -389,6 +387,6 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
             kind=KIND,
             metadata=k8s.meta.v1.ObjectMetaArgs(name=self.object_name, namespace=self.namespace),
             spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"objectName": self.object_name, "namespace": self.namespace, "modelName": manifest["spec"]["modelName"]})

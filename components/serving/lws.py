@@ -39,8 +39,7 @@ The LeaderWorkerSet object is named ``{name}-lws``: the LWS controller creates a
 headless Service named after the set (for ``LWS_LEADER_ADDRESS``), which must not
 collide with the API Service ``{name}``.
 
-Kubernetes provider: :attr:`VllmServingArgs.provider` or ``opts.providers``, as for
-``VllmServer``. The LWS CRD and webhook must exist first: make the component depend
+Kubernetes provider: ``opts.providers``, as for ``VllmServer``. The LWS CRD and webhook must exist first: make the component depend
 on the :class:`~components.lws_controller.LwsController`.
 """
 
@@ -55,6 +54,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, labels
 from components.errors import Problems
+from components.kubernetes_provider import require_kubernetes_provider
 from components.serving.args import VllmServingArgs, validate_serving_args
 from components.serving.base import SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
 from components.serving.contracts import ServingContract
@@ -121,7 +121,11 @@ class VllmLeaderWorkerSet(VllmServingBase):
     """
 
     def __init__(self, name: str, args: VllmLeaderWorkerSetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        nodes = _validate(name, args)
+        problems, found = _problems(name, args)
+        require_kubernetes_provider(problems, opts)
+        problems.raise_any()
+        assert found is not None  # no problem: the contract's nodes are known
+        nodes = found
         super().__init__("kimi-k3:index:VllmLeaderWorkerSet", name, None, opts)
         self.args = args
         self.nodes_per_replica = nodes
@@ -242,12 +246,12 @@ def _group_network_policy(name: str, args: VllmServingArgs, common: Mapping[str,
     )
 
 
-def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
-    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``; return the nodes per replica."""
+def _problems(name: str, args: VllmLeaderWorkerSetArgs) -> tuple[Problems, int | None]:
+    """Every problem of ``args``, and the nodes one replica spans (``None`` if unknown)."""
     problems = Problems("VllmLeaderWorkerSet", name)
     if not isinstance(args, VllmLeaderWorkerSetArgs):
         problems.reject("args", type(args).__name__, "expected VllmLeaderWorkerSetArgs")
-        problems.raise_any()
+        return problems, None
     nodes = validate_serving_args(name, args, problems)
     if len(name) > 36:
         # Pod names: <name>-lws-<group>-<worker> must stay a DNS label with room for the indices.
@@ -274,8 +278,14 @@ def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
             problems.add("nccl_env", f"nccl_env entry {key!r}={value!r} is not accepted; expected NAME=string")
         elif isinstance(args.contract, ServingContract) and (key in kit_env_names(args.contract) or key.startswith(("RAY_", "LWS_"))):
             problems.add("nccl_env", f"nccl_env may not set {key}; the component sets it")
+    return problems, nodes
+
+
+def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
+    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``; return the nodes per replica."""
+    problems, nodes = _problems(name, args)
     problems.raise_any()
-    assert nodes is not None  # no problem found: the contract's nodes are known
+    assert nodes is not None  # no problem: the contract's nodes are known
     return nodes
 
 

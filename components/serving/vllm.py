@@ -11,10 +11,9 @@ for a surge.
 For a contract whose replica spans several nodes use
 :class:`~components.serving.lws.VllmLeaderWorkerSet`.
 
-Kubernetes provider: pass it as :attr:`~components.serving.args.VllmServingArgs.provider`,
-or give the component ``opts=pulumi.ResourceOptions(providers=[k8s_provider])`` so the
-Kubernetes children inherit it. AWS children (the Pod Identity role) use the
-component's AWS provider (default or inherited).
+Kubernetes provider: ``opts=pulumi.ResourceOptions(providers={"kubernetes": k8s_provider})``;
+the Kubernetes children inherit it, and the component refuses to run without one
+(:mod:`components.kubernetes_provider`).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import pulumi_kubernetes as k8s
 
 from components import labels
 from components.errors import Problems
+from components.kubernetes_provider import require_kubernetes_provider
 from components.serving.args import VllmServingArgs, validate_serving_args
 from components.serving.base import SECRET_ENV_SKIP, VllmServingBase, checkov_skips, scrape_annotations
 
@@ -46,7 +46,9 @@ class VllmServer(VllmServingBase):
     """
 
     def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        _validate(name, args)
+        problems = _problems(name, args)
+        require_kubernetes_provider(problems, opts)
+        problems.raise_any()
         super().__init__("kimi-k3:index:VllmServer", name, None, opts)
         self.args = args
         foundation = self._declare_foundation(name, args)
@@ -79,8 +81,8 @@ class VllmServer(VllmServingBase):
         self._register()
 
 
-def _validate(name: str, args: VllmServerArgs) -> None:
-    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``."""
+def _problems(name: str, args: VllmServerArgs) -> Problems:
+    """Every problem of ``args``."""
     problems = Problems("VllmServer", name)
     nodes = validate_serving_args(name, args, problems)
     if nodes is not None and nodes != 1:
@@ -88,7 +90,12 @@ def _validate(name: str, args: VllmServerArgs) -> None:
             "contract.engine.pipeline_parallel_size", nodes,
             "a Deployment runs one pod per node: use VllmLeaderWorkerSet (components.serving.lws) for multi-node replicas",
         )
-    problems.raise_any()
+    return problems
+
+
+def _validate(name: str, args: VllmServerArgs) -> None:
+    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``."""
+    _problems(name, args).raise_any()
 
 
 __all__ = ["VllmServer", "VllmServerArgs"]
