@@ -13,8 +13,11 @@
 - an EventBridge rule for the block's delivery / expiration-warning events, to an
   encrypted SNS topic (optional e-mail subscription).
 
-The reservation is checked (state, instance type, AZ, count, end) before anything is
-declared; a block that cannot back the node group stops the run with one message.
+Given only the reservation's id, the component looks the block up and assesses it
+(:func:`components.capacity.assessment.assess`: state, instance type, AZ, count, window)
+before anything is declared; a block that cannot back the node group stops the run with one
+message in the component's own args. Given the facts a caller looked up, it trusts the
+caller's assessment (``Platform`` assesses once, in the stack's terms).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ import pulumi_aws as aws
 from components import catalog, labels
 from components.errors import Problems
 from components.formats import CAPACITY_RESERVATION_ID, EMAIL
-from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
+from components.capacity.assessment import ARGS_TERMS, BlockNeeds, assess, failures, warnings
+from components.capacity.facts import CapacityBlockFacts
+from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
 """Node label carrying the EC2 instance type the node group was declared for.
@@ -155,7 +160,6 @@ class ScalingPlan:
     desired_size: int
     scale_at: datetime | None
     """When the scheduled action scales the ASG to the reserved count (``None``: no action)."""
-    warnings: tuple[str, ...] = ()
 
 
 def scaling_plan(facts: CapacityBlockFacts, now: datetime) -> ScalingPlan:
@@ -164,21 +168,16 @@ def scaling_plan(facts: CapacityBlockFacts, now: datetime) -> ScalingPlan:
     Max is the reserved count: there is never capacity beyond the block to scale into.
     """
     count = facts.instance_count
+    start, _ = facts.window()
     if facts.active:
         return ScalingPlan(0, count, count, None)
-    if facts.start > now:
-        return ScalingPlan(0, count, 0, facts.start)
+    if start > now:
+        return ScalingPlan(0, count, 0, start)
     # The block's start has passed but EC2 does not report it active yet (state lags by
     # minutes): an action in the past is refused by Auto Scaling, so ask for the nodes
-    # now; the ASG retries its launches until the reservation turns active.
-    return ScalingPlan(
-        0,
-        count,
-        count,
-        None,
-        (f"Capacity Block {facts.reservation_id} started at {facts.start:%Y-%m-%d %H:%M} UTC but is still {facts.state}; "
-         "asking for the nodes now (launches are retried until it is active)",),
-    )
+    # now; the ASG retries its launches until the reservation turns active (the
+    # assessment's "start" finding says so).
+    return ScalingPlan(0, count, count, None)
 
 
 def rfc3339(moment: datetime) -> str:
@@ -240,19 +239,10 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         """
         now = args.now
         _validate(name, args)
-        looked_up = args.reservation is None
-        facts = args.reservation or lookup_capacity_block(args.reservation_id or "")
-        warnings = check_capacity_block(
-            facts,
-            instance_type=args.instance_type,
-            availability_zones=tuple(args.subnet_ids_by_az),
-            nodes_required=args.nodes_required,
-            now=now,
-        )
+        facts, block_warnings = _block(name, args)
         plan = scaling_plan(facts, now)
         super().__init__("kimi-k3:index:CapacityBlockNodeGroup", name, None, opts)
-        # Facts handed in were checked (and warned about) by the caller that looked them up.
-        for warning in (*(warnings if looked_up else ()), *plan.warnings):
+        for warning in block_warnings:
             pulumi.log.warn(warning, resource=self)
 
         child = pulumi.ResourceOptions(parent=self)
@@ -358,9 +348,10 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         self.alert_topic = self._alerts(name, args, facts, tags, child)
 
         self.node_group_name = self.node_group.node_group_name
+        start, end = facts.window()
         self.availability_zone = facts.availability_zone
-        self.start = facts.start.isoformat()
-        self.end = facts.end.isoformat()
+        self.start = start.isoformat()
+        self.end = end.isoformat()
         self.instance_count = facts.instance_count
         self.state = facts.state
         self.alert_topic_arn = self.alert_topic.arn
@@ -494,6 +485,31 @@ def _alerts_key_policy(partition: str, account_id: str) -> str:
             ],
         }
     )
+
+
+def _block(name: str, args: CapacityBlockNodeGroupArgs) -> tuple[CapacityBlockFacts, tuple[str, ...]]:
+    """The block and the warnings to print: looked up and assessed here, or handed in already assessed."""
+    problems = Problems("CapacityBlockNodeGroup", name)
+    if args.reservation is not None:
+        facts = args.reservation
+        if facts.availability_zone not in args.subnet_ids_by_az:
+            problems.add("subnet_ids_by_az", f"subnet_ids_by_az has no subnet in {facts.availability_zone}, the AZ of Capacity Block {facts.reservation_id}")
+        if facts.start is None or facts.end is None:
+            problems.add("reservation", f"reservation {facts.reservation_id} has no start or end date, which a Capacity Block always has")
+        problems.raise_any()
+        return facts, ()
+    try:
+        facts = lookup_capacity_block(args.reservation_id or "")
+    except CapacityBlockNotFound as err:
+        problems.add("reservation_id", f"{err}: check reservation_id and the AWS provider's region, or list your blocks with `kimi-k3 capacity status`")
+        problems.raise_any()
+        raise
+    needs = BlockNeeds(instance_type=args.instance_type, nodes_required=args.nodes_required, availability_zones=tuple(args.subnet_ids_by_az))
+    findings = assess(facts, needs, args.now, ARGS_TERMS)
+    for failure in failures(findings):
+        problems.add(ARGS_TERMS.name(failure.subject), failure.message)
+    problems.raise_any()
+    return facts, warnings(findings)
 
 
 def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:

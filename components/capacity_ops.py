@@ -22,26 +22,20 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterator, Mapping, Sequence
 
+from components import stack_terms
+from components.capacity.assessment import FAIL, INSTANCE_PLATFORM, OK, WARN, BlockNeeds, Finding, Terms, assess
+from components.capacity.facts import CapacityBlockFacts
 from components.errors import UserError
 from components.formats import CAPACITY_BLOCK_OFFERING_ID, CAPACITY_RESERVATION_ID, REGION
 
 PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
 """Tag put on every Capacity Block reservation bought through this tool."""
 
-INSTANCE_PLATFORM = "Linux/UNIX"
-"""Platform of the reservation; must match the AL2023 EKS AMI's platform."""
-
 MAX_START_AHEAD = timedelta(weeks=8)
 """Capacity Blocks can start at most this far ahead."""
 
 MAX_INSTANCES = 64
 """Instances per Capacity Block."""
-
-ENDING_SOON = timedelta(hours=1)
-"""A block ending sooner than this is a no-go (EKS scales to 0 at end - 40 min)."""
-
-SHORT_WINDOW = timedelta(hours=3)
-"""Usable time below which preflight warns: first boot can take 60-75 minutes."""
 
 VCPU_QUOTAS: Mapping[str, tuple[str, str]] = {
     "p": ("L-417A185B", "Running On-Demand P instances"),
@@ -335,56 +329,8 @@ def find_offering(ec2: Any, query: OfferingQuery, offering_id: str) -> Offering:
 # --------------------------------------------------------------------------- reservations
 
 
-@dataclass(frozen=True)
-class Reservation:
-    """The parts of a Capacity Reservation the capacity commands use."""
-
-    reservation_id: str
-    state: str
-    instance_type: str
-    availability_zone: str
-    availability_zone_id: str
-    instance_platform: str
-    reservation_type: str
-    total_instances: int
-    available_instances: int
-    start: datetime | None
-    end: datetime | None
-    capacity_block_id: str | None = None
-    tags: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "Reservation":
-        """Build from one ``CapacityReservations`` entry (or a purchase's ``CapacityReservation``)."""
-        start, end = item.get("StartDate"), item.get("EndDate")
-        return cls(
-            reservation_id=item["CapacityReservationId"],
-            state=item.get("State", "unknown"),
-            instance_type=item.get("InstanceType", ""),
-            availability_zone=item.get("AvailabilityZone", ""),
-            availability_zone_id=item.get("AvailabilityZoneId", ""),
-            instance_platform=item.get("InstancePlatform", ""),
-            reservation_type=item.get("ReservationType", "default"),
-            total_instances=int(item.get("TotalInstanceCount", 0)),
-            available_instances=int(item.get("AvailableInstanceCount", 0)),
-            start=_utc(start) if start else None,
-            end=_utc(end) if end else None,
-            capacity_block_id=item.get("CapacityBlockId"),
-            tags=tuple((t["Key"], t.get("Value", "")) for t in item.get("Tags", [])),
-        )
-
-    @property
-    def in_use(self) -> int:
-        """Instances running in the reservation (total minus available)."""
-        return self.total_instances - self.available_instances
-
-    def time_to_start(self, now: datetime) -> timedelta | None:
-        """Time until the window opens (negative once it has started)."""
-        return None if self.start is None else self.start - _utc(now)
-
-    def time_to_end(self, now: datetime) -> timedelta | None:
-        """Time until the window closes (negative once it has ended)."""
-        return None if self.end is None else self.end - _utc(now)
+Reservation = CapacityBlockFacts
+"""A Capacity Reservation as the capacity commands read it: the one record (:mod:`components.capacity.facts`)."""
 
 
 @dataclass(frozen=True)
@@ -415,7 +361,7 @@ def purchase_block(ec2: Any, offering_id: str) -> Reservation:
             InstancePlatform=INSTANCE_PLATFORM,
             TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [dict(PROJECT_TAG)]}],
         )
-    return Reservation.from_api(response["CapacityReservation"])
+    return CapacityBlockFacts.from_ec2(response["CapacityReservation"])
 
 
 def describe_reservation(ec2: Any, reservation_id: str) -> Reservation:
@@ -426,7 +372,7 @@ def describe_reservation(ec2: Any, reservation_id: str) -> Reservation:
         items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
     if not items:
         raise UserError(f"capacity reservation {reservation_id} not found in {region}: check the id, the region and the account")
-    return Reservation.from_api(items[0])
+    return CapacityBlockFacts.from_ec2(items[0])
 
 
 def list_capacity_blocks(ec2: Any) -> tuple[Reservation, ...]:
@@ -439,7 +385,7 @@ def list_capacity_blocks(ec2: Any) -> tuple[Reservation, ...]:
     with aws_errors(ec2.meta.region_name):
         for page in ec2.get_paginator("describe_capacity_reservations").paginate():
             found.extend(
-                Reservation.from_api(r)
+                CapacityBlockFacts.from_ec2(r)
                 for r in page.get("CapacityReservations", [])
                 if r.get("ReservationType") == "capacity-block"
             )
@@ -519,25 +465,8 @@ def read_vcpu_quota(quotas: Any, instance_type: str) -> QuotaReading:
 
 # --------------------------------------------------------------------------- preflight
 
-OK, WARN, FAIL = "OK", "WARN", "FAIL"
-_STATE_LEVEL = {
-    "scheduled": OK,
-    "active": OK,
-    "payment-pending": WARN,
-    "payment-failed": FAIL,
-    "expired": FAIL,
-    "cancelled": FAIL,
-    "failed": FAIL,
-}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One preflight line: level (OK/WARN/FAIL), short name, one sentence."""
-
-    level: str
-    name: str
-    message: str
+Check = Finding
+"""One preflight line (level, code, message): a finding of the assessment, or one only boto3 can read."""
 
 
 @dataclass(frozen=True)
@@ -545,7 +474,7 @@ class PreflightReport:
     """The go/no-go list for a stack's Capacity Block."""
 
     reservation_id: str
-    checks: tuple[Check, ...]
+    checks: tuple[Finding, ...]
 
     @property
     def go(self) -> bool:
@@ -557,29 +486,8 @@ class PreflightReport:
         return sum(1 for c in self.checks if c.level == level)
 
 
-def _hours(delta: timedelta) -> str:
-    """A short human duration for messages (e.g. ``2d 3h``, ``45m``)."""
-    minutes = int(abs(delta).total_seconds() // 60)
-    days, rem = divmod(minutes, 1440)
-    hours, mins = divmod(rem, 60)
-    parts = [f"{days}d"] if days else []
-    if hours:
-        parts.append(f"{hours}h")
-    if mins and not days:
-        parts.append(f"{mins}m")
-    return " ".join(parts) or "0m"
-
-
-def _az_in_region(az: str, region: str) -> bool:
-    """Whether AZ (or Local Zone) name ``az`` belongs to ``region``."""
-    if not az.startswith(region):
-        return False
-    rest = az[len(region):]
-    return (len(rest) == 1 and rest.isalpha()) or rest.startswith("-")
-
-
 def evaluate_preflight(
-    reservation: Reservation,
+    reservation: CapacityBlockFacts,
     *,
     instance_type: str,
     region: str,
@@ -588,68 +496,19 @@ def evaluate_preflight(
     quota: QuotaReading | None = None,
     vcpus_per_node: int | None = None,
     block: BlockStatus | None = None,
-) -> tuple[Check, ...]:
-    """Checks on an existing reservation against what the stack needs (pure, no AWS calls)."""
+    availability_zones: tuple[str, ...] | None = None,
+    terms: Terms = stack_terms.CAPACITY_BLOCK,
+) -> tuple[Finding, ...]:
+    """The assessment `pulumi up` applies (:func:`components.capacity.assessment.assess`), plus what only
+    boto3 can read: free instances, block health, the vCPU quota (pure, no AWS calls)."""
     r = reservation
-    now = _utc(now)
-    checks: list[Check] = []
-    add = lambda level, name, msg: checks.append(Check(level, name, msg))  # noqa: E731
-
-    if r.reservation_type == "capacity-block":
-        add(OK, "reservation", f"{r.reservation_id} exists and is a Capacity Block.")
-    else:
-        add(FAIL, "reservation", f"{r.reservation_id} is a {r.reservation_type!r} reservation, not a Capacity Block, so a launch template with market type capacity-block cannot use it.")
-
-    level = _STATE_LEVEL.get(r.state, WARN)
-    state_msg = {
-        OK: f"state is {r.state}.",
-        WARN: f"state is {r.state}; the block is usable only once it reaches scheduled or active.",
-        FAIL: f"state is {r.state}; no instances can launch into this block.",
-    }[level]
-    if r.state == "payment-pending":
-        state_msg = "state is payment-pending; the block becomes scheduled once AWS has processed the payment."
-    add(level, "state", state_msg)
-
-    if r.instance_type == instance_type:
-        add(OK, "instance type", f"{r.instance_type} matches the stack.")
-    else:
-        add(FAIL, "instance type", f"the block reserves {r.instance_type} but the stack launches {instance_type}.")
-
-    az = f"{r.availability_zone} ({r.availability_zone_id})" if r.availability_zone_id else r.availability_zone
-    if _az_in_region(r.availability_zone, region):
-        add(OK, "availability zone", f"{az} is in the stack's region {region}.")
-    else:
-        add(FAIL, "availability zone", f"{az} is not in the stack's region {region}.")
-
-    if r.total_instances >= nodes_required:
-        add(OK, "instance count", f"{r.total_instances} reserved, the stack needs {nodes_required}.")
-    else:
-        add(FAIL, "instance count", f"only {r.total_instances} reserved but the stack needs {nodes_required} GPU nodes.")
-
-    if r.end is None:
-        add(WARN, "window", "the reservation has no end date, which a Capacity Block always has.")
-    else:
-        left = r.end - now
-        if left <= timedelta(0):
-            add(FAIL, "window", f"the block ended {_hours(left)} ago ({r.end:%Y-%m-%d %H:%M} UTC).")
-        elif left <= ENDING_SOON:
-            add(FAIL, "window", f"the block ends in {_hours(left)} ({r.end:%Y-%m-%d %H:%M} UTC); EKS scales the node group to 0 forty minutes before the end.")
-        else:
-            usable = r.end - max(now, r.start or now)
-            if usable < SHORT_WINDOW:
-                add(WARN, "window", f"only {_hours(usable)} of usable time left; a first vLLM boot can take 60-75 minutes and nodes drain 40 minutes before the end.")
-            elif r.start is not None and r.start > now:
-                add(OK, "window", f"starts in {_hours(r.start - now)} ({r.start:%Y-%m-%d %H:%M} UTC), ends {r.end:%Y-%m-%d %H:%M} UTC.")
-            else:
-                add(OK, "window", f"running, ends in {_hours(left)} ({r.end:%Y-%m-%d %H:%M} UTC).")
-        if r.state == "scheduled" and r.start is not None and r.start <= now:
-            add(WARN, "start", f"the start time {r.start:%Y-%m-%d %H:%M} UTC has passed but the block is still scheduled.")
+    needs = BlockNeeds(instance_type=instance_type, nodes_required=nodes_required, availability_zones=availability_zones, region=region)
+    checks = list(assess(r, needs, now, terms))
+    add = lambda level, name, msg: checks.append(Finding(level, name, msg))  # noqa: E731
 
     if r.state == "active" and r.available_instances < nodes_required:
-        add(WARN, "free instances", f"{r.available_instances} of {r.total_instances} instances are free now ({r.in_use} in use); nodes already in the node group count as in use.")
-
-    if r.instance_platform and r.instance_platform != INSTANCE_PLATFORM:
-        add(FAIL, "platform", f"the block is for {r.instance_platform} but EKS AL2023 NVIDIA nodes are {INSTANCE_PLATFORM}.")
+        add(WARN, "free instances", f"{r.available_instances} of {r.instance_count} instances are free now ({r.in_use} in use); nodes already in the node group count as in use.")
+    az = f"{r.availability_zone} ({r.availability_zone_id})" if r.availability_zone_id else r.availability_zone
     add(OK, "node group subnets", f"the node group must use subnets in {az} only (a subnet in another AZ fails with a misleading 'instance types do not exist' error).")
 
     if block is not None:
@@ -689,6 +548,7 @@ def run_preflight(
     nodes_required: int,
     now: datetime,
     vcpus_per_node: int | None = None,
+    availability_zones: tuple[str, ...] | None = None,
 ) -> PreflightReport:
     """Read the reservation, its block status and the vCPU quota, and evaluate the go/no-go list.
 
@@ -711,7 +571,7 @@ def run_preflight(
         raise translate_aws_error(exc, region) from None
     if not items:
         return PreflightReport(reservation_id, (Check(FAIL, "reservation", f"{reservation_id} does not exist in {region} for this account."),))
-    reservation = Reservation.from_api(items[0])
+    reservation = CapacityBlockFacts.from_ec2(items[0])
     block = None
     if reservation.capacity_block_id:
         block = block_statuses(ec2, [reservation.capacity_block_id]).get(reservation.capacity_block_id)
@@ -724,5 +584,6 @@ def run_preflight(
         quota=read_vcpu_quota(quotas, instance_type),
         vcpus_per_node=vcpus_per_node,
         block=block,
+        availability_zones=availability_zones,
     )
     return PreflightReport(reservation_id, checks)

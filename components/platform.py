@@ -20,7 +20,10 @@ from components.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNod
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.lws_controller import LwsController, LwsControllerArgs
 from components.network import Network, NetworkArgs
-from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
+from components import stack_terms
+from components.capacity.assessment import BlockNeeds, assess, verdict
+from components.capacity.facts import CapacityBlockFacts
+from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 from components.serving.contracts import ServingContract, contract_summary
 from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.vllm import VllmServer, VllmServerArgs
@@ -43,17 +46,19 @@ class Environment:
 
 
 def resolve_environment(settings: StackSettings, now: datetime) -> Environment:
-    """Look the reservation up, derive the AZs and check the block fits the stack at ``now``."""
-    block = lookup_capacity_block(settings.capacity.reservation_id)
+    """Look the reservation up, derive the AZs and assess the block against the stack at ``now``.
+
+    Raises :class:`UserError` (in the stack's config keys) for a block that cannot back the
+    stack; the warnings are returned, to print once.
+    """
+    try:
+        block = lookup_capacity_block(settings.capacity.reservation_id)
+    except CapacityBlockNotFound as err:
+        raise UserError(f"{err}. {stack_terms.BLOCK_NOT_FOUND_HINT}") from None
     existing = _existing_private_subnets(settings)
     azs = tuple(existing) if existing else _availability_zones(settings, block.availability_zone)
-    warnings = check_capacity_block(
-        block,
-        instance_type=settings.capacity.instance_type,
-        availability_zones=azs,
-        nodes_required=settings.nodes_required,
-        now=now,
-    )
+    needs = BlockNeeds(instance_type=settings.capacity.instance_type, nodes_required=settings.nodes_required, availability_zones=azs)
+    warnings = verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))
     contract = settings.serving.contract
     replicas = settings.serving.replicas or max(1, block.instance_count // settings.nodes_per_replica)
     return Environment(
@@ -238,6 +243,7 @@ class Platform(pulumi.ComponentResource):
     def stack_outputs(self) -> dict[str, Any]:
         """The stack outputs ``__main__.py`` exports."""
         block = self.environment.reservation
+        start, end = block.window()
         s = self.settings
         return {
             "region": s.region,
@@ -250,8 +256,8 @@ class Platform(pulumi.ComponentResource):
                 "availabilityZone": block.availability_zone,
                 "instanceType": block.instance_type,
                 "instanceCount": block.instance_count,
-                "start": block.start.isoformat(),
-                "end": block.end.isoformat(),
+                "start": start.isoformat(),
+                "end": end.isoformat(),
             },
             "gpuNodes": block.instance_count,
             "gpusTotal": block.instance_count * s.instance.gpus,

@@ -5,12 +5,14 @@ Test modules import from here (and from ``conftest``), never from each other.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import settings
+from components.capacity.facts import CapacityBlockFacts
 from components.serving.contracts import ApiContract, EngineProfile, ImageContract, ServingContract, WeightsContract
 
 DIGEST = "sha256:" + "ab" * 32
@@ -21,6 +23,23 @@ IMAGE = "vllm/vllm-openai:kimi-k3@" + DIGEST
 """The engine image pinned by tag and digest."""
 S3_URI = "s3://model-bucket/kimi-k3/0123456/"
 """A pre-staged weights prefix."""
+
+
+RID = "cr-0a1b2c3d4e5f60718"
+"""A Capacity Block reservation id."""
+B300 = "p6-b300.48xlarge"
+BLOCK_START = datetime(2026, 12, 1, 11, 30, tzinfo=timezone.utc)
+"""Start of the default block: the day after ``tests.conftest.NOW``, at the 11:30 UTC blocks start."""
+
+
+def block_facts(**changes: Any) -> CapacityBlockFacts:
+    """A scheduled 7-day block of 2 x p6-b300 in us-east-1a from :data:`BLOCK_START`, with changes."""
+    values: dict[str, Any] = dict(
+        reservation_id=RID, availability_zone="us-east-1a", instance_type=B300, instance_count=2,
+        state="scheduled", start=BLOCK_START, end=BLOCK_START + timedelta(days=7),
+    )
+    values.update(changes)
+    return CapacityBlockFacts(**values)
 
 
 def stack_config(**changes: Any) -> dict[str, str]:

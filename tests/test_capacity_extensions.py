@@ -22,7 +22,10 @@ ASG = "eks-gpu-ng-12c9d3e4-5f6a-7b8c-9d0e-1f2a3b4c5d6e"
 
 
 def reservation(state="active", end=END, rtype="capacity-block") -> ops.Reservation:
-    return ops.Reservation(RID, state, "p6-b300.48xlarge", "us-east-1a", "use1-az4", "Linux/UNIX", rtype, 2, 0, START, end)
+    return ops.Reservation(
+        reservation_id=RID, availability_zone="us-east-1a", instance_type="p6-b300.48xlarge", instance_count=2, state=state,
+        start=START, end=end, availability_zone_id="use1-az4", instance_platform="Linux/UNIX", reservation_type=rtype,
+    )
 
 
 # --------------------------------------------------------------------------- rules

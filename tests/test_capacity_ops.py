@@ -282,7 +282,7 @@ def evaluate(res=None, **kw):
     args = dict(instance_type="p6-b300.48xlarge", region=REGION, nodes_required=2, now=NOW,
                 quota=ops.QuotaReading("L-417A185B", "Running On-Demand P instances", 384.0), vcpus_per_node=192)
     args.update(kw)
-    return {c.name: c for c in ops.evaluate_preflight(ops.Reservation.from_api(res or reservation()), **args)}
+    return {c.code: c for c in ops.evaluate_preflight(ops.Reservation.from_ec2(res or reservation()), **args)}
 
 
 def test_healthy_scheduled_block_is_all_ok():

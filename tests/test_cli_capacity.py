@@ -228,6 +228,7 @@ def stack(monkeypatch):
     settings = types.SimpleNamespace(
         region=REGION, environment="prod", nodes_required=2,
         capacity=types.SimpleNamespace(reservation_id=RID, instance_type="p6-b300.48xlarge"),
+        network=types.SimpleNamespace(availability_zones=(), existing_vpc_id=None),
     )
 
     def load_stack(name):
@@ -266,7 +267,7 @@ def test_preflight_go_with_warnings(aws, stack, capsys):
     _preflight_calls(aws, reservation(state="payment-pending"), quota=192.0)
     code, out, _ = run(capsys, "preflight", "prod")
     assert code == 0
-    assert "WARN  state: state is payment-pending" in out and "WARN  vCPU quota:" in out
+    assert f"WARN  state: Capacity Block {RID} is payment-pending" in out and "WARN  vCPU quota:" in out
     assert "GO (2 warnings)" in out
 
 
@@ -275,8 +276,8 @@ def test_preflight_no_go(aws, stack, capsys):
     _preflight_calls(aws, reservation(state="active", start=NOW - timedelta(days=7) + timedelta(minutes=30), available=0))
     code, out, _ = run(capsys, "preflight", "prod")
     assert code == 1
-    assert "FAIL  instance count: only 2 reserved but the stack needs 3 GPU nodes." in out
-    assert "FAIL  window: the block ends in 30m" in out
+    assert f"FAIL  instance count: Capacity Block {RID} reserves 2 instance(s) but the stack needs 3" in out
+    assert f"FAIL  window: Capacity Block {RID} ends in 30m" in out
     assert out.rstrip().endswith("NO-GO: 2 checks failed; fix them before the block starts.")
 
 

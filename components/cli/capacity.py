@@ -137,7 +137,7 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     reservation = ops.purchase_block(clients.ec2, offering.offering_id)
     rid = reservation.reservation_id
     stack = args.stack or "STACK"
-    print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.total_instances} x {reservation.instance_type} in {reservation.availability_zone}).")
+    print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}).")
     print(f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):")
     print(f"  {CONFIG_KEY}: {rid}")
     print("or run:")
@@ -156,7 +156,7 @@ def _print_one(view: ops.ReservationView, now: datetime) -> None:
     print(f"  window         {_ts(r.start)} UTC -> {_ts(r.end)} UTC")
     print(f"  start          {_relative(r.start, now, 'in', 'started')}")
     print(f"  end            {_relative(r.end, now, 'in', 'ended')}")
-    print(f"  instances      {r.total_instances} reserved, {r.in_use} in use, {r.available_instances} available")
+    print(f"  instances      {r.instance_count} reserved, {r.in_use} in use, {r.available_instances} available")
     if b is not None:
         print(f"  block          {b.capacity_block_id}: interconnect {b.interconnect_status}, {b.unavailable} of {b.total} unavailable")
 
@@ -183,7 +183,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             when = _relative(r.start, now, "starts in", "started")
         else:
             when = _relative(r.end, now, "ends in", "ended")
-        rows.append([r.reservation_id, r.state, r.instance_type, r.availability_zone, _ts(r.start), _ts(r.end), when, f"{r.in_use}/{r.total_instances}"])
+        rows.append([r.reservation_id, r.state, r.instance_type, r.availability_zone, _ts(r.start), _ts(r.end), when, f"{r.in_use}/{r.instance_count}"])
     print(f"Capacity Block reservations in {clients.region} (now {_ts(now)} UTC):")
     print(_table(rows))
     return 0
@@ -197,6 +197,12 @@ def _vcpus(instance_type: str) -> int | None:
         return None
     entry = INSTANCE_TYPES.get(instance_type)
     return None if entry is None else int(entry.vcpus)
+
+
+def _network_azs(settings: Any) -> tuple[str, ...] | None:
+    """The AZs the stack's network covers when its config lists them (``None``: derived at plan time, not checked)."""
+    net = settings.network
+    return tuple(net.availability_zones) if net.availability_zones and not net.existing_vpc_id else None
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
@@ -215,10 +221,11 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         nodes_required=s.nodes_required,
         now=now,
         vcpus_per_node=_vcpus(s.capacity.instance_type),
+        availability_zones=_network_azs(s),
     )
     print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {_ts(now)} UTC:")
     for c in report.checks:
-        print(f"{c.level:<4}  {c.name}: {c.message}")
+        print(f"{c.level:<4}  {c.code}: {c.message}")
     fails, warns = report.count(ops.FAIL), report.count(ops.WARN)
     if report.go:
         print(f"GO ({warns} warning{'s' if warns != 1 else ''}): `pulumi up -s {args.stack}` can proceed.")

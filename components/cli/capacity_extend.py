@@ -41,7 +41,7 @@ def cmd_extend_offerings(args: argparse.Namespace) -> int:
     clients = ops.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offerings = ext.find_extension_offerings(clients.ec2, rid, days)
-    print(f"Extensions of {rid} ({reservation.total_instances} x {reservation.instance_type}, ends {capacity_cli._ts(reservation.end)} UTC) by {days} days:")
+    print(f"Extensions of {rid} ({reservation.instance_count} x {reservation.instance_type}, ends {capacity_cli._ts(reservation.end)} UTC) by {days} days:")
     if not offerings:
         print("No extension offerings: extensions are not guaranteed; try another duration or later.")
         return 0
@@ -63,7 +63,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
     clients = ops.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offering = ext.find_extension_offering(clients.ec2, rid, days, args.offering_id)
-    print(f"Extension {offering.offering_id} of {rid}: {reservation.total_instances} x {reservation.instance_type} in {reservation.availability_zone}")
+    print(f"Extension {offering.offering_id} of {rid}: {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}")
     print(f"  end          {capacity_cli._ts(reservation.end)} UTC -> {capacity_cli._ts(offering.extension_end)} UTC (+{capacity_cli._days(offering.duration_hours)})")
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
     print("An extension cannot be cancelled or refunded; its payment can stay pending for up to 12 hours.")
