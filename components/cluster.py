@@ -39,7 +39,7 @@ import pulumi_kubernetes as k8s
 
 from components import labels
 from components.errors import Problems
-from components.formats import LOG_RETENTION_DAYS, ROLE_ARN
+from components.formats import INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -66,7 +66,6 @@ NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnl
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _VERSION = re.compile(r"^1\.\d{2}$")
 _KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 
 
@@ -144,7 +143,7 @@ def validate(name: str, args: ClusterArgs) -> str:
         _validate_service_cidr(args.service_cidr, problems)
     if args.log_retention_days not in LOG_RETENTION_DAYS:
         reject("log_retention_days", args.log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
-    if not _INSTANCE_TYPE.match(args.system_node_instance_type):
+    if not INSTANCE_TYPE.match(args.system_node_instance_type):
         reject("system_node_instance_type", args.system_node_instance_type, "an EC2 instance type such as 'm7i.xlarge'")
     if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not 2 <= args.system_node_count <= 50:
         reject("system_node_count", args.system_node_count, "a whole number from 2 to 50 (two or more for multi-AZ)")

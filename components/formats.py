@@ -29,6 +29,9 @@ VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
 """A subnet id, short (8 hex digits) or long (17)."""
 
+INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+"""The shape of an EC2 instance type name, ``family.size`` (``p6-b300.48xlarge``, ``m7i.xlarge``)."""
+
 CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 """An EC2 capacity reservation id (a bought Capacity Block)."""
 

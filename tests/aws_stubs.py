@@ -15,7 +15,7 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from components import capacity_ops as ops
+from components.capacity import aws as capacity_aws
 from components import cli
 from components.cli import capacity as capacity_cli
 from tests.capacity_builders import NOW, REGION
@@ -88,11 +88,11 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.SimpleNamespace]:
     quotas = client("service-quotas")
     regions: list[str | None] = []
 
-    def factory(region: str | None) -> ops.Clients:
+    def factory(region: str | None) -> capacity_aws.Clients:
         regions.append(region)
-        return ops.Clients(ec2=ec2, quotas=quotas)
+        return capacity_aws.Clients(ec2=ec2, quotas=quotas)
 
-    monkeypatch.setattr(ops, "make_clients", factory)
+    monkeypatch.setattr(capacity_aws, "make_clients", factory)
     with Stubber(ec2) as ec2_stub, Stubber(quotas) as quota_stub:
         yield types.SimpleNamespace(ec2=ec2_stub, quotas=quota_stub, regions=regions)
         ec2_stub.assert_no_pending_responses()
@@ -102,10 +102,10 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.SimpleNamespace]:
 @pytest.fixture
 def no_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if the CLI tries to create AWS clients."""
-    def factory(region: str | None) -> ops.Clients:
+    def factory(region: str | None) -> capacity_aws.Clients:
         raise AssertionError("AWS must not be called")
 
-    monkeypatch.setattr(ops, "make_clients", factory)
+    monkeypatch.setattr(capacity_aws, "make_clients", factory)
 
 
 def run_capacity(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from components import capacity_ops as ops
 from components import offline, stack_terms
+from components.capacity import preflight
 from components.capacity.assessment import FAIL, WARN, BlockNeeds, assess
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
@@ -42,9 +42,9 @@ def test_pulumi_up_and_preflight_refuse_the_same_block_with_the_same_sentence(ca
     values = CASES[case]
     with pytest.raises(UserError) as refused:
         offline.run_stack("dev", now=NOW, reservation=lambda s: fixture_for(s, availability_zone="us-east-1a", instance_count=1, **values))
-    checks = ops.evaluate_preflight(
+    checks = preflight.evaluate_preflight(
         CapacityBlockFacts.from_ec2(_api_item(values)), instance_type=B300, region="us-east-1", nodes_required=1, now=NOW,
-        quota=ops.QuotaReading("L-417A185B", "Running On-Demand P instances", 384.0), vcpus_per_node=192,
+        quota=preflight.QuotaReading("L-417A185B", "Running On-Demand P instances", 384.0), vcpus_per_node=192,
     )
     (failed,) = [c for c in checks if c.level == FAIL]
     assert str(refused.value) == failed.message
@@ -108,3 +108,20 @@ def test_a_pending_block_is_a_warning_everywhere():
     block = block_facts(state="payment-pending")
     (warning,) = [f for f in assess(block, BlockNeeds(instance_type=B300), NOW) if f.level != "OK"]
     assert warning.level == WARN and warning.code == "state"
+
+
+def test_the_old_capacity_ops_names_still_resolve_where_they_now_live(monkeypatch):
+    """capacity_extensions, the extend/scale-up commands and HyperPod's training plans import these."""
+    from components import capacity_ops as ops
+    from components.capacity import assessment, aws, offerings
+
+    assert ops.Reservation is CapacityBlockFacts and ops.Check is assessment.Finding
+    assert (ops.OK, ops.WARN, ops.FAIL) == ("OK", "WARN", "FAIL")
+    assert ops.valid_duration_days is offerings.valid_duration_days and ops.MAX_INSTANCES == 64
+    for name in ("translate_aws_error", "aws_errors", "parse_when", "validate_region", "describe_reservation", "make_clients", "Clients"):
+        assert getattr(ops, name) is not None
+    replaced = object()
+    monkeypatch.setattr(aws, "make_clients", replaced)
+    assert ops.make_clients is replaced  # resolved on access: one factory to replace
+    with pytest.raises(AttributeError):
+        ops.no_such_name  # noqa: B018

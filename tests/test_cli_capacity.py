@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from components import capacity_ops as ops
+from components.capacity import aws as capacity_aws
 from components.cli import capacity as capacity_cli
 from tests.aws_stubs import FakeStdin, aws, cli_env, client, no_aws  # noqa: F401 - fixtures
 from tests.aws_stubs import run_capacity as run
@@ -213,7 +213,7 @@ def test_unreachable_endpoint(capsys, monkeypatch):
     from botocore.config import Config
 
     ec2 = client("ec2", endpoint_url="http://127.0.0.1:9", config=Config(retries={"total_max_attempts": 1}, connect_timeout=2))
-    monkeypatch.setattr(ops, "make_clients", lambda region: ops.Clients(ec2=ec2, quotas=None))
+    monkeypatch.setattr(capacity_aws, "make_clients", lambda region: capacity_aws.Clients(ec2=ec2, quotas=None))
     code, _, err = run(capsys, "status", RID)
     assert code == 2 and "cannot reach AWS in us-east-1" in err and err.count("\n") == 1
 

@@ -2,7 +2,7 @@
 
 Buying a block is irreversible and expensive, so it is an explicit operator
 action here rather than a side effect of ``pulumi up``. The AWS logic lives in
-:mod:`components.capacity_ops`; this module only wires argparse and prints.
+:mod:`components.capacity`; this module only wires argparse and prints.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from components import capacity_ops as ops
+from components.capacity import assessment, preflight, status
+from components.capacity import aws as capacity_aws
+from components.capacity import offerings as capacity_offerings
 from components.errors import UserError
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
@@ -66,17 +68,17 @@ def _table(rows: list[list[str]]) -> str:
 # --------------------------------------------------------------------------- commands
 
 
-def _query(args: argparse.Namespace, now: datetime) -> ops.OfferingQuery:
+def _query(args: argparse.Namespace, now: datetime) -> capacity_offerings.OfferingQuery:
     """Validated offering search from the shared search flags (and --region)."""
     if args.region is not None:
-        ops.validate_region(args.region)
-    return ops.build_offering_query(
+        capacity_aws.validate_region(args.region)
+    return capacity_offerings.build_offering_query(
         instance_type=args.instance_type,
         count=args.count,
         days=args.days,
         now=now,
-        start_after=ops.parse_when(args.start_after, "--start-after") if args.start_after else None,
-        start_before=ops.parse_when(args.start_before, "--start-before") if args.start_before else None,
+        start_after=capacity_offerings.parse_when(args.start_after, "--start-after") if args.start_after else None,
+        start_before=capacity_offerings.parse_when(args.start_before, "--start-before") if args.start_before else None,
     )
 
 
@@ -94,8 +96,8 @@ def cmd_offerings(args: argparse.Namespace) -> int:
     """List offerings, cheapest first."""
     now = utcnow()
     query = _query(args, now)
-    clients = ops.make_clients(args.region)
-    offerings = ops.find_offerings(clients.ec2, query)
+    clients = capacity_aws.make_clients(args.region)
+    offerings = capacity_offerings.find_offerings(clients.ec2, query)
     region = clients.region
     print(f"Capacity Block offerings for {query.count} x {query.instance_type}, {query.days} days, in {region} (cheapest first):")
     if not offerings:
@@ -120,13 +122,13 @@ def _confirm(prompt: str) -> bool:
 
 def cmd_purchase(args: argparse.Namespace) -> int:
     """Look the offering up, show price and window, confirm, buy, print the stack config line."""
-    ops.validate_offering_id(args.offering_id)
+    capacity_aws.validate_offering_id(args.offering_id)
     now = utcnow()
     query = _query(args, now)
     if not args.yes and not sys.stdin.isatty():
         raise UserError("refusing to buy a Capacity Block without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
-    clients = ops.make_clients(args.region)
-    offering = ops.find_offering(clients.ec2, query, args.offering_id)
+    clients = capacity_aws.make_clients(args.region)
+    offering = capacity_offerings.find_offering(clients.ec2, query, args.offering_id)
     print(f"Offering {offering.offering_id}: {offering.instance_count} x {offering.instance_type} in {offering.availability_zone} ({clients.region})")
     print(f"  window       {_ts(offering.start)} UTC -> {_ts(offering.end)} UTC, {_days(offering.duration_hours)}, starts {_relative(offering.start, now, 'in', 'started')}")
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
@@ -134,7 +136,7 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     if not args.yes and not _confirm(f"Buy this Capacity Block for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
         print("Not purchased.")
         return 1
-    reservation = ops.purchase_block(clients.ec2, offering.offering_id)
+    reservation = capacity_offerings.purchase_block(clients.ec2, offering.offering_id)
     rid = reservation.reservation_id
     stack = args.stack or "STACK"
     print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}).")
@@ -146,7 +148,7 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_one(view: ops.ReservationView, now: datetime) -> None:
+def _print_one(view: status.ReservationView, now: datetime) -> None:
     """Detailed status of one reservation."""
     r, b = view.reservation, view.block
     az = f"{r.availability_zone} ({r.availability_zone_id})" if r.availability_zone_id else r.availability_zone
@@ -164,12 +166,12 @@ def _print_one(view: ops.ReservationView, now: datetime) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     """Show one reservation, or all Capacity Block reservations in the region."""
     if args.reservation_id:
-        ops.validate_reservation_id(args.reservation_id)
+        capacity_aws.validate_reservation_id(args.reservation_id)
     if args.region is not None:
-        ops.validate_region(args.region)
+        capacity_aws.validate_region(args.region)
     now = utcnow()
-    clients = ops.make_clients(args.region)
-    views = ops.reservation_status(clients.ec2, args.reservation_id)
+    clients = capacity_aws.make_clients(args.region)
+    views = status.reservation_status(clients.ec2, args.reservation_id)
     if args.reservation_id:
         _print_one(views[0], now)
         return 0
@@ -211,8 +213,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
     s = load_stack(args.stack)
     now = utcnow()
-    clients = ops.make_clients(s.region)
-    report = ops.run_preflight(
+    clients = capacity_aws.make_clients(s.region)
+    report = preflight.run_preflight(
         clients.ec2,
         clients.quotas,
         reservation_id=s.capacity.reservation_id,
@@ -226,7 +228,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {_ts(now)} UTC:")
     for c in report.checks:
         print(f"{c.level:<4}  {c.code}: {c.message}")
-    fails, warns = report.count(ops.FAIL), report.count(ops.WARN)
+    fails, warns = report.count(assessment.FAIL), report.count(assessment.WARN)
     if report.go:
         print(f"GO ({warns} warning{'s' if warns != 1 else ''}): `pulumi up -s {args.stack}` can proceed.")
         return 0
@@ -238,7 +240,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def _positive_int(text: str) -> int:
-    """argparse type for integers (range checks happen in capacity_ops)."""
+    """argparse type for integers (range checks happen in components.capacity.offerings)."""
     try:
         return int(text)
     except ValueError:

@@ -12,7 +12,9 @@ import sys
 from typing import Any
 
 from components import capacity_extensions as ext
-from components import capacity_ops as ops
+from components.capacity import aws as capacity_aws
+from components.capacity import status
+from components.capacity.facts import CapacityBlockFacts
 from components.cli import capacity as capacity_cli
 from components.errors import UserError
 
@@ -28,8 +30,8 @@ def _stack_block(stack: str) -> tuple[Any, str]:
     return settings, rid
 
 
-def _extendable(clients: ops.Clients, rid: str) -> ops.Reservation:
-    reservation = ops.describe_reservation(clients.ec2, rid)
+def _extendable(clients: capacity_aws.Clients, rid: str) -> CapacityBlockFacts:
+    reservation = status.describe_reservation(clients.ec2, rid)
     ext.check_extendable(reservation, capacity_cli.utcnow())
     return reservation
 
@@ -38,7 +40,7 @@ def cmd_extend_offerings(args: argparse.Namespace) -> int:
     """List extension offerings of ``--days`` for the stack's block, cheapest first."""
     days = ext.validate_days(args.days)
     settings, rid = _stack_block(args.stack)
-    clients = ops.make_clients(settings.region)
+    clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offerings = ext.find_extension_offerings(clients.ec2, rid, days)
     print(f"Extensions of {rid} ({reservation.instance_count} x {reservation.instance_type}, ends {capacity_cli._ts(reservation.end)} UTC) by {days} days:")
@@ -60,7 +62,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
     if not args.yes and not sys.stdin.isatty():
         raise UserError("refusing to buy a Capacity Block extension without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
     settings, rid = _stack_block(args.stack)
-    clients = ops.make_clients(settings.region)
+    clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offering = ext.find_extension_offering(clients.ec2, rid, days, args.offering_id)
     print(f"Extension {offering.offering_id} of {rid}: {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}")
