@@ -19,7 +19,7 @@ from components.errors import SettingsError, UserError
 from components.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.lws_controller import LwsController, LwsControllerArgs
-from components.network import Network, NetworkArgs
+from components.network import ExistingNetworkArgs, Network, NetworkArgs
 from components import stack_terms
 from components.capacity.assessment import BlockNeeds, assess, verdict
 from components.capacity.facts import CapacityBlockFacts
@@ -122,24 +122,33 @@ class Platform(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         net = settings.network
 
-        self.network = Network(
-            f"{name}-network",
-            NetworkArgs(
-                cluster_name=self.cluster_name,
-                availability_zones=environment.availability_zones,
-                vpc_cidr=net.vpc_cidr,
-                nat_mode=net.nat_mode,
-                flow_log_retention_days=net.flow_log_retention_days,
-                private_subnet_prefix=net.private_subnet_prefix,
-                public_subnet_prefix=net.public_subnet_prefix,
-                region=settings.region,
-                tags=tags,
-                existing_vpc_id=net.existing_vpc_id,
-                existing_private_subnet_ids_by_az=environment.existing_private_subnets_by_az,
-                existing_public_subnet_ids=net.existing_public_subnet_ids,
-            ),
-            opts=child,
-        )
+        if net.existing_vpc_id:
+            self.network = Network.from_existing(
+                f"{name}-network",
+                ExistingNetworkArgs(
+                    vpc_id=net.existing_vpc_id,
+                    private_subnet_ids_by_az=environment.existing_private_subnets_by_az,
+                    public_subnet_ids=net.existing_public_subnet_ids,
+                    availability_zones=environment.availability_zones,
+                ),
+                opts=child,
+            )
+        else:
+            self.network = Network(
+                f"{name}-network",
+                NetworkArgs(
+                    cluster_name=self.cluster_name,
+                    availability_zones=environment.availability_zones,
+                    vpc_cidr=net.vpc_cidr,
+                    nat_mode=net.nat_mode,
+                    flow_log_retention_days=net.flow_log_retention_days,
+                    private_subnet_prefix=net.private_subnet_prefix,
+                    public_subnet_prefix=net.public_subnet_prefix,
+                    region=settings.region,
+                    tags=tags,
+                ),
+                opts=child,
+            )
 
         c = settings.cluster
         self.cluster = Cluster(
