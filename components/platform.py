@@ -30,8 +30,11 @@ from components.serving.vllm import VllmServer, VllmServerArgs
 from components.settings import Secret, StackSettings
 
 @dataclass(frozen=True)
-class Environment:
-    """Facts read from AWS before declaring anything."""
+class ResolvedStack:
+    """What the stack resolves to before anything is declared: facts read from AWS, the contract, the replica count.
+
+    (Not to be confused with the settings' ``environment``, ``dev`` or ``prod``.)
+    """
 
     reservation: CapacityBlockFacts
     availability_zones: tuple[str, ...]
@@ -45,7 +48,7 @@ class Environment:
     """Serving replicas: configured, or one per group of reserved nodes."""
 
 
-def resolve_environment(settings: StackSettings, now: datetime) -> Environment:
+def resolve_stack(settings: StackSettings, now: datetime) -> ResolvedStack:
     """Look the reservation up, derive the AZs and assess the block against the stack at ``now``.
 
     Raises :class:`UserError` (in the stack's config keys) for a block that cannot back the
@@ -61,7 +64,7 @@ def resolve_environment(settings: StackSettings, now: datetime) -> Environment:
     warnings = verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))
     contract = settings.serving.contract
     replicas = settings.serving.replicas or max(1, block.instance_count // settings.nodes_per_replica)
-    return Environment(
+    return ResolvedStack(
         reservation=block,
         availability_zones=azs,
         warnings=tuple(warnings),
@@ -102,7 +105,7 @@ class Platform(pulumi.ComponentResource):
     """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM."""
 
     def __init__(self, name: str, settings: StackSettings, *, now: datetime, opts: pulumi.ResourceOptions | None = None) -> None:
-        """Resolve the environment, then declare every component.
+        """Resolve the stack (:func:`resolve_stack`), then declare every component.
 
         :param name: base name of every resource of the stack.
         :param settings: validated stack settings (see :mod:`components.settings`).
@@ -111,12 +114,12 @@ class Platform(pulumi.ComponentResource):
             scale-up schedule are decided against it.
         :param opts: options of the component itself.
         """
-        environment = resolve_environment(settings, now)
-        for warning in environment.warnings:
+        resolved = resolve_stack(settings, now)
+        for warning in resolved.warnings:
             pulumi.log.warn(warning)
         super().__init__("kimi-k3:index:Platform", name, None, opts)
         self.settings = settings
-        self.environment = environment
+        self.resolved = resolved
         self.cluster_name = f"{name}-{pulumi.get_stack()}"
         tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
         child = pulumi.ResourceOptions(parent=self)
@@ -127,9 +130,9 @@ class Platform(pulumi.ComponentResource):
                 f"{name}-network",
                 ExistingNetworkArgs(
                     vpc_id=net.existing_vpc_id,
-                    private_subnet_ids_by_az=environment.existing_private_subnets_by_az,
+                    private_subnet_ids_by_az=resolved.existing_private_subnets_by_az,
                     public_subnet_ids=net.existing_public_subnet_ids,
-                    availability_zones=environment.availability_zones,
+                    availability_zones=resolved.availability_zones,
                 ),
                 opts=child,
             )
@@ -138,7 +141,7 @@ class Platform(pulumi.ComponentResource):
                 f"{name}-network",
                 NetworkArgs(
                     cluster_name=self.cluster_name,
-                    availability_zones=environment.availability_zones,
+                    availability_zones=resolved.availability_zones,
                     vpc_cidr=net.vpc_cidr,
                     nat_mode=net.nat_mode,
                     flow_log_retention_days=net.flow_log_retention_days,
@@ -180,7 +183,7 @@ class Platform(pulumi.ComponentResource):
                 subnet_ids_by_az=self.network.private_subnet_ids_by_az,
                 instance_type=cap.instance_type,
                 now=now,
-                reservation=environment.reservation,
+                reservation=resolved.reservation,
                 ami_release_version=cap.ami_release_version,
                 root_volume_gib=cap.root_volume_gib,
                 efa_enabled=cap.efa_enabled,
@@ -232,13 +235,13 @@ class Platform(pulumi.ComponentResource):
         self.server = server_class(
             f"{name}-serving",
             args_class(
-                contract=environment.contract,
+                contract=resolved.contract,
                 api_key=_secret_input(serving.api_key),
                 hugging_face_token=_secret_input(serving.hugging_face_token),
                 cluster_name=self.cluster.cluster_name,
                 aws_region=settings.region,
                 instance_type=cap.instance_type,
-                replicas=environment.replicas,
+                replicas=resolved.replicas,
                 exposure=serving.exposure,
                 allowed_cidrs=serving.allowed_cidrs,
                 vpc_cidr=self.network.vpc_cidr,
@@ -251,14 +254,14 @@ class Platform(pulumi.ComponentResource):
 
     def stack_outputs(self) -> dict[str, Any]:
         """The stack outputs ``__main__.py`` exports."""
-        block = self.environment.reservation
+        block = self.resolved.reservation
         start, end = block.window()
         s = self.settings
         return {
             "region": s.region,
             "vpcId": self.network.vpc_id,
             "environment": s.environment,
-            "availabilityZones": list(self.environment.availability_zones),
+            "availabilityZones": list(self.resolved.availability_zones),
             "capacityBlock": {
                 "id": block.reservation_id,
                 "state": block.state,
@@ -270,7 +273,7 @@ class Platform(pulumi.ComponentResource):
             },
             "gpuNodes": block.instance_count,
             "gpusTotal": block.instance_count * s.instance.gpus,
-            "replicas": self.environment.replicas,
+            "replicas": self.resolved.replicas,
             "clusterName": self.cluster.cluster_name,
             "clusterEndpoint": self.cluster.endpoint,
             "kubeconfig": self.cluster.kubeconfig,
@@ -280,5 +283,5 @@ class Platform(pulumi.ComponentResource):
             "endpoint": self.server.endpoint_url,
             "servingNamespace": self.server.namespace,
             "servingService": self.server.service_name,
-            **contract_summary(self.environment.contract),
+            **contract_summary(self.resolved.contract),
         }
