@@ -88,8 +88,12 @@ KIMI_K3 = ModelFootprint(
 )
 
 
-def nodes_per_replica(instance: InstanceType, model: ModelFootprint = KIMI_K3) -> int:
-    """Smallest number of nodes whose GPU memory holds the weights plus KV cache."""
+def nodes_to_hold_model(instance: InstanceType, model: ModelFootprint = KIMI_K3) -> int:
+    """Smallest number of ``instance`` nodes whose GPU memory holds the weights plus KV cache.
+
+    A floor for a replica's size; how many nodes a replica actually spans (its
+    ``nodes_per_replica``) is the contract's pipeline parallel size.
+    """
     need = model.weights_gb + model.min_kv_cache_gb
     nodes = 1
     while nodes * instance.gpu_memory_gb * 0.95 < need:

@@ -347,7 +347,7 @@ class ServingContract:
         """Nodes of ``instance`` one replica spans, after checking they hold the model.
 
         TP must fill a node and the PP stages must hold the weights plus KV cache
-        (:func:`components.catalog.nodes_per_replica`).
+        (:func:`components.catalog.nodes_to_hold_model`).
         """
         tp = self.engine.tensor_parallel_size
         if tp != instance.gpus:
@@ -356,7 +356,7 @@ class ServingContract:
                 f"must equal the GPUs of one {instance.name} node ({instance.gpus}); scale across nodes with engine.pipeline_parallel_size",
             )
         nodes = self.nodes_per_replica(instance.gpus)
-        needed = catalog.nodes_per_replica(instance)
+        needed = catalog.nodes_to_hold_model(instance)
         if nodes < needed:
             model = catalog.KIMI_K3
             raise ContractError(

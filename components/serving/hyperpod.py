@@ -160,7 +160,7 @@ def _endpoint_problems(
     else:
         instance = catalog.INSTANCE_TYPES[instance_type[3:]]
         pp = contract.engine.pipeline_parallel_size
-        nodes_needed = catalog.nodes_per_replica(instance)
+        nodes_needed = catalog.nodes_to_hold_model(instance)
         if pp > 1:
             problems.add(
                 "contract.engine.pipeline_parallel_size",
