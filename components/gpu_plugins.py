@@ -32,14 +32,6 @@ PRIORITY_CLASS = "system-node-critical"
 
 DEFAULT_NAMESPACE = "gpu-plugins"
 
-GPU_NODE_SELECTOR: Mapping[str, str] = {labels.GPU_PRESENT_LABEL: labels.GPU_NODE_LABELS[labels.GPU_PRESENT_LABEL]}
-"""Where the plugins run by default: every node labelled ``nvidia.com/gpu.present=true``.
-
-The Capacity Block node group sets this label; another GPU node group only has to
-set it too. It is the label the NVIDIA chart itself honours to force a deployment,
-unlike our pool label which would tie the plugins to one node group.
-"""
-
 PRIVILEGED_NAMESPACE_LABELS: Mapping[str, str] = {
     "pod-security.kubernetes.io/enforce": "privileged",
     "pod-security.kubernetes.io/audit": "privileged",
@@ -99,8 +91,8 @@ class GpuNodePluginsArgs:
     """Namespace of the releases."""
     create_namespace: bool = True
     """Declare the namespace (with privileged Pod Security labels). Set False to use an existing one."""
-    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(GPU_NODE_SELECTOR))
-    """Node labels every plugin requires: the GPU nodes."""
+    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(labels.GPU_PRESENT_SELECTOR))
+    """Node labels every plugin requires: every GPU node (:data:`components.labels.GPU_PRESENT_SELECTOR`)."""
     nvidia: NvidiaDevicePluginArgs = field(default_factory=NvidiaDevicePluginArgs)
     """NVIDIA device plugin settings."""
     efa: EfaDevicePluginArgs = field(default_factory=EfaDevicePluginArgs)
