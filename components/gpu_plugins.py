@@ -14,7 +14,6 @@ kubeconfig points at (:mod:`components.kubernetes_provider`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -23,7 +22,7 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, labels
 from components.errors import Problems
-from components.formats import DNS_LABEL
+from components.formats import CHART_VERSION, DNS_LABEL
 from components.helm_values import deep_merge
 from components.kubernetes_provider import require_kubernetes_provider
 
@@ -40,7 +39,6 @@ PRIVILEGED_NAMESPACE_LABELS: Mapping[str, str] = {
 """Pod Security labels: the device plugins mount host paths and run privileged (EFA), DCGM needs SYS_ADMIN."""
 
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 EFA_MIN_VERSION = (0, 5, 10)
 """EFA device plugin releases before 0.5.10 misdetect NVLink devices on p6 instances."""
 
@@ -51,7 +49,7 @@ class NvidiaDevicePluginArgs:
 
     enabled: bool = True
     """Install the chart. Turn off only if something else (e.g. the GPU Operator) provides the plugin."""
-    version: str = catalog.NVIDIA_DEVICE_PLUGIN_CHART[2]
+    version: str = catalog.NVIDIA_DEVICE_PLUGIN_CHART.version
     """Chart version of ``nvidia-device-plugin``."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
     """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
@@ -63,7 +61,7 @@ class EfaDevicePluginArgs:
 
     enabled: bool = False
     """Install the chart. Needed only when one model replica spans several nodes."""
-    version: str = catalog.EFA_DEVICE_PLUGIN_CHART[2]
+    version: str = catalog.EFA_DEVICE_PLUGIN_CHART.version
     """Chart version of ``aws-efa-k8s-device-plugin``, 0.5.10 or newer (``0.5.30`` and ``v0.5.30`` are the same)."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
     """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
@@ -75,7 +73,7 @@ class DcgmExporterArgs:
 
     enabled: bool = True
     """Install the chart."""
-    version: str = catalog.DCGM_EXPORTER_CHART[2]
+    version: str = catalog.DCGM_EXPORTER_CHART.version
     """Chart version of ``dcgm-exporter``."""
     service_monitor: bool = False
     """Create a Prometheus Operator ``ServiceMonitor``. Needs the CRD in the cluster, else the install fails."""
@@ -117,7 +115,7 @@ def validate(args: GpuNodePluginsArgs, name: str = "gpu-plugins", opts: pulumi.R
             problems.reject(f"{field_name}.extra_values", sub.extra_values, "must be a mapping of Helm values")
         if not sub.enabled:
             continue
-        match = _VERSION.fullmatch(sub.version or "")
+        match = CHART_VERSION.fullmatch(sub.version or "")
         if not match:
             problems.reject(f"{field_name}.version", sub.version, "expected a chart version such as 1.2.3")
         elif minimum and tuple(int(part) for part in match.groups()) < minimum:
@@ -208,15 +206,14 @@ class GpuNodePlugins(pulumi.ComponentResource):
             namespace = self.namespace.metadata.apply(lambda m: m.name)
         self.namespace_name = pulumi.Output.from_input(namespace)
 
-        def release(suffix: str, chart: tuple[str, str, str], version: str, values: dict[str, Any]) -> k8s.helm.v3.Release:
-            chart_name, repo, _ = chart
+        def release(suffix: str, chart: catalog.HelmChart, version: str, values: dict[str, Any]) -> k8s.helm.v3.Release:
             return k8s.helm.v3.Release(
                 f"{name}-{suffix}",
                 k8s.helm.v3.ReleaseArgs(
-                    name=chart_name,
-                    chart=chart_name,
+                    name=chart.name,
+                    chart=chart.name,
                     version=version,
-                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
                     namespace=namespace,
                     create_namespace=False,
                     values=values,

@@ -22,7 +22,6 @@ installs into the cluster the ambient kubeconfig points at.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -32,13 +31,13 @@ import pulumi_kubernetes as k8s
 
 from components.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
 from components.errors import Problems
-from components.formats import REGION, VPC_ID
+from components.formats import CHART_VERSION, REGION, VPC_ID
 from components.helm_values import deep_merge
 from components.kubernetes_provider import require_kubernetes_provider
 from components.labels import SYSTEM_NODE_LABELS
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 
-CHART, REPOSITORY, DEFAULT_VERSION = AWS_LOAD_BALANCER_CONTROLLER_CHART
+CHART, REPOSITORY, DEFAULT_VERSION = AWS_LOAD_BALANCER_CONTROLLER_CHART.name, AWS_LOAD_BALANCER_CONTROLLER_CHART.repository, AWS_LOAD_BALANCER_CONTROLLER_CHART.version
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "aws-load-balancer-controller"
 RELEASE_NAME = "aws-load-balancer-controller"
@@ -51,7 +50,6 @@ IMAGE_TAGS: Mapping[str, str] = {"3.5.0": "v3.5.0"}
 IAM_POLICY_FILE = "aws-load-balancer-controller-iam-policy.json"
 """The controller's official IAM policy, vendored unchanged (provenance in components/data/README.md)."""
 
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def iam_policy_document() -> str:
@@ -93,7 +91,7 @@ def _validate(name: str, args: LoadBalancerControllerArgs, opts: pulumi.Resource
         problems.reject("region", args.region, "expected an AWS region name such as 'us-east-1'")
     if isinstance(args.vpc_id, str) and not VPC_ID.match(args.vpc_id):
         problems.reject("vpc_id", args.vpc_id, "expected a VPC id such as 'vpc-0a1b2c3d4e5f60718'")
-    if not _VERSION.match(args.version):
+    if not CHART_VERSION.fullmatch(args.version) or args.version.startswith("v"):
         problems.reject("version", args.version, f"expected an exact chart version such as {DEFAULT_VERSION!r}")
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or args.replicas < 1:
         problems.reject("replicas", args.replicas, "expected a whole number of at least 1")

@@ -23,7 +23,6 @@ Make :class:`~components.serving.lws.VllmLeaderWorkerSet` depend on this compone
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -32,11 +31,11 @@ import pulumi_kubernetes as k8s
 
 from components import catalog, labels
 from components.errors import Problems
-from components.formats import DNS_LABEL
+from components.formats import CHART_VERSION, DNS_LABEL
 from components.helm_values import deep_merge
 from components.kubernetes_provider import require_kubernetes_provider
 
-CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART
+CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART.name, catalog.LWS_CHART.repository, catalog.LWS_CHART.version
 CHART_REF = f"{REPOSITORY}/{CHART}"
 """Full OCI reference of the chart, as ``helm.v3.Release`` wants it in ``chart``."""
 IMAGE_REPOSITORY = "registry.k8s.io/lws/lws"
@@ -46,7 +45,6 @@ RELEASE_NAME = "lws"
 PRIORITY_CLASS = "system-cluster-critical"
 """The controller's webhook admits every LeaderWorkerSet pod: keep it scheduled ahead of workloads."""
 
-_VERSION = re.compile(r"\d+\.\d+\.\d+")
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -81,7 +79,7 @@ def validate(args: LwsControllerArgs, name: str = "lws", opts: pulumi.ResourceOp
     """Raise :class:`~components.errors.ComponentInputError` for arguments (or options) that cannot produce a working install."""
     problems = Problems("LwsController", name)
     require_kubernetes_provider(problems, opts)
-    if not isinstance(args.version, str) or not _VERSION.fullmatch(args.version):
+    if not isinstance(args.version, str) or not CHART_VERSION.fullmatch(args.version) or args.version.startswith("v"):
         problems.reject("version", args.version, f"expected a chart version such as {DEFAULT_VERSION}")
     if not DNS_LABEL.fullmatch(args.namespace or "") or args.namespace in _RESERVED_NAMESPACES:
         problems.reject("namespace", args.namespace, f"expected a DNS label other than {', '.join(_RESERVED_NAMESPACES)}")

@@ -69,7 +69,7 @@ def values(result: offline.PlanResult, suffix: str) -> dict:
 def test_release_is_the_pinned_official_chart_in_our_namespace(default_plan, suffix):
     result, _, _ = default_plan
     release = result.one(RELEASE, f"gpu-{suffix}").plain_inputs
-    chart, repo, version = CHARTS[suffix]
+    chart, repo, version = CHARTS[suffix].name, CHARTS[suffix].repository, CHARTS[suffix].version
     assert release["chart"] == chart
     assert release["name"] == chart
     assert release["repositoryOpts"] == {"repo": repo}
@@ -81,7 +81,7 @@ def test_release_is_the_pinned_official_chart_in_our_namespace(default_plan, suf
 def test_efa_version_is_spelt_the_way_eks_charts_publishes_it(default_plan):
     # aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml: `version: v0.5.30`.
     result, _, _ = default_plan
-    assert result.one(RELEASE, "gpu-efa-device-plugin").plain_inputs["version"] == "v" + catalog.EFA_DEVICE_PLUGIN_CHART[2].lstrip("v")
+    assert result.one(RELEASE, "gpu-efa-device-plugin").plain_inputs["version"] == "v" + catalog.EFA_DEVICE_PLUGIN_CHART.version.lstrip("v")
 
 
 def test_namespace_is_privileged_and_valid(default_plan):

@@ -478,7 +478,7 @@ def test_controller_is_the_pinned_oci_chart_on_the_system_nodes(controller):
     release = controller.one(RELEASE, "lws-release")
     inputs = release.plain_inputs
     assert inputs["chart"] == "oci://registry.k8s.io/lws/charts/lws" and "repositoryOpts" not in inputs
-    assert inputs["version"] == catalog.LWS_CHART[2] == "0.10.0"
+    assert inputs["version"] == catalog.LWS_CHART.version == "0.10.0"
     assert inputs["namespace"] == "lws-system"
     values = inputs["values"]
     assert values["nodeSelector"] == dict(labels.SYSTEM_NODE_LABELS)
@@ -491,7 +491,7 @@ def test_controller_is_the_pinned_oci_chart_on_the_system_nodes(controller):
 def test_controller_values_exist_in_the_chart_and_the_copy_matches_the_pin(controller):
     values = controller.one(RELEASE, "lws-release").plain_inputs["values"]
     assert unknown_keys(values, chart_defaults("lws")) == []
-    assert values_copy_version("lws") == catalog.LWS_CHART[2]
+    assert values_copy_version("lws") == catalog.LWS_CHART.version
     typo = controller_plan(extra_values={"nodeSelecter": {"a": "b"}}).one(RELEASE, "lws-release").plain_inputs["values"]
     assert unknown_keys(typo, chart_defaults("lws")) == ["nodeSelecter"]
 
