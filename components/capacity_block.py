@@ -35,6 +35,7 @@ import pulumi_aws as aws
 from components import catalog, labels
 from components.errors import Problems
 from components.formats import CAPACITY_RESERVATION_ID, EMAIL
+from components.node_role import eks_node_role
 from components.capacity.assessment import ARGS_TERMS, BlockNeeds, assess, failures, warnings
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
@@ -52,9 +53,6 @@ AMI_TYPE = "AL2023_x86_64_NVIDIA"
 CAPACITY_TYPE = "CAPACITY_BLOCK"
 ROOT_DEVICE = "/dev/xvda"
 """Root device name of the AL2023 EKS AMIs."""
-
-NODE_ROLE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy")
-"""AWS managed policies of the node role (the minimum EKS documents for managed nodes)."""
 
 # Detail types of the Capacity Block events, from the EC2 User Guide page "Monitor Capacity
 # Blocks using EventBridge" (capacity-blocks-monitor). The current HTML page names them
@@ -372,29 +370,8 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
 
     def _node_role(self, name: str, tags: Mapping[str, str], child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
-        role = aws.iam.Role(
-            f"{name}-node-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
-                }
-            ),
-            description="EKS node role of the Kimi K3 Capacity Block GPU nodes",
-            tags=dict(tags),
-            opts=child,
-        )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}",
-                role=role.name,
-                policy_arn=partition.apply(lambda p, policy=policy: f"arn:{p}:iam::aws:policy/{policy}"),
-                opts=child,
-            )
-            for policy in NODE_ROLE_POLICIES
-        ]
-        # Nodes need the policies from their first boot: hand out the ARN only once attached.
-        return pulumi.Output.all(role.arn, *[a.id for a in attachments]).apply(lambda values: values[0])
+        role = eks_node_role(name, partition=partition, description="EKS node role of the Kimi K3 Capacity Block GPU nodes", tags=tags, opts=child)
+        return role.arn_when_attached
 
     def _alerts(
         self,

@@ -40,6 +40,7 @@ import pulumi_kubernetes as k8s
 from components import labels
 from components.errors import Problems
 from components.formats import INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN
+from components.node_role import eks_node_role
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -59,9 +60,6 @@ VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFI
 """vpc-cni settings: /28 prefixes per ENI slot, so pods are not limited by ENI IP counts; and
 NetworkPolicy enforcement (off by default in the add-on), without which the serving stack's
 default-deny policies would be accepted by the API server and silently not applied."""
-
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy")
-"""AWS managed policies of the node role (the minimum for a managed node group with vpc-cni)."""
 
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _VERSION = re.compile(r"^1\.\d{2}$")
@@ -216,15 +214,6 @@ def _access_entry_key(role_arn: str) -> str:
     return f"admin-{account}-{role.replace('/', '-')}"
 
 
-def _trust_policy(service: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-        }
-    )
-
-
 class Cluster(pulumi.ComponentResource):
     """An EKS cluster locked down for GPU serving: see the module docstring for what it holds.
 
@@ -371,20 +360,10 @@ class Cluster(pulumi.ComponentResource):
         for addon in ADDONS_BEFORE_NODES:
             self.addons[addon] = self._addon(addon, tags)
 
-        self.node_role = aws.iam.Role(
-            f"{name}-node-role",
-            assume_role_policy=_trust_policy("ec2.amazonaws.com"),
-            description=f"EKS nodes of {cluster_name}",
-            tags=tags,
-            opts=child,
-        )
+        node_role = eks_node_role(name, partition=partition, description=f"EKS nodes of {cluster_name}", tags=tags, opts=child)
+        self.node_role = node_role.role
         self.node_role_arn = self.node_role.arn
-        node_policies = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}", role=self.node_role.name, policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=child
-            )
-            for policy in NODE_POLICIES
-        ]
+        node_policies = list(node_role.attachments)
         launch_template = aws.ec2.LaunchTemplate(
             f"{name}-system-nodes",
             description=f"System nodes of EKS cluster {cluster_name}",
