@@ -21,7 +21,6 @@ installs into the cluster the ambient kubeconfig points at.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping

@@ -56,10 +56,6 @@ ENDING_SOON = timedelta(hours=1)
 SHORT_WINDOW = timedelta(hours=3)
 """Usable time below which the window is a warning: a first boot can take 60-75 minutes."""
 
-SUBJECTS = ("reservation", "instance_type", "availability_zones", "nodes_required")
-"""What a finding is about; :class:`Terms` names each in the caller's API."""
-
-
 @dataclass(frozen=True)
 class Finding:
     """One rule applied to one block: its level, a short code, one sentence, and what it is about."""
@@ -71,7 +67,8 @@ class Finding:
     message: str
     """One sentence, in the caller's terms."""
     subject: str = "reservation"
-    """One of :data:`SUBJECTS`: which of the caller's inputs a ``FAIL`` asks to change."""
+    """Which of the caller's inputs a ``FAIL`` asks to change: ``reservation``, ``instance_type``,
+    ``availability_zones`` or ``nodes_required`` (:meth:`Terms.name` names it in the caller's API)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +105,7 @@ class Terms:
     """How to use another block (``buy a new one (…) and pass its id as reservation_id``)."""
 
     def name(self, subject: str) -> str:
-        """The caller's name of ``subject`` (one of :data:`SUBJECTS`)."""
+        """The caller's name of a finding's ``subject``."""
         return {
             "reservation": self.reservation,
             "instance_type": self.instance_type,

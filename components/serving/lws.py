@@ -62,8 +62,6 @@ from components.serving.pod_kit import PROBE_PERIOD_S, kit_env_names
 from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
-LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-"""Label the LWS controller puts on every pod of a set."""
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 """Label the LWS controller puts on every pod: ``"0"`` for the leader."""
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -289,16 +287,10 @@ def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
     return nodes
 
 
-def is_multi_node(contract: ServingContract, instance_type: str = catalog.DEFAULT_GPU_INSTANCE_TYPE) -> bool:
-    """True when one replica of ``contract`` spans several ``instance_type`` nodes (use :class:`VllmLeaderWorkerSet`)."""
-    return contract.nodes_per_replica(catalog.INSTANCE_TYPES[instance_type].gpus) > 1
-
-
 __all__ = [
     "EFA_ENV",
     "EFA_RESOURCE",
     "VllmLeaderWorkerSet",
     "VllmLeaderWorkerSetArgs",
     "WORKER_INDEX_LABEL",
-    "is_multi_node",
 ]
