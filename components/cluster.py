@@ -183,8 +183,8 @@ def _validate_service_cidr(cidr: str, problems: Problems) -> None:
     except (TypeError, ValueError):
         problems.reject("service_cidr", cidr, "an IPv4 CIDR such as 172.20.0.0/16")
         return
-    private = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
-    if network.version != 4 or not 12 <= network.prefixlen <= 24 or not any(network.subnet_of(p) for p in private):
+    private = [ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
+    if not isinstance(network, ipaddress.IPv4Network) or not 12 <= network.prefixlen <= 24 or not any(network.subnet_of(p) for p in private):
         problems.reject("service_cidr", cidr, "a private IPv4 range (10/8, 172.16/12, 192.168/16) between /12 and /24")
 
 

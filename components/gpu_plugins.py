@@ -203,7 +203,7 @@ class GpuNodePlugins(pulumi.ComponentResource):
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels=dict(PRIVILEGED_NAMESPACE_LABELS)),
                 opts=child,
             )
-            namespace = self.namespace.metadata.apply(lambda m: m.name)
+            namespace = self.namespace.metadata.apply(lambda m: str(m.name))
         self.namespace_name = pulumi.Output.from_input(namespace)
 
         def release(suffix: str, chart: catalog.HelmChart, version: str, values: dict[str, Any]) -> k8s.helm.v3.Release:

@@ -87,7 +87,7 @@ class VllmServingBase(pulumi.ComponentResource):
     ``model_revision``, ``namespace``, ``service_name``.
     """
 
-    endpoint_url: pulumi.Output[str]
+    endpoint_url: pulumi.Output[str | None]
     served_model_name: pulumi.Output[str]
     image: pulumi.Output[str]
     model_revision: pulumi.Output[str]
@@ -126,9 +126,13 @@ class VllmServingBase(pulumi.ComponentResource):
         self.weights_role: PodIdentityRole | None = None
         if contract.weights.source == "s3":
             bucket, prefix = contract.weights.s3_bucket, contract.weights.s3_prefix
-            document = pulumi.Output.from_input(args.weights_kms_key_arn).apply(
-                lambda key, bucket=bucket, prefix=prefix: json.dumps(weights_policy(bucket, prefix, args.aws_partition, key))
-            )
+            # WeightsContract sets both for S3 weights; validate_serving_args makes sure the cluster is named (Pod Identity).
+            assert bucket is not None and prefix is not None and args.cluster_name is not None
+
+            def policy(key: str | None) -> str:
+                return json.dumps(weights_policy(bucket, prefix, args.aws_partition, key))
+
+            document = pulumi.Output.from_input(args.weights_kms_key_arn).apply(policy)
             self.weights_role = PodIdentityRole(
                 f"{name}-weights",
                 PodIdentityRoleArgs(
@@ -234,8 +238,8 @@ class VllmServingBase(pulumi.ComponentResource):
         self.served_model_name = pulumi.Output.from_input(contract.api.served_model_name)
         self.image = pulumi.Output.from_input(contract.image.image)
         self.model_revision = pulumi.Output.from_input(contract.weights.revision)
-        self.namespace = self.namespace_resource.metadata.apply(lambda m: m.name if hasattr(m, "name") else m["name"])
-        self.service_name = self.service.metadata.apply(lambda m: m.name if hasattr(m, "name") else m["name"])
+        self.namespace = self.namespace_resource.metadata.apply(_name_of)
+        self.service_name = self.service.metadata.apply(_name_of)
 
     def _register(self) -> None:
         """Register the outputs (once, last)."""
@@ -326,6 +330,7 @@ def network_policies(name: str, args: VllmServingArgs, common: Mapping[str, str]
     api_port = [np.NetworkPolicyPortArgs(port=port, protocol="TCP")]
     sources = [np.NetworkPolicyPeerArgs(namespace_selector=_namespaces(args.client_namespaces))]
     if args.exposure != "cluster":
+        assert args.vpc_cidr is not None  # validate_serving_args requires it for NLB exposures
         # NLB nodes (ip targets) connect from VPC addresses; with client IP preservation, from the clients.
         sources.append(np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=args.vpc_cidr)))
         sources += [np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=c)) for c in args.allowed_cidrs]
@@ -345,6 +350,11 @@ def network_policies(name: str, args: VllmServingArgs, common: Mapping[str, str]
         opts=opts,
     )
     return [deny, server]
+
+
+def _name_of(metadata: Any) -> str:
+    """``metadata.name`` of a typed SDK output or of its plain form."""
+    return str(metadata.name if hasattr(metadata, "name") else metadata["name"])
 
 
 def _nlb_url(status: Any, scheme: str, port: int) -> str | None:

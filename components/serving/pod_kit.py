@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
@@ -105,7 +106,7 @@ def container_security_context() -> k8s.core.v1.SecurityContextArgs:
     )
 
 
-def plain_env(values: Mapping[str, str]) -> list[k8s.core.v1.EnvVarArgs]:
+def plain_env(values: Mapping[str, pulumi.Input[str]]) -> list[k8s.core.v1.EnvVarArgs]:
     """Literal environment variables, in order."""
     return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()]
 
@@ -178,6 +179,8 @@ class PodKit:
         # One staging container: the AWS CLI syncing the S3 prefix, or the engine image
         # downloading the pinned Hugging Face snapshot.
         if weights.source == "s3":
+            # validate_serving_args and WeightsContract make sure both are set for S3 weights.
+            assert args.aws_region is not None and weights.s3_uri is not None
             staging_image, staging_pull = args.init_image, "IfNotPresent"
             fetch_command = ["/bin/sh", "-c", S3_SYNC_SCRIPT]
             fetch_env = plain_env({**HOME_ENV, "AWS_REGION": args.aws_region, "WEIGHTS_S3_URI": weights.s3_uri, "WEIGHTS_DIR": weights.weights_dir})
@@ -286,13 +289,14 @@ class PodKit:
 
     def pod_spec(self, init_containers: list[k8s.core.v1.ContainerArgs], containers: list[k8s.core.v1.ContainerArgs]) -> k8s.core.v1.PodSpecArgs:
         """A pod on one whole Capacity Block GPU node: placement, pod security context, ServiceAccount, volumes."""
+        toleration = labels.GPU_TOLERATION
         return k8s.core.v1.PodSpecArgs(
             service_account_name=self.name,
             automount_service_account_token=False,
             enable_service_links=False,
             termination_grace_period_seconds=self.args.termination_grace_period_s,
             node_selector={**labels.GPU_NODE_SELECTOR, labels.INSTANCE_TYPE_LABEL: self.instance.name},
-            tolerations=[k8s.core.v1.TolerationArgs(**labels.GPU_TOLERATION)],
+            tolerations=[k8s.core.v1.TolerationArgs(key=toleration["key"], operator=toleration["operator"], effect=toleration["effect"])],
             security_context=k8s.core.v1.PodSecurityContextArgs(
                 run_as_non_root=True,
                 run_as_user=RUN_AS_USER,
