@@ -13,8 +13,11 @@
 - an EventBridge rule for the block's delivery / expiration-warning events, to an
   encrypted SNS topic (optional e-mail subscription).
 
-The reservation is checked (state, instance type, AZ, count, end) before anything is
-declared; a block that cannot back the node group stops the run with one message.
+Given only the reservation's id, the component looks the block up and assesses it
+(:func:`components.capacity.assessment.assess`: state, instance type, AZ, count, window)
+before anything is declared; a block that cannot back the node group stops the run with one
+message in the component's own args. Given the facts a caller looked up, it trusts the
+caller's assessment (``Platform`` assesses once, in the stack's terms).
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ import pulumi
 import pulumi_aws as aws
 
 from components import catalog, labels
-from components.errors import UserError
-from components.formats import EMAIL
-from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
+from components.errors import Problems
+from components.formats import CAPACITY_RESERVATION_ID, EMAIL
+from components.node_role import eks_node_role
+from components.capacity.assessment import ARGS_TERMS, BlockNeeds, assess, failures, warnings
+from components.capacity.facts import CapacityBlockFacts
+from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
 """Node label carrying the EC2 instance type the node group was declared for.
@@ -47,9 +53,6 @@ AMI_TYPE = "AL2023_x86_64_NVIDIA"
 CAPACITY_TYPE = "CAPACITY_BLOCK"
 ROOT_DEVICE = "/dev/xvda"
 """Root device name of the AL2023 EKS AMIs."""
-
-NODE_ROLE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy")
-"""AWS managed policies of the node role (the minimum EKS documents for managed nodes)."""
 
 # Detail types of the Capacity Block events, from the EC2 User Guide page "Monitor Capacity
 # Blocks using EventBridge" (capacity-blocks-monitor). The current HTML page names them
@@ -155,7 +158,6 @@ class ScalingPlan:
     desired_size: int
     scale_at: datetime | None
     """When the scheduled action scales the ASG to the reserved count (``None``: no action)."""
-    warnings: tuple[str, ...] = ()
 
 
 def scaling_plan(facts: CapacityBlockFacts, now: datetime) -> ScalingPlan:
@@ -164,21 +166,16 @@ def scaling_plan(facts: CapacityBlockFacts, now: datetime) -> ScalingPlan:
     Max is the reserved count: there is never capacity beyond the block to scale into.
     """
     count = facts.instance_count
+    start, _ = facts.window()
     if facts.active:
         return ScalingPlan(0, count, count, None)
-    if facts.start > now:
-        return ScalingPlan(0, count, 0, facts.start)
+    if start > now:
+        return ScalingPlan(0, count, 0, start)
     # The block's start has passed but EC2 does not report it active yet (state lags by
     # minutes): an action in the past is refused by Auto Scaling, so ask for the nodes
-    # now; the ASG retries its launches until the reservation turns active.
-    return ScalingPlan(
-        0,
-        count,
-        count,
-        None,
-        (f"Capacity Block {facts.reservation_id} started at {facts.start:%Y-%m-%d %H:%M} UTC but is still {facts.state}; "
-         "asking for the nodes now (launches are retried until it is active)",),
-    )
+    # now; the ASG retries its launches until the reservation turns active (the
+    # assessment's "start" finding says so).
+    return ScalingPlan(0, count, count, None)
 
 
 def rfc3339(moment: datetime) -> str:
@@ -236,23 +233,14 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: CapacityBlockNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         """Check the block against the args, then declare the node group and its alerts.
 
-        Raises :class:`UserError` (nothing declared) when the args or the block cannot work.
+        Raises :class:`~components.errors.ComponentInputError` (nothing declared) when the args or the block cannot work.
         """
         now = args.now
-        _validate(args)
-        looked_up = args.reservation is None
-        facts = args.reservation or lookup_capacity_block(args.reservation_id or "")
-        warnings = check_capacity_block(
-            facts,
-            instance_type=args.instance_type,
-            availability_zones=tuple(args.subnet_ids_by_az),
-            nodes_required=args.nodes_required,
-            now=now,
-        )
+        _validate(name, args)
+        facts, block_warnings = _block(name, args)
         plan = scaling_plan(facts, now)
         super().__init__("kimi-k3:index:CapacityBlockNodeGroup", name, None, opts)
-        # Facts handed in were checked (and warned about) by the caller that looked them up.
-        for warning in (*(warnings if looked_up else ()), *plan.warnings):
+        for warning in block_warnings:
             pulumi.log.warn(warning, resource=self)
 
         child = pulumi.ResourceOptions(parent=self)
@@ -358,9 +346,10 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         self.alert_topic = self._alerts(name, args, facts, tags, child)
 
         self.node_group_name = self.node_group.node_group_name
+        start, end = facts.window()
         self.availability_zone = facts.availability_zone
-        self.start = facts.start.isoformat()
-        self.end = facts.end.isoformat()
+        self.start = start.isoformat()
+        self.end = end.isoformat()
         self.instance_count = facts.instance_count
         self.state = facts.state
         self.alert_topic_arn = self.alert_topic.arn
@@ -381,29 +370,8 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
 
     def _node_role(self, name: str, tags: Mapping[str, str], child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
-        role = aws.iam.Role(
-            f"{name}-node-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
-                }
-            ),
-            description="EKS node role of the Kimi K3 Capacity Block GPU nodes",
-            tags=dict(tags),
-            opts=child,
-        )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}",
-                role=role.name,
-                policy_arn=partition.apply(lambda p, policy=policy: f"arn:{p}:iam::aws:policy/{policy}"),
-                opts=child,
-            )
-            for policy in NODE_ROLE_POLICIES
-        ]
-        # Nodes need the policies from their first boot: hand out the ARN only once attached.
-        return pulumi.Output.all(role.arn, *[a.id for a in attachments]).apply(lambda values: values[0])
+        role = eks_node_role(name, partition=partition, description="EKS node role of the Kimi K3 Capacity Block GPU nodes", tags=tags, opts=child)
+        return role.arn_when_attached
 
     def _alerts(
         self,
@@ -496,32 +464,60 @@ def _alerts_key_policy(partition: str, account_id: str) -> str:
     )
 
 
-def _validate(args: CapacityBlockNodeGroupArgs) -> None:
-    """Refuse args that cannot make a working node group (before any look-up or resource)."""
+def _block(name: str, args: CapacityBlockNodeGroupArgs) -> tuple[CapacityBlockFacts, tuple[str, ...]]:
+    """The block and the warnings to print: looked up and assessed here, or handed in already assessed."""
+    problems = Problems("CapacityBlockNodeGroup", name)
+    if args.reservation is not None:
+        facts = args.reservation
+        if facts.availability_zone not in args.subnet_ids_by_az:
+            problems.add("subnet_ids_by_az", f"subnet_ids_by_az has no subnet in {facts.availability_zone}, the AZ of Capacity Block {facts.reservation_id}")
+        if facts.start is None or facts.end is None:
+            problems.add("reservation", f"reservation {facts.reservation_id} has no start or end date, which a Capacity Block always has")
+        problems.raise_any()
+        return facts, ()
+    try:
+        facts = lookup_capacity_block(args.reservation_id or "")
+    except CapacityBlockNotFound as err:
+        problems.add("reservation_id", f"{err}: check reservation_id and the AWS provider's region, or list your blocks with `kimi-k3 capacity status`")
+        problems.raise_any()
+        raise
+    needs = BlockNeeds(instance_type=args.instance_type, nodes_required=args.nodes_required, availability_zones=tuple(args.subnet_ids_by_az))
+    findings = assess(facts, needs, args.now, ARGS_TERMS)
+    for failure in failures(findings):
+        problems.add(ARGS_TERMS.name(failure.subject), failure.message)
+    problems.raise_any()
+    return facts, warnings(findings)
+
+
+def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
+    """Refuse args that cannot make a working node group (before any look-up or resource), every problem at once."""
+    problems = Problems("CapacityBlockNodeGroup", name)
     if (args.reservation is None) == (args.reservation_id is None):
-        raise UserError("CapacityBlockNodeGroup needs exactly one of reservation (looked-up facts) or reservation_id")
+        problems.add("reservation_id", "exactly one of reservation (looked-up facts) or reservation_id is required")
+    elif args.reservation_id is not None and not CAPACITY_RESERVATION_ID.fullmatch(args.reservation_id):
+        problems.reject("reservation_id", args.reservation_id, "expected cr- followed by 17 hex digits")
     if not re.fullmatch(r"\d+\.\d+", args.kubernetes_version):
-        raise UserError(f"kubernetes_version {args.kubernetes_version!r} is not accepted; expected major.minor such as 1.34")
-    if args.ami_release_version and not args.ami_release_version.startswith(f"{args.kubernetes_version}."):
-        raise UserError(
-            f"AMI release {args.ami_release_version} is not for Kubernetes {args.kubernetes_version}; "
-            f"pin a {args.kubernetes_version}.x-YYYYMMDD release or leave it unset"
+        problems.reject("kubernetes_version", args.kubernetes_version, "expected major.minor such as 1.34")
+    elif args.ami_release_version and not args.ami_release_version.startswith(f"{args.kubernetes_version}."):
+        problems.reject(
+            "ami_release_version", args.ami_release_version,
+            f"AMI release {args.ami_release_version} is not for Kubernetes {args.kubernetes_version}: "
+            f"pin a {args.kubernetes_version}.x-YYYYMMDD release or leave it unset",
         )
     if not args.subnet_ids_by_az:
-        raise UserError("subnet_ids_by_az is empty: the node group needs the subnet of the Capacity Block's AZ")
+        problems.reject("subnet_ids_by_az", dict(args.subnet_ids_by_az), "the node group needs the subnet of the Capacity Block's AZ")
     if not 20 <= args.root_volume_gib <= 16384:
-        raise UserError(f"root_volume_gib {args.root_volume_gib} is not accepted; expected 20..16384 GiB (gp3)")
+        problems.reject("root_volume_gib", args.root_volume_gib, "expected 20..16384 GiB (gp3)")
     if args.nodes_required < 1:
-        raise UserError(f"nodes_required {args.nodes_required} is not accepted; expected at least 1")
+        problems.reject("nodes_required", args.nodes_required, "expected at least 1")
     if args.efa_enabled:
         if args.instance_type not in catalog.INSTANCE_TYPES:
-            raise UserError(
-                f"EFA interfaces for {args.instance_type} are unknown; known types: {', '.join(catalog.INSTANCE_TYPES)}"
-            )
+            problems.reject("instance_type", args.instance_type, f"EFA interfaces are known for {', '.join(catalog.INSTANCE_TYPES)}")
         if not args.security_group_ids:
-            raise UserError("efa_enabled needs security_group_ids: EFA traffic requires a group that allows all traffic to itself")
+            problems.add("security_group_ids", "efa_enabled needs security_group_ids: EFA traffic requires a group that allows all traffic to itself")
     if args.alert_email is not None and not EMAIL.fullmatch(args.alert_email):
-        raise UserError(f"alert_email {args.alert_email!r} is not an e-mail address")
+        problems.reject("alert_email", args.alert_email, "expected an e-mail address")
+    problems.raise_any()
 
 
 __all__ = [

@@ -3,12 +3,12 @@
 Rules (EC2 User Guide, "Extend Capacity Blocks", capacity-blocks-extend): a block can be
 extended while it is ``active`` or ``scheduled``, from 56 days until 1 hour before its end;
 extensions last 1-14 days in 1-day steps, then 7-day steps (the durations a block can be
-bought for, :func:`components.capacity_ops.valid_duration_days`); the reservation keeps its
+bought for, :func:`components.capacity.offerings.valid_duration_days`); the reservation keeps its
 ``cr-`` id and only its end moves; the extension's payment can stay ``payment-pending`` for
 up to 12 hours and fails after that; an extension is never guaranteed (offerings may be
 empty). Every rule is a pure function taking ``now``; AWS calls take the client and turn
 failures into one-line :class:`~components.errors.UserError` via
-:func:`components.capacity_ops.aws_errors`.
+:func:`components.capacity.aws.aws_errors`.
 
 Unverified (no AWS account here): whether EKS moves its own scheduled action "Amazon EKS
 Node Group Capacity Scaledown Before Reservation End" (end - 40 min) when the block is
@@ -23,7 +23,10 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, Mapping
 
-from components import capacity_ops as ops
+from components.capacity.assessment import FAIL, OK, WARN, Finding
+from components.capacity.aws import aws_errors, validate_reservation_id
+from components.capacity.facts import CapacityBlockFacts
+from components.capacity.offerings import valid_duration_days
 from components.errors import UserError
 
 EXTENDABLE_STATES = ("active", "scheduled")
@@ -65,7 +68,7 @@ def _when(moment: datetime | None) -> str:
 
 def validate_days(days: int) -> int:
     """Return ``days`` if it is an accepted extension length, else raise UserError naming ``--days``."""
-    if days not in ops.valid_duration_days():
+    if days not in valid_duration_days():
         raise UserError(f"--days {days} is not accepted; extensions last 1-14 days, or 21-182 days in multiples of 7")
     return days
 
@@ -77,7 +80,7 @@ def validate_extension_offering_id(value: str) -> str:
     return value
 
 
-def check_extendable(reservation: ops.Reservation, now: datetime) -> None:
+def check_extendable(reservation: CapacityBlockFacts, now: datetime) -> None:
     """Raise UserError unless ``reservation`` can be extended at ``now`` (state, type, window)."""
     rid = reservation.reservation_id
     if reservation.reservation_type != "capacity-block":
@@ -169,10 +172,10 @@ class Extension:
 
 def find_extension_offerings(ec2: Any, reservation_id: str, days: int) -> tuple[ExtensionOffering, ...]:
     """Every extension offering of ``days`` for the block (all pages), cheapest first."""
-    ops.validate_reservation_id(reservation_id)
+    validate_reservation_id(reservation_id)
     validate_days(days)
     found: list[ExtensionOffering] = []
-    with ops.aws_errors(ec2.meta.region_name):
+    with aws_errors(ec2.meta.region_name):
         pages = ec2.get_paginator("describe_capacity_block_extension_offerings").paginate(
             CapacityReservationId=reservation_id, CapacityBlockExtensionDurationHours=days * 24
         )
@@ -195,9 +198,9 @@ def find_extension_offering(ec2: Any, reservation_id: str, days: int, offering_i
 
 def purchase_extension(ec2: Any, reservation_id: str, offering_id: str) -> Extension:
     """Buy an extension (irreversible). The reservation keeps its id; its end moves once paid."""
-    ops.validate_reservation_id(reservation_id)
+    validate_reservation_id(reservation_id)
     validate_extension_offering_id(offering_id)
-    with ops.aws_errors(ec2.meta.region_name):
+    with aws_errors(ec2.meta.region_name):
         response = ec2.purchase_capacity_block_extension(
             CapacityBlockExtensionOfferingId=offering_id, CapacityReservationId=reservation_id
         )
@@ -209,9 +212,9 @@ def purchase_extension(ec2: Any, reservation_id: str, offering_id: str) -> Exten
 
 def extension_history(ec2: Any, reservation_id: str) -> tuple[Extension, ...]:
     """The block's extensions (all pages), most recently purchased first."""
-    ops.validate_reservation_id(reservation_id)
+    validate_reservation_id(reservation_id)
     found: list[Extension] = []
-    with ops.aws_errors(ec2.meta.region_name):
+    with aws_errors(ec2.meta.region_name):
         pages = ec2.get_paginator("describe_capacity_block_extension_history").paginate(CapacityReservationIds=[reservation_id])
         for page in pages:
             found.extend(Extension.from_api(e) for e in page.get("CapacityBlockExtensions", []))
@@ -222,7 +225,7 @@ def extension_history(ec2: Any, reservation_id: str) -> tuple[Extension, ...]:
 # --------------------------------------------------------------------------- status for preflight / status
 
 
-def extension_status(history: Iterable[Extension], now: datetime) -> ops.Check | None:
+def extension_status(history: Iterable[Extension], now: datetime) -> Finding | None:
     """One preflight/status line about the newest extension, or None when the block was never extended.
 
     ``payment-pending`` is a WARN (the end has not moved yet; EC2 gives up after 12 hours),
@@ -240,18 +243,18 @@ def extension_status(history: Iterable[Extension], now: datetime) -> ops.Check |
         if deadline is not None:
             remaining = deadline - _utc(now)
             left = f" (fails if not paid by {_when(deadline)}, {max(remaining, timedelta(0)) // timedelta(minutes=1)} min from now)"
-        return ops.Check(ops.WARN, "extension", f"{days} extension to {_when(newest.end)} is payment-pending{left}; the block still ends at {_when(newest.start)}.")
+        return Finding(WARN, "extension", f"{days} extension to {_when(newest.end)} is payment-pending{left}; the block still ends at {_when(newest.start)}.")
     if newest.status == "payment-failed":
-        return ops.Check(ops.FAIL, "extension", f"{days} extension to {_when(newest.end)} failed (payment-failed); the block still ends at {_when(newest.start)}.")
+        return Finding(FAIL, "extension", f"{days} extension to {_when(newest.end)} failed (payment-failed); the block still ends at {_when(newest.start)}.")
     if newest.status == "payment-succeeded":
-        return ops.Check(ops.OK, "extension", f"extended by a {days} extension; the block now ends at {_when(newest.end)}.")
-    return ops.Check(ops.WARN, "extension", f"{days} extension to {_when(newest.end)} is {newest.status}.")
+        return Finding(OK, "extension", f"extended by a {days} extension; the block now ends at {_when(newest.end)}.")
+    return Finding(WARN, "extension", f"{days} extension to {_when(newest.end)} is {newest.status}.")
 
 
 # --------------------------------------------------------------------------- EKS scale-down action
 
 
-def check_scaledown_action(autoscaling: Any, asg_name: str, block_end: datetime, now: datetime) -> ops.Check:
+def check_scaledown_action(autoscaling: Any, asg_name: str, block_end: datetime, now: datetime) -> Finding:
     """Is EKS's scale-down action on the node group's ASG still at ``block_end`` - 40 min?
 
     After an extension EKS is expected to move it (unverified); if it did not, the nodes
@@ -263,12 +266,12 @@ def check_scaledown_action(autoscaling: Any, asg_name: str, block_end: datetime,
     expected = _utc(block_end) - EKS_SCALEDOWN_BEFORE_END
     region = autoscaling.meta.region_name
     actions: list[Mapping[str, Any]] = []
-    with ops.aws_errors(region):
+    with aws_errors(region):
         try:
             for page in autoscaling.get_paginator("describe_scheduled_actions").paginate(AutoScalingGroupName=asg_name):
                 actions.extend(page.get("ScheduledUpdateGroupActions", []))
         except ClientError as exc:
-            # capacity_ops names the service ec2 for every denial; this call is Auto Scaling's.
+            # translate_aws_error names the service ec2 for every denial; this call is Auto Scaling's.
             if exc.response.get("Error", {}).get("Code") in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation"):
                 raise UserError(
                     f"AWS denied autoscaling:DescribeScheduledActions in {region}: grant that action to your IAM identity"
@@ -277,20 +280,20 @@ def check_scaledown_action(autoscaling: Any, asg_name: str, block_end: datetime,
     scaledown = [a for a in actions if a.get("ScheduledActionName") == EKS_SCALEDOWN_ACTION]
     if not scaledown:
         if _utc(now) >= expected:
-            return ops.Check(ops.OK, "scale-down", f"the EKS scale-down time ({_when(expected)}) has passed; no action left on {asg_name}.")
-        return ops.Check(ops.WARN, "scale-down", f"no '{EKS_SCALEDOWN_ACTION}' action on {asg_name}; expected at {_when(expected)}.")
+            return Finding(OK, "scale-down", f"the EKS scale-down time ({_when(expected)}) has passed; no action left on {asg_name}.")
+        return Finding(WARN, "scale-down", f"no '{EKS_SCALEDOWN_ACTION}' action on {asg_name}; expected at {_when(expected)}.")
     times = sorted(_utc(a.get("StartTime") or a.get("Time")) for a in scaledown if (a.get("StartTime") or a.get("Time")))
     if not times:
-        return ops.Check(ops.WARN, "scale-down", f"the EKS scale-down action on {asg_name} has no start time.")
+        return Finding(WARN, "scale-down", f"the EKS scale-down action on {asg_name} has no start time.")
     first = times[0]
     if abs(first - expected) <= timedelta(minutes=1):
-        return ops.Check(ops.OK, "scale-down", f"EKS scales {asg_name} to 0 at {_when(first)} (block end - 40 min).")
+        return Finding(OK, "scale-down", f"EKS scales {asg_name} to 0 at {_when(first)} (block end - 40 min).")
     if first < expected:
-        return ops.Check(
-            ops.FAIL,
+        return Finding(
+            FAIL,
             "scale-down",
             f"EKS scales {asg_name} to 0 at {_when(first)}, before the block's end - 40 min ({_when(expected)}): "
             "the action was not moved after the extension and the GPU nodes will stop early; "
             "after it runs, set the node group's desired size back to the reserved count.",
         )
-    return ops.Check(ops.WARN, "scale-down", f"EKS scales {asg_name} to 0 at {_when(first)}, after the block's end - 40 min ({_when(expected)}).")
+    return Finding(WARN, "scale-down", f"EKS scales {asg_name} to 0 at {_when(first)}, after the block's end - 40 min ({_when(expected)}).")

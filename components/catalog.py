@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,12 @@ KIMI_K3 = ModelFootprint(
 )
 
 
-def nodes_per_replica(instance: InstanceType, model: ModelFootprint = KIMI_K3) -> int:
-    """Smallest number of nodes whose GPU memory holds the weights plus KV cache."""
+def nodes_to_hold_model(instance: InstanceType, model: ModelFootprint = KIMI_K3) -> int:
+    """Smallest number of ``instance`` nodes whose GPU memory holds the weights plus KV cache.
+
+    A floor for a replica's size; how many nodes a replica actually spans (its
+    ``nodes_per_replica``) is the contract's pipeline parallel size.
+    """
     need = model.weights_gb + model.min_kv_cache_gb
     nodes = 1
     while nodes * instance.gpu_memory_gb * 0.95 < need:
@@ -109,13 +114,23 @@ DEFAULT_EKS_VERSION = "1.34"
 
 # --- Helm charts --------------------------------------------------------------
 
-NVIDIA_DEVICE_PLUGIN_CHART = ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.20.0")
-EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "0.5.30")
-DCGM_EXPORTER_CHART = ("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", "4.8.3")
-AWS_LOAD_BALANCER_CONTROLLER_CHART = ("aws-load-balancer-controller", "https://aws.github.io/eks-charts", "3.5.0")
-LWS_CHART = ("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
-LOCAL_STATIC_PROVISIONER_CHART = ("local-static-provisioner", "https://kubernetes-sigs.github.io/sig-storage-local-static-provisioner", "2.9.0")
-"""(chart, repository, pinned version) for each cluster add-on installed from Helm."""
+class HelmChart(NamedTuple):
+    """A cluster add-on installed from its official Helm chart, pinned (a named tuple: ``name, repository, version``)."""
+
+    name: str
+    """Chart name in its repository."""
+    repository: str
+    """Chart repository URL (``https://…``, or ``oci://…`` for an OCI registry)."""
+    version: str
+    """The pinned chart version."""
+
+
+NVIDIA_DEVICE_PLUGIN_CHART = HelmChart("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.20.0")
+EFA_DEVICE_PLUGIN_CHART = HelmChart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "0.5.30")
+DCGM_EXPORTER_CHART = HelmChart("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", "4.8.3")
+AWS_LOAD_BALANCER_CONTROLLER_CHART = HelmChart("aws-load-balancer-controller", "https://aws.github.io/eks-charts", "3.5.0")
+LWS_CHART = HelmChart("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
+LOCAL_STATIC_PROVISIONER_CHART = HelmChart("local-static-provisioner", "https://kubernetes-sigs.github.io/sig-storage-local-static-provisioner", "2.9.0")
 
 # --- Serving ------------------------------------------------------------------
 

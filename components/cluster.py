@@ -30,7 +30,7 @@ import ipaddress
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -38,8 +38,9 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from components import labels
-from components.errors import UserError
-from components.formats import LOG_RETENTION_DAYS, ROLE_ARN
+from components.errors import Problems
+from components.formats import INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN
+from components.node_role import eks_node_role
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -60,13 +61,9 @@ VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFI
 NetworkPolicy enforcement (off by default in the add-on), without which the serving stack's
 default-deny policies would be accepted by the API server and silently not applied."""
 
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy")
-"""AWS managed policies of the node role (the minimum for a managed node group with vpc-cni)."""
-
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _VERSION = re.compile(r"^1\.\d{2}$")
 _KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 
 
@@ -120,74 +117,75 @@ class ClusterArgs:
 
 
 def validate(name: str, args: ClusterArgs) -> str:
-    """Check ``args``; return the EKS cluster name. Raises :class:`UserError` naming the bad arg."""
-
-    def fail(arg: str, value: Any, accepted: str) -> UserError:
-        return UserError(f"Cluster {name!r}: {arg}={value!r} is not accepted; {accepted}")
-
+    """Check ``args``; return the EKS cluster name. Raises :class:`~components.errors.ComponentInputError` naming every bad arg."""
+    problems = Problems("Cluster", name)
+    reject = problems.reject
     cluster_name = args.cluster_name or name
     if not _CLUSTER_NAME.match(cluster_name):
-        raise fail("cluster_name", cluster_name, "1-100 letters, digits, '-' or '_', starting with a letter or digit")
+        reject("cluster_name", cluster_name, "1-100 letters, digits, '-' or '_', starting with a letter or digit")
     if not _VERSION.match(args.version):
-        raise fail("version", args.version, "a Kubernetes minor version such as '1.34'")
+        reject("version", args.version, "a Kubernetes minor version such as '1.34'")
     if not args.admin_role_arns:
-        raise fail("admin_role_arns", list(args.admin_role_arns), "at least one IAM role ARN (nobody else is admin)")
+        reject("admin_role_arns", list(args.admin_role_arns), "at least one IAM role ARN (nobody else is admin)")
     for index, arn in enumerate(args.admin_role_arns):
         if not isinstance(arn, str) or not ROLE_ARN.match(arn):
-            raise fail(f"admin_role_arns[{index}]", arn, "an IAM role ARN such as arn:aws:iam::123456789012:role/eks-admin")
+            reject(f"admin_role_arns[{index}]", arn, "an IAM role ARN such as arn:aws:iam::123456789012:role/eks-admin")
     if len(set(args.admin_role_arns)) != len(args.admin_role_arns):
-        raise fail("admin_role_arns", list(args.admin_role_arns), "each role once")
+        reject("admin_role_arns", list(args.admin_role_arns), "each role once")
     if args.kubeconfig_role_arn is not None and args.kubeconfig_role_arn not in args.admin_role_arns:
-        raise fail("kubeconfig_role_arn", args.kubeconfig_role_arn, "one of admin_role_arns")
+        reject("kubeconfig_role_arn", args.kubeconfig_role_arn, "one of admin_role_arns")
     if len(args.private_subnet_ids) < 2:
-        raise fail("private_subnet_ids", list(args.private_subnet_ids), "at least two private subnets in different AZs")
-    _validate_endpoint(args, fail)
+        reject("private_subnet_ids", list(args.private_subnet_ids), "at least two private subnets in different AZs")
+    _validate_endpoint(args, problems)
     if args.service_cidr is not None:
-        _validate_service_cidr(args.service_cidr, fail)
+        _validate_service_cidr(args.service_cidr, problems)
     if args.log_retention_days not in LOG_RETENTION_DAYS:
-        raise fail("log_retention_days", args.log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
-    if not _INSTANCE_TYPE.match(args.system_node_instance_type):
-        raise fail("system_node_instance_type", args.system_node_instance_type, "an EC2 instance type such as 'm7i.xlarge'")
+        reject("log_retention_days", args.log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
+    if not INSTANCE_TYPE.match(args.system_node_instance_type):
+        reject("system_node_instance_type", args.system_node_instance_type, "an EC2 instance type such as 'm7i.xlarge'")
     if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not 2 <= args.system_node_count <= 50:
-        raise fail("system_node_count", args.system_node_count, "a whole number from 2 to 50 (two or more for multi-AZ)")
+        reject("system_node_count", args.system_node_count, "a whole number from 2 to 50 (two or more for multi-AZ)")
     if not 20 <= args.system_node_disk_gib <= 1000:
-        raise fail("system_node_disk_gib", args.system_node_disk_gib, "20 to 1000 GiB")
+        reject("system_node_disk_gib", args.system_node_disk_gib, "20 to 1000 GiB")
     if isinstance(args.encryption_config_key_arn, str) and not _KMS_KEY_ARN.match(args.encryption_config_key_arn):
-        raise fail("encryption_config_key_arn", args.encryption_config_key_arn, "a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+        reject("encryption_config_key_arn", args.encryption_config_key_arn, "a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
     if isinstance(args.log_kms_key_arn, str) and not _KMS_KEY_ARN.match(args.log_kms_key_arn):
-        raise fail("log_kms_key_arn", args.log_kms_key_arn, "a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+        reject("log_kms_key_arn", args.log_kms_key_arn, "a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
     for addon, version in (args.addon_versions or {}).items():
         if addon not in MANAGED_ADDONS:
-            raise fail("addon_versions", addon, f"keys among {', '.join(MANAGED_ADDONS)}")
-        if not _ADDON_VERSION.match(version):
-            raise fail(f"addon_versions[{addon!r}]", version, "an EKS add-on version such as 'v1.20.4-eksbuild.1'")
+            reject("addon_versions", addon, f"keys among {', '.join(MANAGED_ADDONS)}")
+        elif not _ADDON_VERSION.match(version):
+            reject(f"addon_versions[{addon!r}]", version, "an EKS add-on version such as 'v1.20.4-eksbuild.1'")
+    problems.raise_any()
     return cluster_name
 
 
-def _validate_endpoint(args: ClusterArgs, fail: Any) -> None:
+def _validate_endpoint(args: ClusterArgs, problems: Problems) -> None:
     if not args.endpoint_public_access:
         if args.public_access_cidrs:
-            raise fail("public_access_cidrs", list(args.public_access_cidrs), "empty while endpoint_public_access is false")
+            problems.reject("public_access_cidrs", list(args.public_access_cidrs), "empty while endpoint_public_access is false")
         return
     if not args.public_access_cidrs:
-        raise fail("public_access_cidrs", [], "at least one CIDR when endpoint_public_access is true (the endpoint is never open to all)")
+        problems.reject("public_access_cidrs", [], "at least one CIDR when endpoint_public_access is true (the endpoint is never open to all)")
     for index, cidr in enumerate(args.public_access_cidrs):
         try:
             network = ipaddress.ip_network(cidr, strict=True)
         except (TypeError, ValueError):
-            raise fail(f"public_access_cidrs[{index}]", cidr, "a CIDR such as 203.0.113.0/24") from None
+            problems.reject(f"public_access_cidrs[{index}]", cidr, "a CIDR such as 203.0.113.0/24")
+            continue
         if network.prefixlen == 0:
-            raise fail(f"public_access_cidrs[{index}]", cidr, "a bounded CIDR: the whole internet is refused")
+            problems.reject(f"public_access_cidrs[{index}]", cidr, "a bounded CIDR: the whole internet is refused")
 
 
-def _validate_service_cidr(cidr: str, fail: Any) -> None:
+def _validate_service_cidr(cidr: str, problems: Problems) -> None:
     try:
         network = ipaddress.ip_network(cidr, strict=True)
     except (TypeError, ValueError):
-        raise fail("service_cidr", cidr, "an IPv4 CIDR such as 172.20.0.0/16") from None
-    private = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
-    if network.version != 4 or not 12 <= network.prefixlen <= 24 or not any(network.subnet_of(p) for p in private):
-        raise fail("service_cidr", cidr, "a private IPv4 range (10/8, 172.16/12, 192.168/16) between /12 and /24")
+        problems.reject("service_cidr", cidr, "an IPv4 CIDR such as 172.20.0.0/16")
+        return
+    private = [ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
+    if not isinstance(network, ipaddress.IPv4Network) or not 12 <= network.prefixlen <= 24 or not any(network.subnet_of(p) for p in private):
+        problems.reject("service_cidr", cidr, "a private IPv4 range (10/8, 172.16/12, 192.168/16) between /12 and /24")
 
 
 def disable_creator_admin_bootstrap(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
@@ -214,15 +212,6 @@ def endpoint_of(kubeconfig_json: str) -> str:
 def _access_entry_key(role_arn: str) -> str:
     account, role = role_arn.split(":")[4], role_arn.split(":role/", 1)[1]
     return f"admin-{account}-{role.replace('/', '-')}"
-
-
-def _trust_policy(service: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-        }
-    )
 
 
 class Cluster(pulumi.ComponentResource):
@@ -371,20 +360,10 @@ class Cluster(pulumi.ComponentResource):
         for addon in ADDONS_BEFORE_NODES:
             self.addons[addon] = self._addon(addon, tags)
 
-        self.node_role = aws.iam.Role(
-            f"{name}-node-role",
-            assume_role_policy=_trust_policy("ec2.amazonaws.com"),
-            description=f"EKS nodes of {cluster_name}",
-            tags=tags,
-            opts=child,
-        )
+        node_role = eks_node_role(name, partition=partition, description=f"EKS nodes of {cluster_name}", tags=tags, opts=child)
+        self.node_role = node_role.role
         self.node_role_arn = self.node_role.arn
-        node_policies = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}", role=self.node_role.name, policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=child
-            )
-            for policy in NODE_POLICIES
-        ]
+        node_policies = list(node_role.attachments)
         launch_template = aws.ec2.LaunchTemplate(
             f"{name}-system-nodes",
             description=f"System nodes of EKS cluster {cluster_name}",

@@ -79,10 +79,10 @@ _KEYS = (
     ConfigKey("efaEnabled", "boolean", "Attach EFA interfaces to GPU nodes and install the EFA device plugin. Needed only when one replica spans several nodes.", False),
     ConfigKey("capacityAlertEmail", "string", "E-mail subscribed to the Capacity Block expiration/delivery alerts (SNS). Empty: topic only.", ""),
     # --- GPU plugins ----------------------------------------------------------
-    ConfigKey("nvidiaDevicePluginVersion", "string", "Helm chart version of nvidia-device-plugin.", catalog.NVIDIA_DEVICE_PLUGIN_CHART[2]),
-    ConfigKey("efaDevicePluginVersion", "string", "Helm chart version of aws-efa-k8s-device-plugin (0.5.10 or newer).", catalog.EFA_DEVICE_PLUGIN_CHART[2].lstrip("v")),
+    ConfigKey("nvidiaDevicePluginVersion", "string", "Helm chart version of nvidia-device-plugin.", catalog.NVIDIA_DEVICE_PLUGIN_CHART.version),
+    ConfigKey("efaDevicePluginVersion", "string", "Helm chart version of aws-efa-k8s-device-plugin (0.5.10 or newer).", catalog.EFA_DEVICE_PLUGIN_CHART.version.lstrip("v")),
     ConfigKey("dcgmExporterEnabled", "boolean", "Install NVIDIA DCGM exporter for GPU metrics on GPU nodes.", True),
-    ConfigKey("dcgmExporterVersion", "string", "Helm chart version of dcgm-exporter.", catalog.DCGM_EXPORTER_CHART[2]),
+    ConfigKey("dcgmExporterVersion", "string", "Helm chart version of dcgm-exporter.", catalog.DCGM_EXPORTER_CHART.version),
     # --- serving ------------------------------------------------------------
     ConfigKey("servingImage", "string", "vLLM image, pinned by digest (repo@sha256:...). A tag is refused in prod and warned about elsewhere.", "vllm/vllm-openai:kimi-k3"),
     ConfigKey("modelId", "string", "Hugging Face model id.", "moonshotai/Kimi-K3"),

@@ -39,7 +39,7 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_aws as aws
 
-from components.errors import UserError
+from components.errors import Problems
 
 METRIC_NAMESPACE = "AWS/AutoScaling"
 IN_SERVICE_METRIC = "GroupInServiceInstances"
@@ -84,17 +84,21 @@ def scheduler_at(moment: datetime) -> str:
     return f"at({moment.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%S})"
 
 
-def validate(args: DeliveryCheckArgs) -> None:
-    """Raise :class:`UserError` for inputs that cannot make a working check."""
+def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
+    """Raise :class:`~components.errors.ComponentInputError` with every input that cannot make a working check."""
+    problems = Problems("DeliveryCheck", name)
     for key in ("block_start", "now"):
         if getattr(args, key).tzinfo is None:
-            raise UserError(f"{key} has no timezone; pass UTC datetimes")
+            problems.add(key, f"{key} has no timezone; pass UTC datetimes")
     if args.reserved_instances < 1:
-        raise UserError(f"reserved_instances {args.reserved_instances} is not accepted; a block reserves at least 1 instance")
+        problems.reject("reserved_instances", args.reserved_instances, "a block reserves at least 1 instance")
     if args.period_s not in (10, 30) and (args.period_s < 60 or args.period_s % 60):
-        raise UserError(f"period_s {args.period_s} is not accepted; CloudWatch takes 10, 30 or a multiple of 60 seconds")
-    if args.evaluation_periods < 1 or args.grace < timedelta(0):
-        raise UserError("evaluation_periods must be at least 1 and grace not negative")
+        problems.reject("period_s", args.period_s, "CloudWatch takes 10, 30 or a multiple of 60 seconds")
+    if args.evaluation_periods < 1:
+        problems.reject("evaluation_periods", args.evaluation_periods, "expected at least 1")
+    if args.grace < timedelta(0):
+        problems.reject("grace", args.grace, "expected a duration that is not negative")
+    problems.raise_any()
 
 
 def cloudwatch_topic_statement(topic_arn: str, account_id: str) -> dict[str, Any]:
@@ -150,7 +154,7 @@ class DeliveryCheck(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: DeliveryCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         """Validate ``args``, then declare the scheduler role, the schedules and the alarm."""
-        validate(args)
+        validate(args, name)
         super().__init__("kimi-k3:index:DeliveryCheck", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOutputOptions(parent=self)

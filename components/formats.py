@@ -29,11 +29,20 @@ VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
 """A subnet id, short (8 hex digits) or long (17)."""
 
+INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+"""The shape of an EC2 instance type name, ``family.size`` (``p6-b300.48xlarge``, ``m7i.xlarge``)."""
+
 CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 """An EC2 capacity reservation id (a bought Capacity Block)."""
 
 CAPACITY_BLOCK_OFFERING_ID = re.compile(r"^cb-[0-9a-f]{17}$")
 """An EC2 Capacity Block offering id (before purchase)."""
+
+CHART_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+"""A Helm chart's exact semantic version, ``1.2.3`` or ``v1.2.3`` (groups: major, minor, patch).
+
+How each chart repository spells it (``aws/eks-charts`` publishes the EFA plugin as
+``v0.5.30``) is the installing component's business."""
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 """An RFC 1123 DNS label (at most 63 characters): Kubernetes namespace and object names."""

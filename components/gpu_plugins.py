@@ -6,14 +6,14 @@ pinned Helm release (``kubernetes:helm.sh/v3:Release``) whose values, as recorde
 in the plan, are exactly what gets installed: tolerate the GPU taint, run on GPU
 nodes only, priority class ``system-node-critical``.
 
-The Kubernetes provider of the target cluster is an explicit, required argument
-(:attr:`GpuNodePluginsArgs.provider`) and is set on every child, so the charts can
-never land on whatever cluster the ambient kubeconfig points at.
+The Kubernetes provider of the target cluster comes through ``opts`` (``providers=
+{"kubernetes": provider}``) and reaches every child through ``parent=self``; without one
+the component refuses, so the charts never land on whatever cluster the ambient
+kubeconfig points at (:mod:`components.kubernetes_provider`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -21,22 +21,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
-from components.errors import UserError
-from components.formats import DNS_LABEL
+from components.errors import Problems
+from components.formats import CHART_VERSION, DNS_LABEL
 from components.helm_values import deep_merge
+from components.kubernetes_provider import require_kubernetes_provider
 
 PRIORITY_CLASS = "system-node-critical"
 """Priority class of every plugin: a GPU node without its device plugins is useless."""
 
 DEFAULT_NAMESPACE = "gpu-plugins"
-
-GPU_NODE_SELECTOR: Mapping[str, str] = {labels.GPU_PRESENT_LABEL: labels.GPU_NODE_LABELS[labels.GPU_PRESENT_LABEL]}
-"""Where the plugins run by default: every node labelled ``nvidia.com/gpu.present=true``.
-
-The Capacity Block node group sets this label; another GPU node group only has to
-set it too. It is the label the NVIDIA chart itself honours to force a deployment,
-unlike our pool label which would tie the plugins to one node group.
-"""
 
 PRIVILEGED_NAMESPACE_LABELS: Mapping[str, str] = {
     "pod-security.kubernetes.io/enforce": "privileged",
@@ -46,7 +39,6 @@ PRIVILEGED_NAMESPACE_LABELS: Mapping[str, str] = {
 """Pod Security labels: the device plugins mount host paths and run privileged (EFA), DCGM needs SYS_ADMIN."""
 
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 EFA_MIN_VERSION = (0, 5, 10)
 """EFA device plugin releases before 0.5.10 misdetect NVLink devices on p6 instances."""
 
@@ -57,7 +49,7 @@ class NvidiaDevicePluginArgs:
 
     enabled: bool = True
     """Install the chart. Turn off only if something else (e.g. the GPU Operator) provides the plugin."""
-    version: str = catalog.NVIDIA_DEVICE_PLUGIN_CHART[2]
+    version: str = catalog.NVIDIA_DEVICE_PLUGIN_CHART.version
     """Chart version of ``nvidia-device-plugin``."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
     """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
@@ -69,7 +61,7 @@ class EfaDevicePluginArgs:
 
     enabled: bool = False
     """Install the chart. Needed only when one model replica spans several nodes."""
-    version: str = catalog.EFA_DEVICE_PLUGIN_CHART[2]
+    version: str = catalog.EFA_DEVICE_PLUGIN_CHART.version
     """Chart version of ``aws-efa-k8s-device-plugin``, 0.5.10 or newer (``0.5.30`` and ``v0.5.30`` are the same)."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
     """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
@@ -81,7 +73,7 @@ class DcgmExporterArgs:
 
     enabled: bool = True
     """Install the chart."""
-    version: str = catalog.DCGM_EXPORTER_CHART[2]
+    version: str = catalog.DCGM_EXPORTER_CHART.version
     """Chart version of ``dcgm-exporter``."""
     service_monitor: bool = False
     """Create a Prometheus Operator ``ServiceMonitor``. Needs the CRD in the cluster, else the install fails."""
@@ -91,16 +83,14 @@ class DcgmExporterArgs:
 
 @dataclass(frozen=True)
 class GpuNodePluginsArgs:
-    """Which plugins to install into which cluster."""
+    """Which plugins to install (the cluster comes from ``opts``: :mod:`components.kubernetes_provider`)."""
 
-    provider: k8s.Provider
-    """Kubernetes provider of the target cluster; set on every child resource."""
     namespace: str = DEFAULT_NAMESPACE
     """Namespace of the releases."""
     create_namespace: bool = True
     """Declare the namespace (with privileged Pod Security labels). Set False to use an existing one."""
-    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(GPU_NODE_SELECTOR))
-    """Node labels every plugin requires: the GPU nodes."""
+    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(labels.GPU_PRESENT_SELECTOR))
+    """Node labels every plugin requires: every GPU node (:data:`components.labels.GPU_PRESENT_SELECTOR`)."""
     nvidia: NvidiaDevicePluginArgs = field(default_factory=NvidiaDevicePluginArgs)
     """NVIDIA device plugin settings."""
     efa: EfaDevicePluginArgs = field(default_factory=EfaDevicePluginArgs)
@@ -109,39 +99,31 @@ class GpuNodePluginsArgs:
     """DCGM exporter settings."""
 
 
-def _version(what: str, value: str, minimum: tuple[int, ...] | None = None) -> tuple[int, ...]:
-    match = _VERSION.fullmatch(value or "")
-    if not match:
-        raise UserError(f"{what} chart version {value!r} is not accepted; expected a version such as 1.2.3")
-    parsed = tuple(int(part) for part in match.groups())
-    if minimum and parsed < minimum:
-        raise UserError(
-            f"{what} chart version {value!r} is not accepted; {'.'.join(map(str, minimum))} or newer is required "
-            "(older releases misdetect NVLink devices on p6 instances)"
-        )
-    return parsed
-
-
-def validate(args: GpuNodePluginsArgs) -> None:
-    """Raise :class:`UserError` for arguments that cannot produce a working install."""
-    if not isinstance(args.provider, k8s.Provider):
-        raise UserError("GpuNodePlugins needs the target cluster's Kubernetes provider (args.provider)")
+def validate(args: GpuNodePluginsArgs, name: str = "gpu-plugins", opts: pulumi.ResourceOptions | None = None) -> None:
+    """Raise :class:`~components.errors.ComponentInputError` for arguments (or options) that cannot produce a working install."""
+    problems = Problems("GpuNodePlugins", name)
+    require_kubernetes_provider(problems, opts)
     if not DNS_LABEL.fullmatch(args.namespace or ""):
-        raise UserError(f"GpuNodePlugins namespace {args.namespace!r} is not a valid Kubernetes namespace name")
-    if args.create_namespace and args.namespace in _RESERVED_NAMESPACES:
-        raise UserError(f"GpuNodePlugins cannot declare namespace {args.namespace!r}: it always exists; set create_namespace=False")
+        problems.reject("namespace", args.namespace, "not a valid Kubernetes namespace name: expected a DNS label")
+    elif args.create_namespace and args.namespace in _RESERVED_NAMESPACES:
+        problems.reject("namespace", args.namespace, "it always exists, so the component cannot declare it; set create_namespace=False")
     if not args.node_selector:
-        raise UserError("GpuNodePlugins node_selector is empty: the plugins would run on every node, not only GPU nodes")
-    plugins = (
-        ("nvidia-device-plugin", args.nvidia, None),
-        ("aws-efa-k8s-device-plugin", args.efa, EFA_MIN_VERSION),
-        ("dcgm-exporter", args.dcgm, None),
-    )
-    for plugin, sub, minimum in plugins:
+        problems.add("node_selector", "node_selector is empty: the plugins would run on every node, not only GPU nodes")
+    plugins = (("nvidia", args.nvidia, None), ("efa", args.efa, EFA_MIN_VERSION), ("dcgm", args.dcgm, None))
+    for field_name, sub, minimum in plugins:
         if not isinstance(sub.extra_values, Mapping):
-            raise UserError(f"{plugin} extra_values must be a mapping of Helm values, got {type(sub.extra_values).__name__}")
-        if sub.enabled:
-            _version(plugin, sub.version, minimum)
+            problems.reject(f"{field_name}.extra_values", sub.extra_values, "must be a mapping of Helm values")
+        if not sub.enabled:
+            continue
+        match = CHART_VERSION.fullmatch(sub.version or "")
+        if not match:
+            problems.reject(f"{field_name}.version", sub.version, "expected a chart version such as 1.2.3")
+        elif minimum and tuple(int(part) for part in match.groups()) < minimum:
+            problems.reject(
+                f"{field_name}.version", sub.version,
+                f"{'.'.join(map(str, minimum))} or newer is required (older releases misdetect NVLink devices on p6 instances)",
+            )
+    problems.raise_any()
 
 
 def efa_chart_version(version: str) -> str:
@@ -206,12 +188,12 @@ class GpuNodePlugins(pulumi.ComponentResource):
         """Validate ``args``, then declare the namespace and one Helm release per enabled plugin.
 
         :param name: base name of the child resources.
-        :param args: plugin switches, versions, extra values and the cluster's Kubernetes provider.
-        :param opts: options of the component itself.
+        :param args: plugin switches, versions and extra values.
+        :param opts: options of the component; ``providers`` must hold the target cluster's Kubernetes provider.
         """
-        validate(args)
+        validate(args, name, opts)
         super().__init__("kimi-k3:index:GpuNodePlugins", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        child = pulumi.ResourceOptions(parent=self)
 
         self.namespace = None
         namespace: pulumi.Input[str] = args.namespace
@@ -221,18 +203,17 @@ class GpuNodePlugins(pulumi.ComponentResource):
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace, labels=dict(PRIVILEGED_NAMESPACE_LABELS)),
                 opts=child,
             )
-            namespace = self.namespace.metadata.apply(lambda m: m.name)
+            namespace = self.namespace.metadata.apply(lambda m: str(m.name))
         self.namespace_name = pulumi.Output.from_input(namespace)
 
-        def release(suffix: str, chart: tuple[str, str, str], version: str, values: dict[str, Any]) -> k8s.helm.v3.Release:
-            chart_name, repo, _ = chart
+        def release(suffix: str, chart: catalog.HelmChart, version: str, values: dict[str, Any]) -> k8s.helm.v3.Release:
             return k8s.helm.v3.Release(
                 f"{name}-{suffix}",
                 k8s.helm.v3.ReleaseArgs(
-                    name=chart_name,
-                    chart=chart_name,
+                    name=chart.name,
+                    chart=chart.name,
                     version=version,
-                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
                     namespace=namespace,
                     create_namespace=False,
                     values=values,

@@ -20,7 +20,15 @@ GPU_NODE_LABELS = MappingProxyType({GPU_NODE_POOL_LABEL: GPU_NODE_POOL, MODEL_LA
 """Labels the Capacity Block node group puts on its nodes."""
 
 GPU_NODE_SELECTOR = MappingProxyType({GPU_NODE_POOL_LABEL: GPU_NODE_POOL})
-"""Selector that lands a pod on the Capacity Block GPU nodes."""
+"""Selector that lands a pod on the Capacity Block GPU nodes (the serving pods)."""
+
+GPU_PRESENT_SELECTOR = MappingProxyType({GPU_PRESENT_LABEL: GPU_NODE_LABELS[GPU_PRESENT_LABEL]})
+"""Selector of every GPU node, whichever node group it belongs to (the GPU plugins).
+
+The Capacity Block node group sets the label; another GPU node group only has to set it
+too. It is the label the NVIDIA chart itself honours to force a deployment, unlike the pool
+label, which would tie the plugins to one node group.
+"""
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "true"

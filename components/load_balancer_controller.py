@@ -14,13 +14,13 @@ resource options, so the component stays usable from any Pulumi program::
     )
 
 Children inherit that provider from the component (``parent=self``); an AWS
-provider passed the same way (``providers={"aws": ...}``) reaches the IAM role.
+provider passed the same way (``providers={"aws": ...}``) reaches the IAM role. Without a
+Kubernetes provider the component refuses (:mod:`components.kubernetes_provider`): it never
+installs into the cluster the ambient kubeconfig points at.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,13 +29,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
-from components.errors import UserError
-from components.formats import REGION, VPC_ID
+from components.errors import Problems
+from components.formats import CHART_VERSION, REGION, VPC_ID
 from components.helm_values import deep_merge
+from components.kubernetes_provider import require_kubernetes_provider
 from components.labels import SYSTEM_NODE_LABELS
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 
-CHART, REPOSITORY, DEFAULT_VERSION = AWS_LOAD_BALANCER_CONTROLLER_CHART
+CHART, REPOSITORY, DEFAULT_VERSION = AWS_LOAD_BALANCER_CONTROLLER_CHART.name, AWS_LOAD_BALANCER_CONTROLLER_CHART.repository, AWS_LOAD_BALANCER_CONTROLLER_CHART.version
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "aws-load-balancer-controller"
 RELEASE_NAME = "aws-load-balancer-controller"
@@ -48,7 +49,6 @@ IMAGE_TAGS: Mapping[str, str] = {"3.5.0": "v3.5.0"}
 IAM_POLICY_FILE = "aws-load-balancer-controller-iam-policy.json"
 """The controller's official IAM policy, vendored unchanged (provenance in components/data/README.md)."""
 
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def iam_policy_document() -> str:
@@ -80,38 +80,43 @@ class LoadBalancerControllerArgs:
     """Tags on the IAM role and association, and (chart ``defaultTags``) on every AWS resource the controller creates."""
 
 
-def _validate(args: LoadBalancerControllerArgs) -> str:
-    """Check the args before anything is declared; return the image tag to pin."""
+def _validate(name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None) -> str:
+    """Check the args and options before anything is declared (every problem at once); return the image tag to pin."""
+    problems = Problems("LoadBalancerController", name)
+    require_kubernetes_provider(problems, opts)
     if isinstance(args.cluster_name, str) and not args.cluster_name.strip():
-        raise UserError("LoadBalancerController: cluster_name is empty; pass the EKS cluster's name")
+        problems.reject("cluster_name", args.cluster_name, "pass the EKS cluster's name")
     if not isinstance(args.region, str) or not REGION.match(args.region):
-        raise UserError(f"LoadBalancerController: region {args.region!r} is not an AWS region name such as 'us-east-1'")
+        problems.reject("region", args.region, "expected an AWS region name such as 'us-east-1'")
     if isinstance(args.vpc_id, str) and not VPC_ID.match(args.vpc_id):
-        raise UserError(f"LoadBalancerController: vpc_id {args.vpc_id!r} is not a VPC id such as 'vpc-0a1b2c3d4e5f60718'")
-    if not _VERSION.match(args.version):
-        raise UserError(f"LoadBalancerController: version {args.version!r} is not an exact chart version such as {DEFAULT_VERSION!r}")
+        problems.reject("vpc_id", args.vpc_id, "expected a VPC id such as 'vpc-0a1b2c3d4e5f60718'")
+    if not CHART_VERSION.fullmatch(args.version) or args.version.startswith("v"):
+        problems.reject("version", args.version, f"expected an exact chart version such as {DEFAULT_VERSION!r}")
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or args.replicas < 1:
-        raise UserError(f"LoadBalancerController: replicas {args.replicas!r} must be a whole number of at least 1")
+        problems.reject("replicas", args.replicas, "expected a whole number of at least 1")
     if not isinstance(args.extra_values, Mapping):
-        raise UserError("LoadBalancerController: extra_values must be a mapping of Helm values")
-    account = args.extra_values.get("serviceAccount")
-    if isinstance(account, Mapping) and (
-        account.get("name", SERVICE_ACCOUNT) != SERVICE_ACCOUNT or account.get("create", True) is not True
-    ):
-        raise UserError(
-            "LoadBalancerController: extra_values may not change serviceAccount.name or serviceAccount.create; "
-            f"the IAM role is bound to {NAMESPACE}/{SERVICE_ACCOUNT}"
+        problems.reject("extra_values", args.extra_values, "must be a mapping of Helm values")
+    else:
+        account = args.extra_values.get("serviceAccount")
+        if isinstance(account, Mapping) and (
+            account.get("name", SERVICE_ACCOUNT) != SERVICE_ACCOUNT or account.get("create", True) is not True
+        ):
+            problems.reject(
+                "extra_values.serviceAccount", dict(account),
+                f"it may not change serviceAccount.name or serviceAccount.create: the IAM role is bound to {NAMESPACE}/{SERVICE_ACCOUNT}",
+            )
+    image_tag = args.image_tag
+    if image_tag is not None:
+        if not image_tag.strip() or image_tag == "latest":
+            problems.reject("image_tag", image_tag, "expected a pinned tag such as 'v3.5.0'")
+    elif args.version not in IMAGE_TAGS:
+        problems.add(
+            "image_tag",
+            f"image_tag is required for chart version {args.version!r}: no image tag is recorded for it "
+            f"(known: {', '.join(sorted(IMAGE_TAGS))}); pass the chart's default image.tag for that version",
         )
-    if args.image_tag is not None:
-        if not args.image_tag.strip() or args.image_tag == "latest":
-            raise UserError(f"LoadBalancerController: image_tag {args.image_tag!r} is not a pinned tag such as 'v3.5.0'")
-        return args.image_tag
-    if args.version not in IMAGE_TAGS:
-        raise UserError(
-            f"LoadBalancerController: no image tag is recorded for chart version {args.version!r} "
-            f"(known: {', '.join(sorted(IMAGE_TAGS))}); pass image_tag (the chart's default image.tag for that version)"
-        )
-    return IMAGE_TAGS[args.version]
+    problems.raise_any()
+    return image_tag if image_tag is not None else IMAGE_TAGS[args.version]
 
 
 def controller_values(args: LoadBalancerControllerArgs, image_tag: str) -> dict[str, Any]:
@@ -153,7 +158,7 @@ class LoadBalancerController(pulumi.ComponentResource):
     """The Helm values passed to the release (may contain Outputs)."""
 
     def __init__(self, name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        image_tag = _validate(args)
+        image_tag = _validate(name, args, opts)
         super().__init__("kimi-k3:index:LoadBalancerController", name, None, opts)
 
         self.identity = PodIdentityRole(

@@ -16,13 +16,13 @@ Helm installs the CRD from the chart's ``crds/`` only on first install; a chart
 upgrade that changes the CRD needs the CRD applied by hand (or the chart's own
 upgrade hook), as for any Helm-managed CRD.
 
-Kubernetes provider: :attr:`LwsControllerArgs.provider` (required), set on every child.
+Kubernetes provider: through ``opts`` (``providers={"kubernetes": provider}``), inherited by
+every child; refused without one (:mod:`components.kubernetes_provider`).
 Make :class:`~components.serving.lws.VllmLeaderWorkerSet` depend on this component.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -30,11 +30,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
-from components.errors import UserError
-from components.formats import DNS_LABEL
+from components.errors import Problems
+from components.formats import CHART_VERSION, DNS_LABEL
 from components.helm_values import deep_merge
+from components.kubernetes_provider import require_kubernetes_provider
 
-CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART
+CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART.name, catalog.LWS_CHART.repository, catalog.LWS_CHART.version
 CHART_REF = f"{REPOSITORY}/{CHART}"
 """Full OCI reference of the chart, as ``helm.v3.Release`` wants it in ``chart``."""
 IMAGE_REPOSITORY = "registry.k8s.io/lws/lws"
@@ -44,16 +45,13 @@ RELEASE_NAME = "lws"
 PRIORITY_CLASS = "system-cluster-critical"
 """The controller's webhook admits every LeaderWorkerSet pod: keep it scheduled ahead of workloads."""
 
-_VERSION = re.compile(r"\d+\.\d+\.\d+")
 _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 @dataclass(frozen=True)
 class LwsControllerArgs:
-    """Inputs of :class:`LwsController`."""
+    """Inputs of :class:`LwsController` (the cluster comes from ``opts``)."""
 
-    provider: k8s.Provider
-    """Kubernetes provider of the target cluster; set on every child resource."""
     version: str = DEFAULT_VERSION
     """Chart version (``0.10.0``); the controller image ``v<version>`` is pinned with it."""
     namespace: str = DEFAULT_NAMESPACE
@@ -77,20 +75,21 @@ def controller_values(args: LwsControllerArgs) -> dict[str, Any]:
     return deep_merge(ours, dict(args.extra_values))
 
 
-def validate(args: LwsControllerArgs) -> None:
-    """Raise :class:`UserError` for arguments that cannot produce a working install."""
-    if not isinstance(args.provider, k8s.Provider):
-        raise UserError("LwsController needs the target cluster's Kubernetes provider (args.provider)")
-    if not isinstance(args.version, str) or not _VERSION.fullmatch(args.version):
-        raise UserError(f"LwsController chart version {args.version!r} is not accepted; expected a version such as {DEFAULT_VERSION}")
+def validate(args: LwsControllerArgs, name: str = "lws", opts: pulumi.ResourceOptions | None = None) -> None:
+    """Raise :class:`~components.errors.ComponentInputError` for arguments (or options) that cannot produce a working install."""
+    problems = Problems("LwsController", name)
+    require_kubernetes_provider(problems, opts)
+    if not isinstance(args.version, str) or not CHART_VERSION.fullmatch(args.version) or args.version.startswith("v"):
+        problems.reject("version", args.version, f"expected a chart version such as {DEFAULT_VERSION}")
     if not DNS_LABEL.fullmatch(args.namespace or "") or args.namespace in _RESERVED_NAMESPACES:
-        raise UserError(f"LwsController namespace {args.namespace!r} is not accepted; expected a DNS label other than {', '.join(_RESERVED_NAMESPACES)}")
+        problems.reject("namespace", args.namespace, f"expected a DNS label other than {', '.join(_RESERVED_NAMESPACES)}")
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 5:
-        raise UserError(f"LwsController replicas {args.replicas!r} is not accepted; expected 1 to 5")
+        problems.reject("replicas", args.replicas, "expected 1 to 5")
     if not args.node_selector:
-        raise UserError("LwsController node_selector is empty: the controller would land on GPU nodes too")
+        problems.add("node_selector", "node_selector is empty: the controller would land on GPU nodes too")
     if not isinstance(args.extra_values, Mapping):
-        raise UserError(f"LwsController extra_values must be a mapping of Helm values, got {type(args.extra_values).__name__}")
+        problems.reject("extra_values", args.extra_values, "must be a mapping of Helm values")
+    problems.raise_any()
 
 
 class LwsController(pulumi.ComponentResource):
@@ -105,10 +104,10 @@ class LwsController(pulumi.ComponentResource):
     chart_version: pulumi.Output[str]
 
     def __init__(self, name: str, args: LwsControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        validate(args)
+        validate(args, name, opts)
         super().__init__("kimi-k3:index:LwsController", name, None, opts)
         self.values = controller_values(args)
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        k8s_opts = pulumi.ResourceOptions(parent=self)
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -136,7 +135,7 @@ class LwsController(pulumi.ComponentResource):
                 cleanup_on_fail=True,
                 timeout=600,
             ),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace_resource]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource]),
         )
         self.namespace = pulumi.Output.from_input(args.namespace)
         self.release_name = self.release.name

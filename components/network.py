@@ -4,13 +4,18 @@ One private and one public subnet per AZ (the Capacity Block's AZ among them),
 NAT gateway(s), an S3 gateway endpoint on every private route table (weights are
 pulled from S3 at terabyte scale; through a NAT they would be billed per GB),
 interface endpoints for ECR and STS so image pulls and credentials stay inside
-the VPC, and flow logs to CloudWatch Logs. Or, with ``existing_vpc_id``, the
-same outputs for a VPC someone else manages, declaring nothing.
+the VPC, and flow logs to CloudWatch Logs.
+
+A VPC someone else manages is imported, not configured as a mode:
+:meth:`Network.from_existing` (:class:`ExistingNetwork`) takes its ids, declares nothing
+and exposes the same outputs, so everything downstream takes either. This is how
+pulumi-awsx handles it (``Vpc.fromExistingIds`` in ``awsx-classic/ec2/vpc.ts``: "This will
+not cause a VPC (or any sub-resources) to be created"; ``DefaultVpc`` in
+``awsx/ec2/defaultVpc.ts``, a component that only reads ids), tag v3.8.0.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -18,24 +23,26 @@ from typing import Mapping, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from components.errors import UserError
+from components.errors import Problems, UserError
 from components.formats import AVAILABILITY_ZONE, SUBNET_ID, VPC_ID
 from components.subnets import NAT_MODES, SubnetPlan, plan_subnets
+
+TYPE = "kimi-k3:index:Network"
+"""Type token of the component, new or existing VPC alike (an existing one keeps the same URN)."""
 
 DEFAULT_INTERFACE_ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts")
 """Interface endpoints every node needs: ECR (image manifests and auth) and STS (Pod Identity / IRSA credentials)."""
 
 @dataclass(frozen=True)
 class NetworkArgs:
-    """What the network looks like. Either a new VPC (``vpc_cidr`` + ``availability_zones``) or an existing one."""
+    """What a new VPC looks like (for a VPC someone else manages, see :class:`ExistingNetworkArgs`)."""
 
     cluster_name: str
     """EKS cluster name, for the ``kubernetes.io/cluster/<name>=shared`` subnet tags."""
     availability_zones: Sequence[str] = ()
-    """AZs to span, the Capacity Block's AZ first (at least two for a new VPC). With an existing VPC,
-    optional: when given, each must have a private subnet in ``existing_private_subnet_ids_by_az``."""
+    """AZs to span, the Capacity Block's AZ first (at least two)."""
     vpc_cidr: str = "10.0.0.0/16"
-    """IPv4 CIDR of a new VPC; private subnets are carved first, public ones after."""
+    """IPv4 CIDR of the VPC; private subnets are carved first, public ones after."""
     nat_mode: str = "single"
     """``single`` (one NAT gateway, in the first AZ) or ``perAz`` (one per AZ)."""
     flow_log_retention_days: int = 30
@@ -53,55 +60,82 @@ class NetworkArgs:
     """Services reached through interface endpoints with private DNS (short names such as ``ecr.api``)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every resource (a ``Name`` tag is added per resource)."""
-    existing_vpc_id: str | None = None
-    """Use this VPC instead of creating one: the component then declares nothing and only exposes ids."""
-    existing_private_subnet_ids_by_az: Mapping[str, str] = field(default_factory=dict)
-    """With ``existing_vpc_id``: the private subnet of each AZ (AZ name -> ``subnet-…``)."""
-    existing_public_subnet_ids: Sequence[str] = ()
-    """With ``existing_vpc_id``: public subnets for load balancers (may be empty)."""
 
 
-def _validate(args: NetworkArgs) -> SubnetPlan | None:
-    """Check every arg before anything is declared; the subnet plan for a new VPC."""
-    azs = list(args.availability_zones)
-    for az in azs:
+@dataclass(frozen=True)
+class ExistingNetworkArgs:
+    """The ids of a VPC someone else manages (:meth:`Network.from_existing`)."""
+
+    vpc_id: str
+    """The VPC (``vpc-…``)."""
+    private_subnet_ids_by_az: Mapping[str, str]
+    """Its private subnet of each AZ (AZ name -> ``subnet-…``): where the nodes go."""
+    public_subnet_ids: Sequence[str] = ()
+    """Its public subnets, for internet-facing load balancers (may be empty)."""
+    availability_zones: Sequence[str] = ()
+    """AZs to lead with, the Capacity Block's AZ first; each must have a private subnet. Empty: the mapping's order."""
+
+
+def _validate_azs(azs: Sequence[str], problems: Problems, region: str | None = None) -> None:
+    """AZ names, no AZ twice, all in ``region`` (when given)."""
+    for index, az in enumerate(azs):
         if not AVAILABILITY_ZONE.fullmatch(az):
-            raise UserError(f"availability zone {az!r} is not an AZ name such as us-east-1a")
+            problems.reject(f"availability_zones[{index}]", az, "expected an AZ name such as us-east-1a")
     if len(set(azs)) != len(azs):
-        raise UserError(f"availability zones {azs} list an AZ twice")
-    if args.region and any(not az.startswith(args.region) for az in azs):
-        raise UserError(f"availability zones {azs} are not all in region {args.region}")
-    if args.existing_vpc_id is None:
-        if args.existing_private_subnet_ids_by_az or args.existing_public_subnet_ids:
-            raise UserError("existing subnet ids are only used together with existing_vpc_id")
-        if len(azs) < 2:
-            raise UserError(f"a new VPC needs at least 2 availability zones (EKS requires subnets in two AZs); got {azs}")
-        if args.nat_mode not in NAT_MODES:
-            raise UserError(f"nat_mode {args.nat_mode!r} is not accepted; one of {', '.join(NAT_MODES)}")
-        if args.flow_log_retention_days <= 0:
-            raise UserError(f"flow_log_retention_days {args.flow_log_retention_days} is not accepted; a positive number of days")
-        if not args.cluster_name:
-            raise UserError("cluster_name is required (subnets carry the kubernetes.io/cluster/<name> tag)")
-        return plan_subnets(args.vpc_cidr, azs, args.private_subnet_prefix, args.public_subnet_prefix)
-    if not VPC_ID.fullmatch(args.existing_vpc_id):
-        raise UserError(f"existing_vpc_id {args.existing_vpc_id!r} is not a VPC id such as vpc-0a1b2c3d4e5f67890")
-    by_az = dict(args.existing_private_subnet_ids_by_az)
+        problems.reject("availability_zones", list(azs), "it lists an AZ twice")
+    if region and any(not az.startswith(region) for az in azs):
+        problems.reject("availability_zones", list(azs), f"not all in region {region}")
+
+
+def _validate(name: str, args: NetworkArgs) -> SubnetPlan:
+    """Check every arg of a new VPC before anything is declared; its subnet plan."""
+    problems = Problems("Network", name)
+    azs = list(args.availability_zones)
+    _validate_azs(azs, problems, args.region)
+    if len(azs) < 2:
+        problems.reject("availability_zones", azs, "a new VPC needs at least 2 (EKS requires subnets in two AZs)")
+    if args.nat_mode not in NAT_MODES:
+        problems.reject("nat_mode", args.nat_mode, f"one of {', '.join(NAT_MODES)}")
+    if args.flow_log_retention_days <= 0:
+        problems.reject("flow_log_retention_days", args.flow_log_retention_days, "a positive number of days")
+    if not args.cluster_name:
+        problems.add("cluster_name", "cluster_name is required (subnets carry the kubernetes.io/cluster/<name> tag)")
+    plan: SubnetPlan | None = None
+    try:
+        plan = plan_subnets(args.vpc_cidr, azs, args.private_subnet_prefix, args.public_subnet_prefix)
+    except UserError as err:
+        problems.adopt("vpc_cidr", err)
+    problems.raise_any()
+    assert plan is not None  # no problem: the plan was made
+    return plan
+
+
+def _validate_existing(name: str, args: ExistingNetworkArgs) -> None:
+    """Check the ids of an existing VPC before anything is read."""
+    problems = Problems("Network", name)
+    azs = list(args.availability_zones)
+    _validate_azs(azs, problems)
+    if not VPC_ID.fullmatch(args.vpc_id or ""):
+        problems.reject("vpc_id", args.vpc_id, "expected a VPC id such as vpc-0a1b2c3d4e5f67890")
+    by_az = dict(args.private_subnet_ids_by_az)
     if not by_az:
-        raise UserError("existing_private_subnet_ids_by_az is required with existing_vpc_id: the private subnet of each AZ")
+        problems.add("private_subnet_ids_by_az", "private_subnet_ids_by_az is required: the private subnet of each AZ")
     for az, subnet in by_az.items():
         if not AVAILABILITY_ZONE.fullmatch(az):
-            raise UserError(f"existing_private_subnet_ids_by_az key {az!r} is not an AZ name such as us-east-1a")
-    for subnet in [*by_az.values(), *args.existing_public_subnet_ids]:
+            problems.reject("private_subnet_ids_by_az", az, "its keys are AZ names such as us-east-1a")
         if not SUBNET_ID.fullmatch(subnet):
-            raise UserError(f"existing subnet id {subnet!r} is not a subnet id such as subnet-0a1b2c3d4e5f67890")
+            problems.reject(f"private_subnet_ids_by_az[{az!r}]", subnet, "expected a subnet id such as subnet-0a1b2c3d4e5f67890")
+    for index, subnet in enumerate(args.public_subnet_ids):
+        if not SUBNET_ID.fullmatch(subnet):
+            problems.reject(f"public_subnet_ids[{index}]", subnet, "expected a subnet id such as subnet-0a1b2c3d4e5f67890")
     missing = [az for az in azs if az not in by_az]
-    if missing:
-        raise UserError(f"existing VPC {args.existing_vpc_id} has no private subnet in {', '.join(missing)} (covered: {', '.join(by_az)})")
-    return None
+    if by_az and missing:
+        problems.reject("availability_zones", azs, f"VPC {args.vpc_id} has no private subnet in {', '.join(missing)} (covered: {', '.join(by_az)})")
+    problems.raise_any()
 
 
 class Network(pulumi.ComponentResource):
-    """A VPC for EKS with Capacity Block GPU nodes, or the ids of an existing one.
+    """A VPC for EKS with Capacity Block GPU nodes; :meth:`from_existing` for one someone else manages.
 
     Attributes (also registered as outputs): ``vpc_id``, ``vpc_cidr``,
     ``private_subnet_ids_by_az`` (plain dict AZ -> ``Output[str]``, in AZ order),
@@ -114,20 +148,35 @@ class Network(pulumi.ComponentResource):
     private_subnet_ids_by_az: dict[str, pulumi.Output[str]]
     private_subnet_ids: pulumi.Output[list[str]]
     public_subnet_ids: pulumi.Output[list[str]]
+    availability_zones: tuple[str, ...]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        """Validate ``args`` (raising :class:`UserError` before declaring anything), then declare the network."""
-        plan = _validate(args)
-        super().__init__("kimi-k3:index:Network", name, None, opts)
-        self.availability_zones: tuple[str, ...]
+        """Validate ``args`` (raising :class:`~components.errors.ComponentInputError` before declaring anything), then declare the VPC."""
+        plan = _validate(name, args)
+        super().__init__(TYPE, name, None, opts)
+        self._init_attributes()
+        self._create(name, args, plan)
+        self._register()
+
+    @classmethod
+    def from_existing(cls, name: str, args: ExistingNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> Network:
+        """A VPC someone else manages, as a :class:`Network`: the same outputs, nothing declared (:class:`ExistingNetwork`)."""
+        return ExistingNetwork(name, args, opts)
+
+    def subnet_in(self, az: str) -> pulumi.Output[str]:
+        """The private subnet of ``az``; :class:`UserError` naming the covered AZs when there is none."""
+        if az not in self.private_subnet_ids_by_az:
+            raise UserError(f"the network has no private subnet in {az}; it covers {', '.join(self.private_subnet_ids_by_az)}")
+        return self.private_subnet_ids_by_az[az]
+
+    def _init_attributes(self) -> None:
         self.nat_gateway_ids: list[pulumi.Output[str]] = []
         self.private_route_table_ids: list[pulumi.Output[str]] = []
         self.endpoint_security_group_id: pulumi.Output[str] | None = None
         self.flow_log_group_name: pulumi.Output[str] | None = None
-        if plan is None:
-            self._adopt(args)
-        else:
-            self._create(name, args, plan)
+
+    def _register(self) -> None:
+        """The list of private subnet ids, then the outputs (once, last)."""
         self.private_subnet_ids = pulumi.Output.all(*self.private_subnet_ids_by_az.values()).apply(list)
         self.register_outputs(
             {
@@ -138,23 +187,6 @@ class Network(pulumi.ComponentResource):
                 "publicSubnetIds": self.public_subnet_ids,
             }
         )
-
-    def subnet_in(self, az: str) -> pulumi.Output[str]:
-        """The private subnet of ``az``; :class:`UserError` naming the covered AZs when there is none."""
-        if az not in self.private_subnet_ids_by_az:
-            raise UserError(f"the network has no private subnet in {az}; it covers {', '.join(self.private_subnet_ids_by_az)}")
-        return self.private_subnet_ids_by_az[az]
-
-    # -- existing VPC
-
-    def _adopt(self, args: NetworkArgs) -> None:
-        by_az = args.existing_private_subnet_ids_by_az
-        # The AZs passed in first (the Capacity Block's AZ leads), then any other AZ the VPC covers.
-        self.availability_zones = tuple(dict.fromkeys([*args.availability_zones, *by_az]))
-        self.vpc_id = pulumi.Output.from_input(args.existing_vpc_id)
-        self.vpc_cidr = aws.ec2.get_vpc_output(id=args.existing_vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
-        self.private_subnet_ids_by_az = {az: pulumi.Output.from_input(by_az[az]) for az in self.availability_zones}
-        self.public_subnet_ids = pulumi.Output.from_input(list(args.existing_public_subnet_ids))
 
     # -- new VPC
 
@@ -338,4 +370,27 @@ class Network(pulumi.ComponentResource):
         )
 
 
-__all__ = ["DEFAULT_INTERFACE_ENDPOINT_SERVICES", "NAT_MODES", "Network", "NetworkArgs", "SubnetPlan", "plan_subnets"]
+class ExistingNetwork(Network):
+    """A VPC someone else manages: its ids as :class:`Network` outputs; nothing declared, nothing destroyed.
+
+    Build it with :meth:`Network.from_existing`. The VPC's CIDR is read with
+    ``aws.ec2.get_vpc`` (an invoke). :attr:`availability_zones` lists the AZs passed in
+    first (the Capacity Block's AZ leads), then any other AZ the VPC has a private subnet in.
+    """
+
+    def __init__(self, name: str, args: ExistingNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate the ids (raising before anything is read), then expose them."""
+        _validate_existing(name, args)
+        # The component itself, without Network.__init__: it would declare a new VPC.
+        pulumi.ComponentResource.__init__(self, TYPE, name, None, opts)
+        self._init_attributes()
+        by_az = args.private_subnet_ids_by_az
+        self.availability_zones = tuple(dict.fromkeys([*args.availability_zones, *by_az]))
+        self.vpc_id = pulumi.Output.from_input(args.vpc_id)
+        self.vpc_cidr = aws.ec2.get_vpc_output(id=args.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self)).cidr_block
+        self.private_subnet_ids_by_az = {az: pulumi.Output.from_input(by_az[az]) for az in self.availability_zones}
+        self.public_subnet_ids = pulumi.Output.from_input(list(args.public_subnet_ids))
+        self._register()
+
+
+__all__ = ["DEFAULT_INTERFACE_ENDPOINT_SERVICES", "ExistingNetwork", "ExistingNetworkArgs", "NAT_MODES", "Network", "NetworkArgs", "SubnetPlan", "plan_subnets"]

@@ -21,7 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from components import clock
-from components.capacity_ops import Reservation, aws_errors
+from components.capacity.aws import aws_errors
+from components.capacity.facts import CapacityBlockFacts
 from components.errors import UserError
 
 RESERVATION_TAG = "kimi-k3.io/capacity-reservation"
@@ -90,7 +91,7 @@ def find_block_node_group(eks: Any, cluster: str, reservation_id: str) -> NodeGr
     return found[0]
 
 
-def plan_scale_up(group: NodeGroupSize, block: Reservation, now: datetime, count: int | None = None) -> ScaleUp:
+def plan_scale_up(group: NodeGroupSize, block: CapacityBlockFacts, now: datetime, count: int | None = None) -> ScaleUp:
     """Check the block can take the nodes now and compute the scaling config (pure).
 
     :param count: nodes wanted; default the block's reserved count.

@@ -19,8 +19,11 @@ from components.errors import SettingsError, UserError
 from components.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.lws_controller import LwsController, LwsControllerArgs
-from components.network import Network, NetworkArgs
-from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block
+from components.network import ExistingNetworkArgs, Network, NetworkArgs
+from components import stack_terms
+from components.capacity.assessment import BlockNeeds, assess, verdict
+from components.capacity.facts import CapacityBlockFacts
+from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 from components.serving.contracts import ServingContract, contract_summary
 from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.vllm import VllmServer, VllmServerArgs
@@ -28,8 +31,11 @@ from components.settings import Secret, StackSettings
 from components.settings import cluster_name as stack_cluster_name
 
 @dataclass(frozen=True)
-class Environment:
-    """Facts read from AWS before declaring anything."""
+class ResolvedStack:
+    """What the stack resolves to before anything is declared: facts read from AWS, the contract, the replica count.
+
+    (Not to be confused with the settings' ``environment``, ``dev`` or ``prod``.)
+    """
 
     reservation: CapacityBlockFacts
     availability_zones: tuple[str, ...]
@@ -43,21 +49,23 @@ class Environment:
     """Serving replicas: configured, or one per group of reserved nodes."""
 
 
-def resolve_environment(settings: StackSettings, now: datetime) -> Environment:
-    """Look the reservation up, derive the AZs and check the block fits the stack at ``now``."""
-    block = lookup_capacity_block(settings.capacity.reservation_id)
+def resolve_stack(settings: StackSettings, now: datetime) -> ResolvedStack:
+    """Look the reservation up, derive the AZs and assess the block against the stack at ``now``.
+
+    Raises :class:`UserError` (in the stack's config keys) for a block that cannot back the
+    stack; the warnings are returned, to print once.
+    """
+    try:
+        block = lookup_capacity_block(settings.capacity.reservation_id)
+    except CapacityBlockNotFound as err:
+        raise UserError(f"{err}. {stack_terms.BLOCK_NOT_FOUND_HINT}") from None
     existing = _existing_private_subnets(settings)
     azs = tuple(existing) if existing else _availability_zones(settings, block.availability_zone)
-    warnings = check_capacity_block(
-        block,
-        instance_type=settings.capacity.instance_type,
-        availability_zones=azs,
-        nodes_required=settings.nodes_required,
-        now=now,
-    )
+    needs = BlockNeeds(instance_type=settings.capacity.instance_type, nodes_required=settings.nodes_required, availability_zones=azs)
+    warnings = verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))
     contract = settings.serving.contract
     replicas = settings.serving.replicas or max(1, block.instance_count // settings.nodes_per_replica)
-    return Environment(
+    return ResolvedStack(
         reservation=block,
         availability_zones=azs,
         warnings=tuple(warnings),
@@ -98,7 +106,7 @@ class Platform(pulumi.ComponentResource):
     """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM."""
 
     def __init__(self, name: str, settings: StackSettings, *, now: datetime, opts: pulumi.ResourceOptions | None = None) -> None:
-        """Resolve the environment, then declare every component.
+        """Resolve the stack (:func:`resolve_stack`), then declare every component.
 
         :param name: base name of every resource of the stack.
         :param settings: validated stack settings (see :mod:`components.settings`).
@@ -107,35 +115,44 @@ class Platform(pulumi.ComponentResource):
             scale-up schedule are decided against it.
         :param opts: options of the component itself.
         """
-        environment = resolve_environment(settings, now)
-        for warning in environment.warnings:
+        resolved = resolve_stack(settings, now)
+        for warning in resolved.warnings:
             pulumi.log.warn(warning)
         super().__init__("kimi-k3:index:Platform", name, None, opts)
         self.settings = settings
-        self.environment = environment
+        self.resolved = resolved
         self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
         tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
         child = pulumi.ResourceOptions(parent=self)
         net = settings.network
 
-        self.network = Network(
-            f"{name}-network",
-            NetworkArgs(
-                cluster_name=self.cluster_name,
-                availability_zones=environment.availability_zones,
-                vpc_cidr=net.vpc_cidr,
-                nat_mode=net.nat_mode,
-                flow_log_retention_days=net.flow_log_retention_days,
-                private_subnet_prefix=net.private_subnet_prefix,
-                public_subnet_prefix=net.public_subnet_prefix,
-                region=settings.region,
-                tags=tags,
-                existing_vpc_id=net.existing_vpc_id,
-                existing_private_subnet_ids_by_az=environment.existing_private_subnets_by_az,
-                existing_public_subnet_ids=net.existing_public_subnet_ids,
-            ),
-            opts=child,
-        )
+        if net.existing_vpc_id:
+            self.network = Network.from_existing(
+                f"{name}-network",
+                ExistingNetworkArgs(
+                    vpc_id=net.existing_vpc_id,
+                    private_subnet_ids_by_az=resolved.existing_private_subnets_by_az,
+                    public_subnet_ids=net.existing_public_subnet_ids,
+                    availability_zones=resolved.availability_zones,
+                ),
+                opts=child,
+            )
+        else:
+            self.network = Network(
+                f"{name}-network",
+                NetworkArgs(
+                    cluster_name=self.cluster_name,
+                    availability_zones=resolved.availability_zones,
+                    vpc_cidr=net.vpc_cidr,
+                    nat_mode=net.nat_mode,
+                    flow_log_retention_days=net.flow_log_retention_days,
+                    private_subnet_prefix=net.private_subnet_prefix,
+                    public_subnet_prefix=net.public_subnet_prefix,
+                    region=settings.region,
+                    tags=tags,
+                ),
+                opts=child,
+            )
 
         c = settings.cluster
         self.cluster = Cluster(
@@ -167,7 +184,7 @@ class Platform(pulumi.ComponentResource):
                 subnet_ids_by_az=self.network.private_subnet_ids_by_az,
                 instance_type=cap.instance_type,
                 now=now,
-                reservation=environment.reservation,
+                reservation=resolved.reservation,
                 ami_release_version=cap.ami_release_version,
                 root_volume_gib=cap.root_volume_gib,
                 efa_enabled=cap.efa_enabled,
@@ -182,11 +199,12 @@ class Platform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
         )
 
+        # Every Kubernetes-touching component gets the cluster's provider through its options.
+        in_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider})
         plugins = settings.plugins
         self.gpu_plugins = GpuNodePlugins(
             f"{name}-gpu-plugins",
             GpuNodePluginsArgs(
-                provider=self.cluster.provider,
                 nvidia=NvidiaDevicePluginArgs(version=plugins.nvidia_device_plugin_version),
                 efa=EfaDevicePluginArgs(enabled=cap.efa_enabled, version=plugins.efa_device_plugin_version),
                 dcgm=DcgmExporterArgs(
@@ -195,7 +213,7 @@ class Platform(pulumi.ComponentResource):
                     service_monitor=settings.serving.service_monitor_enabled,
                 ),
             ),
-            opts=child,
+            opts=in_cluster,
         )
 
         serving = settings.serving
@@ -204,7 +222,7 @@ class Platform(pulumi.ComponentResource):
             self.load_balancer_controller = LoadBalancerController(
                 f"{name}-lb-controller",
                 LoadBalancerControllerArgs(cluster_name=self.cluster.cluster_name, region=settings.region, vpc_id=self.network.vpc_id, tags=tags),
-                opts=pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider}),
+                opts=in_cluster,
             )
 
         # One node holds a replica: a Deployment. A replica across nodes (TP within a node x PP
@@ -212,51 +230,51 @@ class Platform(pulumi.ComponentResource):
         self.lws_controller: LwsController | None = None
         serving_deps: list[pulumi.Resource] = [r for r in (self.gpu_plugins, self.load_balancer_controller) if r is not None]
         if settings.nodes_per_replica > 1:
-            self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(provider=self.cluster.provider), opts=child)
+            self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(), opts=in_cluster)
             serving_deps.append(self.lws_controller)
         server_class, args_class = (VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs) if self.lws_controller else (VllmServer, VllmServerArgs)
         self.server = server_class(
             f"{name}-serving",
             args_class(
-                contract=environment.contract,
+                contract=resolved.contract,
                 api_key=_secret_input(serving.api_key),
                 hugging_face_token=_secret_input(serving.hugging_face_token),
                 cluster_name=self.cluster.cluster_name,
                 aws_region=settings.region,
                 instance_type=cap.instance_type,
-                replicas=environment.replicas,
+                replicas=resolved.replicas,
                 exposure=serving.exposure,
                 allowed_cidrs=serving.allowed_cidrs,
                 vpc_cidr=self.network.vpc_cidr,
                 service_monitor=serving.service_monitor_enabled,
-                provider=self.cluster.provider,
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=serving_deps),
+            opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps)),
         )
 
         self.register_outputs(self.stack_outputs())
 
     def stack_outputs(self) -> dict[str, Any]:
         """The stack outputs ``__main__.py`` exports."""
-        block = self.environment.reservation
+        block = self.resolved.reservation
+        start, end = block.window()
         s = self.settings
         return {
             "region": s.region,
             "vpcId": self.network.vpc_id,
             "environment": s.environment,
-            "availabilityZones": list(self.environment.availability_zones),
+            "availabilityZones": list(self.resolved.availability_zones),
             "capacityBlock": {
                 "id": block.reservation_id,
                 "state": block.state,
                 "availabilityZone": block.availability_zone,
                 "instanceType": block.instance_type,
                 "instanceCount": block.instance_count,
-                "start": block.start.isoformat(),
-                "end": block.end.isoformat(),
+                "start": start.isoformat(),
+                "end": end.isoformat(),
             },
             "gpuNodes": block.instance_count,
             "gpusTotal": block.instance_count * s.instance.gpus,
-            "replicas": self.environment.replicas,
+            "replicas": self.resolved.replicas,
             "clusterName": self.cluster.cluster_name,
             "clusterEndpoint": self.cluster.endpoint,
             "kubeconfig": self.cluster.kubeconfig,
@@ -266,5 +284,5 @@ class Platform(pulumi.ComponentResource):
             "endpoint": self.server.endpoint_url,
             "servingNamespace": self.server.namespace,
             "servingService": self.server.service_name,
-            **contract_summary(self.environment.contract),
+            **contract_summary(self.resolved.contract),
         }

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
+
+from components.errors import Problems
+from components.formats import DNS_LABEL
 
 POD_IDENTITY_TRUST_POLICY = json.dumps(
     {
@@ -22,6 +26,9 @@ POD_IDENTITY_TRUST_POLICY = json.dumps(
     }
 )
 """Trust policy EKS Pod Identity requires on every role it hands to pods."""
+
+SERVICE_ACCOUNT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+"""A ServiceAccount name: an RFC 1123 DNS subdomain (Kubernetes object names)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,8 @@ class PodIdentityRole(pulumi.ComponentResource):
     association: aws.eks.PodIdentityAssociation
 
     def __init__(self, name: str, args: PodIdentityRoleArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Check the args (an association to a namespace that cannot exist binds nobody), then declare role and association."""
+        _validate(name, args)
         super().__init__("kimi-k3:index:PodIdentityRole", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.role = aws.iam.Role(
@@ -73,3 +82,15 @@ class PodIdentityRole(pulumi.ComponentResource):
         )
         self.role_arn = self.role.arn
         self.register_outputs({"roleArn": self.role.arn, "associationId": self.association.association_id})
+
+
+def _validate(name: str, args: PodIdentityRoleArgs) -> None:
+    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``."""
+    problems = Problems("PodIdentityRole", name)
+    if isinstance(args.cluster_name, str) and not args.cluster_name.strip():
+        problems.reject("cluster_name", args.cluster_name, "pass the EKS cluster's name")
+    if not isinstance(args.namespace, str) or not DNS_LABEL.match(args.namespace):
+        problems.reject("namespace", args.namespace, "expected a Kubernetes namespace name (a DNS label such as kube-system)")
+    if not isinstance(args.service_account, str) or not SERVICE_ACCOUNT_NAME.match(args.service_account):
+        problems.reject("service_account", args.service_account, "expected a ServiceAccount name (a lowercase DNS subdomain)")
+    problems.raise_any()

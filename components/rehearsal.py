@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from components.capacity_ops import MAX_INSTANCES
+from components.capacity.offerings import MAX_INSTANCES
 from components.errors import UserError
 from components.formats import AVAILABILITY_ZONE
 from components.offline import ReservationFixture, next_block_start

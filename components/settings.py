@@ -33,6 +33,7 @@ from components.errors import SettingsError
 from components.formats import (
     CAPACITY_BLOCK_OFFERING_ID,
     CAPACITY_RESERVATION_ID,
+    CHART_VERSION,
     EMAIL_LETTER_TLD,
     KNOWN_REGION,
     LOG_RETENTION_DAYS,
@@ -578,7 +579,7 @@ def _validate_capacity(r: _Reader, prod: bool) -> CapacitySettings:
 
 
 def _chart_version(name: str, value: str, minimum: tuple[int, ...] | None = None) -> str:
-    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)", value)
+    match = CHART_VERSION.fullmatch(value)
     if not match:
         raise SettingsError(_key(name), value, "expected a chart version such as 0.20.0")
     if minimum and tuple(map(int, match.groups())) < minimum:

@@ -1,6 +1,6 @@
 """The stack's Flexible Training Plan, read at preview time and checked before use.
 
-The HyperPod counterpart of :mod:`components.reservation` (``check_capacity_block``):
+The HyperPod counterpart of :mod:`components.capacity.assessment` (``assess``):
 a training plan that has ended, is for training jobs instead of HyperPod clusters,
 reserves another instance type, too few instances, or capacity in an AZ the stack's
 subnets do not cover makes ``CreateCluster`` / ``UpdateCluster`` fail late (or the

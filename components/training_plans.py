@@ -1,7 +1,7 @@
 """SageMaker Flexible Training Plan operations with boto3: find, buy, inspect, extend.
 
 Pure logic for the ``kimi-k3 hyperpod plans`` commands, with the same shape as
-:mod:`components.capacity_ops` for EC2 Capacity Blocks: every function takes the
+:mod:`components.capacity` for EC2 Capacity Blocks: every function takes the
 boto3 SageMaker client it needs and, where time matters, a timezone-aware ``now``;
 inputs are validated before AWS is called; results are small frozen dataclasses;
 nothing here prints. AWS failures become one-line
@@ -34,7 +34,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterator, Mapping
 
-from components.capacity_ops import translate_aws_error, validate_region
+from components.capacity.aws import translate_aws_error, validate_region
 from components.errors import UserError
 
 HYPERPOD_TARGET = "hyperpod-cluster"
@@ -73,7 +73,7 @@ def translate_sagemaker_error(exc: BaseException, region: str | None = None) -> 
     """One-line :class:`UserError` for a SageMaker failure.
 
     SageMaker's own error codes are handled here; everything else (credentials,
-    region, endpoint, throttling) goes to :func:`components.capacity_ops.translate_aws_error`.
+    region, endpoint, throttling) goes to :func:`components.capacity.aws.translate_aws_error`.
     That function names the service ``servicequotas`` for ``AccessDeniedException``
     (the code EC2 never uses), which would be wrong for SageMaker, so denials are
     translated here first.

@@ -18,7 +18,7 @@ from components.capacity_block import (
     CapacityBlockNodeGroupArgs,
 )
 from components.errors import UserError
-from components.reservation import CapacityBlockFacts
+from components.capacity.facts import CapacityBlockFacts
 
 UTC = timezone.utc
 NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
@@ -328,9 +328,9 @@ def test_looked_up_facts_can_be_passed_instead_of_an_id():
     [
         (fixture(state="expired", start=NOW - timedelta(days=8)), {}, f"{RID} is expired"),
         (fixture(state="payment-failed"), {}, f"{RID} is payment-failed"),
-        (fixture(instance_type="p5en.48xlarge"), {}, "reserves p5en.48xlarge, but kimi-k3:gpuInstanceType is p6-b300.48xlarge"),
+        (fixture(instance_type="p5en.48xlarge"), {}, "reserves p5en.48xlarge, but instance_type is p6-b300.48xlarge"),
         (fixture(availability_zone="us-east-1d"), {}, "is in us-east-1d, which the network does not cover"),
-        (fixture(instance_count=1), {"nodes_required": 2}, r"reserves 1 instance\(s\) but the stack needs 2"),
+        (fixture(instance_count=1), {"nodes_required": 2}, r"reserves 1 instance\(s\) but nodes_required is 2"),
         (fixture(id="cr-0ffffffffffffffff"), {}, f"Capacity Block {RID} could not be read"),
     ],
     ids=["expired", "payment-failed", "other-type", "other-az", "too-few", "unknown-id"],

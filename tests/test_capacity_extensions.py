@@ -2,68 +2,31 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from decimal import Decimal
 
-import botocore.session
 import pytest
-from botocore.stub import Stubber
 
 from components import capacity_extensions as ext
-from components import capacity_ops as ops
+from components.capacity.assessment import FAIL, OK, WARN
+from components.capacity.facts import CapacityBlockFacts
 from components.errors import UserError
+from tests.aws_stubs import autoscaling, ec2  # noqa: F401 - fixtures
+from tests.capacity_builders import EXT_END as END
+from tests.capacity_builders import EXT_NOW as NOW
+from tests.capacity_builders import EXT_START as START
+from tests.capacity_builders import OFFER, RID
+from tests.capacity_builders import api_extension as extension
+from tests.capacity_builders import api_extension_offering as offering
 
-UTC = timezone.utc
-NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
-START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
-END = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
-RID = "cr-0a1b2c3d4e5f60718"
-OFFER = "cbe-0123456789abcdef0"
 ASG = "eks-gpu-ng-12c9d3e4-5f6a-7b8c-9d0e-1f2a3b4c5d6e"
-_SESSION = botocore.session.get_session()
 
 
-def client(service: str):
-    return _SESSION.create_client(service, region_name="us-east-1", aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
-
-
-@pytest.fixture
-def ec2():
-    c = client("ec2")
-    with Stubber(c) as stub:
-        yield c, stub
-        stub.assert_no_pending_responses()
-
-
-@pytest.fixture
-def autoscaling():
-    c = client("autoscaling")
-    with Stubber(c) as stub:
-        yield c, stub
-        stub.assert_no_pending_responses()
-
-
-def reservation(state="active", end=END, rtype="capacity-block") -> ops.Reservation:
-    return ops.Reservation(RID, state, "p6-b300.48xlarge", "us-east-1a", "use1-az4", "Linux/UNIX", rtype, 2, 0, START, end)
-
-
-def offering(oid=OFFER, days=7, fee="1572480.00") -> dict:
-    return {
-        "CapacityBlockExtensionOfferingId": oid, "InstanceType": "p6-b300.48xlarge", "InstanceCount": 2,
-        "AvailabilityZone": "us-east-1a", "AvailabilityZoneId": "use1-az4", "StartDate": START,
-        "CapacityBlockExtensionStartDate": END, "CapacityBlockExtensionEndDate": END + timedelta(days=days),
-        "CapacityBlockExtensionDurationHours": days * 24, "UpfrontFee": fee, "CurrencyCode": "USD", "Tenancy": "default",
-    }
-
-
-def extension(status="payment-pending", purchased=NOW - timedelta(hours=2), days=7, oid=OFFER) -> dict:
-    return {
-        "CapacityReservationId": RID, "InstanceType": "p6-b300.48xlarge", "InstanceCount": 2,
-        "AvailabilityZone": "us-east-1a", "AvailabilityZoneId": "use1-az4", "CapacityBlockExtensionOfferingId": oid,
-        "CapacityBlockExtensionDurationHours": days * 24, "CapacityBlockExtensionStatus": status,
-        "CapacityBlockExtensionPurchaseDate": purchased, "CapacityBlockExtensionStartDate": END,
-        "CapacityBlockExtensionEndDate": END + timedelta(days=days), "UpfrontFee": "1572480.00", "CurrencyCode": "USD",
-    }
+def reservation(state="active", end=END, rtype="capacity-block") -> CapacityBlockFacts:
+    return CapacityBlockFacts(
+        reservation_id=RID, availability_zone="us-east-1a", instance_type="p6-b300.48xlarge", instance_count=2, state=state,
+        start=START, end=end, availability_zone_id="use1-az4", instance_platform="Linux/UNIX", reservation_type=rtype,
+    )
 
 
 # --------------------------------------------------------------------------- rules
@@ -162,20 +125,20 @@ def test_history_newest_first(ec2):
 
 def test_status_line_for_pending_failed_and_done():
     pending = ext.extension_status([ext.Extension.from_api(extension())], NOW)
-    assert pending.level == ops.WARN
+    assert pending.level == WARN
     assert pending.message == ("7-day extension to 2026-12-15 11:30 UTC is payment-pending (fails if not paid by "
                                "2026-12-03 19:00 UTC, 600 min from now); the block still ends at 2026-12-08 11:30 UTC.")
     failed = ext.extension_status([ext.Extension.from_api(extension("payment-failed"))], NOW)
-    assert failed.level == ops.FAIL and "failed (payment-failed); the block still ends at 2026-12-08 11:30 UTC" in failed.message
+    assert failed.level == FAIL and "failed (payment-failed); the block still ends at 2026-12-08 11:30 UTC" in failed.message
     done = ext.extension_status([ext.Extension.from_api(extension("payment-succeeded"))], NOW)
-    assert done.level == ops.OK and done.message.endswith("the block now ends at 2026-12-15 11:30 UTC.")
+    assert done.level == OK and done.message.endswith("the block now ends at 2026-12-15 11:30 UTC.")
     assert ext.extension_status([], NOW) is None
 
 
 def test_status_reports_the_newest_extension():
     older_failed = ext.Extension.from_api(extension("payment-failed", purchased=NOW - timedelta(days=2)))
     newer_ok = ext.Extension.from_api(extension("payment-succeeded", purchased=NOW - timedelta(hours=1)))
-    assert ext.extension_status([older_failed, newer_ok], NOW).level == ops.OK
+    assert ext.extension_status([older_failed, newer_ok], NOW).level == OK
 
 
 # --------------------------------------------------------------------------- EKS scale-down action
@@ -192,20 +155,20 @@ def test_scaledown_still_at_the_old_end_after_an_extension_fails(autoscaling):
     stub.add_response("describe_scheduled_actions", {"ScheduledUpdateGroupActions": [scheduled(END - timedelta(minutes=40))]},
                       {"AutoScalingGroupName": ASG})
     check = ext.check_scaledown_action(c, ASG, END + timedelta(days=7), NOW)
-    assert check.level == ops.FAIL and "before the block's end - 40 min (2026-12-15 10:50 UTC)" in check.message
+    assert check.level == FAIL and "before the block's end - 40 min (2026-12-15 10:50 UTC)" in check.message
 
 
 def test_scaledown_moved_with_the_end_is_ok(autoscaling):
     c, stub = autoscaling
     stub.add_response("describe_scheduled_actions", {"ScheduledUpdateGroupActions": [scheduled(END + timedelta(days=7, minutes=-40))]},
                       {"AutoScalingGroupName": ASG})
-    assert ext.check_scaledown_action(c, ASG, END + timedelta(days=7), NOW).level == ops.OK
+    assert ext.check_scaledown_action(c, ASG, END + timedelta(days=7), NOW).level == OK
 
 
 def test_missing_scaledown_action_warns(autoscaling):
     c, stub = autoscaling
     stub.add_response("describe_scheduled_actions", {"ScheduledUpdateGroupActions": []}, {"AutoScalingGroupName": ASG})
-    assert ext.check_scaledown_action(c, ASG, END, NOW).level == ops.WARN
+    assert ext.check_scaledown_action(c, ASG, END, NOW).level == WARN
 
 
 def test_scaledown_check_denied_names_autoscaling(autoscaling):

@@ -1,4 +1,4 @@
-"""Tests for components.capacity_ops against the real EC2 / Service Quotas API models.
+"""Tests for the boto3 capacity modules (components.capacity.aws, offerings, status, preflight) against the real EC2 / Service Quotas API models.
 
 Every AWS call goes through ``botocore.stub.Stubber``, which checks requests
 (``expected_params``) and responses against the installed botocore model.
@@ -6,100 +6,24 @@ Every AWS call goes through ``botocore.stub.Stubber``, which checks requests
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from decimal import Decimal
 
-import botocore.session
 import pytest
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError, NoCredentialsError, NoRegionError
-from botocore.stub import Stubber
 
-from components import capacity_ops as ops
+from components.capacity import preflight, status
+from components.capacity import aws as capacity_aws
+from components.capacity import offerings
+from components.capacity.facts import CapacityBlockFacts
 from components.errors import UserError
+from tests.aws_stubs import client, ec2, quotas  # noqa: F401 - fixtures
+from tests.capacity_builders import BLOCK_ID, NOW, OFF_A, OFF_B, OFF_C, REGION, RID, UTC
+from tests.capacity_builders import api_offering as offering
+from tests.capacity_builders import api_reservation as reservation
 
-UTC = timezone.utc
-NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
-REGION = "us-east-1"
-RID = "cr-0a1b2c3d4e5f60718"
-BLOCK_ID = "cb-0f9e8d7c6b5a40312"
-OFF_A = "cb-0a1b2c3d4e5f67890"
-OFF_B = "cb-0f1e2d3c4b5a69788"
-OFF_C = "cb-0123456789abcdef0"
 assert all(len(i) == 20 for i in (RID, BLOCK_ID, OFF_A, OFF_B, OFF_C))
-
-
-_SESSION = botocore.session.get_session()  # one session: its loader caches the API models
-
-
-def client(service: str = "ec2"):
-    """A real botocore client (fake keys, never sends: every call is stubbed)."""
-    return _SESSION.create_client(
-        service, region_name=REGION, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="secret"
-    )
-
-
-def stubbed(service: str):
-    """A client of ``service`` and its Stubber; every queued response must be used."""
-    c = client(service)
-    with Stubber(c) as stub:
-        yield c, stub
-        stub.assert_no_pending_responses()
-
-
-@pytest.fixture
-def ec2():
-    yield from stubbed("ec2")
-
-
-@pytest.fixture
-def quotas():
-    yield from stubbed("service-quotas")
-
-
-def offering(oid, az, start, days, fee, count=2):
-    return {
-        "CapacityBlockOfferingId": oid,
-        "InstanceType": "p6-b300.48xlarge",
-        "AvailabilityZone": az,
-        "InstanceCount": count,
-        "StartDate": start,
-        "EndDate": start + timedelta(days=days),
-        "CapacityBlockDurationHours": days * 24,
-        "UpfrontFee": fee,
-        "CurrencyCode": "USD",
-        "Tenancy": "default",
-    }
-
-
-def reservation(rid=RID, *, state="scheduled", itype="p6-b300.48xlarge", az="us-east-1a", total=2,
-                available=2, start=datetime(2026, 6, 10, 11, 30, tzinfo=UTC), days=7,
-                rtype="capacity-block", platform="Linux/UNIX", block=BLOCK_ID):
-    item = {
-        "CapacityReservationId": rid,
-        "OwnerId": "123456789012",
-        "CapacityReservationArn": f"arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{rid}",
-        "AvailabilityZoneId": "use1-az4",
-        "InstanceType": itype,
-        "InstancePlatform": platform,
-        "AvailabilityZone": az,
-        "Tenancy": "default",
-        "TotalInstanceCount": total,
-        "AvailableInstanceCount": available,
-        "EbsOptimized": True,
-        "EphemeralStorage": False,
-        "State": state,
-        "StartDate": start,
-        "EndDate": start + timedelta(days=days),
-        "EndDateType": "limited",
-        "InstanceMatchCriteria": "targeted",
-        "CreateDate": datetime(2026, 5, 28, 9, 12, tzinfo=UTC),
-        "Tags": [{"Key": "Project", "Value": "kimi-k3"}],
-        "ReservationType": rtype,
-    }
-    if block:
-        item["CapacityBlockId"] = block
-    return item
 
 
 # --------------------------------------------------------------------------- validation
@@ -107,7 +31,7 @@ def reservation(rid=RID, *, state="scheduled", itype="p6-b300.48xlarge", az="us-
 
 @pytest.mark.parametrize("days", [1, 7, 14, 21, 28, 91, 182])
 def test_accepted_durations(days):
-    q = ops.build_offering_query("p6-b300.48xlarge", 2, days, NOW)
+    q = offerings.build_offering_query("p6-b300.48xlarge", 2, days, NOW)
     assert q.duration_hours == days * 24
     assert q.request()["CapacityDurationHours"] == days * 24
 
@@ -115,42 +39,42 @@ def test_accepted_durations(days):
 @pytest.mark.parametrize("days", [0, 15, 16, 20, 22, 183, 189, -7])
 def test_rejected_durations(days):
     with pytest.raises(UserError, match="1-14 days, or 21-182 days in multiples of 7"):
-        ops.build_offering_query("p6-b300.48xlarge", 2, days, NOW)
+        offerings.build_offering_query("p6-b300.48xlarge", 2, days, NOW)
 
 
 def test_valid_duration_list_is_exactly_the_aws_rule():
-    assert ops.valid_duration_days() == tuple(range(1, 15)) + tuple(range(21, 183, 7))
-    assert ops.valid_duration_days()[-1] == 182 and 175 in ops.valid_duration_days()
+    assert offerings.valid_duration_days() == tuple(range(1, 15)) + tuple(range(21, 183, 7))
+    assert offerings.valid_duration_days()[-1] == 182 and 175 in offerings.valid_duration_days()
 
 
 @pytest.mark.parametrize("count,ok", [(0, False), (1, True), (64, True), (65, False)])
 def test_instance_count_range(count, ok):
     if ok:
-        assert ops.build_offering_query("p6-b300.48xlarge", count, 7, NOW).count == count
+        assert offerings.build_offering_query("p6-b300.48xlarge", count, 7, NOW).count == count
     else:
         with pytest.raises(UserError, match="1 to 64 instances"):
-            ops.build_offering_query("p6-b300.48xlarge", count, 7, NOW)
+            offerings.build_offering_query("p6-b300.48xlarge", count, 7, NOW)
 
 
 def test_start_window_must_be_within_eight_weeks_and_future():
-    ok = ops.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=NOW + timedelta(weeks=8))
+    ok = offerings.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=NOW + timedelta(weeks=8))
     assert ok.start_after == NOW + timedelta(weeks=8)
     with pytest.raises(UserError, match="within 8 weeks"):
-        ops.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=NOW + timedelta(weeks=8, minutes=1))
+        offerings.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=NOW + timedelta(weeks=8, minutes=1))
     with pytest.raises(UserError, match="within 8 weeks"):
-        ops.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_before=NOW + timedelta(days=57))
+        offerings.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_before=NOW + timedelta(days=57))
     with pytest.raises(UserError, match="in the past"):
-        ops.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=NOW - timedelta(hours=1))
+        offerings.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=NOW - timedelta(hours=1))
     with pytest.raises(UserError, match="later than --start-after"):
-        ops.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=NOW + timedelta(days=5),
+        offerings.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=NOW + timedelta(days=5),
                                  start_before=NOW + timedelta(days=4))
 
 
 def test_naive_iso_times_are_utc():
-    assert ops.parse_when("2026-06-10", "--start-after") == datetime(2026, 6, 10, tzinfo=UTC)
-    assert ops.parse_when("2026-06-10T13:30+02:00", "--x") == datetime(2026, 6, 10, 11, 30, tzinfo=UTC)
+    assert offerings.parse_when("2026-06-10", "--start-after") == datetime(2026, 6, 10, tzinfo=UTC)
+    assert offerings.parse_when("2026-06-10T13:30+02:00", "--x") == datetime(2026, 6, 10, 11, 30, tzinfo=UTC)
     with pytest.raises(UserError, match="--start-after 'next week' is not an ISO 8601"):
-        ops.parse_when("next week", "--start-after")
+        offerings.parse_when("next week", "--start-after")
 
 
 @pytest.mark.parametrize("value,ok", [
@@ -159,17 +83,17 @@ def test_naive_iso_times_are_utc():
 ])
 def test_reservation_id_format(value, ok):
     if ok:
-        assert ops.validate_reservation_id(value) == value
+        assert capacity_aws.validate_reservation_id(value) == value
     else:
         with pytest.raises(UserError, match="cr- followed by 17 hex digits"):
-            ops.validate_reservation_id(value)
+            capacity_aws.validate_reservation_id(value)
 
 
 def test_offering_id_format():
-    assert ops.validate_offering_id(OFF_A) == OFF_A
+    assert capacity_aws.validate_offering_id(OFF_A) == OFF_A
     for bad in ("cb-0123456789abcdefg", RID, "cb-123"):
         with pytest.raises(UserError, match="cb- followed by 17 hex digits"):
-            ops.validate_offering_id(bad)
+            capacity_aws.validate_offering_id(bad)
 
 
 # --------------------------------------------------------------------------- offerings
@@ -177,24 +101,24 @@ def test_offering_id_format():
 
 def test_find_offerings_paginates_and_sorts_by_price_then_start(ec2):
     c, stub = ec2
-    q = ops.build_offering_query("p6-b300.48xlarge", 2, 7, NOW)
+    q = offerings.build_offering_query("p6-b300.48xlarge", 2, 7, NOW)
     base = {"InstanceType": "p6-b300.48xlarge", "InstanceCount": 2, "CapacityDurationHours": 168}
     stub.add_response(
         "describe_capacity_block_offerings",
         {"CapacityBlockOfferings": [
-            offering(OFF_A, "us-east-1a", datetime(2026, 6, 10, 11, 30, tzinfo=UTC), 7, "3418560.00"),
-            offering(OFF_C, "us-east-1c", datetime(2026, 6, 3, 11, 30, tzinfo=UTC), 7, "3590400.00"),
+            offering(OFF_A, "us-east-1a", datetime(2026, 6, 10, 11, 30, tzinfo=UTC), "3418560.00"),
+            offering(OFF_C, "us-east-1c", datetime(2026, 6, 3, 11, 30, tzinfo=UTC), "3590400.00"),
         ], "NextToken": "page-2"},
         base,
     )
     stub.add_response(
         "describe_capacity_block_offerings",
         {"CapacityBlockOfferings": [
-            offering(OFF_B, "us-east-1b", datetime(2026, 6, 8, 11, 30, tzinfo=UTC), 7, "3418560.00"),
+            offering(OFF_B, "us-east-1b", datetime(2026, 6, 8, 11, 30, tzinfo=UTC), "3418560.00"),
         ]},
         {**base, "NextToken": "page-2"},
     )
-    found = ops.find_offerings(c, q)
+    found = offerings.find_offerings(c, q)
     assert [o.offering_id for o in found] == [OFF_B, OFF_A, OFF_C]  # same price: earlier start first
     assert found[0].upfront_fee == Decimal("3418560.00")
     assert found[0].currency == "USD" and found[0].duration_hours == 168
@@ -205,26 +129,26 @@ def test_start_before_is_sent_as_end_bound_and_enforced_on_start(ec2):
     c, stub = ec2
     after = NOW + timedelta(days=1)
     before = datetime(2026, 6, 9, tzinfo=UTC)
-    q = ops.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=after, start_before=before)
+    q = offerings.build_offering_query("p6-b300.48xlarge", 1, 7, NOW, start_after=after, start_before=before)
     stub.add_response(
         "describe_capacity_block_offerings",
         {"CapacityBlockOfferings": [
-            offering(OFF_A, "us-east-1a", datetime(2026, 6, 10, 11, 30, tzinfo=UTC), 7, "1709280.00", 1),
-            offering(OFF_B, "us-east-1b", datetime(2026, 6, 8, 11, 30, tzinfo=UTC), 7, "1709280.00", 1),
+            offering(OFF_A, "us-east-1a", datetime(2026, 6, 10, 11, 30, tzinfo=UTC), "1709280.00", count=1),
+            offering(OFF_B, "us-east-1b", datetime(2026, 6, 8, 11, 30, tzinfo=UTC), "1709280.00", count=1),
         ]},
         {"InstanceType": "p6-b300.48xlarge", "InstanceCount": 1, "CapacityDurationHours": 168,
          "StartDateRange": after, "EndDateRange": before + timedelta(days=8)},
     )
-    assert [o.offering_id for o in ops.find_offerings(c, q)] == [OFF_B]
+    assert [o.offering_id for o in offerings.find_offerings(c, q)] == [OFF_B]
 
 
 def test_find_offering_reports_a_vanished_offering(ec2):
     c, stub = ec2
-    q = ops.build_offering_query("p6-b300.48xlarge", 2, 7, NOW)
+    q = offerings.build_offering_query("p6-b300.48xlarge", 2, 7, NOW)
     stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": []},
                       {"InstanceType": "p6-b300.48xlarge", "InstanceCount": 2, "CapacityDurationHours": 168})
     with pytest.raises(UserError, match=f"offering {OFF_A} is not among the current offerings.*run `kimi-k3 capacity offerings`"):
-        ops.find_offering(c, q, OFF_A)
+        offerings.find_offering(c, q, OFF_A)
 
 
 # --------------------------------------------------------------------------- purchase / describe
@@ -239,7 +163,7 @@ def test_purchase_sends_platform_and_project_tag(ec2):
          "TagSpecifications": [{"ResourceType": "capacity-reservation",
                                 "Tags": [{"Key": "Project", "Value": "kimi-k3"}]}]},
     )
-    r = ops.purchase_block(c, OFF_A)
+    r = offerings.purchase_block(c, OFF_A)
     assert r.reservation_id == RID and r.state == "payment-pending"
     assert ("Project", "kimi-k3") in r.tags
 
@@ -247,9 +171,9 @@ def test_purchase_sends_platform_and_project_tag(ec2):
 def test_ids_are_validated_before_any_call(ec2):
     c, _ = ec2  # no responses queued: a call would raise UnStubbedResponseError
     with pytest.raises(UserError, match="cb- followed by 17 hex"):
-        ops.purchase_block(c, "cb-notanid")
+        offerings.purchase_block(c, "cb-notanid")
     with pytest.raises(UserError, match="cr- followed by 17 hex"):
-        ops.describe_reservation(c, "cr-123")
+        status.describe_reservation(c, "cr-123")
 
 
 def test_reservation_times_and_usage(ec2):
@@ -258,7 +182,7 @@ def test_reservation_times_and_usage(ec2):
                       {"CapacityReservations": [reservation(state="active", total=4, available=1,
                                                             start=datetime(2026, 5, 31, 11, 30, tzinfo=UTC))]},
                       {"CapacityReservationIds": [RID]})
-    r = ops.describe_reservation(c, RID)
+    r = status.describe_reservation(c, RID)
     assert (r.total_instances, r.in_use, r.available_instances) == (4, 3, 1)
     assert r.time_to_start(NOW) == -timedelta(hours=20, minutes=30)
     assert r.time_to_end(NOW) == timedelta(days=6, hours=3, minutes=30)
@@ -279,27 +203,23 @@ def test_client_errors_become_one_line_user_errors(ec2, code, message, expected)
     stub.add_client_error("describe_capacity_reservations", service_error_code=code, service_message=message,
                           http_status_code=400, expected_params={"CapacityReservationIds": [RID]})
     with pytest.raises(UserError) as info:
-        ops.describe_reservation(c, RID)
+        status.describe_reservation(c, RID)
     text = str(info.value)
     assert expected in text
     assert "\n" not in text and len(text) < 300
 
 
 def test_transport_errors_become_user_errors():
-    assert "no AWS credentials found" in str(ops.translate_aws_error(NoCredentialsError()))
-    assert "pass --region" in str(ops.translate_aws_error(NoRegionError()))
-    err = ops.translate_aws_error(EndpointConnectionError(endpoint_url="https://ec2.mars-1.amazonaws.com/"), "mars-1")
+    assert "no AWS credentials found" in str(capacity_aws.translate_aws_error(NoCredentialsError()))
+    assert "pass --region" in str(capacity_aws.translate_aws_error(NoRegionError()))
+    err = capacity_aws.translate_aws_error(EndpointConnectionError(endpoint_url="https://ec2.mars-1.amazonaws.com/"), "mars-1")
     assert "cannot reach AWS in mars-1" in str(err) and "ec2.mars-1.amazonaws.com" in str(err)
 
 
 def test_unreachable_endpoint_through_a_real_client():
-    c = _SESSION.create_client(
-        "ec2", region_name=REGION, endpoint_url="http://127.0.0.1:9",
-        aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="secret",
-        config=Config(retries={"total_max_attempts": 1}, connect_timeout=2),
-    )
+    c = client("ec2", endpoint_url="http://127.0.0.1:9", config=Config(retries={"total_max_attempts": 1}, connect_timeout=2))
     with pytest.raises(UserError, match="cannot reach AWS in us-east-1"):
-        ops.describe_reservation(c, RID)
+        status.describe_reservation(c, RID)
 
 
 def test_list_keeps_only_capacity_blocks_across_pages(ec2):
@@ -310,13 +230,13 @@ def test_list_keeps_only_capacity_blocks_across_pages(ec2):
                       {"CapacityReservations": [later, odcr], "NextToken": "t2"}, {})
     stub.add_response("describe_capacity_reservations",
                       {"CapacityReservations": [reservation()]}, {"NextToken": "t2"})
-    found = ops.list_capacity_blocks(c)
+    found = status.list_capacity_blocks(c)
     assert [r.reservation_id for r in found] == [RID, "cr-0bbbbbbbbbbbbbbbb"]
 
 
 def test_status_adds_block_health_when_the_model_has_it(ec2):
     c, stub = ec2
-    assert ops.supports_block_status(c)  # botocore installed here has DescribeCapacityBlockStatus
+    assert status.supports_block_status(c)  # botocore installed here has DescribeCapacityBlockStatus
     stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation()]},
                       {"CapacityReservationIds": [RID]})
     stub.add_response("describe_capacity_block_status",
@@ -324,17 +244,17 @@ def test_status_adds_block_health_when_the_model_has_it(ec2):
                                                   "TotalCapacity": 2, "TotalAvailableCapacity": 2,
                                                   "TotalUnavailableCapacity": 0}]},
                       {"CapacityBlockIds": [BLOCK_ID]})
-    (view,) = ops.reservation_status(c, RID)
-    assert view.block == ops.BlockStatus(BLOCK_ID, "ok", 2, 2, 0)
+    (view,) = status.reservation_status(c, RID)
+    assert view.block == status.BlockStatus(BLOCK_ID, "ok", 2, 2, 0)
 
 
 def test_status_without_block_status_operation_or_permission(ec2, monkeypatch):
     c, stub = ec2
     stub.add_client_error("describe_capacity_block_status", "UnauthorizedOperation", "no",
                           expected_params={"CapacityBlockIds": [BLOCK_ID]})
-    assert ops.block_statuses(c, [BLOCK_ID]) == {}
-    monkeypatch.setattr(ops, "supports_block_status", lambda _c: False)
-    assert ops.block_statuses(c, [BLOCK_ID]) == {}  # and no call (nothing queued)
+    assert status.block_statuses(c, [BLOCK_ID]) == {}
+    monkeypatch.setattr(status, "supports_block_status", lambda _c: False)
+    assert status.block_statuses(c, [BLOCK_ID]) == {}  # and no call (nothing queued)
 
 
 # --------------------------------------------------------------------------- quotas
@@ -346,16 +266,16 @@ def test_read_p_quota(quotas):
                       {"Quota": {"ServiceCode": "ec2", "QuotaCode": "L-417A185B",
                                  "QuotaName": "Running On-Demand P instances", "Value": 384.0, "Unit": "None"}},
                       {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
-    assert ops.read_vcpu_quota(c, "p6-b300.48xlarge") == ops.QuotaReading("L-417A185B", "Running On-Demand P instances", 384.0)
+    assert preflight.read_vcpu_quota(c, "p6-b300.48xlarge") == preflight.QuotaReading("L-417A185B", "Running On-Demand P instances", 384.0)
 
 
 def test_quota_read_failure_is_reported_not_raised(quotas):
     c, stub = quotas
     stub.add_client_error("get_service_quota", "AccessDeniedException", "User is not authorized",
                           expected_params={"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
-    q = ops.read_vcpu_quota(c, "p6-b300.48xlarge")
+    q = preflight.read_vcpu_quota(c, "p6-b300.48xlarge")
     assert q.value is None and "servicequotas:GetServiceQuota" in q.error
-    assert ops.read_vcpu_quota(c, "g6e.48xlarge").error.startswith("no vCPU quota code known")
+    assert preflight.read_vcpu_quota(c, "g6e.48xlarge").error.startswith("no vCPU quota code known")
 
 
 # --------------------------------------------------------------------------- preflight (pure)
@@ -363,9 +283,9 @@ def test_quota_read_failure_is_reported_not_raised(quotas):
 
 def evaluate(res=None, **kw):
     args = dict(instance_type="p6-b300.48xlarge", region=REGION, nodes_required=2, now=NOW,
-                quota=ops.QuotaReading("L-417A185B", "Running On-Demand P instances", 384.0), vcpus_per_node=192)
+                quota=preflight.QuotaReading("L-417A185B", "Running On-Demand P instances", 384.0), vcpus_per_node=192)
     args.update(kw)
-    return {c.name: c for c in ops.evaluate_preflight(ops.Reservation.from_api(res or reservation()), **args)}
+    return {c.code: c for c in preflight.evaluate_preflight(CapacityBlockFacts.from_ec2(res or reservation()), **args)}
 
 
 def test_healthy_scheduled_block_is_all_ok():
@@ -417,15 +337,15 @@ def test_active_block_with_too_few_free_instances_warns():
 
 
 def test_quota_levels():
-    low = evaluate(quota=ops.QuotaReading("L-417A185B", "Running On-Demand P instances", 192.0))["vCPU quota"]
+    low = evaluate(quota=preflight.QuotaReading("L-417A185B", "Running On-Demand P instances", 192.0))["vCPU quota"]
     assert low.level == "WARN" and "below 2 x 192 = 384" in low.message
-    unread = evaluate(quota=ops.QuotaReading("L-417A185B", "x", None, "AWS denied servicequotas:GetServiceQuota"))["vCPU quota"]
+    unread = evaluate(quota=preflight.QuotaReading("L-417A185B", "x", None, "AWS denied servicequotas:GetServiceQuota"))["vCPU quota"]
     assert unread.level == "WARN" and "could not read" in unread.message
     assert evaluate(vcpus_per_node=None)["vCPU quota"].level == "WARN"
 
 
 def test_impaired_interconnect_warns():
-    checks = evaluate(block=ops.BlockStatus(BLOCK_ID, "impaired", 2, 1, 1))
+    checks = evaluate(block=status.BlockStatus(BLOCK_ID, "impaired", 2, 1, 1))
     assert checks["interconnect"].level == "WARN" and checks["capacity health"].level == "WARN"
 
 
@@ -443,7 +363,7 @@ def test_run_preflight_go(ec2, quotas):
                       {"CapacityBlockIds": [BLOCK_ID]})
     qstub.add_response("get_service_quota", {"Quota": {"QuotaCode": "L-417A185B", "Value": 768.0}},
                        {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
-    report = ops.run_preflight(c, q, reservation_id=RID, instance_type="p6-b300.48xlarge", region=REGION,
+    report = preflight.run_preflight(c, q, reservation_id=RID, instance_type="p6-b300.48xlarge", region=REGION,
                                nodes_required=2, now=NOW, vcpus_per_node=192)
     assert report.go and report.count("FAIL") == 0 and report.count("WARN") == 0
 
@@ -453,7 +373,7 @@ def test_run_preflight_missing_reservation_is_a_fail_line(ec2):
     stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound",
                           f"The capacity reservation ID '{RID}' does not exist",
                           expected_params={"CapacityReservationIds": [RID]})
-    report = ops.run_preflight(c, None, reservation_id=RID, instance_type="p6-b300.48xlarge", region=REGION,
+    report = preflight.run_preflight(c, None, reservation_id=RID, instance_type="p6-b300.48xlarge", region=REGION,
                                nodes_required=1, now=NOW)
     assert not report.go and report.checks[0].message == f"{RID} does not exist in us-east-1 for this account."
 
@@ -461,7 +381,7 @@ def test_run_preflight_missing_reservation_is_a_fail_line(ec2):
 def test_run_preflight_without_or_with_bad_id_makes_no_call(ec2):
     c, _ = ec2
     for rid, text in (("", "sets no kimi-k3:capacityReservationId"), ("cr-xyz", "not a reservation id")):
-        report = ops.run_preflight(c, None, reservation_id=rid, instance_type="p6-b300.48xlarge",
+        report = preflight.run_preflight(c, None, reservation_id=rid, instance_type="p6-b300.48xlarge",
                                    region=REGION, nodes_required=1, now=NOW)
         assert not report.go and text in report.checks[0].message
 
@@ -471,5 +391,5 @@ def test_run_preflight_access_denied_raises_user_error(ec2):
     stub.add_client_error("describe_capacity_reservations", "UnauthorizedOperation", "You are not authorized",
                           expected_params={"CapacityReservationIds": [RID]})
     with pytest.raises(UserError, match="AWS denied ec2:DescribeCapacityReservations"):
-        ops.run_preflight(c, None, reservation_id=RID, instance_type="p6-b300.48xlarge", region=REGION,
+        preflight.run_preflight(c, None, reservation_id=RID, instance_type="p6-b300.48xlarge", region=REGION,
                           nodes_required=1, now=NOW)

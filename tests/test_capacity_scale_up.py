@@ -11,7 +11,8 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from components import capacity_ops as ops
+from components.capacity import aws as capacity_aws
+from components.capacity.facts import CapacityBlockFacts
 from components import nodegroup_scaling as scaling
 from components.cli import capacity as capacity_cli
 from components.cli import main
@@ -48,7 +49,7 @@ def nodegroup(name, desired=0, tags=None, min_size=0, max_size=2):
 
 
 def block(**changes):
-    return ops.Reservation.from_api(reservation(**changes))
+    return CapacityBlockFacts.from_ec2(reservation(**changes))
 
 
 def group(desired=0, **changes):
@@ -99,7 +100,7 @@ def test_a_count_outside_the_block_is_refused(count):
 def aws(monkeypatch):
     ec2, quotas, eks = client("ec2"), client("service-quotas"), client("eks")
     stubs = {"ec2": Stubber(ec2), "eks": Stubber(eks)}
-    monkeypatch.setattr(ops, "make_clients", lambda region: ops.Clients(ec2=ec2, quotas=quotas))
+    monkeypatch.setattr(capacity_aws, "make_clients", lambda region: capacity_aws.Clients(ec2=ec2, quotas=quotas))
     monkeypatch.setattr(scaling, "make_eks_client", lambda region: eks)
     monkeypatch.setattr(capacity_cli, "utcnow", lambda: NOW)
     for stub in stubs.values():

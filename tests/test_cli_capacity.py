@@ -6,107 +6,26 @@ responses checked against the real API models); the clock and stdin are injected
 
 from __future__ import annotations
 
-import io
 import sys
 import types
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
-import botocore.session
 import pytest
-from botocore.stub import Stubber
 
-from components import capacity_ops as ops
-from components import cli
+from components.capacity import aws as capacity_aws
 from components.cli import capacity as capacity_cli
+from tests.aws_stubs import FakeStdin, aws, cli_env, client, no_aws  # noqa: F401 - fixtures
+from tests.aws_stubs import run_capacity as run
+from tests.capacity_builders import BLOCK_ID, NOW, OFF_A, OFF_B, REGION, RID, START, UTC
+from tests.capacity_builders import api_offering as offering
+from tests.capacity_builders import api_reservation as reservation
 
-UTC = timezone.utc
-NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
-REGION = "us-east-1"
-RID = "cr-0a1b2c3d4e5f60718"
-BLOCK_ID = "cb-0f9e8d7c6b5a40312"
-OFF_A = "cb-0a1b2c3d4e5f67890"
-OFF_B = "cb-0f1e2d3c4b5a69788"
-START = datetime(2026, 6, 10, 11, 30, tzinfo=UTC)
 SEARCH = {"InstanceType": "p6-b300.48xlarge", "InstanceCount": 2, "CapacityDurationHours": 168}
 PURCHASE = {
     "CapacityBlockOfferingId": OFF_A,
     "InstancePlatform": "Linux/UNIX",
     "TagSpecifications": [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "Project", "Value": "kimi-k3"}]}],
 }
-_SESSION = botocore.session.get_session()
-
-
-class FakeStdin(io.StringIO):
-    """stdin with a chosen answer to ``isatty()``."""
-
-    def __init__(self, text: str, tty: bool) -> None:
-        super().__init__(text)
-        self._tty = tty
-
-    def isatty(self) -> bool:
-        return self._tty
-
-
-@pytest.fixture(autouse=True)
-def cli_env(monkeypatch):
-    """Pin the clock; stand in for sibling CLI modules that are not written yet."""
-    monkeypatch.setattr(capacity_cli, "utcnow", lambda: NOW)
-    for name in cli.SUBCOMMANDS:
-        if name == "capacity":
-            continue
-        try:
-            __import__(f"components.cli.{name}")
-        except Exception:
-            stub = types.ModuleType(f"components.cli.{name}")
-            stub.add_parser = lambda sub, _n=name: sub.add_parser(_n)
-            monkeypatch.setitem(sys.modules, f"components.cli.{name}", stub)
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    """Stubbed EC2 + Service Quotas clients installed as the client factory's result."""
-    ec2 = _SESSION.create_client("ec2", region_name=REGION, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
-    quotas = _SESSION.create_client("service-quotas", region_name=REGION, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
-    regions: list[str | None] = []
-
-    def factory(region):
-        regions.append(region)
-        return ops.Clients(ec2=ec2, quotas=quotas)
-
-    monkeypatch.setattr(ops, "make_clients", factory)
-    with Stubber(ec2) as ec2_stub, Stubber(quotas) as quota_stub:
-        yield types.SimpleNamespace(ec2=ec2_stub, quotas=quota_stub, regions=regions)
-        ec2_stub.assert_no_pending_responses()
-        quota_stub.assert_no_pending_responses()
-
-
-@pytest.fixture
-def no_aws(monkeypatch):
-    """Fail the test if the CLI tries to create AWS clients."""
-    def factory(region):
-        raise AssertionError("AWS must not be called")
-    monkeypatch.setattr(ops, "make_clients", factory)
-
-
-def run(capsys, *argv):
-    code = cli.main(["capacity", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def offering(oid, az, start, fee):
-    return {"CapacityBlockOfferingId": oid, "InstanceType": "p6-b300.48xlarge", "AvailabilityZone": az,
-            "InstanceCount": 2, "StartDate": start, "EndDate": start + timedelta(days=7),
-            "CapacityBlockDurationHours": 168, "UpfrontFee": fee, "CurrencyCode": "USD", "Tenancy": "default"}
-
-
-def reservation(rid=RID, state="scheduled", start=START, total=2, available=2, rtype="capacity-block", az="us-east-1a"):
-    return {"CapacityReservationId": rid, "OwnerId": "123456789012", "AvailabilityZoneId": "use1-az4",
-            "InstanceType": "p6-b300.48xlarge", "InstancePlatform": "Linux/UNIX", "AvailabilityZone": az,
-            "Tenancy": "default", "TotalInstanceCount": total, "AvailableInstanceCount": available,
-            "State": state, "StartDate": start, "EndDate": start + timedelta(days=7), "EndDateType": "limited",
-            "InstanceMatchCriteria": "targeted", "ReservationType": rtype, "CapacityBlockId": BLOCK_ID,
-            "Tags": [{"Key": "Project", "Value": "kimi-k3"}]}
 
 
 # --------------------------------------------------------------------------- offerings
@@ -293,10 +212,8 @@ def test_no_region_through_the_real_factory(capsys, monkeypatch, tmp_path):
 def test_unreachable_endpoint(capsys, monkeypatch):
     from botocore.config import Config
 
-    ec2 = _SESSION.create_client("ec2", region_name=REGION, endpoint_url="http://127.0.0.1:9",
-                                 aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x",
-                                 config=Config(retries={"total_max_attempts": 1}, connect_timeout=2))
-    monkeypatch.setattr(ops, "make_clients", lambda region: ops.Clients(ec2=ec2, quotas=None))
+    ec2 = client("ec2", endpoint_url="http://127.0.0.1:9", config=Config(retries={"total_max_attempts": 1}, connect_timeout=2))
+    monkeypatch.setattr(capacity_aws, "make_clients", lambda region: capacity_aws.Clients(ec2=ec2, quotas=None))
     code, _, err = run(capsys, "status", RID)
     assert code == 2 and "cannot reach AWS in us-east-1" in err and err.count("\n") == 1
 
@@ -313,6 +230,7 @@ def stack(monkeypatch):
     settings = types.SimpleNamespace(
         region=REGION, environment="prod", nodes_required=2,
         capacity=types.SimpleNamespace(reservation_id=RID, instance_type="p6-b300.48xlarge"),
+        network=types.SimpleNamespace(availability_zones=(), existing_vpc_id=None),
     )
 
     def load_settings(found, name):
@@ -349,7 +267,7 @@ def test_preflight_go_with_warnings(aws, stack, capsys):
     _preflight_calls(aws, reservation(state="payment-pending"), quota=192.0)
     code, out, _ = run(capsys, "preflight", "prod")
     assert code == 0
-    assert "WARN  state: state is payment-pending" in out and "WARN  vCPU quota:" in out
+    assert f"WARN  state: Capacity Block {RID} is payment-pending" in out and "WARN  vCPU quota:" in out
     assert "GO (2 warnings)" in out
 
 
@@ -358,8 +276,8 @@ def test_preflight_no_go(aws, stack, capsys):
     _preflight_calls(aws, reservation(state="active", start=NOW - timedelta(days=7) + timedelta(minutes=30), available=0))
     code, out, _ = run(capsys, "preflight", "prod")
     assert code == 1
-    assert "FAIL  instance count: only 2 reserved but the stack needs 3 GPU nodes." in out
-    assert "FAIL  window: the block ends in 30m" in out
+    assert f"FAIL  instance count: Capacity Block {RID} reserves 2 instance(s) but the stack needs 3" in out
+    assert f"FAIL  window: Capacity Block {RID} ends in 30m" in out
     assert out.rstrip().endswith("NO-GO: 2 checks failed; fix them before the block starts.")
 
 

@@ -8,9 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from components import cli
-from tests.test_capacity_extensions import END, NOW, OFFER, RID, extension, offering
-from tests.test_cli_capacity import REGION, FakeStdin, aws, cli_env, no_aws, reservation as api_reservation, run  # noqa: F401
+from tests.aws_stubs import FakeStdin, aws, cli_env, no_aws  # noqa: F401 - fixtures
+from tests.aws_stubs import run_capacity as run
+from tests.capacity_builders import EXT_END as END
+from tests.capacity_builders import EXT_NOW as NOW
+from tests.capacity_builders import OFFER, REGION, RID, api_reservation
+from tests.capacity_builders import api_extension as extension
+from tests.capacity_builders import api_extension_offering as offering
 
 SEARCH = {"CapacityReservationId": RID, "CapacityBlockExtensionDurationHours": 168}
 BUY = {"CapacityBlockExtensionOfferingId": OFFER, "CapacityReservationId": RID}
@@ -44,7 +48,7 @@ def test_extend_offerings_table(aws, stack, capsys):
     assert code == 0, err
     assert f"Extensions of {RID} (2 x p6-b300.48xlarge, ends 2026-12-08 11:30 UTC) by 7 days:" in out
     assert out.splitlines()[2].split() == [OFFER, "2026-12-15", "11:30", "7d", "(168h)", "1,572,480.00", "USD"]
-    assert f"kimi-k3 capacity extend prod OFFERING_ID --days 7" in out
+    assert "kimi-k3 capacity extend prod OFFERING_ID --days 7" in out
 
 
 def test_no_offerings_says_extensions_are_not_guaranteed(aws, stack, capsys):

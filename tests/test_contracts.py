@@ -101,8 +101,8 @@ def test_bad_weights_are_refused_with_the_field_named(changes, message):
 
 def test_api_defaults():
     api = ApiContract()
-    assert (api.port, api.served_model_name, api.chat_path, api.health_path, api.models_path, api.metrics_path) == (
-        8000, "Kimi-K3", "/v1/chat/completions", "/health", "/v1/models", "/metrics",
+    assert (api.port, api.served_model_name, api.health_path, api.models_path, api.metrics_path) == (
+        8000, "Kimi-K3", "/health", "/v1/models", "/metrics",
     )
     assert api.tool_call_parser == api.reasoning_parser == "kimi_k3"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
@@ -44,9 +45,9 @@ def plan(**changes: Any) -> tuple[offline.PlanResult, GpuNodePlugins, k8s.Provid
 
     def program() -> None:
         provider = k8s.Provider("cluster-k8s", kubeconfig="{}")
-        args = GpuNodePluginsArgs(provider=provider, efa=EfaDevicePluginArgs(enabled=True))
+        args = GpuNodePluginsArgs(efa=EfaDevicePluginArgs(enabled=True))
         built["provider"] = provider
-        built["component"] = GpuNodePlugins("gpu", dataclasses.replace(args, **changes))
+        built["component"] = GpuNodePlugins("gpu", dataclasses.replace(args, **changes), opts=pulumi.ResourceOptions(providers={"kubernetes": provider}))
 
     result = engine.run(program)
     return result, built["component"], built["provider"]
@@ -68,7 +69,7 @@ def values(result: offline.PlanResult, suffix: str) -> dict:
 def test_release_is_the_pinned_official_chart_in_our_namespace(default_plan, suffix):
     result, _, _ = default_plan
     release = result.one(RELEASE, f"gpu-{suffix}").plain_inputs
-    chart, repo, version = CHARTS[suffix]
+    chart, repo, version = CHARTS[suffix].name, CHARTS[suffix].repository, CHARTS[suffix].version
     assert release["chart"] == chart
     assert release["name"] == chart
     assert release["repositoryOpts"] == {"repo": repo}
@@ -80,7 +81,7 @@ def test_release_is_the_pinned_official_chart_in_our_namespace(default_plan, suf
 def test_efa_version_is_spelt_the_way_eks_charts_publishes_it(default_plan):
     # aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml: `version: v0.5.30`.
     result, _, _ = default_plan
-    assert result.one(RELEASE, "gpu-efa-device-plugin").plain_inputs["version"] == "v" + catalog.EFA_DEVICE_PLUGIN_CHART[2].lstrip("v")
+    assert result.one(RELEASE, "gpu-efa-device-plugin").plain_inputs["version"] == "v" + catalog.EFA_DEVICE_PLUGIN_CHART.version.lstrip("v")
 
 
 def test_namespace_is_privileged_and_valid(default_plan):
@@ -148,7 +149,7 @@ def test_efa_and_dcgm_follow_their_switches():
 
 
 def test_efa_is_off_by_default_and_dcgm_on():
-    args = GpuNodePluginsArgs(provider=None)  # type: ignore[arg-type]
+    args = GpuNodePluginsArgs()
     assert args.efa.enabled is False
     assert args.dcgm.enabled is True
     assert args.nvidia.enabled is True
@@ -261,15 +262,18 @@ def test_a_misspelt_value_is_caught(suffix, typo, path):
         ({"namespace": "GPU_plugins"}, "not a valid Kubernetes namespace"),
         ({"node_selector": {}}, "node_selector is empty"),
         ({"dcgm": DcgmExporterArgs(extra_values=["tolerations"])}, "must be a mapping"),  # type: ignore[arg-type]
-        ({"provider": None}, "Kubernetes provider"),
+        ({"providers": {}}, "Kubernetes provider"),
     ],
 )
 def test_bad_args_are_refused_before_any_resource(changes, message):
+    changes = dict(changes)
     engine = offline.OfflineEngine(now=NOW, region="us-east-1")
 
     def program() -> None:
-        args = GpuNodePluginsArgs(provider=k8s.Provider("cluster-k8s", kubeconfig="{}"), efa=EfaDevicePluginArgs(enabled=True))
-        GpuNodePlugins("gpu", dataclasses.replace(args, **changes))
+        provider = k8s.Provider("cluster-k8s", kubeconfig="{}")
+        args = GpuNodePluginsArgs(efa=EfaDevicePluginArgs(enabled=True))
+        providers = changes.pop("providers", {"kubernetes": provider})
+        GpuNodePlugins("gpu", dataclasses.replace(args, **changes), opts=pulumi.ResourceOptions(providers=providers))
 
     with pytest.raises(UserError, match=message):
         engine.run(program)

@@ -12,13 +12,14 @@ import dataclasses
 import json
 from typing import Any
 
+import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
 from components import catalog, cli, offline
 from components.errors import UserError
-from components.serving.contracts import EngineProfile, ImageContract, ServingContract, WeightsContract
+from components.serving.contracts import ServingContract
 from components.serving.hyperpod import (
     OPERATOR_DEFAULT_DEPLOY_S,
     HyperPodInferenceEndpoint,
@@ -26,6 +27,7 @@ from components.serving.hyperpod import (
     render_inference_endpoint_config,
 )
 from components.settings import load_stack
+from tests.builders import in_cluster, serving_contract
 from tests.conftest import NOW, DATA
 from tests.k8s_checks import validate_manifest
 from tests.seed_deployment import SEED_ARGS, SEED_ENV
@@ -40,8 +42,7 @@ SCHEMA = json.loads((DATA / "inferenceendpointconfig-v1.schema.json").read_text(
 
 
 def contract(source: str = "huggingface", **engine: Any) -> ServingContract:
-    weights = WeightsContract(revision=REVISION, source=source, s3_uri=S3_URI if source == "s3" else None)
-    return ServingContract(image=ImageContract.parse("vllm/vllm-openai:kimi-k3"), weights=weights, engine=EngineProfile(**engine))
+    return serving_contract(source, revision=REVISION, image="vllm/vllm-openai:kimi-k3", s3_uri=S3_URI, sha256_manifest=None, **engine)
 
 
 def unknown_fields(value: Any, schema: dict, path: str = "") -> list[str]:
@@ -256,9 +257,11 @@ def run_component(**changes: Any) -> tuple[offline.PlanResult, dict]:
 
     def program() -> None:
         provider = k8s.Provider("hyperpod-k8s", kubeconfig="{}")
-        args = HyperPodInferenceEndpointArgs(contract=contract(), provider=provider, api_key_secret="kimik3-api-key")
+        args = HyperPodInferenceEndpointArgs(contract=contract(), api_key_secret="kimik3-api-key")
         built["provider"] = provider
-        built["component"] = HyperPodInferenceEndpoint("kimik3", dataclasses.replace(args, **changes))
+        built["component"] = HyperPodInferenceEndpoint(
+            "kimik3", dataclasses.replace(args, **changes), opts=pulumi.ResourceOptions(providers={"kubernetes": provider})
+        )
 
     return offline.OfflineEngine(now=NOW, region="us-east-1").run(program), built
 
@@ -279,7 +282,7 @@ def test_component_declares_the_rendered_object_through_the_given_provider():
 
 def test_component_without_a_provider_declares_nothing():
     engine = offline.OfflineEngine(now=NOW, region="us-east-1")
-    args = HyperPodInferenceEndpointArgs(contract=contract(), provider=None)  # type: ignore[arg-type]
+    args = HyperPodInferenceEndpointArgs(contract=contract())
     with pytest.raises(Exception, match="Kubernetes provider"):
         engine.run(lambda: HyperPodInferenceEndpoint("kimik3", args))
     assert not [r for r in engine.resources if r.type in (CR_TYPE, "kimi-k3:index:HyperPodInferenceEndpoint")]
@@ -289,8 +292,7 @@ def test_component_refuses_a_multi_node_contract_before_declaring():
     engine = offline.OfflineEngine(now=NOW, region="us-east-1")
 
     def program() -> None:
-        provider = k8s.Provider("hyperpod-k8s", kubeconfig="{}")
-        HyperPodInferenceEndpoint("kimik3", HyperPodInferenceEndpointArgs(contract=contract(pipeline_parallel_size=2), provider=provider))
+        HyperPodInferenceEndpoint("kimik3", HyperPodInferenceEndpointArgs(contract=contract(pipeline_parallel_size=2)), opts=in_cluster("hyperpod-k8s"))
 
     with pytest.raises(Exception, match="LeaderWorkerSet"):
         engine.run(program)

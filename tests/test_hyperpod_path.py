@@ -43,8 +43,8 @@ def path() -> offline.PlanResult:
         contract = ServingContract(image=ImageContract.parse(IMAGE), weights=WeightsContract(revision=REVISION))
         endpoint = HyperPodInferenceEndpoint(
             "kimik3",
-            HyperPodInferenceEndpointArgs(contract=contract, provider=provider, api_key_secret="kimik3-api-key"),
-            opts=pulumi.ResourceOptions(depends_on=[operator.addon]),
+            HyperPodInferenceEndpointArgs(contract=contract, api_key_secret="kimik3-api-key"),
+            opts=pulumi.ResourceOptions(depends_on=[operator.addon], providers={"kubernetes": provider}),
         )
         pulumi.export("endpointObject", endpoint.object_name)
 

@@ -65,7 +65,7 @@ def run():
 def test_release_installs_the_pinned_official_chart_into_kube_system(run):
     result, _, _ = run
     release = result.one(RELEASE, "lbc-release").plain_inputs
-    chart, repo, version = AWS_LOAD_BALANCER_CONTROLLER_CHART
+    chart, repo, version = AWS_LOAD_BALANCER_CONTROLLER_CHART.name, AWS_LOAD_BALANCER_CONTROLLER_CHART.repository, AWS_LOAD_BALANCER_CONTROLLER_CHART.version
     assert (release["chart"], release["repositoryOpts"]["repo"], release["version"]) == (chart, repo, version)
     assert (chart, repo, version) == (CHART_NAME, "https://aws.github.io/eks-charts", "3.5.0")
     assert release["namespace"] == "kube-system"
@@ -87,14 +87,14 @@ def test_values_make_the_controller_independent_of_imds_and_keep_it_on_system_no
 
 def test_every_value_we_set_exists_in_the_chart_defaults(run):
     result, _, _ = run
-    assert values_copy_version(CHART_NAME) == AWS_LOAD_BALANCER_CONTROLLER_CHART[2]
+    assert values_copy_version(CHART_NAME) == AWS_LOAD_BALANCER_CONTROLLER_CHART.version
     values = result.one(RELEASE, "lbc-release").plain_inputs["values"]
     assert unknown_keys(values, chart_defaults(CHART_NAME)) == []
 
 
 def test_pinned_image_is_the_charts_own_default_for_that_version():
     defaults = chart_defaults(CHART_NAME)
-    assert IMAGE_TAGS[AWS_LOAD_BALANCER_CONTROLLER_CHART[2]] == defaults["image"]["tag"]
+    assert IMAGE_TAGS[AWS_LOAD_BALANCER_CONTROLLER_CHART.version] == defaults["image"]["tag"]
     assert defaults["image"]["repository"] == "public.ecr.aws/eks/aws-load-balancer-controller"
 
 

@@ -11,40 +11,32 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pulumi
-import pulumi_kubernetes as k8s
 import pytest
 
 from tests.conftest import NOW
 from components import catalog, labels, offline
 from components.errors import UserError
 from components.lws_controller import LwsController, LwsControllerArgs
-from components.serving import ApiContract, EngineProfile, ImageContract, ServingContract, VllmServer, VllmServerArgs, WeightsContract
-from components.serving.lws import EFA_RESOURCE, LEADER_SCRIPT, WORKER_INDEX_LABEL, WORKER_SCRIPT, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from components.serving import ServingContract, VllmServer, VllmServerArgs
+from components.serving.lws import EFA_RESOURCE, WORKER_INDEX_LABEL, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 from tests import k8s_checks
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
+from tests.builders import REVISION, S3_URI, in_cluster, serving_contract
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
-REVISION = "0123456789abcdef0123456789abcdef01234567"
-IMAGE = "vllm/vllm-openai:kimi-k3@sha256:" + "ab" * 32
 API_KEY = "sk-test-api-key-lws-51e0"
 HF_TOKEN = "hf_test_token_lws_9a1c"
-S3_URI = "s3://model-bucket/kimi-k3/0123456/"
 VPC_CIDR = "10.42.0.0/16"
 P5EN = "p5en.48xlarge"
 
 
 def contract(source: str = "s3", pp: int = 2, **engine) -> ServingContract:
-    weights = (
-        WeightsContract(revision=REVISION, source="s3", s3_uri=S3_URI, sha256_manifest="SHA256SUMS")
-        if source == "s3"
-        else WeightsContract(revision=REVISION, sha256_manifest="SHA256SUMS")
-    )
-    return ServingContract(ImageContract.parse(IMAGE), weights, ApiContract(), EngineProfile(**{"tensor_parallel_size": 8, "pipeline_parallel_size": pp, **engine}))
+    return serving_contract(source, **{"tensor_parallel_size": 8, "pipeline_parallel_size": pp, **engine})
 
 
 def base_args(**changes) -> dict:
@@ -63,7 +55,7 @@ def render(**changes) -> offline.PlanResult:
     """Declare one VllmLeaderWorkerSet named ``kimi`` and export its outputs."""
 
     def program() -> None:
-        server = VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(**changes)))
+        server = VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(**changes)), opts=in_cluster())
         for key in ("endpoint_url", "served_model_name", "namespace", "service_name"):
             pulumi.export(key, getattr(server, key))
         pulumi.export("nodes_per_replica", server.nodes_per_replica)
@@ -438,7 +430,7 @@ def test_bad_args_stop_before_anything_is_declared(changes, message):
     assert engine.resources == []
 
 
-def test_children_are_parented_named_after_the_component_and_use_the_given_provider():
+def test_children_are_parented_named_after_the_component_and_use_the_provider_in_opts():
     seen: dict[str, str] = {}
 
     def capture(args):
@@ -449,8 +441,7 @@ def test_children_are_parented_named_after_the_component_and_use_the_given_provi
     engine = offline.OfflineEngine(now=NOW, resource_overrides={kind: capture for kind in kinds})
 
     def program() -> None:
-        provider = k8s.Provider("gpu-cluster", kubeconfig="{}")
-        VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(provider=provider)))
+        VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args()), opts=in_cluster("gpu-cluster"))
 
     result = engine.run(program)
     assert set(seen) == {"kimi-lws", "kimi-service", "kimi-default-deny", "kimi-server", "kimi-group"}
@@ -473,8 +464,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 def controller_plan(**changes) -> offline.PlanResult:
     def program() -> None:
-        provider = k8s.Provider("cluster-k8s", kubeconfig="{}")
-        LwsController("lws", dataclasses.replace(LwsControllerArgs(provider=provider), **changes))
+        LwsController("lws", dataclasses.replace(LwsControllerArgs(), **changes), opts=in_cluster("cluster-k8s"))
 
     return offline.OfflineEngine(now=NOW).run(program)
 
@@ -488,7 +478,7 @@ def test_controller_is_the_pinned_oci_chart_on_the_system_nodes(controller):
     release = controller.one(RELEASE, "lws-release")
     inputs = release.plain_inputs
     assert inputs["chart"] == "oci://registry.k8s.io/lws/charts/lws" and "repositoryOpts" not in inputs
-    assert inputs["version"] == catalog.LWS_CHART[2] == "0.10.0"
+    assert inputs["version"] == catalog.LWS_CHART.version == "0.10.0"
     assert inputs["namespace"] == "lws-system"
     values = inputs["values"]
     assert values["nodeSelector"] == dict(labels.SYSTEM_NODE_LABELS)
@@ -501,12 +491,12 @@ def test_controller_is_the_pinned_oci_chart_on_the_system_nodes(controller):
 def test_controller_values_exist_in_the_chart_and_the_copy_matches_the_pin(controller):
     values = controller.one(RELEASE, "lws-release").plain_inputs["values"]
     assert unknown_keys(values, chart_defaults("lws")) == []
-    assert values_copy_version("lws") == catalog.LWS_CHART[2]
+    assert values_copy_version("lws") == catalog.LWS_CHART.version
     typo = controller_plan(extra_values={"nodeSelecter": {"a": "b"}}).one(RELEASE, "lws-release").plain_inputs["values"]
     assert unknown_keys(typo, chart_defaults("lws")) == ["nodeSelecter"]
 
 
-def test_controller_children_use_the_given_provider():
+def test_controller_children_use_the_provider_in_opts():
     seen: dict[str, str] = {}
 
     def capture(args):
@@ -516,7 +506,7 @@ def test_controller_children_use_the_given_provider():
     engine = offline.OfflineEngine(now=NOW, resource_overrides={RELEASE: capture, "kubernetes:core/v1:Namespace": capture})
 
     def program() -> None:
-        LwsController("lws", LwsControllerArgs(provider=k8s.Provider("cluster-k8s", kubeconfig="{}")))
+        LwsController("lws", LwsControllerArgs(), opts=in_cluster("cluster-k8s"))
 
     engine.run(program)
     assert set(seen) == {"lws-release", "lws-namespace"}
@@ -530,5 +520,5 @@ def test_controller_children_use_the_given_provider():
 def test_controller_bad_args_are_refused(changes, message):
     engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match=message):
-        engine.run(lambda: LwsController("lws", dataclasses.replace(LwsControllerArgs(provider=k8s.Provider("p", kubeconfig="{}")), **changes)))
+        engine.run(lambda: LwsController("lws", dataclasses.replace(LwsControllerArgs(), **changes), opts=in_cluster("p")))
     assert [r for r in engine.resources if r.type != "pulumi:providers:kubernetes"] == []

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import NOW
 from components import offline
 from components.errors import UserError
-from components.network import Network, NetworkArgs, plan_subnets
+from components.network import ExistingNetworkArgs, Network, NetworkArgs, plan_subnets
 
 BLOCK_AZ = "us-east-1c"
 AZS = (BLOCK_AZ, "us-east-1a", "us-east-1b")
@@ -250,11 +250,18 @@ def test_bad_args_are_refused_before_anything_is_declared(changes, match):
     assert engine.resources == []
 
 
-EXISTING = {"existing_vpc_id": "vpc-0a1b2c3d4e5f67890", "existing_private_subnet_ids_by_az": {"us-east-1a": "subnet-0a1b2c3d4e5f67891", BLOCK_AZ: "subnet-0a1b2c3d4e5f67890"}}
+EXISTING = {"vpc_id": "vpc-0a1b2c3d4e5f67890", "private_subnet_ids_by_az": {"us-east-1a": "subnet-0a1b2c3d4e5f67891", BLOCK_AZ: "subnet-0a1b2c3d4e5f67890"}}
+
+
+def _run_existing(**changes):
+    holder = {}
+    result = _engine().run(lambda: holder.setdefault("network", Network.from_existing("net", ExistingNetworkArgs(**{**EXISTING, **changes}))))
+    return result, holder["network"]
 
 
 def test_existing_vpc_declares_no_ec2_resources_and_exposes_the_ids():
-    result, network = _run(availability_zones=(BLOCK_AZ,), existing_public_subnet_ids=("subnet-0a1b2c3d4e5f67899",), **EXISTING)
+    result, network = _run_existing(availability_zones=(BLOCK_AZ,), public_subnet_ids=("subnet-0a1b2c3d4e5f67899",))
+    assert isinstance(network, Network)
     assert [r.type for r in result.resources] == ["kimi-k3:index:Network"]
     assert _resolve(network.vpc_id) == "vpc-0a1b2c3d4e5f67890"
     assert _resolve(network.vpc_cidr) == "10.0.0.0/16"
@@ -268,16 +275,14 @@ def test_existing_vpc_declares_no_ec2_resources_and_exposes_the_ids():
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({**EXISTING, "existing_vpc_id": "vpc-xyz"}, "not a VPC id"),
-        ({**EXISTING, "existing_private_subnet_ids_by_az": {BLOCK_AZ: "sn-123"}}, "not a subnet id"),
-        ({**EXISTING, "existing_private_subnet_ids_by_az": {}}, "required with existing_vpc_id"),
-        ({**EXISTING, "availability_zones": ("us-east-1d",)}, r"no private subnet in us-east-1d \(covered: us-east-1a, us-east-1c\)"),
-        ({"existing_public_subnet_ids": ("subnet-0a1b2c3d4e5f67899",)}, "only used together with existing_vpc_id"),
+        ({"vpc_id": "vpc-xyz"}, "vpc_id 'vpc-xyz' is not accepted; expected a VPC id"),
+        ({"private_subnet_ids_by_az": {BLOCK_AZ: "sn-123"}}, "'sn-123' is not accepted; expected a subnet id"),
+        ({"private_subnet_ids_by_az": {}}, "private_subnet_ids_by_az is required"),
+        ({"availability_zones": ("us-east-1d",)}, r"no private subnet in us-east-1d \(covered: us-east-1a, us-east-1c\)"),
     ],
 )
 def test_existing_vpc_ids_are_validated(changes, match):
     engine = _engine()
-    args = {"cluster_name": "kimi-dev", "availability_zones": (), **changes}
     with pytest.raises(UserError, match=match):
-        engine.run(lambda: Network("net", NetworkArgs(**args)))
+        engine.run(lambda: Network.from_existing("net", ExistingNetworkArgs(**{**EXISTING, **changes})))
     assert engine.resources == []

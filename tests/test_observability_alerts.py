@@ -318,9 +318,9 @@ def test_the_harness_fails_when_an_expected_alert_does_not_fire(tmp_path):
 
 
 def test_weights_init_container_names_match_the_serving_pods():
-    from components.serving import vllm
+    from components.serving import pod_kit
 
-    source = open(vllm.__file__).read()
+    source = open(pod_kit.__file__).read()
     for name in alerts.WEIGHTS_INIT_CONTAINERS:
         assert f'name="{name}"' in source
 

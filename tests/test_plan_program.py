@@ -110,7 +110,7 @@ config:
 
 TINY_PROGRAM = """\
 import pulumi
-from components.reservation import lookup_capacity_block
+from components import lookup_capacity_block
 
 config = pulumi.Config()
 block = lookup_capacity_block("cr-0123456789abcdef0")
@@ -185,7 +185,7 @@ def _user_copy_of_the_program(tmp_path) -> Path:
 
 
 def test_hyperpod_and_preflight_read_the_stack_of_the_current_project(tmp_path, monkeypatch, capsys):
-    from components import capacity_ops
+    from components.capacity import aws as capacity_aws
     from components.errors import UserError
 
     user = _user_copy_of_the_program(tmp_path)
@@ -196,7 +196,7 @@ def test_hyperpod_and_preflight_read_the_stack_of_the_current_project(tmp_path, 
     def reached(region):
         raise UserError(f"would call AWS in {region}")
 
-    monkeypatch.setattr(capacity_ops, "make_clients", reached)
+    monkeypatch.setattr(capacity_aws, "make_clients", reached)
     assert main(["capacity", "preflight", "dev"]) == 2
     assert "would call AWS in us-east-2" in capsys.readouterr().err  # the user's region
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,4 @@
-"""Tests for components.reservation: reading a Capacity Block and refusing one that cannot work."""
+"""The Capacity Block as the stack sees it: read through the provider, assessed in the stack's terms."""
 
 from __future__ import annotations
 
@@ -6,35 +6,33 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from components import offline
+from components import offline, stack_terms
+from components.capacity.assessment import BlockNeeds, assess, verdict
+from components.capacity.facts import CapacityBlockFacts, parse_aws_time
+from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 from components.errors import UserError
-from components.reservation import CapacityBlockFacts, check_capacity_block, lookup_capacity_block, parse_aws_time
+from tests.builders import B300, RID, block_facts
+from tests.conftest import NOW, fixture_for
 
 UTC = timezone.utc
-NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
 START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
-RID = "cr-0a1b2c3d4e5f60718"
-B300 = "p6-b300.48xlarge"
 
 
 def facts(**changes) -> CapacityBlockFacts:
-    values = dict(
-        reservation_id=RID, availability_zone="us-east-1a", instance_type=B300, instance_count=2,
-        state="scheduled", start=START, end=START + timedelta(days=7),
-    )
-    values.update(changes)
-    return CapacityBlockFacts(**values)
+    return block_facts(**changes)
 
 
-def check(block: CapacityBlockFacts, **kwargs) -> list[str]:
-    options = dict(instance_type=B300, availability_zones=("us-east-1a", "us-east-1b"), nodes_required=1, now=NOW)
+def check(block: CapacityBlockFacts, **kwargs) -> tuple[str, ...]:
+    """What the platform does with a block: raise on failures (stack terms), return the warnings."""
+    options = dict(instance_type=B300, availability_zones=("us-east-1a", "us-east-1b"), nodes_required=1)
     options.update(kwargs)
-    return check_capacity_block(block, **options)
+    now = options.pop("now", NOW)
+    return verdict(assess(block, BlockNeeds(**options), now, stack_terms.CAPACITY_BLOCK))
 
 
 @pytest.mark.parametrize("state", ["scheduled", "active"])
 def test_usable_block_passes_without_warnings(state):
-    assert check(facts(state=state)) == []
+    assert check(facts(state=state)) == ()
 
 
 @pytest.mark.parametrize("state", ["payment-pending", "delayed"])
@@ -72,7 +70,7 @@ def test_block_in_an_az_the_network_does_not_cover_is_refused():
 
 
 def test_az_not_checked_when_unknown():
-    assert check(facts(availability_zone="us-east-1d"), availability_zones=None) == []
+    assert check(facts(availability_zone="us-east-1d"), availability_zones=None) == ()
 
 
 def test_too_few_instances_is_refused():
@@ -95,14 +93,22 @@ def test_lookup_reads_the_block_through_the_provider():
     engine = offline.OfflineEngine(now=NOW, reservation=fixture)
     found: list[CapacityBlockFacts] = []
     engine.run(lambda: found.append(lookup_capacity_block(RID)))
-    assert found == [facts(availability_zone="us-east-1c", instance_count=4, state="active")]
+    (block,) = found
+    core = (block.reservation_id, block.availability_zone, block.instance_type, block.instance_count, block.state, block.start, block.end)
+    assert core == (RID, "us-east-1c", B300, 4, "active", START, START + timedelta(days=7))
+    # what only the boto3 path used to carry comes through the invoke too
+    assert (block.reservation_type, block.instance_platform, block.available_instances) == ("capacity-block", "Linux/UNIX", 4)
+    assert block.availability_zone_id and block.capacity_block_id
     assert [t for t, _ in engine.invokes] == ["aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"]
 
 
-def test_lookup_of_an_unknown_id_says_what_to_check():
+def test_lookup_of_an_unknown_id_is_neutral_and_the_platform_says_what_to_check():
     engine = offline.OfflineEngine(now=NOW, reservation=None)
-    with pytest.raises(UserError) as err:
+    with pytest.raises(CapacityBlockNotFound) as err:
         engine.run(lambda: lookup_capacity_block(RID))
+    assert f"Capacity Block {RID} could not be read" in str(err.value) and "kimi-k3:" not in str(err.value)
+    with pytest.raises(UserError) as err:
+        offline.run_stack("dev", now=NOW, reservation=lambda s: fixture_for(s, id="cr-0ffffffffffffffff"))
     message = str(err.value)
-    assert f"Capacity Block {RID} could not be read" in message
+    assert f"Capacity Block {RID} could not be read" in message  # the dev stack's block
     assert "kimi-k3:capacityReservationId" in message and "kimi-k3 capacity status" in message

@@ -11,37 +11,9 @@ from components.config_keys import CONFIG_KEYS
 from components.errors import SettingsError
 from components.serving.contracts import parse_image_reference
 from tests.conftest import ROOT
-
-DIGEST = "sha256:" + "ab" * 32
-
-
-def base(**changes) -> dict[str, str]:
-    """The dev stack's config in wire form, with changes (None deletes a key)."""
-    values, _ = settings.read_stack_file("dev")
-    for key, value in changes.items():
-        full = key if ":" in key else f"kimi-k3:{key}"
-        if value is None:
-            values.pop(full, None)
-        else:
-            values[full] = value if isinstance(value, str) else settings._to_wire(value)
-    return values
-
-
-def load(env: str = "dev", **changes) -> settings.StackSettings:
-    values = base(**changes)
-    if env == "prod":
-        values.update(
-            {
-                "kimi-k3:environment": "prod",
-                "kimi-k3:clusterEndpointPublicAccess": "false",
-                "kimi-k3:clusterPublicAccessCidrs": "[]",
-                "kimi-k3:gpuAmiReleaseVersion": "1.34.2-20251120",
-                "kimi-k3:servingImage": f"vllm/vllm-openai@{DIGEST}",
-            }
-        )
-        values.update({(k if ":" in k else f"kimi-k3:{k}"): (v if isinstance(v, str) else settings._to_wire(v)) for k, v in changes.items() if v is not None})
-    return settings.from_values(values, {"kimi-k3:apiKey"}, stack=env)
-
+from tests.builders import DIGEST
+from tests.builders import load_stack_settings as load
+from tests.builders import stack_config as base
 
 def test_committed_stacks_load():
     dev, prod = settings.load_stack("dev"), settings.load_stack("prod")

@@ -24,7 +24,8 @@ from components.serving.vllm import VllmServerArgs
 from components.serving.vllm import _validate as validate_server
 from components.subnets import plan_subnets
 from tests.conftest import ROOT
-from tests.test_settings import base, load
+from tests.builders import load_stack_settings as load
+from tests.builders import stack_config as base
 
 # --- vLLM flags: every spelling of a managed flag is the same flag ------------------------
 

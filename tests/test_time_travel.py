@@ -15,11 +15,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import time_machine
 
-from components import clock, settings
+from components import clock, settings, stack_terms
+from components.capacity.assessment import BlockNeeds, assess, verdict
+from components.capacity.facts import CapacityBlockFacts
 from components.capacity_block import scaling_plan
 from components.cli import main
 from components.errors import UserError
-from components.reservation import CapacityBlockFacts, check_capacity_block
 from tests.conftest import travel_offset
 
 OFFSETS = ("8h", "9d", "75d")
@@ -76,7 +77,11 @@ def test_scale_up_planning_follows_now(travelled):
 
 
 def test_block_checks_follow_now(travelled):
-    options = dict(instance_type=B300, availability_zones=("us-east-1a", "us-east-1b"), nodes_required=2, now=travelled)
-    assert check_capacity_block(_facts(travelled, state="scheduled", start=timedelta(days=1)), **options) == []
+    needs = BlockNeeds(instance_type=B300, availability_zones=("us-east-1a", "us-east-1b"), nodes_required=2)
+
+    def check(block: CapacityBlockFacts) -> tuple[str, ...]:
+        return verdict(assess(block, needs, travelled, stack_terms.CAPACITY_BLOCK))
+
+    assert check(_facts(travelled, state="scheduled", start=timedelta(days=1))) == ()
     with pytest.raises(UserError, match="ended at"):
-        check_capacity_block(_facts(travelled, state="active", start=-timedelta(days=8)), **options)
+        check(_facts(travelled, state="active", start=-timedelta(days=8)))

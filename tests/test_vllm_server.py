@@ -11,34 +11,26 @@ from tests.conftest import NOW
 from components import labels, offline
 from components.errors import UserError
 from components.serving import (
-    ApiContract,
-    EngineProfile,
     ImageContract,
     ServingContract,
     VllmServer,
     VllmServerArgs,
     WeightsContract,
 )
-from components.serving.vllm import AWS_CLI_IMAGE, POD_IDENTITY_AGENT_CIDR
+from components.serving.base import POD_IDENTITY_AGENT_CIDR
+from components.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
-from tests.test_contracts import SEED_ARGS, SEED_ENV, flag_values
+from tests.builders import IMAGE, REVISION, S3_URI, in_cluster, serving_contract
+from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
-REVISION = "0123456789abcdef0123456789abcdef01234567"
-IMAGE = "vllm/vllm-openai:kimi-k3@sha256:" + "ab" * 32
 API_KEY = "sk-test-api-key-0f3c9a"
 HF_TOKEN = "hf_test_token_7d21"
 VPC_CIDR = "10.42.0.0/16"
 NLB_HOST = "k8s-kimiserv-kimi-0123456789.elb.us-east-1.amazonaws.com"
-S3_URI = "s3://model-bucket/kimi-k3/0123456/"
 
 
 def contract(source: str = "huggingface", **engine) -> ServingContract:
-    weights = (
-        WeightsContract(revision=REVISION, source="s3", s3_uri=S3_URI, sha256_manifest="SHA256SUMS")
-        if source == "s3"
-        else WeightsContract(revision=REVISION, sha256_manifest="SHA256SUMS")
-    )
-    return ServingContract(ImageContract.parse(IMAGE), weights, ApiContract(), EngineProfile(**engine))
+    return serving_contract(source, **engine)
 
 
 def base_args(**changes) -> dict:
@@ -55,7 +47,7 @@ def render(*, lb_status: bool = False, **changes) -> offline.PlanResult:
     engine = offline.OfflineEngine(now=NOW, resource_overrides=overrides)
 
     def program() -> None:
-        server = VllmServer("kimi", VllmServerArgs(**base_args(**changes)))
+        server = VllmServer("kimi", VllmServerArgs(**base_args(**changes)), opts=in_cluster())
         for key in ("endpoint_url", "served_model_name", "image", "model_revision", "namespace", "service_name"):
             pulumi.export(key, getattr(server, key))
 
@@ -541,9 +533,7 @@ def test_checkov_finds_nothing_and_every_skip_has_a_reason(checkov_report, plans
                     assert check.startswith("CKV") and len(reason) > 20, value
 
 
-def test_an_explicit_kubernetes_provider_reaches_every_kubernetes_child():
-    import pulumi_kubernetes as k8s
-
+def test_the_kubernetes_provider_in_opts_reaches_every_kubernetes_child():
     seen: dict[str, str] = {}
 
     def capture(args):
@@ -554,8 +544,7 @@ def test_an_explicit_kubernetes_provider_reaches_every_kubernetes_child():
     engine = offline.OfflineEngine(now=NOW, resource_overrides={kind: capture for kind in kinds})
 
     def program() -> None:
-        provider = k8s.Provider("gpu-cluster", kubeconfig="{}")
-        VllmServer("kimi", VllmServerArgs(**base_args(provider=provider)))
+        VllmServer("kimi", VllmServerArgs(**base_args()), opts=in_cluster("gpu-cluster"))
 
     engine.run(program)
     assert set(seen) == {"kimi-namespace", "kimi-deployment", "kimi-service", "kimi-pdb"}
@@ -566,7 +555,7 @@ def test_the_verify_script_accepts_intact_weights_and_refuses_corrupt_ones(tmp_p
     import hashlib
     import subprocess
 
-    from components.serving.vllm import VERIFY_SCRIPT
+    from components.serving.scripts import VERIFY_SCRIPT
 
     weights = tmp_path / "weights"
     (weights / "sub").mkdir(parents=True)

@@ -11,6 +11,8 @@ import importlib
 import sys
 from typing import Sequence
 
+import pulumi
+
 from components.errors import UserError
 
 SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights")
@@ -45,6 +47,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(err: BaseException) -> str:
+    """The message of a user error on one line.
+
+    A ``pulumi.InputPropertiesError`` from another library carries its problems in
+    ``errors`` (property path and reason each), not always in its message: they are
+    appended. Ours (:class:`~components.errors.ComponentInputError`) already list them.
+    """
+    text = str(err)
+    if isinstance(err, pulumi.InputPropertiesError) and not isinstance(err, UserError):
+        listed = "; ".join(f"{e['property_path']}: {e['reason']}" for e in err.errors or ())
+        text = " ".join(f"{text}: {listed}".strip(": ").split()) if listed else " ".join(text.split())
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status (0 ok, 1 check failed, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -55,8 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a subcommand's parser may raise UserError for a bad flag (bench does: one line, exit 2)
         args = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None).parse_args(argv)
         return int(args.func(args) or 0)
-    except UserError as err:
-        print(f"kimi-k3: error: {err}", file=sys.stderr)
+    except (UserError, pulumi.InputPropertiesError) as err:
+        print(f"kimi-k3: error: {one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kimi-k3: interrupted", file=sys.stderr)

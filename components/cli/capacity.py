@@ -2,7 +2,7 @@
 
 Buying a block is irreversible and expensive, so it is an explicit operator
 action here rather than a side effect of ``pulumi up``. The AWS logic lives in
-:mod:`components.capacity_ops`; this module only wires argparse and prints.
+:mod:`components.capacity`; this module only wires argparse and prints.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from components import capacity_ops as ops
+from components.capacity import assessment, preflight, status
+from components.capacity import aws as capacity_aws
+from components.capacity import offerings as capacity_offerings
 from components.errors import UserError
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
@@ -67,17 +69,17 @@ def _table(rows: list[list[str]]) -> str:
 # --------------------------------------------------------------------------- commands
 
 
-def _query(args: argparse.Namespace, now: datetime) -> ops.OfferingQuery:
+def _query(args: argparse.Namespace, now: datetime) -> capacity_offerings.OfferingQuery:
     """Validated offering search from the shared search flags (and --region)."""
     if args.region is not None:
-        ops.validate_region(args.region)
-    return ops.build_offering_query(
+        capacity_aws.validate_region(args.region)
+    return capacity_offerings.build_offering_query(
         instance_type=args.instance_type,
         count=args.count,
         days=args.days,
         now=now,
-        start_after=ops.parse_when(args.start_after, "--start-after") if args.start_after else None,
-        start_before=ops.parse_when(args.start_before, "--start-before") if args.start_before else None,
+        start_after=capacity_offerings.parse_when(args.start_after, "--start-after") if args.start_after else None,
+        start_before=capacity_offerings.parse_when(args.start_before, "--start-before") if args.start_before else None,
     )
 
 
@@ -95,8 +97,8 @@ def cmd_offerings(args: argparse.Namespace) -> int:
     """List offerings, cheapest first."""
     now = utcnow()
     query = _query(args, now)
-    clients = ops.make_clients(args.region)
-    offerings = ops.find_offerings(clients.ec2, query)
+    clients = capacity_aws.make_clients(args.region)
+    offerings = capacity_offerings.find_offerings(clients.ec2, query)
     region = clients.region
     print(f"Capacity Block offerings for {query.count} x {query.instance_type}, {query.days} days, in {region} (cheapest first):")
     if not offerings:
@@ -121,13 +123,13 @@ def _confirm(prompt: str) -> bool:
 
 def cmd_purchase(args: argparse.Namespace) -> int:
     """Look the offering up, show price and window, confirm, buy, print the stack config line."""
-    ops.validate_offering_id(args.offering_id)
+    capacity_aws.validate_offering_id(args.offering_id)
     now = utcnow()
     query = _query(args, now)
     if not args.yes and not sys.stdin.isatty():
         raise UserError("refusing to buy a Capacity Block without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
-    clients = ops.make_clients(args.region)
-    offering = ops.find_offering(clients.ec2, query, args.offering_id)
+    clients = capacity_aws.make_clients(args.region)
+    offering = capacity_offerings.find_offering(clients.ec2, query, args.offering_id)
     print(f"Offering {offering.offering_id}: {offering.instance_count} x {offering.instance_type} in {offering.availability_zone} ({clients.region})")
     print(f"  window       {_ts(offering.start)} UTC -> {_ts(offering.end)} UTC, {_days(offering.duration_hours)}, starts {_relative(offering.start, now, 'in', 'started')}")
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
@@ -135,10 +137,10 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     if not args.yes and not _confirm(f"Buy this Capacity Block for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
         print("Not purchased.")
         return 1
-    reservation = ops.purchase_block(clients.ec2, offering.offering_id)
+    reservation = capacity_offerings.purchase_block(clients.ec2, offering.offering_id)
     rid = reservation.reservation_id
     stack = args.stack or "STACK"
-    print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.total_instances} x {reservation.instance_type} in {reservation.availability_zone}).")
+    print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}).")
     print(f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):")
     print(f"  {CONFIG_KEY}: {rid}")
     print("or run:")
@@ -147,7 +149,7 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_one(view: ops.ReservationView, now: datetime) -> None:
+def _print_one(view: status.ReservationView, now: datetime) -> None:
     """Detailed status of one reservation."""
     r, b = view.reservation, view.block
     az = f"{r.availability_zone} ({r.availability_zone_id})" if r.availability_zone_id else r.availability_zone
@@ -157,7 +159,7 @@ def _print_one(view: ops.ReservationView, now: datetime) -> None:
     print(f"  window         {_ts(r.start)} UTC -> {_ts(r.end)} UTC")
     print(f"  start          {_relative(r.start, now, 'in', 'started')}")
     print(f"  end            {_relative(r.end, now, 'in', 'ended')}")
-    print(f"  instances      {r.total_instances} reserved, {r.in_use} in use, {r.available_instances} available")
+    print(f"  instances      {r.instance_count} reserved, {r.in_use} in use, {r.available_instances} available")
     if b is not None:
         print(f"  block          {b.capacity_block_id}: interconnect {b.interconnect_status}, {b.unavailable} of {b.total} unavailable")
 
@@ -165,12 +167,12 @@ def _print_one(view: ops.ReservationView, now: datetime) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     """Show one reservation, or all Capacity Block reservations in the region."""
     if args.reservation_id:
-        ops.validate_reservation_id(args.reservation_id)
+        capacity_aws.validate_reservation_id(args.reservation_id)
     if args.region is not None:
-        ops.validate_region(args.region)
+        capacity_aws.validate_region(args.region)
     now = utcnow()
-    clients = ops.make_clients(args.region)
-    views = ops.reservation_status(clients.ec2, args.reservation_id)
+    clients = capacity_aws.make_clients(args.region)
+    views = status.reservation_status(clients.ec2, args.reservation_id)
     if args.reservation_id:
         _print_one(views[0], now)
         return 0
@@ -184,7 +186,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             when = _relative(r.start, now, "starts in", "started")
         else:
             when = _relative(r.end, now, "ends in", "ended")
-        rows.append([r.reservation_id, r.state, r.instance_type, r.availability_zone, _ts(r.start), _ts(r.end), when, f"{r.in_use}/{r.total_instances}"])
+        rows.append([r.reservation_id, r.state, r.instance_type, r.availability_zone, _ts(r.start), _ts(r.end), when, f"{r.in_use}/{r.instance_count}"])
     print(f"Capacity Block reservations in {clients.region} (now {_ts(now)} UTC):")
     print(_table(rows))
     return 0
@@ -200,14 +202,20 @@ def _vcpus(instance_type: str) -> int | None:
     return None if entry is None else int(entry.vcpus)
 
 
+def _network_azs(settings: Any) -> tuple[str, ...] | None:
+    """The AZs the stack's network covers when its config lists them (``None``: derived at plan time, not checked)."""
+    net = settings.network
+    return tuple(net.availability_zones) if net.availability_zones and not net.existing_vpc_id else None
+
+
 def cmd_preflight(args: argparse.Namespace) -> int:
     """Go/no-go list for the stack's Capacity Block; exit 0 on go, 1 on no-go."""
     from components import project
 
     s = project.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
     now = utcnow()
-    clients = ops.make_clients(s.region)
-    report = ops.run_preflight(
+    clients = capacity_aws.make_clients(s.region)
+    report = preflight.run_preflight(
         clients.ec2,
         clients.quotas,
         reservation_id=s.capacity.reservation_id,
@@ -216,11 +224,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         nodes_required=s.nodes_required,
         now=now,
         vcpus_per_node=_vcpus(s.capacity.instance_type),
+        availability_zones=_network_azs(s),
     )
     print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {_ts(now)} UTC:")
     for c in report.checks:
-        print(f"{c.level:<4}  {c.name}: {c.message}")
-    fails, warns = report.count(ops.FAIL), report.count(ops.WARN)
+        print(f"{c.level:<4}  {c.code}: {c.message}")
+    fails, warns = report.count(assessment.FAIL), report.count(assessment.WARN)
     if report.go:
         print(f"GO ({warns} warning{'s' if warns != 1 else ''}): `pulumi up -s {args.stack}` can proceed.")
         return 0
@@ -232,7 +241,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def _positive_int(text: str) -> int:
-    """argparse type for integers (range checks happen in capacity_ops)."""
+    """argparse type for integers (range checks happen in components.capacity.offerings)."""
     try:
         return int(text)
     except ValueError:

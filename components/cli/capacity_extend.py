@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from components import capacity_extensions as ext
-from components import capacity_ops as ops
+from components.capacity import aws as capacity_aws
+from components.capacity import status
+from components.capacity.facts import CapacityBlockFacts
 from components.cli import capacity as capacity_cli
 from components.errors import UserError
 
@@ -29,8 +31,8 @@ def _stack_block(stack: str, program: Path | None = None) -> tuple[Any, str]:
     return settings, rid
 
 
-def _extendable(clients: ops.Clients, rid: str) -> ops.Reservation:
-    reservation = ops.describe_reservation(clients.ec2, rid)
+def _extendable(clients: capacity_aws.Clients, rid: str) -> CapacityBlockFacts:
+    reservation = status.describe_reservation(clients.ec2, rid)
     ext.check_extendable(reservation, capacity_cli.utcnow())
     return reservation
 
@@ -39,10 +41,10 @@ def cmd_extend_offerings(args: argparse.Namespace) -> int:
     """List extension offerings of ``--days`` for the stack's block, cheapest first."""
     days = ext.validate_days(args.days)
     settings, rid = _stack_block(args.stack, args.program)
-    clients = ops.make_clients(settings.region)
+    clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offerings = ext.find_extension_offerings(clients.ec2, rid, days)
-    print(f"Extensions of {rid} ({reservation.total_instances} x {reservation.instance_type}, ends {capacity_cli._ts(reservation.end)} UTC) by {days} days:")
+    print(f"Extensions of {rid} ({reservation.instance_count} x {reservation.instance_type}, ends {capacity_cli._ts(reservation.end)} UTC) by {days} days:")
     if not offerings:
         print("No extension offerings: extensions are not guaranteed; try another duration or later.")
         return 0
@@ -61,10 +63,10 @@ def cmd_extend(args: argparse.Namespace) -> int:
     if not args.yes and not sys.stdin.isatty():
         raise UserError("refusing to buy a Capacity Block extension without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
     settings, rid = _stack_block(args.stack, args.program)
-    clients = ops.make_clients(settings.region)
+    clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offering = ext.find_extension_offering(clients.ec2, rid, days, args.offering_id)
-    print(f"Extension {offering.offering_id} of {rid}: {reservation.total_instances} x {reservation.instance_type} in {reservation.availability_zone}")
+    print(f"Extension {offering.offering_id} of {rid}: {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}")
     print(f"  end          {capacity_cli._ts(reservation.end)} UTC -> {capacity_cli._ts(offering.extension_end)} UTC (+{capacity_cli._days(offering.duration_hours)})")
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
     print("An extension cannot be cancelled or refunded; its payment can stay pending for up to 12 hours.")

@@ -12,7 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from components import capacity_ops as ops
+from components.capacity import aws as capacity_aws
+from components.capacity.status import describe_reservation
 from components import nodegroup_scaling as scaling
 from components.cli import capacity as capacity_cli
 from components.errors import UserError
@@ -28,8 +29,8 @@ def cmd_scale_up(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         raise UserError(f"--count {args.count} is not accepted; a whole number from 1 to the block's reserved count")
     now = capacity_cli.utcnow()
-    clients = ops.make_clients(settings.region)
-    block = ops.describe_reservation(clients.ec2, rid)
+    clients = capacity_aws.make_clients(settings.region)
+    block = describe_reservation(clients.ec2, rid)
     eks = scaling.make_eks_client(settings.region)
     group = scaling.find_block_node_group(eks, cluster, rid)
     plan = scaling.plan_scale_up(group, block, now, args.count)

@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from components import training_plans as tp
-from components.capacity_ops import parse_when, validate_region
+from components.capacity.aws import validate_region
+from components.capacity.offerings import parse_when
 from components.cli.capacity import _confirm, _relative, _table, _ts
 from components.errors import UserError
 
@@ -180,7 +181,6 @@ def cmd_extend(args: argparse.Namespace) -> int:
     tp.validate_plan_ref(args.plan)
     if args.region is not None:
         validate_region(args.region)
-    now = utcnow()
     if args.offering:
         _refuse_without_confirmation(args, "extend a training plan")
     sm = tp.make_client(args.region)

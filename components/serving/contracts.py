@@ -218,8 +218,6 @@ class ApiContract:
     """Container port of the OpenAI-compatible server (also serves health and metrics)."""
     served_model_name: str = catalog.KIMI_K3.served_model_name
     """The ``model`` clients send; stable across engine and weight changes."""
-    chat_path: str = "/v1/chat/completions"
-    """Chat completions path."""
     health_path: str = "/health"
     """Liveness/startup path (vLLM answers 200 once the engine is up; not behind the API key)."""
     models_path: str = "/v1/models"
@@ -236,7 +234,7 @@ class ApiContract:
             raise ContractError("api contract", "api.port", self.port, "expected 1024-65535 (the server runs as non-root)")
         if not isinstance(self.served_model_name, str) or not _NAME_RE.match(self.served_model_name):
             raise ContractError("api contract", "api.served_model_name", self.served_model_name, "expected letters, digits, '.', '_', ':' or '-'")
-        for field_name in ("chat_path", "health_path", "models_path", "metrics_path"):
+        for field_name in ("health_path", "models_path", "metrics_path"):
             value = getattr(self, field_name)
             if not isinstance(value, str) or not ABSOLUTE_PATH.match(value):
                 raise ContractError("api contract", f"api.{field_name}", value, "expected an absolute URL path such as /health")
@@ -297,11 +295,6 @@ class EngineProfile:
         if problem:
             raise ContractError("engine profile", "engine.extra_args", list(self.extra_args), problem)
 
-    @property
-    def gpus_per_replica(self) -> int:
-        """GPUs one replica uses: TP × PP."""
-        return self.tensor_parallel_size * self.pipeline_parallel_size
-
 
 # --- the whole contract ---------------------------------------------------------
 
@@ -347,7 +340,7 @@ class ServingContract:
         """Nodes of ``instance`` one replica spans, after checking they hold the model.
 
         TP must fill a node and the PP stages must hold the weights plus KV cache
-        (:func:`components.catalog.nodes_per_replica`).
+        (:func:`components.catalog.nodes_to_hold_model`).
         """
         tp = self.engine.tensor_parallel_size
         if tp != instance.gpus:
@@ -356,7 +349,7 @@ class ServingContract:
                 f"must equal the GPUs of one {instance.name} node ({instance.gpus}); scale across nodes with engine.pipeline_parallel_size",
             )
         nodes = self.nodes_per_replica(instance.gpus)
-        needed = catalog.nodes_per_replica(instance)
+        needed = catalog.nodes_to_hold_model(instance)
         if nodes < needed:
             model = catalog.KIMI_K3
             raise ContractError(

@@ -54,9 +54,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog
-from components.errors import UserError
-from components.formats import ABSOLUTE_PATH, DNS_LABEL
-from components.serving.contracts import ServingContract
+from components.errors import Problems, UserError
+from components.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
+from components.kubernetes_provider import require_kubernetes_provider
+from components.serving.contracts import ContractError, ServingContract
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
 """API group/version of the HyperPod Inference Operator's endpoint object."""
@@ -87,7 +88,7 @@ def hyperpod_instance(instance_type: str) -> catalog.InstanceType:
     """
     known = ", ".join(f"ml.{name}" for name in catalog.INSTANCE_TYPES)
     if not isinstance(instance_type, str) or not instance_type.startswith("ml.") or instance_type[3:] not in catalog.INSTANCE_TYPES:
-        raise UserError(f"hyperpod: instance_type {instance_type!r} is not accepted; accepted: {known}")
+        raise UserError(f"instance_type {instance_type!r} is not accepted; accepted: {known}")
     return catalog.INSTANCE_TYPES[instance_type[3:]]
 
 
@@ -138,9 +139,71 @@ def _secret_ref(name: str) -> dict[str, str]:
     return {"name": name, "key": SECRET_KEY}
 
 
-def _check_secret_name(field: str, value: str | None) -> None:
-    if value is not None and (not isinstance(value, str) or not _DNS_SUBDOMAIN_RE.match(value)):
-        raise UserError(f"hyperpod: {field} {value!r} is not accepted; expected the name of an existing Kubernetes Secret (lowercase DNS name)")
+def _endpoint_problems(
+    problems: Problems,
+    contract: ServingContract,
+    *,
+    name_path: str,
+    name: str,
+    namespace: str,
+    instance_type: str,
+    replicas: int,
+    api_key_secret: str | None,
+    hf_token_secret: str | None,
+    s3_region: str | None,
+    invocation_endpoint: str,
+    mount: str,
+) -> None:
+    """Add to ``problems`` everything HyperPod cannot run (paths as the caller's API names them)."""
+    known = ", ".join(f"ml.{n}" for n in catalog.INSTANCE_TYPES)
+    if not isinstance(instance_type, str) or not instance_type.startswith("ml.") or instance_type[3:] not in catalog.INSTANCE_TYPES:
+        problems.reject("instance_type", instance_type, f"accepted: {known}")
+    else:
+        instance = catalog.INSTANCE_TYPES[instance_type[3:]]
+        pp = contract.engine.pipeline_parallel_size
+        nodes_needed = catalog.nodes_to_hold_model(instance)
+        if pp > 1:
+            problems.add(
+                "contract.engine.pipeline_parallel_size",
+                f"contract.engine.pipeline_parallel_size {pp} is not accepted: a replica of this contract spans {pp} nodes "
+                "and InferenceEndpointConfig has no multi-node field; serve it with the EKS path (VllmServer), "
+                "which runs a multi-node replica as a LeaderWorkerSet",
+            )
+        elif nodes_needed > 1:
+            problems.reject(
+                "instance_type", instance_type,
+                f"one node ({instance.gpus}x {instance.gpu}, {instance.gpu_memory_gb:,.0f} GB) cannot hold {contract.weights.model_id}: "
+                f"a replica needs {nodes_needed} nodes and InferenceEndpointConfig has no multi-node field; "
+                f"use {DEFAULT_INSTANCE_TYPE}, or the EKS path with a LeaderWorkerSet",
+            )
+        else:
+            try:
+                contract.gpus_per_pod(instance.gpus)
+            except ContractError as err:
+                problems.adopt(f"contract.{err.field}", err)
+    if not isinstance(name, str) or not DNS_LABEL.match(name):
+        problems.reject(name_path, name, "expected a lowercase DNS label such as kimik3")
+    if not isinstance(namespace, str) or not DNS_LABEL.match(namespace):
+        problems.reject("namespace", namespace, "expected a lowercase DNS label")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 64:
+        problems.reject("replicas", replicas, "expected a whole number from 1 to 64 (one node each)")
+    if not _MODEL_NAME_RE.match(contract.api.served_model_name):
+        problems.reject(
+            "contract.api.served_model_name", contract.api.served_model_name,
+            "it becomes the operator's modelName: letters, digits and '-' (at most 63)",
+        )
+    if not isinstance(invocation_endpoint, str) or invocation_endpoint.startswith("/") or not ABSOLUTE_PATH.match("/" + invocation_endpoint):
+        problems.reject("invocation_endpoint", invocation_endpoint, "expected a path without the leading slash, e.g. v1/chat/completions")
+    for path, value in (("api_key_secret", api_key_secret), ("hf_token_secret", hf_token_secret)):
+        if value is not None and (not isinstance(value, str) or not _DNS_SUBDOMAIN_RE.match(value)):
+            problems.reject(path, value, "expected the name of an existing Kubernetes Secret (lowercase DNS name)")
+    if not ABSOLUTE_PATH.match(mount) or mount.rstrip("/") == "" or ".." in mount.split("/"):
+        problems.reject("model_mount_path", mount, "expected an absolute directory such as /models/kimi-k3")
+    if contract.weights.source != "huggingface":
+        if hf_token_secret:
+            problems.add("hf_token_secret", "hf_token_secret is only used with Hugging Face weights; these come from S3")
+        if not s3_region or not REGION.fullmatch(s3_region):
+            problems.reject("s3_region", s3_region, "S3 weights need the bucket's region, e.g. us-east-1")
 
 
 def render_inference_endpoint_config(
@@ -172,40 +235,19 @@ def render_inference_endpoint_config(
     :param invocation_endpoint: path after ``http://host:port/`` the operator routes invocations to.
     :param model_mount_path: where the operator mounts the weights in the server
         container; defaults to the contract's stable path (``/models/kimi-k3``).
-    :raises UserError: for anything HyperPod cannot run, notably a replica spanning
-        more than one node.
+    :raises ComponentInputError: with every parameter HyperPod cannot run, notably a
+        replica spanning more than one node.
     """
-    instance = hyperpod_instance(instance_type)
-    engine, weights, api = contract.engine, contract.weights, contract.api
-    if engine.pipeline_parallel_size > 1:
-        raise UserError(
-            f"hyperpod: a replica of this contract spans {engine.pipeline_parallel_size} nodes "
-            f"(pipeline_parallel_size={engine.pipeline_parallel_size}) and InferenceEndpointConfig has no multi-node field; "
-            "serve it with the EKS path (VllmServer), which runs a multi-node replica as a LeaderWorkerSet"
-        )
-    nodes_needed = catalog.nodes_per_replica(instance)
-    if nodes_needed > 1:
-        raise UserError(
-            f"hyperpod: one {instance_type} ({instance.gpus}x {instance.gpu}, {instance.gpu_memory_gb:,.0f} GB) cannot hold "
-            f"{weights.model_id}; a replica needs {nodes_needed} nodes and InferenceEndpointConfig has no multi-node field; "
-            f"use {DEFAULT_INSTANCE_TYPE}, or the EKS path with a LeaderWorkerSet"
-        )
-    gpus = contract.gpus_per_pod(instance.gpus)
-    if not isinstance(name, str) or not DNS_LABEL.match(name):
-        raise UserError(f"hyperpod: name {name!r} is not accepted; expected a lowercase DNS label such as kimik3")
-    if not isinstance(namespace, str) or not DNS_LABEL.match(namespace):
-        raise UserError(f"hyperpod: namespace {namespace!r} is not accepted; expected a lowercase DNS label")
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 64:
-        raise UserError(f"hyperpod: replicas {replicas!r} is not accepted; expected a whole number from 1 to 64 (one node each)")
-    if not _MODEL_NAME_RE.match(api.served_model_name):
-        raise UserError(f"hyperpod: served model name {api.served_model_name!r} cannot be the operator's modelName; expected letters, digits and '-' (at most 63)")
-    if not isinstance(invocation_endpoint, str) or invocation_endpoint.startswith("/") or not ABSOLUTE_PATH.match("/" + invocation_endpoint):
-        raise UserError(f"hyperpod: invocation_endpoint {invocation_endpoint!r} is not accepted; expected a path without the leading slash, e.g. v1/chat/completions")
-    _check_secret_name("api_key_secret", api_key_secret)
-    _check_secret_name("hf_token_secret", hf_token_secret)
+    weights, api = contract.weights, contract.api
     mount = model_mount_path or weights.mount_path
-    if not ABSOLUTE_PATH.match(mount) or mount.rstrip("/") == "" or ".." in mount.split("/"):
-        raise UserError(f"hyperpod: model_mount_path {mount!r} is not accepted; expected an absolute directory such as /models/kimi-k3")
+    problems = Problems("render_inference_endpoint_config", name)
+    _endpoint_problems(
+        problems, contract, name_path="name", name=name, namespace=namespace,
+        instance_type=instance_type, replicas=replicas, api_key_secret=api_key_secret, hf_token_secret=hf_token_secret,
+        s3_region=s3_region, invocation_endpoint=invocation_endpoint, mount=mount,
+    )
+    problems.raise_any()
+    gpus = contract.gpus_per_pod(hyperpod_instance(instance_type).gpus)
 
     if weights.source == "huggingface":
         hf_model: dict[str, Any] = {"modelId": weights.model_id, "commitSHA": weights.revision}
@@ -213,10 +255,6 @@ def render_inference_endpoint_config(
             hf_model["tokenSecretRef"] = _secret_ref(hf_token_secret)
         source: dict[str, Any] = {"modelSourceType": "huggingface", "huggingFaceModel": hf_model, "prefetchEnabled": True}
     else:
-        if hf_token_secret:
-            raise UserError("hyperpod: hf_token_secret is only used with Hugging Face weights; these come from S3")
-        if not s3_region or not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", s3_region):
-            raise UserError(f"hyperpod: s3_region {s3_region!r} is not accepted; S3 weights need the bucket's region, e.g. us-east-1")
         source = {
             "modelSourceType": "s3",
             "s3Storage": {"bucketName": weights.s3_bucket, "region": s3_region},
@@ -276,8 +314,6 @@ class HyperPodInferenceEndpointArgs:
 
     contract: ServingContract
     """Image, weights, API and engine to serve."""
-    provider: k8s.Provider
-    """Kubernetes provider of the HyperPod cluster's EKS cluster (required: never the ambient kubeconfig)."""
     object_name: str | None = None
     """``metadata.name`` of the object; defaults to the component's name."""
     namespace: str = "default"
@@ -303,8 +339,8 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
 
     For teams that manage their HyperPod cluster's Kubernetes objects with Pulumi.
     The HyperPod cluster (EKS-orchestrated, Inference Operator installed) is not
-    created here; pass a ``pulumi_kubernetes.Provider`` for its EKS cluster as
-    :attr:`HyperPodInferenceEndpointArgs.provider`.
+    created here; pass a ``pulumi_kubernetes.Provider`` for its EKS cluster in ``opts``
+    (``providers={"kubernetes": provider}``: :mod:`components.kubernetes_provider`).
 
     Attributes: :attr:`manifest` (the rendered object, plain data),
     :attr:`endpoint_config` (the custom resource), :attr:`object_name`, :attr:`namespace`.
@@ -314,14 +350,22 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
         """Validate, render and declare the object.
 
         :param name: component name; children are named ``{name}-…``.
-        :param args: contract, target namespace and the HyperPod cluster's Kubernetes provider.
-        :param opts: component options.
-        :raises UserError: before declaring anything, for args HyperPod cannot run.
+        :param args: contract and target namespace.
+        :param opts: component options; ``providers`` must hold the Kubernetes provider of the HyperPod cluster's EKS cluster.
+        :raises ComponentInputError: before declaring anything, with every arg HyperPod cannot run.
         """
-        if not isinstance(args.provider, k8s.Provider):
-            raise UserError("HyperPodInferenceEndpoint needs the HyperPod cluster's Kubernetes provider (args.provider)")
+        problems = Problems("HyperPodInferenceEndpoint", name)
+        require_kubernetes_provider(problems, opts)
         if not isinstance(args.contract, ServingContract):
-            raise UserError(f"HyperPodInferenceEndpoint: contract must be a ServingContract, got {type(args.contract).__name__}")
+            problems.reject("contract", type(args.contract).__name__, "expected a ServingContract")
+        else:
+            _endpoint_problems(
+                problems, args.contract, name_path="object_name", name=args.object_name or name, namespace=args.namespace,
+                instance_type=args.instance_type, replicas=args.replicas, api_key_secret=args.api_key_secret,
+                hf_token_secret=args.hf_token_secret, s3_region=args.s3_region, invocation_endpoint=args.invocation_endpoint,
+                mount=args.model_mount_path or args.contract.weights.mount_path,
+            )
+        problems.raise_any()
         manifest = render_inference_endpoint_config(
             args.contract,
             name=args.object_name or name,
@@ -344,6 +388,6 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
             kind=KIND,
             metadata=k8s.meta.v1.ObjectMetaArgs(name=self.object_name, namespace=self.namespace),
             spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"objectName": self.object_name, "namespace": self.namespace, "modelName": manifest["spec"]["modelName"]})

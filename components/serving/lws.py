@@ -39,8 +39,7 @@ The LeaderWorkerSet object is named ``{name}-lws``: the LWS controller creates a
 headless Service named after the set (for ``LWS_LEADER_ADDRESS``), which must not
 collide with the API Service ``{name}``.
 
-Kubernetes provider: :attr:`VllmServingArgs.provider` or ``opts.providers``, as for
-``VllmServer``. The LWS CRD and webhook must exist first: make the component depend
+Kubernetes provider: ``opts.providers``, as for ``VllmServer``. The LWS CRD and webhook must exist first: make the component depend
 on the :class:`~components.lws_controller.LwsController`.
 """
 
@@ -54,35 +53,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
-from components.errors import UserError
+from components.errors import Problems
+from components.kubernetes_provider import require_kubernetes_provider
+from components.serving.args import VllmServingArgs, validate_serving_args
+from components.serving.base import SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
 from components.serving.contracts import ServingContract
-from components.serving.vllm import (
-    HOME_ENV,
-    PROBE_PERIOD_S,
-    SECRET_ENV_SKIP,
-    checkov_skips,
-    SERVER_CACHE_ENV,
-    VllmServingArgs,
-    VllmServingBase,
-    api_container,
-    api_probes,
-    app_selector,
-    common_labels,
-    container_security_context,
-    egress_rules,
-    engine_env,
-    engine_resources,
-    gpu_pod_spec,
-    plain_env,
-    scrape_annotations,
-    validate_serving_args,
-    volume_mounts,
-    weights_init_containers,
-)
+from components.serving.pod_kit import PROBE_PERIOD_S, kit_env_names
+from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
-LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-"""Label the LWS controller puts on every pod of a set."""
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 """Label the LWS controller puts on every pod: ``"0"`` for the leader."""
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -106,33 +85,6 @@ EFA_ENV: Mapping[str, str] = {
 }
 """NCCL/libfabric environment for cross-node traffic over EFA (aws-samples/awsome-distributed-training EFA cheatsheet)."""
 
-# Leader: Ray head, wait for the whole group, then vLLM as PID 1 with the arguments of the container ("$@").
-LEADER_SCRIPT = """set -eu
-ray start --head --port="$RAY_GCS_PORT" --node-manager-port="$RAYLET_PORT" --object-store-memory="$RAY_OBJECT_STORE_BYTES" --include-dashboard=false --disable-usage-stats
-deadline=$(( $(date +%s) + GROUP_JOIN_TIMEOUT_S ))
-while :; do
-  alive=$(python3 -c 'import ray; ray.init(address="auto", logging_level="ERROR"); print(sum(1 for n in ray.nodes() if n["Alive"]))' 2>/dev/null || echo 0)
-  [ "$alive" -ge "$LWS_GROUP_SIZE" ] && break
-  [ "$(date +%s)" -lt "$deadline" ] || { echo "only $alive of $LWS_GROUP_SIZE Ray nodes joined within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
-  echo "waiting for the group: $alive of $LWS_GROUP_SIZE Ray nodes alive"
-  sleep 10
-done
-echo "all $LWS_GROUP_SIZE Ray nodes joined; starting vLLM"
-exec vllm serve "$@"
-"""
-
-# Worker: wait until the leader's Ray head answers (it may still be staging weights), then join and block.
-WORKER_SCRIPT = """set -eu
-head="$LWS_LEADER_ADDRESS:$RAY_GCS_PORT"
-deadline=$(( $(date +%s) + GROUP_JOIN_TIMEOUT_S ))
-until python3 -c 'import os, socket; socket.create_connection((os.environ["LWS_LEADER_ADDRESS"], int(os.environ["RAY_GCS_PORT"])), 5).close()' 2>/dev/null; do
-  [ "$(date +%s)" -lt "$deadline" ] || { echo "Ray head $head not reachable within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
-  echo "waiting for the Ray head at $head"
-  sleep 10
-done
-exec ray start --address="$head" --node-manager-port="$RAYLET_PORT" --object-store-memory="$RAY_OBJECT_STORE_BYTES" --disable-usage-stats --block
-"""
-
 HF_TOKEN_ENV_SKIP = "CKV_K8S_35=huggingface_hub reads the token only from HF_TOKEN (or a token file in HOME); it comes from a secretKeyRef into the download init container, never into the args or the spec"
 """checkov skip (with its reason) for the worker pods, whose only secret is the Hugging Face token of the download init container."""
 
@@ -142,7 +94,7 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @dataclass(frozen=True)
 class VllmLeaderWorkerSetArgs(VllmServingArgs):
-    """Inputs of :class:`VllmLeaderWorkerSet`: every :class:`~components.serving.vllm.VllmServingArgs` field plus the group's network.
+    """Inputs of :class:`VllmLeaderWorkerSet`: every :class:`~components.serving.args.VllmServingArgs` field plus the group's network.
 
     ``replicas`` counts groups (each ``pipeline_parallel_size`` nodes);
     ``weights_staging_timeout_s`` also bounds how long a leader waits for its workers
@@ -167,18 +119,20 @@ class VllmLeaderWorkerSet(VllmServingBase):
     """
 
     def __init__(self, name: str, args: VllmLeaderWorkerSetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        nodes = _validate(name, args)
+        problems, found = _problems(name, args)
+        require_kubernetes_provider(problems, opts)
+        problems.raise_any()
+        assert found is not None  # no problem: the contract's nodes are known
+        nodes = found
         super().__init__("kimi-k3:index:VllmLeaderWorkerSet", name, None, opts)
         self.args = args
         self.nodes_per_replica = nodes
         contract = args.contract
-        instance = catalog.INSTANCE_TYPES[args.instance_type]
-        common = common_labels(args)
-        selector = app_selector(name)
+        foundation = self._declare_foundation(name, args)
+        kit, common, selector, secret_names = foundation.kit, foundation.common, foundation.selector, foundation.kit.secret_names
+        instance = kit.instance
         api_selector = {**selector, WORKER_INDEX_LABEL: "0"}
         base_pod_labels = {**common, **selector, labels.MODEL_LABEL: labels.MODEL}
-
-        secret_names, in_ns = self._declare_foundation(name, args, common, selector)
 
         group_env = {**(EFA_ENV if args.efa_enabled else {}), **args.nccl_env}
         ray_env = {
@@ -189,22 +143,19 @@ class VllmLeaderWorkerSet(VllmServingBase):
             "GROUP_JOIN_TIMEOUT_S": str(args.weights_staging_timeout_s),
         }
         extra_resources = {EFA_RESOURCE: str(args.efa_interfaces or instance.efa_interfaces)} if args.efa_enabled else {}
-        init_containers = weights_init_containers(args, secret_names)
+        init_containers = kit.init_containers()
 
-        leader = api_container(
-            args,
-            instance,
-            secret_names,
+        leader = kit.api_container(
             command=["/bin/sh", "-c", LEADER_SCRIPT, "vllm-leader"],
             args=[*contract.vllm_args(contract.weights.mount_path), "--distributed-executor-backend", "ray"],
-            env=engine_env(contract, {**group_env, **ray_env}, secret_names),
+            env=kit.engine_env({**group_env, **ray_env}),
             ports=[
                 k8s.core.v1.ContainerPortArgs(name="http", container_port=contract.api.port, protocol="TCP"),
                 k8s.core.v1.ContainerPortArgs(name="ray-gcs", container_port=RAY_GCS_PORT, protocol="TCP"),
             ],
-            resources=engine_resources(args, instance, extra_resources),
+            resources=kit.engine_resources(extra_resources),
             # The leader may wait up to weights_staging_timeout_s for its workers before vLLM starts loading.
-            **api_probes(contract, extra_startup_s=args.weights_staging_timeout_s),
+            **kit.probes(extra_startup_s=args.weights_staging_timeout_s),
         )
         raylet = k8s.core.v1.TCPSocketActionArgs(port="raylet")
         worker = k8s.core.v1.ContainerArgs(
@@ -213,9 +164,9 @@ class VllmLeaderWorkerSet(VllmServingBase):
             image_pull_policy=contract.image.pull_policy,
             command=["/bin/sh", "-c", WORKER_SCRIPT],
             # Ray starts the vLLM workers from this raylet: they inherit its environment (no API key here).
-            env=engine_env(contract, {**group_env, **ray_env}, with_api_key=False),
+            env=kit.engine_env({**group_env, **ray_env}, with_api_key=False),
             ports=[k8s.core.v1.ContainerPortArgs(name="raylet", container_port=RAYLET_PORT, protocol="TCP")],
-            resources=engine_resources(args, instance, extra_resources),
+            resources=kit.engine_resources(extra_resources),
             startup_probe=k8s.core.v1.ProbeArgs(
                 tcp_socket=raylet,
                 period_seconds=PROBE_PERIOD_S,
@@ -224,8 +175,8 @@ class VllmLeaderWorkerSet(VllmServingBase):
             ),
             liveness_probe=k8s.core.v1.ProbeArgs(tcp_socket=raylet, period_seconds=15, timeout_seconds=10, failure_threshold=4),
             readiness_probe=k8s.core.v1.ProbeArgs(tcp_socket=raylet, period_seconds=15, timeout_seconds=10, failure_threshold=2),
-            security_context=container_security_context(),
-            volume_mounts=volume_mounts(contract, shm=True),
+            security_context=kit.security_context(),
+            volume_mounts=kit.mounts(shm=True),
         )
 
         leader_labels = {**base_pod_labels, "app.kubernetes.io/component": "leader"}
@@ -241,7 +192,7 @@ class VllmLeaderWorkerSet(VllmServingBase):
         def template(pod_labels: dict, annotations: dict | None, container: k8s.core.v1.ContainerArgs) -> dict:
             return {
                 "metadata": k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=annotations or None),
-                "spec": gpu_pod_spec(name, args, instance, init_containers, [container]),
+                "spec": kit.pod_spec(init_containers, [container]),
             }
 
         self.lws_name = f"{name}-lws"
@@ -264,11 +215,11 @@ class VllmLeaderWorkerSet(VllmServingBase):
                     "workerTemplate": template(worker_labels, worker_annotations, worker),
                 },
             },
-            opts=in_ns,
+            opts=foundation.in_namespace,
         )
 
-        self._declare_frontend(name, args, common, selector, api_selector, in_ns)
-        self.group_network_policy = _group_network_policy(name, args, common, selector, in_ns)
+        self._declare_frontend(name, args, foundation, api_selector)
+        self.group_network_policy = _group_network_policy(name, args, common, selector, foundation.in_namespace)
         self._register()
 
 
@@ -293,52 +244,53 @@ def _group_network_policy(name: str, args: VllmServingArgs, common: Mapping[str,
     )
 
 
-def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
-    what = "vllm leader-worker set"
+def _problems(name: str, args: VllmLeaderWorkerSetArgs) -> tuple[Problems, int | None]:
+    """Every problem of ``args``, and the nodes one replica spans (``None`` if unknown)."""
+    problems = Problems("VllmLeaderWorkerSet", name)
     if not isinstance(args, VllmLeaderWorkerSetArgs):
-        raise UserError(f"{what}: args must be VllmLeaderWorkerSetArgs")
-    validate_serving_args(name, args, what)
+        problems.reject("args", type(args).__name__, "expected VllmLeaderWorkerSetArgs")
+        return problems, None
+    nodes = validate_serving_args(name, args, problems)
     if len(name) > 36:
         # Pod names: <name>-lws-<group>-<worker> must stay a DNS label with room for the indices.
-        raise UserError(f"{what}: name {name!r} is too long; at most 36 characters (pods are named {name}-lws-<group>-<worker>)")
-    instance = catalog.INSTANCE_TYPES[args.instance_type]
-    nodes = args.contract.nodes_per_replica(instance.gpus)
-    if nodes < 2:
-        raise UserError(
-            f"{what}: the contract's replica fits on one {instance.name} node (pipeline_parallel_size=1); "
-            "use VllmServer (components.serving.vllm) for single-node replicas"
+        problems.reject("name", name, f"at most 36 characters (pods are named {name}-lws-<group>-<worker>)")
+    instance = catalog.INSTANCE_TYPES.get(args.instance_type)
+    if nodes is not None and nodes < 2 and instance is not None:
+        problems.reject(
+            "contract.engine.pipeline_parallel_size", nodes,
+            f"the contract's replica fits on one {instance.name} node: use VllmServer (components.serving.vllm) for single-node replicas",
         )
-    for arg in args.contract.engine.extra_args:
-        flag = arg.split("=", 1)[0]
-        if flag in _RESERVED_EXTRA_FLAGS:
-            raise UserError(f"{what}: extra argument {arg!r} is not accepted; the leader-worker set runs vLLM on Ray across the group and sets the distribution itself")
+    for arg in args.contract.engine.extra_args if isinstance(args.contract, ServingContract) else ():
+        if arg.split("=", 1)[0] in _RESERVED_EXTRA_FLAGS:
+            problems.reject("contract.engine.extra_args", arg, "the leader-worker set runs vLLM on Ray across the group and sets the distribution itself")
     if not isinstance(args.efa_enabled, bool):
-        raise UserError(f"{what}: efa_enabled must be true or false")
+        problems.reject("efa_enabled", args.efa_enabled, "expected true or false")
     if args.efa_interfaces is not None:
-        if isinstance(args.efa_interfaces, bool) or not isinstance(args.efa_interfaces, int) or not 1 <= args.efa_interfaces <= instance.efa_interfaces:
-            raise UserError(f"{what}: efa_interfaces {args.efa_interfaces!r} is not accepted; {instance.name} has 1 to {instance.efa_interfaces}")
-        if not args.efa_enabled:
-            raise UserError(f"{what}: efa_interfaces is set but efa_enabled is false")
+        most = instance.efa_interfaces if instance is not None else 0
+        if isinstance(args.efa_interfaces, bool) or not isinstance(args.efa_interfaces, int) or not 1 <= args.efa_interfaces <= most:
+            problems.reject("efa_interfaces", args.efa_interfaces, f"{args.instance_type} has 1 to {most}")
+        elif not args.efa_enabled:
+            problems.add("efa_interfaces", "efa_interfaces is set but efa_enabled is false")
     for key, value in dict(args.nccl_env).items():
         if not _ENV_NAME_RE.match(str(key)) or not isinstance(value, str):
-            raise UserError(f"{what}: nccl_env entry {key!r}={value!r} is not accepted; expected NAME=string")
-        if key in HOME_ENV or key in SERVER_CACHE_ENV or key in args.contract.vllm_env() or key in ("VLLM_API_KEY", "HF_TOKEN") or key.startswith(("RAY_", "LWS_")):
-            raise UserError(f"{what}: nccl_env may not set {key}; the component sets it")
+            problems.add("nccl_env", f"nccl_env entry {key!r}={value!r} is not accepted; expected NAME=string")
+        elif isinstance(args.contract, ServingContract) and (key in kit_env_names(args.contract) or key.startswith(("RAY_", "LWS_"))):
+            problems.add("nccl_env", f"nccl_env may not set {key}; the component sets it")
+    return problems, nodes
+
+
+def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
+    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``; return the nodes per replica."""
+    problems, nodes = _problems(name, args)
+    problems.raise_any()
+    assert nodes is not None  # no problem: the contract's nodes are known
     return nodes
-
-
-def is_multi_node(contract: ServingContract, instance_type: str = catalog.DEFAULT_GPU_INSTANCE_TYPE) -> bool:
-    """True when one replica of ``contract`` spans several ``instance_type`` nodes (use :class:`VllmLeaderWorkerSet`)."""
-    return contract.nodes_per_replica(catalog.INSTANCE_TYPES[instance_type].gpus) > 1
 
 
 __all__ = [
     "EFA_ENV",
     "EFA_RESOURCE",
-    "LEADER_SCRIPT",
     "VllmLeaderWorkerSet",
     "VllmLeaderWorkerSetArgs",
     "WORKER_INDEX_LABEL",
-    "WORKER_SCRIPT",
-    "is_multi_node",
 ]

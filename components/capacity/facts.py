@@ -1,0 +1,127 @@
+"""The one record of a Capacity Block, whichever API read it.
+
+A Capacity Block is a targeted Capacity Reservation (``cr-`` + 17 hex) of reservation type
+``capacity-block``: one instance type, one AZ, a fixed window (EC2 User Guide,
+"Capacity Blocks for ML"). The Pulumi path (``aws.ec2.get_capacity_block_reservation``, at
+preview time) and the boto3 path (``DescribeCapacityReservations``, the ``kimi-k3 capacity``
+commands) both map into :class:`CapacityBlockFacts` (:meth:`CapacityBlockFacts.from_invoke`,
+:meth:`CapacityBlockFacts.from_ec2`), so one assessment
+(:func:`components.capacity.assessment.assess`) judges both the same way. Pure Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from components.clock import utc
+from components.errors import UserError
+
+
+def parse_aws_time(value: str) -> datetime:
+    """Parse the RFC 3339 timestamps the provider returns (``2026-12-01T11:30:00Z``) as UTC."""
+    return utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+
+
+@dataclass(frozen=True)
+class CapacityBlockFacts:
+    """What the library knows about one Capacity Block reservation."""
+
+    reservation_id: str
+    """``cr-`` + 17 hex digits."""
+    availability_zone: str
+    """The one AZ of the block (``us-east-1a``)."""
+    instance_type: str
+    """The instance type it reserves (``p6-b300.48xlarge``)."""
+    instance_count: int
+    """Instances reserved (``TotalInstanceCount``)."""
+    state: str
+    """``scheduled``, ``active``, ``expired``, ``payment-pending`` … (EC2 ``CapacityReservationState``)."""
+    start: datetime | None
+    """Start of the window (UTC); a Capacity Block always has one."""
+    end: datetime | None
+    """End of the window (UTC); a Capacity Block always has one."""
+    availability_zone_id: str = ""
+    """AZ id (``use1-az4``), the same physical zone in every account."""
+    instance_platform: str = ""
+    """``Linux/UNIX`` for a block EKS AL2023 nodes can use; empty when not reported."""
+    reservation_type: str = "capacity-block"
+    """``capacity-block`` (anything else is an On-Demand Capacity Reservation)."""
+    available_instances: int = 0
+    """Instances of the block not running now (``AvailableInstanceCount``)."""
+    capacity_block_id: str | None = None
+    """Id of the block behind the reservation (``describe_capacity_block_status``), when reported."""
+    tags: tuple[tuple[str, str], ...] = ()
+    """Tags of the reservation, as (key, value) pairs."""
+
+    @classmethod
+    def from_ec2(cls, item: Mapping[str, Any]) -> CapacityBlockFacts:
+        """From one boto3 ``CapacityReservations`` entry (or a purchase's ``CapacityReservation``)."""
+        start, end = item.get("StartDate"), item.get("EndDate")
+        return cls(
+            reservation_id=item["CapacityReservationId"],
+            availability_zone=item.get("AvailabilityZone", ""),
+            instance_type=item.get("InstanceType", ""),
+            instance_count=int(item.get("TotalInstanceCount", 0)),
+            state=item.get("State", "unknown"),
+            start=utc(start) if start else None,
+            end=utc(end) if end else None,
+            availability_zone_id=item.get("AvailabilityZoneId", ""),
+            instance_platform=item.get("InstancePlatform", ""),
+            reservation_type=item.get("ReservationType", "default"),
+            available_instances=int(item.get("AvailableInstanceCount", 0)),
+            capacity_block_id=item.get("CapacityBlockId"),
+            tags=tuple((t["Key"], t.get("Value", "")) for t in item.get("Tags", [])),
+        )
+
+    @classmethod
+    def from_invoke(cls, result: Any) -> CapacityBlockFacts:
+        """From the result of ``aws.ec2.get_capacity_block_reservation`` (pulumi-aws 7.51)."""
+        return cls(
+            reservation_id=result.id,
+            availability_zone=result.availability_zone,
+            instance_type=result.instance_type,
+            instance_count=int(result.instance_count),
+            state=result.state,
+            start=parse_aws_time(result.start_date) if result.start_date else None,
+            end=parse_aws_time(result.end_date) if result.end_date else None,
+            availability_zone_id=result.availability_zone_id or "",
+            instance_platform=result.instance_platform or "",
+            reservation_type=result.reservation_type or "capacity-block",
+            available_instances=int(result.available_instance_count or 0),
+            capacity_block_id=result.capacity_block_id or None,
+            tags=tuple(sorted((result.tags or {}).items())),
+        )
+
+    @property
+    def active(self) -> bool:
+        """True while the block's instances can run."""
+        return self.state == "active"
+
+    @property
+    def total_instances(self) -> int:
+        """The instances reserved, by boto3's name (``TotalInstanceCount``): the same as :attr:`instance_count`."""
+        return self.instance_count
+
+    @property
+    def in_use(self) -> int:
+        """Instances running in the reservation (reserved minus available)."""
+        return self.instance_count - self.available_instances
+
+    def window(self) -> tuple[datetime, datetime]:
+        """``(start, end)``; :class:`UserError` for a reservation without both (which no Capacity Block is)."""
+        if self.start is None or self.end is None:
+            raise UserError(f"{self.reservation_id} has no start or end date, which a Capacity Block always has")
+        return self.start, self.end
+
+    def time_to_start(self, now: datetime) -> timedelta | None:
+        """Time until the window opens (negative once it has started)."""
+        return None if self.start is None else self.start - utc(now)
+
+    def time_to_end(self, now: datetime) -> timedelta | None:
+        """Time until the window closes (negative once it has ended)."""
+        return None if self.end is None else self.end - utc(now)
+
+
+__all__ = ["CapacityBlockFacts", "parse_aws_time"]

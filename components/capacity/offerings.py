@@ -1,0 +1,198 @@
+"""Finding and buying Capacity Blocks: durations, the offering search, the purchase.
+
+A block is bought from an offering (``cb-`` + 17 hex) that starts at most 8 weeks ahead,
+lasts 1-14 days in 1-day steps or up to 182 days in 7-day steps, and holds 1-64 instances
+(EC2 User Guide, "Capacity Blocks for ML"; API reference, DescribeCapacityBlockOfferings).
+A purchase cannot be undone. Every search is validated before AWS is called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any, Mapping
+
+from components.capacity.assessment import INSTANCE_PLATFORM
+from components.capacity.aws import aws_errors, validate_offering_id
+from components.capacity.facts import CapacityBlockFacts
+from components.clock import utc as _utc
+from components.errors import UserError
+from components.formats import INSTANCE_TYPE
+
+PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
+"""Tag put on every Capacity Block reservation bought through this tool."""
+
+MAX_START_AHEAD = timedelta(weeks=8)
+"""Capacity Blocks can start at most this far ahead."""
+
+MAX_INSTANCES = 64
+"""Instances per Capacity Block."""
+
+
+def valid_duration_days() -> tuple[int, ...]:
+    """Durations AWS accepts, in days: 1..14, then multiples of 7 up to 182."""
+    return tuple(range(1, 15)) + tuple(range(21, 183, 7))
+
+
+def parse_when(text: str, flag: str) -> datetime:
+    """Parse an ISO 8601 date or date-time (naive = UTC) given for ``flag``."""
+    try:
+        return _utc(datetime.fromisoformat(text))
+    except ValueError:
+        raise UserError(f"{flag} {text!r} is not an ISO 8601 date or time such as 2026-06-10 or 2026-06-10T11:30Z") from None
+
+
+@dataclass(frozen=True)
+class OfferingQuery:
+    """A validated search for Capacity Block offerings."""
+
+    instance_type: str
+    count: int
+    days: int
+    start_after: datetime | None = None
+    start_before: datetime | None = None
+
+    @property
+    def duration_hours(self) -> int:
+        """The duration as ``CapacityDurationHours``."""
+        return self.days * 24
+
+    def request(self) -> dict[str, Any]:
+        """Parameters for ``describe_capacity_block_offerings``.
+
+        AWS filters on the earliest start and the latest *end*; a ``start_before``
+        bound is sent as an end bound one day past start_before + duration (blocks
+        may run slightly longer than asked) and enforced exactly by :func:`find_offerings`.
+        """
+        params: dict[str, Any] = {
+            "InstanceType": self.instance_type,
+            "InstanceCount": self.count,
+            "CapacityDurationHours": self.duration_hours,
+        }
+        if self.start_after is not None:
+            params["StartDateRange"] = self.start_after
+        if self.start_before is not None:
+            params["EndDateRange"] = self.start_before + timedelta(days=self.days + 1)
+        return params
+
+
+def build_offering_query(
+    instance_type: str,
+    count: int,
+    days: int,
+    now: datetime,
+    start_after: datetime | None = None,
+    start_before: datetime | None = None,
+) -> OfferingQuery:
+    """Validate a search (duration, count, start window within 8 weeks) before calling AWS."""
+    if not INSTANCE_TYPE.match(instance_type or ""):
+        raise UserError(f"--instance-type {instance_type!r} is not an EC2 instance type such as p6-b300.48xlarge")
+    if days not in valid_duration_days():
+        raise UserError(f"--days {days} is not accepted; Capacity Blocks last 1-14 days, or 21-182 days in multiples of 7")
+    if not 1 <= count <= MAX_INSTANCES:
+        raise UserError(f"--count {count} is not accepted; a Capacity Block holds 1 to {MAX_INSTANCES} instances")
+    now = _utc(now)
+    latest = now + MAX_START_AHEAD
+    if start_after is not None:
+        start_after = _utc(start_after)
+        if start_after < now:
+            raise UserError(f"--start-after {start_after:%Y-%m-%d %H:%M} UTC is in the past; omit it to search from now")
+        if start_after > latest:
+            raise UserError(f"--start-after must be within 8 weeks (before {latest:%Y-%m-%d %H:%M} UTC)")
+    if start_before is not None:
+        start_before = _utc(start_before)
+        if start_before <= now:
+            raise UserError(f"--start-before {start_before:%Y-%m-%d %H:%M} UTC is not in the future")
+        if start_before > latest:
+            raise UserError(f"--start-before must be within 8 weeks (before {latest:%Y-%m-%d %H:%M} UTC)")
+    if start_after is not None and start_before is not None and start_before <= start_after:
+        raise UserError("--start-before must be later than --start-after")
+    return OfferingQuery(instance_type, count, days, start_after, start_before)
+
+
+@dataclass(frozen=True)
+class Offering:
+    """One Capacity Block offering that can be bought."""
+
+    offering_id: str
+    instance_type: str
+    availability_zone: str
+    instance_count: int
+    start: datetime
+    end: datetime
+    duration_hours: int
+    upfront_fee: Decimal
+    currency: str
+
+    @classmethod
+    def from_api(cls, item: Mapping[str, Any]) -> "Offering":
+        """Build from one ``CapacityBlockOfferings`` entry."""
+        try:
+            fee = Decimal(item.get("UpfrontFee", "0"))
+        except InvalidOperation:
+            fee = Decimal("NaN")
+        return cls(
+            offering_id=item["CapacityBlockOfferingId"],
+            instance_type=item.get("InstanceType", ""),
+            availability_zone=item.get("AvailabilityZone", ""),
+            instance_count=int(item.get("InstanceCount", 0)),
+            start=_utc(item["StartDate"]),
+            end=_utc(item["EndDate"]),
+            duration_hours=int(item.get("CapacityBlockDurationHours", 0)),
+            upfront_fee=fee,
+            currency=item.get("CurrencyCode", ""),
+        )
+
+
+def find_offerings(ec2: Any, query: OfferingQuery) -> tuple[Offering, ...]:
+    """All offerings matching ``query`` (every page), cheapest first, then earliest start."""
+    found: list[Offering] = []
+    with aws_errors(ec2.meta.region_name):
+        for page in ec2.get_paginator("describe_capacity_block_offerings").paginate(**query.request()):
+            found.extend(Offering.from_api(o) for o in page.get("CapacityBlockOfferings", []))
+    if query.start_before is not None:
+        found = [o for o in found if o.start <= query.start_before]
+    if query.start_after is not None:
+        found = [o for o in found if o.start >= query.start_after]
+    return tuple(sorted(found, key=lambda o: (o.upfront_fee, o.start, o.offering_id)))
+
+
+def find_offering(ec2: Any, query: OfferingQuery, offering_id: str) -> Offering:
+    """The offering ``offering_id`` among those ``query`` returns, or UserError if it is gone."""
+    validate_offering_id(offering_id)
+    for offering in find_offerings(ec2, query):
+        if offering.offering_id == offering_id:
+            return offering
+    raise UserError(
+        f"offering {offering_id} is not among the current offerings for {query.count} x "
+        f"{query.instance_type}, {query.days} days in {ec2.meta.region_name}: offerings go first come, "
+        "first served; run `kimi-k3 capacity offerings` with the same flags again"
+    )
+
+
+def purchase_block(ec2: Any, offering_id: str) -> CapacityBlockFacts:
+    """Buy the offering (irreversible), tagging the reservation Project=kimi-k3."""
+    validate_offering_id(offering_id)
+    with aws_errors(ec2.meta.region_name):
+        response = ec2.purchase_capacity_block(
+            CapacityBlockOfferingId=offering_id,
+            InstancePlatform=INSTANCE_PLATFORM,
+            TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [dict(PROJECT_TAG)]}],
+        )
+    return CapacityBlockFacts.from_ec2(response["CapacityReservation"])
+
+
+__all__ = [
+    "MAX_INSTANCES",
+    "MAX_START_AHEAD",
+    "Offering",
+    "OfferingQuery",
+    "PROJECT_TAG",
+    "build_offering_query",
+    "find_offering",
+    "find_offerings",
+    "parse_when",
+    "purchase_block",
+    "valid_duration_days",
+]

@@ -1,0 +1,181 @@
+"""``kimi-k3 capacity preflight``: the go/no-go list for a stack's Capacity Block before it starts.
+
+The list is the assessment ``pulumi up`` applies (:func:`components.capacity.assessment.assess`,
+in the stack's config keys) plus what only boto3 can read: free instances of an active block,
+the block's interconnect and instance health (``DescribeCapacityBlockStatus``) and the EC2
+On-Demand vCPU quota (Service Quotas), which is only ever a warning since the AWS documentation
+does not say whether Capacity Block instances count against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping
+
+from components import stack_terms
+from components.capacity.assessment import FAIL, OK, WARN, BlockNeeds, Finding, Terms, assess
+from components.capacity.aws import translate_aws_error
+from components.capacity.facts import CapacityBlockFacts
+from components.capacity.status import BlockStatus, block_statuses
+from components.formats import CAPACITY_RESERVATION_ID
+
+VCPU_QUOTAS: Mapping[str, tuple[str, str]] = {
+    "p": ("L-417A185B", "Running On-Demand P instances"),
+}
+"""Instance family letter -> (EC2 service-quota code, quota name) for vCPU quotas."""
+
+
+@dataclass(frozen=True)
+class QuotaReading:
+    """An EC2 vCPU quota value, or why it could not be read."""
+
+    code: str | None
+    name: str | None
+    value: float | None
+    error: str | None = None
+
+
+def read_vcpu_quota(quotas: Any, instance_type: str) -> QuotaReading:
+    """Read the On-Demand vCPU quota that covers ``instance_type``'s family; never raises for AWS errors."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    family = instance_type[:1]
+    if family not in VCPU_QUOTAS:
+        return QuotaReading(None, None, None, f"no vCPU quota code known for the {instance_type} family")
+    code, name = VCPU_QUOTAS[family]
+    try:
+        value = quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
+    except (BotoCoreError, ClientError) as exc:
+        return QuotaReading(code, name, None, str(translate_aws_error(exc)))
+    return QuotaReading(code, name, float(value))
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    """The go/no-go list for a stack's Capacity Block."""
+
+    reservation_id: str
+    checks: tuple[Finding, ...]
+
+    @property
+    def go(self) -> bool:
+        """True when no check failed (warnings do not block)."""
+        return all(c.level != FAIL for c in self.checks)
+
+    def count(self, level: str) -> int:
+        """How many checks have ``level``."""
+        return sum(1 for c in self.checks if c.level == level)
+
+
+def evaluate_preflight(
+    reservation: CapacityBlockFacts,
+    *,
+    instance_type: str,
+    region: str,
+    nodes_required: int,
+    now: datetime,
+    quota: QuotaReading | None = None,
+    vcpus_per_node: int | None = None,
+    block: BlockStatus | None = None,
+    availability_zones: tuple[str, ...] | None = None,
+    terms: Terms = stack_terms.CAPACITY_BLOCK,
+) -> tuple[Finding, ...]:
+    """The assessment `pulumi up` applies (:func:`components.capacity.assessment.assess`), plus what only
+    boto3 can read: free instances, block health, the vCPU quota (pure, no AWS calls)."""
+    r = reservation
+    needs = BlockNeeds(instance_type=instance_type, nodes_required=nodes_required, availability_zones=availability_zones, region=region)
+    checks = list(assess(r, needs, now, terms))
+    add = lambda level, name, msg: checks.append(Finding(level, name, msg))  # noqa: E731
+
+    if r.state == "active" and r.available_instances < nodes_required:
+        add(WARN, "free instances", f"{r.available_instances} of {r.instance_count} instances are free now ({r.in_use} in use); nodes already in the node group count as in use.")
+    az = f"{r.availability_zone} ({r.availability_zone_id})" if r.availability_zone_id else r.availability_zone
+    add(OK, "node group subnets", f"the node group must use subnets in {az} only (a subnet in another AZ fails with a misleading 'instance types do not exist' error).")
+
+    if block is not None:
+        if block.interconnect_status == "impaired":
+            add(WARN, "interconnect", f"AWS reports the accelerator interconnect of {block.capacity_block_id} as impaired.")
+        if block.unavailable > 0:
+            add(WARN, "capacity health", f"{block.unavailable} of {block.total} instances of {block.capacity_block_id} are unavailable after a status check failure.")
+
+    checks.append(_quota_check(quota, nodes_required, vcpus_per_node))
+    return tuple(checks)
+
+
+_QUOTA_CAVEAT = "the AWS documentation we searched does not say whether Capacity Block instances count against it"
+
+
+def _quota_check(quota: QuotaReading | None, nodes: int, vcpus: int | None) -> Finding:
+    """The vCPU quota line; only a WARN at worst, since its relevance to blocks is unconfirmed."""
+    if quota is None or quota.value is None:
+        why = quota.error if quota is not None else "not read"
+        return Finding(WARN, "vCPU quota", f"could not read the On-Demand vCPU quota ({why}); check it in the Service Quotas console.")
+    label = f"{quota.code} ({quota.name})"
+    if vcpus is None:
+        return Finding(WARN, "vCPU quota", f"{label} is {quota.value:g} vCPUs but the instance type's vCPU count is unknown, so it was not compared.")
+    need = nodes * vcpus
+    if quota.value >= need:
+        return Finding(OK, "vCPU quota", f"{label} is {quota.value:g} vCPUs, enough for {nodes} x {vcpus} = {need} ({_QUOTA_CAVEAT}).")
+    return Finding(WARN, "vCPU quota", f"{label} is {quota.value:g} vCPUs, below {nodes} x {vcpus} = {need}; {_QUOTA_CAVEAT}, so request an increase if launches fail with VcpuLimitExceeded.")
+
+
+def run_preflight(
+    ec2: Any,
+    quotas: Any,
+    *,
+    reservation_id: str,
+    instance_type: str,
+    region: str,
+    nodes_required: int,
+    now: datetime,
+    vcpus_per_node: int | None = None,
+    availability_zones: tuple[str, ...] | None = None,
+) -> PreflightReport:
+    """Read the reservation, its block status and the vCPU quota, and evaluate the go/no-go list.
+
+    A missing or malformed reservation id is a FAIL line, not an exception; other
+    AWS errors (credentials, permissions, network) raise UserError.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if not reservation_id:
+        return PreflightReport("", (Finding(FAIL, "reservation", "the stack sets no kimi-k3:capacityReservationId."),))
+    if not CAPACITY_RESERVATION_ID.match(reservation_id):
+        return PreflightReport(reservation_id, (Finding(FAIL, "reservation", f"{reservation_id!r} is not a reservation id (cr- followed by 17 hex digits)."),))
+    try:
+        items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "InvalidCapacityReservationId.NotFound":
+            raise translate_aws_error(exc, region) from None
+        items = []
+    except BotoCoreError as exc:  # credentials, region, endpoint
+        raise translate_aws_error(exc, region) from None
+    if not items:
+        return PreflightReport(reservation_id, (Finding(FAIL, "reservation", f"{reservation_id} does not exist in {region} for this account."),))
+    reservation = CapacityBlockFacts.from_ec2(items[0])
+    block = None
+    if reservation.capacity_block_id:
+        block = block_statuses(ec2, [reservation.capacity_block_id]).get(reservation.capacity_block_id)
+    checks = evaluate_preflight(
+        reservation,
+        instance_type=instance_type,
+        region=region,
+        nodes_required=nodes_required,
+        now=now,
+        quota=read_vcpu_quota(quotas, instance_type),
+        vcpus_per_node=vcpus_per_node,
+        block=block,
+        availability_zones=availability_zones,
+    )
+    return PreflightReport(reservation_id, checks)
+
+
+__all__ = [
+    "PreflightReport",
+    "QuotaReading",
+    "VCPU_QUOTAS",
+    "evaluate_preflight",
+    "read_vcpu_quota",
+    "run_preflight",
+]

@@ -1,0 +1,155 @@
+"""The arguments every vLLM serving component takes, and the checks they share.
+
+:class:`VllmServingArgs` is what :class:`~components.serving.vllm.VllmServer`
+(a Deployment, one node per replica) and
+:class:`~components.serving.lws.VllmLeaderWorkerSet` (a group of nodes per replica)
+have in common; :func:`validate_serving_args` collects what neither can deploy, before
+anything is declared.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pulumi
+
+from components import catalog
+from components.errors import Problems
+from components.formats import DNS_LABEL
+from components.serving.contracts import EXPOSURES, ContractError, ServingContract
+from components.serving.pod_kit import AWS_CLI_IMAGE, node_share
+
+
+@dataclass(frozen=True)
+class VllmServingArgs:
+    """Inputs shared by :class:`VllmServer` and :class:`~components.serving.lws.VllmLeaderWorkerSet`."""
+
+    contract: ServingContract
+    """Image, weights, API and engine profile (see :mod:`components.serving.contracts`)."""
+    api_key: pulumi.Input[str] | None = None
+    """API key clients send as ``Authorization: Bearer``; a Pulumi secret. Required unless ``require_api_key`` is false."""
+    require_api_key: bool = True
+    """Refuse to deploy without an API key (always true for ``public`` exposure)."""
+    hugging_face_token: pulumi.Input[str] | None = None
+    """Hugging Face token (Pulumi secret) for gated repositories; only used by the download init container."""
+    cluster_name: pulumi.Input[str] | None = None
+    """EKS cluster name; required when the weights come from S3 (Pod Identity association)."""
+    aws_region: pulumi.Input[str] | None = None
+    """Region of the weights bucket (same as the cluster); required when the weights come from S3."""
+    aws_partition: str = "aws"
+    """AWS partition used in the S3 ARNs of the weights policy."""
+    weights_kms_key_arn: pulumi.Input[str] | None = None
+    """KMS key of an SSE-KMS weights bucket (adds ``kms:Decrypt`` on that key only)."""
+    namespace: str = "kimi-serving"
+    """Namespace created for the server."""
+    instance_type: str = catalog.DEFAULT_GPU_INSTANCE_TYPE
+    """GPU instance type of the Capacity Block nodes (sizes CPU, memory and GPUs)."""
+    replicas: int = 1
+    """Model replicas: one pod each for :class:`VllmServer`, one group of ``nodes_per_replica`` pods each for a LeaderWorkerSet."""
+    exposure: str = "cluster"
+    """One of :data:`EXPOSURES`."""
+    allowed_cidrs: tuple[str, ...] = ()
+    """Client CIDRs allowed through the NLB (``loadBalancerSourceRanges`` and NetworkPolicy). Required for ``public``."""
+    vpc_cidr: pulumi.Input[str] | None = None
+    """VPC CIDR (NLB nodes reach the pods from it); required for NLB exposures."""
+    client_namespaces: tuple[str, ...] = ()
+    """Namespaces whose pods may call the API in-cluster; empty means every namespace."""
+    metrics_namespace: str = "monitoring"
+    """Namespace of the Prometheus that scrapes ``/metrics``."""
+    service_monitor: bool = False
+    """Render a ServiceMonitor (Prometheus Operator CRDs must be installed); else ``prometheus.io/*`` pod annotations."""
+    service_monitor_labels: Mapping[str, str] = field(default_factory=dict)
+    """Extra labels on the ServiceMonitor (e.g. ``release: kube-prometheus-stack``)."""
+    tls_certificate_arn: str | None = None
+    """ACM certificate: the NLB listener then terminates TLS (https endpoint)."""
+    shm_size_gib: int = 64
+    """Size of the ``/dev/shm`` memory volume (counted in the memory limit)."""
+    reserved_cpu: int = 8
+    """vCPUs left to the kubelet, system daemons and DaemonSets on each GPU node."""
+    reserved_memory_gib: int | None = None
+    """Host memory left to the system; default 5% of the node (at least 32 GiB)."""
+    cache_size_gib: int = 200
+    """Size limit of the writable HOME (compile and JIT caches)."""
+    weights_staging_timeout_s: int = 7200
+    """Time allowed to copy and verify the weights (Deployment progress deadline; how long a group leader waits for its workers)."""
+    pre_stop_sleep_s: int = 30
+    """Seconds the pod keeps serving after removal from endpoints, before SIGTERM (NLB deregistration)."""
+    termination_grace_period_s: int = 300
+    """Seconds between the start of termination and SIGKILL (pre-stop sleep + in-flight requests)."""
+    init_image: str = AWS_CLI_IMAGE
+    """Image of the S3 staging init container (needs ``aws``, ``sh``, ``sha256sum``, ``split``)."""
+    await_rollout: bool = False
+    """Make ``pulumi up`` wait for the pods to be ready (off: a block may start days later, loads take an hour)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Extra labels on every Kubernetes object."""
+
+
+def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) -> int | None:
+    """Add to ``problems`` what no serving component can deploy; return the nodes one replica spans (``None`` if unknown)."""
+    if not isinstance(args.contract, ServingContract):
+        problems.reject("contract", type(args.contract).__name__, "expected a ServingContract")
+        return None
+    if not DNS_LABEL.match(name) or len(name) > 40:
+        problems.reject("name", name, "expected a DNS label of at most 40 characters (it names the Kubernetes objects)")
+    if not DNS_LABEL.match(args.namespace) or len(args.namespace) > 63:
+        problems.reject("namespace", args.namespace, "expected a DNS label")
+    nodes: int | None = None
+    if args.instance_type not in catalog.INSTANCE_TYPES:
+        problems.reject("instance_type", args.instance_type, f"known: {', '.join(catalog.INSTANCE_TYPES)}")
+    else:
+        instance = catalog.INSTANCE_TYPES[args.instance_type]
+        try:
+            nodes = args.contract.nodes_per_replica(instance.gpus)  # TP must fill whole nodes
+        except ContractError as err:
+            problems.adopt(f"contract.{err.field}", err)
+        cpu, memory, reserved_memory = node_share(instance, args.reserved_cpu, args.reserved_memory_gib)
+        if cpu < 8 or memory < 64:
+            problems.add(
+                "reserved_cpu",
+                f"reserved_cpu {args.reserved_cpu} and reserved_memory_gib {reserved_memory} are not accepted; "
+                f"they leave {cpu} vCPU / {memory} GiB of a {instance.name} to the server: reserve less",
+            )
+        elif args.shm_size_gib * 4 > memory:
+            problems.reject("shm_size_gib", args.shm_size_gib, f"at most a quarter of the {memory} GiB memory limit")
+    if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 64:
+        problems.reject("replicas", args.replicas, "expected 1 to 64 (one per reserved GPU node)")
+    if args.exposure not in EXPOSURES:
+        problems.reject("exposure", args.exposure, f"accepted: {', '.join(EXPOSURES)}")
+    if args.api_key is None and (args.require_api_key or args.exposure == "public"):
+        why = "public exposure always needs one" if args.exposure == "public" else "set require_api_key=False to serve without one"
+        problems.add("api_key", f"api_key is required ({why}); pass it as a Pulumi secret")
+    for index, cidr in enumerate(args.allowed_cidrs):
+        try:
+            ipaddress.IPv4Network(cidr, strict=True)
+        except ValueError as err:
+            problems.add(f"allowed_cidrs[{index}]", f"allowed_cidrs entry {cidr!r} is not accepted; expected an IPv4 CIDR ({err})")
+    if args.exposure == "public" and not args.allowed_cidrs:
+        problems.add("allowed_cidrs", "allowed_cidrs is required for public exposure (the client CIDRs allowed through the NLB)")
+    if args.exposure in EXPOSURES and args.exposure != "cluster" and args.vpc_cidr is None:
+        problems.add("vpc_cidr", f"vpc_cidr is required for {args.exposure} exposure (the NLB reaches the pods from the VPC)")
+    if isinstance(args.vpc_cidr, str):
+        try:
+            ipaddress.IPv4Network(args.vpc_cidr, strict=True)
+        except ValueError as err:
+            problems.reject("vpc_cidr", args.vpc_cidr, f"expected an IPv4 CIDR ({err})")
+    for path, ns in (*((f"client_namespaces[{i}]", n) for i, n in enumerate(args.client_namespaces)), ("metrics_namespace", args.metrics_namespace)):
+        if not DNS_LABEL.match(ns):
+            problems.reject(path, ns, "expected a DNS label")
+    if args.contract.weights.source == "s3" and (args.cluster_name is None or args.aws_region is None):
+        problems.add("cluster_name", "cluster_name and aws_region are required when the weights come from S3 (Pod Identity and the bucket's region)")
+    if args.tls_certificate_arn is not None and not re.match(r"^arn:aws[\w-]*:acm:[\w-]+:\d{12}:certificate/[\w-]+$", args.tls_certificate_arn):
+        problems.reject("tls_certificate_arn", args.tls_certificate_arn, "expected an ACM certificate ARN")
+    if args.pre_stop_sleep_s < 0 or args.termination_grace_period_s < args.pre_stop_sleep_s + 30:
+        problems.reject(
+            "termination_grace_period_s", args.termination_grace_period_s,
+            f"it must exceed pre_stop_sleep_s={args.pre_stop_sleep_s} by at least 30 s so in-flight requests can finish",
+        )
+    if args.init_image and "@sha256:" not in args.init_image and ":" not in args.init_image.rsplit("/", 1)[-1]:
+        problems.reject("init_image", args.init_image, "expected an image with a tag or a digest")
+    return nodes
+
+
+__all__ = ["VllmServingArgs", "validate_serving_args"]

@@ -1,0 +1,385 @@
+"""What every vLLM serving component declares around its workload.
+
+:class:`VllmServingBase` declares, in one namespace (``kimi-serving`` by default):
+
+* Namespace with Pod Security ``restricted`` (enforce, audit, warn): the pods run
+  as non-root with every capability dropped, ``RuntimeDefault`` seccomp and only
+  ``emptyDir``/``secret`` volumes, so the strictest level fits them;
+* ServiceAccount without an API token, plus an EKS Pod Identity role that can read
+  exactly the weights prefix when the weights come from S3;
+* Secrets for the API key (and the Hugging Face token), handed to containers with
+  ``secretKeyRef`` only;
+* after the subclass's workload: Service (ClusterIP, or an NLB through the AWS Load
+  Balancer Controller), NetworkPolicies (default deny + what the server needs), a
+  PodDisruptionBudget and Prometheus scraping (ServiceMonitor or pod annotations).
+
+Subclasses (:class:`~components.serving.vllm.VllmServer`,
+:class:`~components.serving.lws.VllmLeaderWorkerSet`) call
+:meth:`VllmServingBase._declare_foundation`, build their pods from the returned
+:class:`Foundation` (its :class:`~components.serving.pod_kit.PodKit`), then call
+:meth:`VllmServingBase._declare_frontend` and :meth:`VllmServingBase._register`.
+
+Kubernetes provider: through the component's ``opts`` (``providers={"kubernetes": provider}``),
+inherited by every Kubernetes child; the components refuse to run without one
+(:mod:`components.kubernetes_provider`). AWS children (the Pod Identity role) use the
+component's AWS provider (default or from ``opts`` the same way).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from components.serving.args import VllmServingArgs
+from components.serving.pod_kit import PodKit
+
+POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
+"""Link-local address of the EKS Pod Identity Agent (credentials for the S3 init container)."""
+
+APP_NAME = "vllm"
+"""``app.kubernetes.io/name`` of every serving pod."""
+
+
+@dataclass(frozen=True)
+class Foundation:
+    """What :meth:`VllmServingBase._declare_foundation` declared and the workload builds on."""
+
+    common: dict[str, str]
+    """Labels on every Kubernetes object of the component."""
+    selector: dict[str, str]
+    """Labels selecting every pod of the component."""
+    kit: PodKit
+    """The pod pieces, bound to the component's Secrets."""
+    in_namespace: pulumi.ResourceOptions
+    """Options of every object inside the namespace (the component as parent, after the Namespace)."""
+
+
+def weights_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn: str | None = None) -> dict:
+    """IAM policy reading exactly one S3 prefix (objects and their listing), nothing else."""
+    statements: list[dict[str, Any]] = [
+        {"Sid": "ReadWeightObjects", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"arn:{partition}:s3:::{bucket}/{prefix}*"]},
+        {
+            "Sid": "ListWeightPrefix",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket"],
+            "Resource": [f"arn:{partition}:s3:::{bucket}"],
+            "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+        },
+    ]
+    if kms_key_arn:
+        statements.append({"Sid": "DecryptWeights", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [kms_key_arn]})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+class VllmServingBase(pulumi.ComponentResource):
+    """What every vLLM serving component declares around its workload.
+
+    Namespace, ServiceAccount, Pod Identity role, Secrets (:meth:`_declare_foundation`),
+    then Service, NetworkPolicies, PodDisruptionBudget, ServiceMonitor and the outputs
+    (:meth:`_declare_frontend`). Subclasses declare the workload in between.
+
+    Outputs: ``endpoint_url`` (``…/v1``), ``served_model_name``, ``image``,
+    ``model_revision``, ``namespace``, ``service_name``.
+    """
+
+    endpoint_url: pulumi.Output[str | None]
+    served_model_name: pulumi.Output[str]
+    image: pulumi.Output[str]
+    model_revision: pulumi.Output[str]
+    namespace: pulumi.Output[str]
+    service_name: pulumi.Output[str]
+
+    def _declare_foundation(self, name: str, args: VllmServingArgs) -> Foundation:
+        """Namespace, ServiceAccount, weights role and Secrets; returns what the workload builds on."""
+        contract = args.contract
+        common = common_labels(args)
+        selector = app_selector(name)
+        ns = args.namespace
+        ns_labels = {
+            **common,
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/audit": "restricted",
+            "pod-security.kubernetes.io/warn": "restricted",
+        }
+        if args.exposure != "cluster":
+            # The controller adds a readiness gate: a pod gets traffic only once the NLB target is healthy.
+            ns_labels["elbv2.k8s.aws/pod-readiness-gate-inject"] = "enabled"
+        self.namespace_resource = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels=ns_labels),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource])
+
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector}),
+            automount_service_account_token=False,
+            opts=in_ns,
+        )
+
+        self.weights_role: PodIdentityRole | None = None
+        if contract.weights.source == "s3":
+            bucket, prefix = contract.weights.s3_bucket, contract.weights.s3_prefix
+            # WeightsContract sets both for S3 weights; validate_serving_args makes sure the cluster is named (Pod Identity).
+            assert bucket is not None and prefix is not None and args.cluster_name is not None
+
+            def policy(key: str | None) -> str:
+                return json.dumps(weights_policy(bucket, prefix, args.aws_partition, key))
+
+            document = pulumi.Output.from_input(args.weights_kms_key_arn).apply(policy)
+            self.weights_role = PodIdentityRole(
+                f"{name}-weights",
+                PodIdentityRoleArgs(
+                    cluster_name=args.cluster_name,
+                    namespace=ns,
+                    service_account=name,
+                    inline_policies={"read-weights": document},
+                    tags={"kimi-k3/component": "vllm-server"},
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+        def opaque_secret(secret_name: str, value: pulumi.Input[str]) -> k8s.core.v1.Secret:
+            """An Opaque Secret ``secret_name`` holding ``value`` under ``key``."""
+            return k8s.core.v1.Secret(
+                secret_name,
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=secret_name, namespace=ns, labels={**common, **selector}),
+                type="Opaque",
+                string_data={"key": pulumi.Output.secret(value)},
+                opts=in_ns,
+            )
+
+        secret_names: dict[str, str] = {}
+        self.api_key_secret = None
+        if args.api_key is not None:
+            secret_names["VLLM_API_KEY"] = f"{name}-api-key"
+            self.api_key_secret = opaque_secret(f"{name}-api-key", args.api_key)
+        self.hf_token_secret = None
+        if args.hugging_face_token is not None and contract.weights.source == "huggingface":
+            secret_names["HF_TOKEN"] = f"{name}-hf-token"
+            self.hf_token_secret = opaque_secret(f"{name}-hf-token", args.hugging_face_token)
+        return Foundation(common=common, selector=selector, kit=PodKit(name, args, secret_names), in_namespace=in_ns)
+
+    def _declare_frontend(self, name: str, args: VllmServingArgs, foundation: Foundation, api_selector: Mapping[str, str]) -> None:
+        """Service (to the ``api_selector`` pods), NetworkPolicies, PDB (over every pod of the component), ServiceMonitor, outputs."""
+        common, selector, in_ns = foundation.common, foundation.selector, foundation.in_namespace
+        contract = args.contract
+        ns = args.namespace
+        nlb = args.exposure != "cluster"
+        port_name = "http"
+        service_annotations: dict[str, str] = {}
+        service_type = "ClusterIP"
+        source_ranges: Any = None
+        if nlb:
+            service_type = "LoadBalancer"
+            lb = "service.beta.kubernetes.io/aws-load-balancer-"
+            service_annotations = {
+                f"{lb}type": "external",
+                f"{lb}nlb-target-type": "ip",
+                f"{lb}scheme": "internal" if args.exposure == "internal" else "internet-facing",
+                f"{lb}healthcheck-protocol": "HTTP",
+                f"{lb}healthcheck-path": contract.api.health_path,
+                f"{lb}healthcheck-port": "traffic-port",
+                f"{lb}target-group-attributes": f"deregistration_delay.timeout_seconds={args.pre_stop_sleep_s}",
+            }
+            if args.tls_certificate_arn:
+                service_annotations[f"{lb}ssl-cert"] = args.tls_certificate_arn
+                service_annotations[f"{lb}ssl-ports"] = port_name
+            source_ranges = list(args.allowed_cidrs) if args.allowed_cidrs else pulumi.Output.from_input(args.vpc_cidr).apply(lambda c: [c])
+        self.service = k8s.core.v1.Service(
+            f"{name}-service",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector}, annotations=service_annotations or None),
+            spec=k8s.core.v1.ServiceSpecArgs(
+                type=service_type,
+                selector=dict(api_selector),
+                ports=[k8s.core.v1.ServicePortArgs(name=port_name, port=contract.api.port, target_port=port_name, protocol="TCP")],
+                load_balancer_source_ranges=source_ranges,
+            ),
+            opts=in_ns,
+        )
+
+        self.network_policies = network_policies(name, args, common, api_selector, in_ns)
+
+        self.pod_disruption_budget = k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector}),
+            # One pod at a time may go: a drain of a one-replica server proceeds (no blocked node rotation).
+            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(selector))),
+            opts=in_ns,
+        )
+
+        self.service_monitor = None
+        if args.service_monitor:
+            self.service_monitor = k8s.apiextensions.CustomResource(
+                f"{name}-service-monitor",
+                api_version="monitoring.coreos.com/v1",
+                kind="ServiceMonitor",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector, **args.service_monitor_labels}),
+                spec={
+                    "selector": {"matchLabels": dict(selector)},
+                    "namespaceSelector": {"matchNames": [ns]},
+                    "endpoints": [{"port": port_name, "path": contract.api.metrics_path, "interval": "30s", "scheme": "http"}],
+                },
+                opts=in_ns,
+            )
+
+        scheme = "https" if args.tls_certificate_arn else "http"
+        port = contract.api.port
+        if nlb:
+            self.endpoint_url = self.service.status.apply(lambda status: _nlb_url(status, scheme, port))
+        else:
+            self.endpoint_url = pulumi.Output.from_input(f"http://{name}.{ns}.svc.cluster.local:{port}/v1")
+        self.served_model_name = pulumi.Output.from_input(contract.api.served_model_name)
+        self.image = pulumi.Output.from_input(contract.image.image)
+        self.model_revision = pulumi.Output.from_input(contract.weights.revision)
+        self.namespace = self.namespace_resource.metadata.apply(_name_of)
+        self.service_name = self.service.metadata.apply(_name_of)
+
+    def _register(self) -> None:
+        """Register the outputs (once, last)."""
+        self.register_outputs(
+            {
+                "endpointUrl": self.endpoint_url,
+                "servedModelName": self.served_model_name,
+                "image": self.image,
+                "modelRevision": self.model_revision,
+                "namespace": self.namespace,
+                "serviceName": self.service_name,
+            }
+        )
+
+
+def common_labels(args: VllmServingArgs) -> dict[str, str]:
+    """Labels on every Kubernetes object of a serving component."""
+    return {"app.kubernetes.io/part-of": "kimi-k3", "app.kubernetes.io/managed-by": "pulumi", **args.labels}
+
+
+def app_selector(name: str) -> dict[str, str]:
+    """Labels selecting every pod of the serving component called ``name``."""
+    return {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/instance": name}
+
+
+def scrape_annotations(args: VllmServingArgs) -> dict[str, str]:
+    """``prometheus.io/*`` annotations of the API pods, unless a ServiceMonitor scrapes them."""
+    if args.service_monitor:
+        return {}
+    api = args.contract.api
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(api.port), "prometheus.io/path": api.metrics_path}
+
+
+SECRET_ENV_SKIP = "CKV_K8S_35=vLLM reads its API key only from VLLM_API_KEY or --api-key; the env var comes from a secretKeyRef so the key is in neither the args nor the spec"
+"""checkov skip (with its reason) for the API key handed over as an environment variable."""
+
+FLOATING_TAG_SKIP = "CKV_K8S_43=the image is pinned by tag, which settings allow outside prod only (with a warning); prod requires a digest"
+"""checkov skip (with its reason) for a tag-pinned image in a non-production stack."""
+
+
+def checkov_skips(args: VllmServingArgs, *reasons: str) -> dict[str, str]:
+    """``checkov.io/skipN`` annotations: the given reasons, plus the floating-tag one when the image has no digest."""
+    if not args.contract.image.pinned:
+        reasons = (*reasons, FLOATING_TAG_SKIP)
+    return {f"checkov.io/skip{i}": reason for i, reason in enumerate(reasons, start=1)}
+
+
+def _namespaces(names: tuple[str, ...]) -> k8s.meta.v1.LabelSelectorArgs:
+    """Selector of the named namespaces; every namespace when ``names`` is empty."""
+    if not names:
+        return k8s.meta.v1.LabelSelectorArgs()
+    return k8s.meta.v1.LabelSelectorArgs(
+        match_expressions=[k8s.meta.v1.LabelSelectorRequirementArgs(key="kubernetes.io/metadata.name", operator="In", values=list(names))]
+    )
+
+
+def egress_rules(args: VllmServingArgs) -> list[k8s.networking.v1.NetworkPolicyEgressRuleArgs]:
+    """What a serving pod may reach: cluster DNS, HTTPS (S3 / Hugging Face), the Pod Identity Agent (S3 weights)."""
+    np = k8s.networking.v1
+    egress = [
+        np.NetworkPolicyEgressRuleArgs(
+            to=[np.NetworkPolicyPeerArgs(
+                namespace_selector=_namespaces(("kube-system",)),
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": "kube-dns"}),
+            )],
+            ports=[np.NetworkPolicyPortArgs(port=53, protocol="UDP"), np.NetworkPolicyPortArgs(port=53, protocol="TCP")],
+        ),
+        # S3 / Hugging Face over HTTPS (their addresses are not stable enough to list).
+        np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr="0.0.0.0/0"))], ports=[np.NetworkPolicyPortArgs(port=443, protocol="TCP")]),
+    ]
+    if args.contract.weights.source == "s3":
+        egress.append(
+            np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=POD_IDENTITY_AGENT_CIDR))], ports=[np.NetworkPolicyPortArgs(port=80, protocol="TCP")])
+        )
+    return egress
+
+
+def network_policies(name: str, args: VllmServingArgs, common: Mapping[str, str], api_selector: Mapping[str, str], opts: pulumi.ResourceOptions) -> list[k8s.networking.v1.NetworkPolicy]:
+    """Default deny for the namespace, plus ``{name}-server``: API and metrics in, :func:`egress_rules` out, for the API pods."""
+    ns, port = args.namespace, args.contract.api.port
+    np = k8s.networking.v1
+    deny = np.NetworkPolicy(
+        f"{name}-default-deny",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-default-deny", namespace=ns, labels=dict(common)),
+        spec=np.NetworkPolicySpecArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(), policy_types=["Ingress", "Egress"]),
+        opts=opts,
+    )
+    api_port = [np.NetworkPolicyPortArgs(port=port, protocol="TCP")]
+    sources = [np.NetworkPolicyPeerArgs(namespace_selector=_namespaces(args.client_namespaces))]
+    if args.exposure != "cluster":
+        assert args.vpc_cidr is not None  # validate_serving_args requires it for NLB exposures
+        # NLB nodes (ip targets) connect from VPC addresses; with client IP preservation, from the clients.
+        sources.append(np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=args.vpc_cidr)))
+        sources += [np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=c)) for c in args.allowed_cidrs]
+    ingress = [
+        np.NetworkPolicyIngressRuleArgs(from_=sources, ports=api_port),
+        np.NetworkPolicyIngressRuleArgs(from_=[np.NetworkPolicyPeerArgs(namespace_selector=_namespaces((args.metrics_namespace,)))], ports=api_port),
+    ]
+    server = np.NetworkPolicy(
+        f"{name}-server",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-server", namespace=ns, labels=dict(common)),
+        spec=np.NetworkPolicySpecArgs(
+            pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(api_selector)),
+            policy_types=["Ingress", "Egress"],
+            ingress=ingress,
+            egress=egress_rules(args),
+        ),
+        opts=opts,
+    )
+    return [deny, server]
+
+
+def _name_of(metadata: Any) -> str:
+    """``metadata.name`` of a typed SDK output or of its plain form."""
+    return str(metadata.name if hasattr(metadata, "name") else metadata["name"])
+
+
+def _nlb_url(status: Any, scheme: str, port: int) -> str | None:
+    """``scheme://<nlb hostname>:port/v1`` from a Service status, ``None`` until the NLB exists."""
+    def get(obj: Any, key: str, attr: str) -> Any:
+        if obj is None:
+            return None
+        if hasattr(obj, attr):  # typed SDK output (a dict subclass keyed by wire names)
+            return getattr(obj, attr)
+        return obj.get(key) if isinstance(obj, dict) else None
+
+    ingress = get(get(status, "loadBalancer", "load_balancer"), "ingress", "ingress") or []
+    host = get(ingress[0], "hostname", "hostname") if ingress else None
+    return f"{scheme}://{host}:{port}/v1" if host else None
+
+
+__all__ = [
+    "APP_NAME",
+    "FLOATING_TAG_SKIP",
+    "Foundation",
+    "POD_IDENTITY_AGENT_CIDR",
+    "SECRET_ENV_SKIP",
+    "VllmServingBase",
+    "checkov_skips",
+    "egress_rules",
+    "scrape_annotations",
+    "weights_policy",
+]

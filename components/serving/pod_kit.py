@@ -1,0 +1,324 @@
+"""The pod kit of the vLLM serving components: what every GPU pod of a replica is made of.
+
+Volumes, the init containers that stage and verify the weights, the engine's
+environment and resources, the API probes, the container security context, and the
+pod spec that puts one pod on one whole Capacity Block GPU node. :class:`PodKit`
+binds the inputs once (component name, serving args, the Secret behind each secret
+environment variable) and hands out the pieces: :class:`~components.serving.vllm.VllmServer`
+and :class:`~components.serving.lws.VllmLeaderWorkerSet` build their pods from it and
+nothing else.
+
+Where the weights live: an ``emptyDir``. On AL2023 nodes whose nodeadm
+``localStorage`` strategy is ``RAID0``, ``setup-local-disks`` mounts the NVMe RAID0
+at ``/mnt/k8s-disks/0`` and bind-mounts ``/var/lib/kubelet`` onto it, so every
+``emptyDir`` lives on the instance-store NVMe. A ``hostPath`` on
+``/mnt/k8s-disks/0`` would survive pod re-creation, but Pod Security forbids
+``hostPath`` at every level but ``privileged``; Capacity Block nodes are new
+instances for every block anyway, and ``aws s3 sync``/``snapshot_download`` skip
+files already present when only the container restarts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import catalog, labels
+from components.serving.contracts import ServingContract
+from components.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
+
+if TYPE_CHECKING:
+    from components.serving.args import VllmServingArgs
+
+AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.31.23@sha256:668ffb01408e03e1002b36886797c1a97b09f7d0f02fba3123f9fcd68a081dc5"
+"""Image of the S3 staging init container (AWS CLI v2, Pod Identity capable).
+
+Tag and digest as pinned together by a public project (not re-checked against the
+registry offline): confirm with ``docker buildx imagetools inspect`` when bumping."""
+
+RUN_AS_USER = 10001
+"""Non-root UID of every container (above 10000 so it maps to no host user)."""
+
+HOME = "/home/vllm"
+"""Writable HOME (emptyDir): vLLM, Triton, TorchInductor, FlashInfer, DeepGEMM and CUDA JIT caches."""
+
+HOME_ENV = {
+    "HOME": HOME,
+    "USER": "vllm",  # getpass.getuser() (TorchInductor) needs it: UID 10001 has no passwd entry
+    "XDG_CACHE_HOME": f"{HOME}/.cache",
+    "XDG_CONFIG_HOME": f"{HOME}/.config",
+    "HF_HOME": f"{HOME}/.cache/huggingface",
+}
+"""Writable locations for everything that caches under HOME (root filesystem is read-only)."""
+
+SERVER_CACHE_ENV = {
+    "VLLM_CACHE_ROOT": f"{HOME}/.cache/vllm",
+    "TRITON_CACHE_DIR": f"{HOME}/.triton/cache",
+    "TORCHINDUCTOR_CACHE_DIR": f"{HOME}/.cache/torchinductor",
+    "CUDA_CACHE_PATH": f"{HOME}/.nv/ComputeCache",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+"""Cache locations and opt-outs of every container running vLLM code."""
+
+SECRET_ENV = ("VLLM_API_KEY", "HF_TOKEN")
+"""Environment variables the kit fills from Secrets (``secretKeyRef``), never from literals."""
+
+PROBE_PERIOD_S = 10
+"""Period of the startup probes."""
+
+
+def node_share(instance: catalog.InstanceType, reserved_cpu: int, reserved_memory_gib: int | None) -> tuple[int, int, int]:
+    """vCPUs and GiB of memory a node leaves to the server, and the memory reserved (default 5% of the node, at least 32 GiB)."""
+    reserved_memory = reserved_memory_gib if reserved_memory_gib is not None else max(32, instance.memory_gib // 20)
+    return instance.vcpus - reserved_cpu, instance.memory_gib - reserved_memory, reserved_memory
+
+
+def pod_resources(instance: catalog.InstanceType, reserved_cpu: int, reserved_memory_gib: int | None) -> dict[str, str]:
+    """CPU/memory/GPU of the server container: the node minus the system's share (sizes checked by the args' validation).
+
+    Memory includes the ``/dev/shm`` volume (a Memory emptyDir is charged to the pod).
+    """
+    cpu, memory, _ = node_share(instance, reserved_cpu, reserved_memory_gib)
+    return {"cpu": str(cpu), "memory": f"{memory}Gi", "nvidia.com/gpu": str(instance.gpus)}
+
+
+def weights_limit_gb(contract: ServingContract) -> int:
+    """Size limit (GB) of the NVMe weights volume: the checkpoint plus 15%."""
+    return math.ceil(contract.weights.expected_size_gb * 1.15)
+
+
+def container_security_context() -> k8s.core.v1.SecurityContextArgs:
+    """Every container: non-root UID, no privilege escalation, every capability dropped, read-only root, RuntimeDefault seccomp."""
+    return k8s.core.v1.SecurityContextArgs(
+        run_as_non_root=True,
+        run_as_user=RUN_AS_USER,
+        run_as_group=RUN_AS_USER,
+        allow_privilege_escalation=False,
+        privileged=False,
+        read_only_root_filesystem=True,
+        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+    )
+
+
+def plain_env(values: Mapping[str, pulumi.Input[str]]) -> list[k8s.core.v1.EnvVarArgs]:
+    """Literal environment variables, in order."""
+    return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()]
+
+
+def secret_env(env_name: str, secret_name: str) -> k8s.core.v1.EnvVarArgs:
+    """``env_name`` from key ``key`` of the Secret ``secret_name`` (the value never enters the spec)."""
+    return k8s.core.v1.EnvVarArgs(
+        name=env_name,
+        value_from=k8s.core.v1.EnvVarSourceArgs(secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret_name, key="key")),
+    )
+
+
+def kit_env_names(contract: ServingContract) -> frozenset[str]:
+    """Every environment variable the kit sets in a vLLM container (caches, the contract's env, the secrets)."""
+    return frozenset({*HOME_ENV, *SERVER_CACHE_ENV, *contract.vllm_env(), *SECRET_ENV})
+
+
+@dataclass(frozen=True)
+class PodKit:
+    """The pieces of a serving pod, for one component.
+
+    Build it once the component knows the Secret behind each secret environment
+    variable; every method returns SDK ``*Args`` ready for a pod template.
+    """
+
+    name: str
+    """Name of the serving component (its ServiceAccount)."""
+    args: VllmServingArgs
+    """The component's serving arguments."""
+    secret_names: Mapping[str, str]
+    """Secret environment variable (``VLLM_API_KEY``, ``HF_TOKEN``) -> name of the Secret holding it."""
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        """Catalog facts of the GPU instance type the pods run on."""
+        return catalog.INSTANCE_TYPES[self.args.instance_type]
+
+    def volumes(self) -> list[k8s.core.v1.VolumeArgs]:
+        """Weights, ``/dev/shm``, writable HOME and ``/tmp`` (all ``emptyDir``; see the module docstring)."""
+        args = self.args
+        return [
+            # On RAID0 nodes every emptyDir is on the instance-store NVMe (see the module docstring).
+            k8s.core.v1.VolumeArgs(name="models", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{weights_limit_gb(args.contract)}G")),
+            k8s.core.v1.VolumeArgs(name="shm", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(medium="Memory", size_limit=f"{args.shm_size_gib}Gi")),
+            k8s.core.v1.VolumeArgs(name="home", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{args.cache_size_gib}Gi")),
+            k8s.core.v1.VolumeArgs(name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Gi")),
+        ]
+
+    def mounts(self, shm: bool = False) -> list[k8s.core.v1.VolumeMountArgs]:
+        """Mounts of the weights, HOME and ``/tmp`` volumes (and ``/dev/shm`` for the engine containers)."""
+        mounts = {"models": self.args.contract.weights.mount_path, "home": HOME, "tmp": "/tmp"}
+        if shm:
+            mounts["shm"] = "/dev/shm"
+        return [k8s.core.v1.VolumeMountArgs(name=v, mount_path=p) for v, p in mounts.items()]
+
+    def security_context(self) -> k8s.core.v1.SecurityContextArgs:
+        """The security context of every container (:func:`container_security_context`)."""
+        return container_security_context()
+
+    def init_containers(self) -> list[k8s.core.v1.ContainerArgs]:
+        """Init containers that stage the weights on the node's NVMe (S3 sync or pinned HF download), then verify them."""
+        args = self.args
+        contract = args.contract
+        weights = contract.weights
+        mounts = self.mounts()
+        init_resources = k8s.core.v1.ResourceRequirementsArgs(
+            requests={"cpu": "32", "memory": "64Gi"}, limits={"cpu": "32", "memory": "64Gi"}
+        )
+        init_containers = []
+        # One staging container: the AWS CLI syncing the S3 prefix, or the engine image
+        # downloading the pinned Hugging Face snapshot.
+        if weights.source == "s3":
+            # validate_serving_args and WeightsContract make sure both are set for S3 weights.
+            assert args.aws_region is not None and weights.s3_uri is not None
+            staging_image, staging_pull = args.init_image, "IfNotPresent"
+            fetch_command = ["/bin/sh", "-c", S3_SYNC_SCRIPT]
+            fetch_env = plain_env({**HOME_ENV, "AWS_REGION": args.aws_region, "WEIGHTS_S3_URI": weights.s3_uri, "WEIGHTS_DIR": weights.weights_dir})
+        else:
+            staging_image, staging_pull = contract.image.image, contract.image.pull_policy
+            fetch_command = ["python3", "-c", HF_DOWNLOAD_SCRIPT]
+            fetch_env = plain_env({**HOME_ENV, "HF_HUB_CACHE": weights.mount_path, "MODEL_ID": weights.model_id, "MODEL_REVISION": weights.revision, "HF_HUB_DISABLE_TELEMETRY": "1"})
+            if "HF_TOKEN" in self.secret_names:
+                fetch_env.append(secret_env("HF_TOKEN", self.secret_names["HF_TOKEN"]))
+        init_containers.append(
+            k8s.core.v1.ContainerArgs(
+                name="fetch-weights",
+                image=staging_image,
+                image_pull_policy=staging_pull,
+                command=fetch_command,
+                env=fetch_env,
+                resources=init_resources,
+                security_context=container_security_context(),
+                volume_mounts=mounts,
+            )
+        )
+        if weights.sha256_manifest:
+            init_containers.append(
+                k8s.core.v1.ContainerArgs(
+                    name="verify-weights",
+                    image=staging_image,
+                    image_pull_policy=staging_pull,
+                    command=["/bin/sh", "-c", VERIFY_SCRIPT],
+                    env=plain_env({"WEIGHTS_DIR": weights.weights_dir, "SHA256_MANIFEST": weights.sha256_manifest}),
+                    resources=init_resources,
+                    security_context=container_security_context(),
+                    volume_mounts=mounts,
+                )
+            )
+        return init_containers
+
+    def engine_env(self, extra: Mapping[str, str] | None = None, *, with_api_key: bool = True) -> list[k8s.core.v1.EnvVarArgs]:
+        """Environment of a container running vLLM code: writable caches, the contract's env, ``extra``, the API key (secretKeyRef)."""
+        env = plain_env({**HOME_ENV, **SERVER_CACHE_ENV, **self.args.contract.vllm_env(), **(extra or {})})
+        if with_api_key and "VLLM_API_KEY" in self.secret_names:
+            env.append(secret_env("VLLM_API_KEY", self.secret_names["VLLM_API_KEY"]))
+        return env
+
+    def engine_resources(self, extra: Mapping[str, str] | None = None) -> k8s.core.v1.ResourceRequirementsArgs:
+        """Requests = limits (Guaranteed QoS) for the whole node's share, plus ``extra`` (e.g. EFA interfaces)."""
+        args = self.args
+        resources = {**pod_resources(self.instance, args.reserved_cpu, args.reserved_memory_gib), **(extra or {})}
+        return k8s.core.v1.ResourceRequirementsArgs(
+            requests={**resources, "ephemeral-storage": f"{weights_limit_gb(args.contract) + args.cache_size_gib + 64}G"},
+            limits=dict(resources),
+        )
+
+    def probes(self, extra_startup_s: int = 0) -> dict[str, k8s.core.v1.ProbeArgs]:
+        """Startup/liveness on ``/health``, readiness = the model is listed; startup sized from the contract's budget.
+
+        :param extra_startup_s: time the container may spend before the engine even starts
+            loading (a group leader waiting for its workers).
+        """
+        contract = self.args.contract
+        api = contract.api
+        readiness = READINESS_SCRIPT.format(port=api.port, path=api.models_path, name=api.served_model_name)
+        return {
+            # Weight staging runs in the init containers, so this budget is the engine's load + warm-up only.
+            "startup_probe": k8s.core.v1.ProbeArgs(
+                http_get=k8s.core.v1.HTTPGetActionArgs(path=api.health_path, port="http"),
+                period_seconds=PROBE_PERIOD_S,
+                timeout_seconds=5,
+                failure_threshold=contract.probe_failure_threshold(PROBE_PERIOD_S, margin_s=600 + extra_startup_s),
+            ),
+            "liveness_probe": k8s.core.v1.ProbeArgs(
+                http_get=k8s.core.v1.HTTPGetActionArgs(path=api.health_path, port="http"),
+                period_seconds=15,
+                timeout_seconds=10,
+                failure_threshold=4,
+            ),
+            "readiness_probe": k8s.core.v1.ProbeArgs(
+                exec_=k8s.core.v1.ExecActionArgs(command=["python3", "-c", readiness]),
+                period_seconds=15,
+                timeout_seconds=10,
+                failure_threshold=2,
+                success_threshold=1,
+            ),
+        }
+
+    def api_container(self, **overrides: Any) -> k8s.core.v1.ContainerArgs:
+        """The container serving the OpenAI API (``vllm serve`` with the contract's arguments); ``overrides`` replace ContainerArgs fields."""
+        args = self.args
+        contract = args.contract
+        fields: dict[str, Any] = dict(
+            name="vllm",
+            image=contract.image.image,
+            image_pull_policy=contract.image.pull_policy,
+            # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself.
+            command=["vllm", "serve"],
+            args=contract.vllm_args(contract.weights.mount_path),
+            env=self.engine_env(),
+            ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=contract.api.port, protocol="TCP")],
+            resources=self.engine_resources(),
+            **self.probes(),
+            lifecycle=k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(sleep=k8s.core.v1.SleepActionArgs(seconds=args.pre_stop_sleep_s))),
+            security_context=container_security_context(),
+            volume_mounts=self.mounts(shm=True),
+        )
+        fields.update(overrides)
+        return k8s.core.v1.ContainerArgs(**fields)
+
+    def pod_spec(self, init_containers: list[k8s.core.v1.ContainerArgs], containers: list[k8s.core.v1.ContainerArgs]) -> k8s.core.v1.PodSpecArgs:
+        """A pod on one whole Capacity Block GPU node: placement, pod security context, ServiceAccount, volumes."""
+        toleration = labels.GPU_TOLERATION
+        return k8s.core.v1.PodSpecArgs(
+            service_account_name=self.name,
+            automount_service_account_token=False,
+            enable_service_links=False,
+            termination_grace_period_seconds=self.args.termination_grace_period_s,
+            node_selector={**labels.GPU_NODE_SELECTOR, labels.INSTANCE_TYPE_LABEL: self.instance.name},
+            tolerations=[k8s.core.v1.TolerationArgs(key=toleration["key"], operator=toleration["operator"], effect=toleration["effect"])],
+            security_context=k8s.core.v1.PodSecurityContextArgs(
+                run_as_non_root=True,
+                run_as_user=RUN_AS_USER,
+                run_as_group=RUN_AS_USER,
+                fs_group=RUN_AS_USER,
+                seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+            ),
+            init_containers=init_containers,
+            containers=containers,
+            volumes=self.volumes(),
+        )
+
+
+__all__ = [
+    "AWS_CLI_IMAGE",
+    "HOME",
+    "PROBE_PERIOD_S",
+    "PodKit",
+    "RUN_AS_USER",
+    "container_security_context",
+    "kit_env_names",
+    "node_share",
+    "pod_resources",
+    "weights_limit_gb",
+]

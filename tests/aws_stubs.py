@@ -1,0 +1,115 @@
+"""Real botocore clients with ``Stubber`` (requests and answers checked against the API models), and the
+fixtures the ``kimi-k3 capacity`` CLI tests share.
+
+Import the fixtures into a test module by name (``from tests.aws_stubs import ec2, quotas``).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import types
+from typing import Any, Iterator
+
+import botocore.session
+import pytest
+from botocore.stub import Stubber
+
+from components.capacity import aws as capacity_aws
+from components import cli
+from components.cli import capacity as capacity_cli
+from tests.capacity_builders import NOW, REGION
+
+SESSION = botocore.session.get_session()
+"""One session: its loader caches the API models."""
+
+
+def client(service: str = "ec2", region: str = REGION, **options: Any) -> Any:
+    """A real botocore client (fake keys; it never sends unless ``endpoint_url`` says where)."""
+    return SESSION.create_client(service, region_name=region, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="secret", **options)
+
+
+def stubbed(service: str) -> Iterator[tuple[Any, Stubber]]:
+    """A client of ``service`` and its Stubber (a generator for fixtures); every queued answer must be used."""
+    c = client(service)
+    with Stubber(c) as stub:
+        yield c, stub
+        stub.assert_no_pending_responses()
+
+
+@pytest.fixture
+def ec2() -> Iterator[tuple[Any, Stubber]]:
+    """A stubbed EC2 client and its Stubber."""
+    yield from stubbed("ec2")
+
+
+@pytest.fixture
+def quotas() -> Iterator[tuple[Any, Stubber]]:
+    """A stubbed Service Quotas client and its Stubber."""
+    yield from stubbed("service-quotas")
+
+
+@pytest.fixture
+def autoscaling() -> Iterator[tuple[Any, Stubber]]:
+    """A stubbed Auto Scaling client and its Stubber."""
+    yield from stubbed("autoscaling")
+
+
+class FakeStdin(io.StringIO):
+    """stdin with a chosen answer to ``isatty()``."""
+
+    def __init__(self, text: str, tty: bool) -> None:
+        super().__init__(text)
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+
+@pytest.fixture(autouse=True)
+def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pin the CLI's clock to :data:`tests.capacity_builders.NOW`; stand in for sibling CLI modules that do not import."""
+    monkeypatch.setattr(capacity_cli, "utcnow", lambda: NOW)
+    for name in cli.SUBCOMMANDS:
+        if name == "capacity":
+            continue
+        try:
+            __import__(f"components.cli.{name}")
+        except Exception:
+            stub = types.ModuleType(f"components.cli.{name}")
+            stub.add_parser = lambda sub, _n=name: sub.add_parser(_n)  # type: ignore[attr-defined]
+            monkeypatch.setitem(sys.modules, f"components.cli.{name}", stub)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.SimpleNamespace]:
+    """Stubbed EC2 + Service Quotas clients installed as the client factory's result."""
+    ec2 = client("ec2")
+    quotas = client("service-quotas")
+    regions: list[str | None] = []
+
+    def factory(region: str | None) -> capacity_aws.Clients:
+        regions.append(region)
+        return capacity_aws.Clients(ec2=ec2, quotas=quotas)
+
+    monkeypatch.setattr(capacity_aws, "make_clients", factory)
+    with Stubber(ec2) as ec2_stub, Stubber(quotas) as quota_stub:
+        yield types.SimpleNamespace(ec2=ec2_stub, quotas=quota_stub, regions=regions)
+        ec2_stub.assert_no_pending_responses()
+        quota_stub.assert_no_pending_responses()
+
+
+@pytest.fixture
+def no_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the CLI tries to create AWS clients."""
+    def factory(region: str | None) -> capacity_aws.Clients:
+        raise AssertionError("AWS must not be called")
+
+    monkeypatch.setattr(capacity_aws, "make_clients", factory)
+
+
+def run_capacity(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``kimi-k3 capacity ARGV``: exit code, stdout, stderr."""
+    code = cli.main(["capacity", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
