@@ -47,20 +47,6 @@ def args(**changes) -> CapacityBlockNodeGroupArgs:
     return CapacityBlockNodeGroupArgs(**values)
 
 
-@pytest.fixture
-def ignore_changes(monkeypatch) -> dict[str, list[str]]:
-    """What each registration asked the engine to ignore (read from the real RegisterResource request)."""
-    seen: dict[str, list[str]] = {}
-    original = offline._RecordingMonitor.RegisterResource
-
-    def register(self, request):
-        seen[request.name] = list(request.ignoreChanges)
-        return original(self, request)
-
-    monkeypatch.setattr(offline._RecordingMonitor, "RegisterResource", register)
-    return seen
-
-
 def run(reservation: offline.ReservationFixture | None = None, **changes) -> offline.PlanResult:
     engine = offline.OfflineEngine(now=NOW, reservation=reservation or fixture())
     return engine.run(lambda: CapacityBlockNodeGroup("gpu", args(**changes)))
@@ -192,9 +178,9 @@ def test_release_for_another_kubernetes_version_is_refused():
         run(ami_release_version="1.33.5-20251120")
 
 
-def test_desired_size_drift_is_ignored(ignore_changes):
-    run()
-    assert ignore_changes["gpu-ng"] == ["scalingConfig.desiredSize"]
+def test_desired_size_drift_is_ignored():
+    result = run()
+    assert result.one("aws:eks/nodeGroup:NodeGroup", "gpu-ng").ignore_changes == ["scalingConfig.desiredSize"]
 
 
 def test_own_node_role_with_the_three_node_policies(scheduled):

@@ -50,23 +50,9 @@ def test_without_a_kubernetes_provider_nothing_is_declared(component):
     assert engine.resources == []
 
 
-@pytest.fixture
-def registrations(monkeypatch) -> list[tuple[str, str]]:
-    """(type, provider reference) of every registration, read from the real RegisterResource request."""
-    seen: list[tuple[str, str]] = []
-    original = offline._RecordingMonitor.RegisterResource
-
-    def register(self, request):
-        seen.append((request.type, request.provider))
-        return original(self, request)
-
-    monkeypatch.setattr(offline._RecordingMonitor, "RegisterResource", register)
-    return seen
-
-
 @pytest.mark.parametrize("component", sorted(KUBERNETES_COMPONENTS))
 @pytest.mark.parametrize("how", ["providers map", "providers list", "provider", "parent"])
-def test_the_provider_in_opts_reaches_every_kubernetes_child(component, how, registrations):
+def test_the_provider_in_opts_reaches_every_kubernetes_child(component, how):
     engine = offline.OfflineEngine(now=NOW, region="us-east-1")
 
     def program() -> None:
@@ -83,7 +69,7 @@ def test_the_provider_in_opts_reaches_every_kubernetes_child(component, how, reg
         KUBERNETES_COMPONENTS[component](opts)
 
     result = engine.run(program)
-    kubernetes = [(t, p) for t, p in registrations if t.startswith("kubernetes:")]
+    kubernetes = [(r.type, r.provider) for r in result.resources if r.type.startswith("kubernetes:")]
     assert kubernetes, [r.type for r in result.resources]
     assert all("pulumi:providers:kubernetes::target::" in p for _, p in kubernetes), kubernetes
 

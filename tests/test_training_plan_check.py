@@ -149,9 +149,9 @@ def test_vpc_cni_minimum(version, ok):
 
 def test_the_eks_cluster_of_this_project_meets_the_rules():
     """The Cluster component's choices (authentication mode API, the offline vpc-cni version) are ones HyperPod accepts."""
-    from components import offline
+    from components.offline.answers import ADDON_VERSIONS
 
-    rules.check_eks_cluster(rules.EksForHyperPod("1.34", "API", offline._ADDON_VERSIONS["vpc-cni"]))
+    rules.check_eks_cluster(rules.EksForHyperPod("1.34", "API", ADDON_VERSIONS["vpc-cni"]))
 
 
 def test_instance_group_subnet_must_be_in_the_plans_az():

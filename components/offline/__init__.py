@@ -1,0 +1,57 @@
+"""The offline engine: runs the real Pulumi program under Pulumi's mock engine.
+
+No AWS credentials, no Pulumi CLI, no network. Resources are recorded as the
+program registers them (type, name, parent, inputs); remote components and
+invokes get realistic answers (``eks:index:Cluster`` outputs, the Capacity Block
+reservation, AZs, add-on versions). The same engine backs ``kimi-k3 plan`` and
+the test suite.
+
+The package, by job:
+
+- :mod:`~components.offline.engine`: :class:`OfflineEngine` (the mock engine with a recording monitor);
+- :mod:`~components.offline.answers`: canned answers for resources and invokes;
+- :mod:`~components.offline.fixtures`: the Capacity Block reservation a run answers with;
+- :mod:`~components.offline.redaction`: secrets unwrapped for checks, masked for output;
+- :mod:`~components.offline.results`: :class:`PlanResult` and the plan files;
+- :mod:`~components.offline.programs`: running a project's program for one of its stacks.
+
+Typical use::
+
+    result = offline.run_stack("dev", now=now)      # runs __main__.py for stacks/Pulumi.dev.yaml
+    result.one("aws:eks/nodeGroup:NodeGroup").inputs["capacityType"]
+
+    result = offline.run_project(project.find_project(Path("my-llm"), Path.cwd()), "dev", now=now)
+
+    engine = offline.OfflineEngine(now=now, region="us-east-1", reservation=fixture)
+    result = engine.run(lambda: MyComponent("x", args), config={...})
+"""
+
+from components.offline.engine import InvokeHandler, OfflineEngine, RecordedResource, ResourceHandler
+from components.offline.fixtures import ACCOUNT_ID, ReservationFixture, default_reservation, next_block_start
+from components.offline.programs import absent_secret_warning, run_project, run_stack, stack_region
+from components.offline.redaction import SECRET_MARK, contains_secret, redact, redact_numbers, reveal
+from components.offline.results import PlanResult, kubernetes_manifest, manifest_file_name, write_plan
+
+__all__ = [
+    "ACCOUNT_ID",
+    "InvokeHandler",
+    "OfflineEngine",
+    "PlanResult",
+    "RecordedResource",
+    "ReservationFixture",
+    "ResourceHandler",
+    "SECRET_MARK",
+    "absent_secret_warning",
+    "contains_secret",
+    "default_reservation",
+    "kubernetes_manifest",
+    "manifest_file_name",
+    "next_block_start",
+    "redact",
+    "redact_numbers",
+    "reveal",
+    "run_project",
+    "run_stack",
+    "stack_region",
+    "write_plan",
+]

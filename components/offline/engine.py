@@ -1,0 +1,249 @@
+"""The offline engine: Pulumi's mock engine, recording what a program declares.
+
+:class:`OfflineEngine` runs a program function under ``pulumi.runtime.set_mocks`` with the
+clock pinned to its ``now``; a recording monitor keeps each registration (type, name,
+parent, inputs, dependencies); resources and invokes are answered by
+:mod:`components.offline.answers`, the Capacity Block look-up by the run's
+:class:`~components.offline.fixtures.ReservationFixture`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterable, Mapping
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime import settings as runtime_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components import clock
+from components.config_keys import PROJECT
+from components.formats import CAPACITY_RESERVATION_ID
+from components.offline import answers
+from components.offline.fixtures import ReservationFixture
+from components.offline.redaction import redact_numbers, reveal
+from components.offline.results import PlanResult
+
+InvokeHandler = Callable[[dict], dict]
+"""A test's answer to one invoke: its args in, the result out."""
+ResourceHandler = Callable[[pulumi_mocks.MockResourceArgs], dict]
+"""A test's answer to one resource type: the registration in, outputs out (``__id`` sets the id)."""
+
+
+@dataclass
+class RecordedResource:
+    """One resource the program registered, as the engine saw it."""
+
+    type: str
+    name: str
+    urn: str
+    parent_urn: str | None
+    custom: bool
+    inputs: dict
+    """Inputs as registered; secret values keep Pulumi's secret marker (see :func:`reveal`)."""
+    outputs: dict = field(default_factory=dict)
+    """State the offline engine answered with."""
+    id: str | None = None
+    dependencies: list[str] = field(default_factory=list)
+    """URNs the resource was registered as depending on (``depends_on`` plus input dependencies)."""
+    provider: str = ""
+    """Provider reference the resource was registered with (``urn::id``; empty: the default provider)."""
+    ignore_changes: list[str] = field(default_factory=list)
+    """Property paths a later update leaves alone (``ignore_changes``)."""
+    transforms: int = 0
+    """How many resource transforms the registration carried."""
+
+    @property
+    def plain_inputs(self) -> dict:
+        """Inputs with secrets unwrapped and numbers as the program sent them."""
+        return redact_numbers(reveal(self.inputs))
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    """Mock monitor that also remembers each registration: parent, inputs, dependencies and options."""
+
+    def __init__(self, mocks: "_Mocks") -> None:
+        super().__init__(mocks)
+        self.records: list[RecordedResource] = []
+
+    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            registration = self.resources[response.urn]
+            self.records.append(
+                RecordedResource(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    parent_urn=request.parent or None,
+                    custom=request.custom,
+                    inputs=rpc.deserialize_properties(request.object),
+                    outputs=registration.state,
+                    id=registration.id,
+                    dependencies=list(request.dependencies),
+                    provider=request.provider,
+                    ignore_changes=list(request.ignoreChanges),
+                    transforms=len(request.transforms),
+                )
+            )
+        return response
+
+
+class _Mocks(pulumi_mocks.Mocks):
+    def __init__(self, engine: "OfflineEngine") -> None:
+        self.engine = engine
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs):
+        return self.engine.new_resource(args)
+
+    def call(self, args: pulumi_mocks.MockCallArgs):
+        return self.engine.call(args.token, args.args)
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+class OfflineEngine:
+    """Pulumi's mock engine with realistic answers for this project's resources and invokes.
+
+    ``now`` is the moment the program runs: the engine pins
+    :func:`components.clock.program_now` to it while the program runs, so a program's
+    entry point reads this moment instead of the wall clock.
+
+    ``reservation`` answers the Capacity Block look-up of its own id only; a program whose
+    id is not known beforehand (someone's own program) gets ``reservation_for(id)`` for any
+    well-formed ``cr-`` id it asks about (the last one asked is the run's ``reservation``).
+
+    ``invoke_overrides`` and ``resource_overrides`` let a test change one answer
+    (e.g. an invoke that fails like AWS would) without subclassing.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: datetime,
+        region: str = "us-east-1",
+        reservation: ReservationFixture | None = None,
+        reservation_for: Callable[[str], ReservationFixture] | None = None,
+        existing_subnet_azs: Mapping[str, str] | None = None,
+        invoke_overrides: Mapping[str, InvokeHandler] | None = None,
+        resource_overrides: Mapping[str, ResourceHandler] | None = None,
+    ) -> None:
+        self.now = clock.utc(now)
+        self.region = region
+        self.reservation = reservation
+        self.reservation_for = reservation_for
+        self.existing_subnet_azs = dict(existing_subnet_azs or {})
+        self.invoke_overrides = dict(invoke_overrides or {})
+        self.resource_overrides = dict(resource_overrides or {})
+        self.monitor: _RecordingMonitor | None = None
+        self.invokes: list[tuple[str, dict]] = []
+
+    @property
+    def resources(self) -> list[RecordedResource]:
+        """Resources registered so far (also after a failed run)."""
+        return list(self.monitor.records) if self.monitor else []
+
+    # -- running
+
+    def run(
+        self,
+        program: Callable[[], Any],
+        *,
+        config: Mapping[str, str] | None = None,
+        secret_keys: Iterable[str] = (),
+        project: str = PROJECT,
+        stack: str = "dev",
+    ) -> PlanResult:
+        """Run ``program`` under the mock engine and return what it declared.
+
+        Exceptions the program raises (e.g. :class:`~components.errors.SettingsError`)
+        propagate after the runtime has settled; :attr:`resources` still tells what
+        was declared before the failure.
+        """
+        config = dict(config or {})
+        config.setdefault("aws:region", self.region)
+        handler = _ListHandler()
+        logger = logging.getLogger(f"kimi-k3.offline.{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.handlers = [handler]
+
+        runtime_settings.ROOT.set(None)
+        self.monitor = _RecordingMonitor(_Mocks(self))
+        pulumi.runtime.set_all_config(config, list(secret_keys))
+        pulumi.runtime.set_mocks(_Mocks(self), project=project, stack=stack, preview=False, logger=logger, monitor=self.monitor)
+        runtime_settings.SETTINGS.rpc_manager.clear()
+        runtime_settings.SETTINGS.outputs.clear()
+
+        outputs: dict[str, Any] = {}
+
+        async def collect_outputs() -> None:
+            root = runtime_settings.get_root_resource()
+            for key, value in getattr(root, "outputs", {}).items():
+                out = pulumi.Output.from_input(value)
+                resolved = await out.future()
+                outputs[key] = {rpc._special_sig_key: rpc._special_secret_sig, "value": resolved} if await out.is_secret() else resolved
+
+        def body() -> Any:
+            program()
+            return collect_outputs()
+
+        try:
+            with clock.pinned(self.now):
+                _sync_await(run_pulumi_func(body))
+        finally:
+            runtime_settings.ROOT.set(None)
+        warnings = [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING]
+        return PlanResult(
+            project=project, stack=stack, resources=self.resources, outputs=outputs, warnings=warnings,
+            reservation=self.reservation, now=self.now, region=self.region,
+        )
+
+    # -- resources
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str, dict]:
+        """Answer a resource registration with an id and realistic outputs."""
+        state = dict(args.inputs)
+        override = self.resource_overrides.get(args.typ)
+        if override is not None:
+            state.update(override(args))
+        else:
+            state.update(answers.computed_outputs(args, self.region))
+        resource_id = state.pop("__id", None) or answers.resource_id(args)
+        return resource_id, state
+
+    # -- invokes
+
+    def call(self, token: str, args: dict) -> dict:
+        """Answer an invoke the program makes (provider data sources)."""
+        self.invokes.append((token, args))
+        if token in self.invoke_overrides:
+            return self.invoke_overrides[token](args)
+        region = args.get("region") or self.region
+        if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
+            return self._capacity_block(args, region)
+        return answers.invoke_answer(token, args, region, self.existing_subnet_azs)
+
+    def _capacity_block(self, args: dict, region: str) -> dict | tuple[dict, list[tuple[str, str]]]:
+        asked = str(args.get("id") or "")
+        if self.reservation_for is not None and CAPACITY_RESERVATION_ID.fullmatch(asked) and (self.reservation is None or self.reservation.id != asked):
+            self.reservation = self.reservation_for(asked)
+        if self.reservation is None or asked != self.reservation.id:
+            # A provider error comes back as an invoke failure (catchable by the program),
+            # not as an RPC crash: answer with a failure, as the mock monitor allows.
+            return {}, [("id", f"reading EC2 Capacity Block Reservation ({args.get('id')}): couldn't find resource (InvalidCapacityReservationId.NotFound)")]
+        return self.reservation.invoke_result(region)
+
+

@@ -1,0 +1,100 @@
+"""What the offline engine answers for the Capacity Block: a reservation placed relative to the run's ``now``."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from components import settings as stack_settings
+from components.config_keys import PROJECT
+
+ACCOUNT_ID = "123456789012"
+"""AWS account id the offline engine answers with (AWS documentation's example account)."""
+
+
+
+def next_block_start(now: datetime) -> datetime:
+    """The next 11:30 UTC at least a day ahead: when Capacity Blocks start and end."""
+    start = (now + timedelta(days=1)).replace(hour=11, minute=30, second=0, microsecond=0)
+    return start if start > now + timedelta(hours=12) else start + timedelta(days=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReservationFixture:
+    """What ``aws.ec2.get_capacity_block_reservation`` answers offline.
+
+    Vary it in tests to rehearse scheduled / active / expired blocks or another AZ. The
+    window is always explicit (``start``): build it relative to the run's ``now``
+    (:func:`default_reservation` does), never from the wall clock.
+    """
+
+    id: str
+    availability_zone: str
+    start: datetime
+    instance_type: str = "p6-b300.48xlarge"
+    instance_count: int = 1
+    state: str = "scheduled"
+    duration: timedelta = timedelta(days=7)
+
+    @property
+    def end(self) -> datetime:
+        """End of the block (same time of day as the start)."""
+        return self.start + self.duration
+
+    def invoke_result(self, region: str) -> dict:
+        """The invoke's result in the provider's wire (camelCase) form."""
+        fmt = "%Y-%m-%dT%H:%M:%SZ"
+        available = self.instance_count if self.state in ("active", "scheduled") else 0
+        return {
+            "id": self.id,
+            "arn": f"arn:aws:ec2:{region}:{ACCOUNT_ID}:capacity-reservation/{self.id}",
+            "availabilityZone": self.availability_zone,
+            "availabilityZoneId": zone_id(self.availability_zone),
+            "availableInstanceCount": available,
+            "capacityBlockId": "cb-" + stable_hex(self.id, 17),
+            "createdDate": (self.start - timedelta(days=3)).strftime(fmt),
+            "ebsOptimized": True,
+            "endDate": self.end.strftime(fmt),
+            "endDateType": "limited",
+            "instanceCount": self.instance_count,
+            "instancePlatform": "Linux/UNIX",
+            "instanceType": self.instance_type,
+            "outpostArn": "",
+            "ownerId": ACCOUNT_ID,
+            "placementGroupArn": "",
+            "region": region,
+            "reservationType": "capacity-block",
+            "startDate": self.start.strftime(fmt),
+            "state": self.state,
+            "tags": {"Project": PROJECT},
+            "tenancy": "default",
+        }
+
+
+def stable_hex(seed: str, length: int) -> str:
+    """``length`` hex digits derived from ``seed`` (stable ids: the same inputs give the same answers)."""
+    return hashlib.sha256(seed.encode()).hexdigest()[:length]
+
+
+_REGION_CODES = {"north": "n", "south": "s", "east": "e", "west": "w", "central": "c", "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}
+
+
+def zone_id(az: str) -> str:
+    """The AZ id AWS pairs with an AZ name (``us-east-1a`` → ``use1-az1``), in AWS's format."""
+    region, letter = az[:-1], az[-1]
+    geo, direction, number = region.split("-")[0], region.split("-")[1], region.split("-")[-1]
+    return f"{geo}{_REGION_CODES.get(direction, direction[0])}{number}-az{ord(letter) - ord('a') + 1}"
+
+
+def default_reservation(settings: stack_settings.StackSettings, now: datetime) -> ReservationFixture:
+    """A plausible reservation for a stack at ``now``: its id and type, first AZ of its region,
+    scheduled to start at the next 11:30 UTC at least 12 hours after ``now``."""
+    return ReservationFixture(
+        id=settings.capacity.reservation_id,
+        availability_zone=(settings.network.availability_zones or (f"{settings.region}a",))[0],
+        instance_type=settings.capacity.instance_type,
+        instance_count=settings.nodes_required,
+        state="scheduled",
+        start=next_block_start(now),
+    )
