@@ -7,7 +7,7 @@ CHECKOV_VERSION := 3.3.30
 TRAVEL ?= 8h 9d 75d
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: venv system-packages test plan plan-all docs bench clean
+.PHONY: venv system-packages lint test plan plan-all docs bench clean
 
 $(BIN)/kimi-k3: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +36,14 @@ plan-all: venv
 system-packages:
 	tools/install-debian-packages.sh
 
-## test: the whole test suite (schema validation, checkov scan, workflow lint included), then again
+## lint: ruff (style, imports, likely bugs) and mypy (types) over the code; configuration in pyproject.toml
+lint: venv
+	$(BIN)/ruff check components tests policy tools __main__.py
+	$(BIN)/mypy
+
+## test: the lint gate, then the whole test suite (schema validation, checkov scan, workflow lint included), then again
 ## with the clock moved by each of $(TRAVEL): nothing may depend on today's date
-test: venv $(CHECKOV_VENV)/bin/checkov system-packages
+test: lint $(CHECKOV_VENV)/bin/checkov system-packages
 	$(BIN)/python -m pytest -q -n 2
 	@set -e; for offset in $(TRAVEL); do echo "== the whole suite with the clock moved by $$offset"; $(BIN)/python -m pytest -q -n 2 --travel $$offset; done
 

@@ -25,20 +25,20 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Mapping, Sequence
+from datetime import UTC, datetime
 
 import pulumi
 import pulumi_aws as aws
 
 from components import catalog, labels
-from components.errors import Problems
-from components.formats import CAPACITY_RESERVATION_ID, EMAIL
-from components.node_role import eks_node_role
 from components.capacity.assessment import ARGS_TERMS, BlockNeeds, assess, failures, warnings
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
+from components.errors import Problems
+from components.formats import CAPACITY_RESERVATION_ID, EMAIL
+from components.node_role import eks_node_role
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
 """Node label carrying the EC2 instance type the node group was declared for.
@@ -180,7 +180,7 @@ def scaling_plan(facts: CapacityBlockFacts, now: datetime) -> ScalingPlan:
 
 def rfc3339(moment: datetime) -> str:
     """``2026-12-01T11:30:00Z``: the UTC form Auto Scaling scheduled actions take."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -325,7 +325,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
             # the desired size outside Pulumi; a later `pulumi up` must not undo them.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
         )
-        self.asg_name = self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)
+        self.asg_name = self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)  # type: ignore[index]  # EKS always reports one ASG
 
         self.scale_up: aws.autoscaling.Schedule | None = None
         if plan.scale_at is not None:
@@ -522,10 +522,10 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
 
 __all__ = [
     "AMI_TYPE",
-    "CapacityBlockNodeGroup",
-    "CapacityBlockNodeGroupArgs",
     "EVENT_DETAIL_TYPES",
     "INSTANCE_TYPE_NODE_LABEL",
+    "CapacityBlockNodeGroup",
+    "CapacityBlockNodeGroupArgs",
     "ScalingPlan",
     "efa_network_interfaces",
     "event_pattern",

@@ -18,10 +18,11 @@ whether the action still matches the block's (new) end.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from components.capacity.assessment import FAIL, OK, WARN, Finding
 from components.capacity.aws import aws_errors, validate_reservation_id
@@ -49,7 +50,7 @@ EKS_SCALEDOWN_BEFORE_END = timedelta(minutes=40)
 
 
 def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _fee(text: Any) -> Decimal:
@@ -118,7 +119,7 @@ class ExtensionOffering:
     currency: str
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "ExtensionOffering":
+    def from_api(cls, item: Mapping[str, Any]) -> ExtensionOffering:
         """Build from one ``CapacityBlockExtensionOfferings`` entry."""
         return cls(
             offering_id=item["CapacityBlockExtensionOfferingId"],
@@ -149,7 +150,7 @@ class Extension:
     currency: str
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "Extension":
+    def from_api(cls, item: Mapping[str, Any]) -> Extension:
         """Build from one ``CapacityBlockExtensions`` entry."""
         def when(key: str) -> datetime | None:
             return _utc(item[key]) if item.get(key) is not None else None
@@ -218,7 +219,7 @@ def extension_history(ec2: Any, reservation_id: str) -> tuple[Extension, ...]:
         pages = ec2.get_paginator("describe_capacity_block_extension_history").paginate(CapacityReservationIds=[reservation_id])
         for page in pages:
             found.extend(Extension.from_api(e) for e in page.get("CapacityBlockExtensions", []))
-    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    epoch = datetime.min.replace(tzinfo=UTC)
     return tuple(sorted(found, key=lambda e: (e.purchased or epoch, e.offering_id), reverse=True))
 
 
@@ -235,7 +236,7 @@ def extension_status(history: Iterable[Extension], now: datetime) -> Finding | N
     items = list(history)
     if not items:
         return None
-    newest = max(items, key=lambda e: e.purchased or datetime.min.replace(tzinfo=timezone.utc))
+    newest = max(items, key=lambda e: e.purchased or datetime.min.replace(tzinfo=UTC))
     days = f"{newest.duration_hours // 24}-day" if newest.duration_hours % 24 == 0 else f"{newest.duration_hours}-hour"
     if newest.status == "payment-pending":
         deadline = (newest.purchased + PAYMENT_PENDING_LIMIT) if newest.purchased else None
@@ -282,7 +283,7 @@ def check_scaledown_action(autoscaling: Any, asg_name: str, block_end: datetime,
         if _utc(now) >= expected:
             return Finding(OK, "scale-down", f"the EKS scale-down time ({_when(expected)}) has passed; no action left on {asg_name}.")
         return Finding(WARN, "scale-down", f"no '{EKS_SCALEDOWN_ACTION}' action on {asg_name}; expected at {_when(expected)}.")
-    times = sorted(_utc(a.get("StartTime") or a.get("Time")) for a in scaledown if (a.get("StartTime") or a.get("Time")))
+    times = sorted(_utc(when) for a in scaledown if (when := a.get("StartTime") or a.get("Time")))
     if not times:
         return Finding(WARN, "scale-down", f"the EKS scale-down action on {asg_name} has no start time.")
     first = times[0]

@@ -10,9 +10,9 @@ what "now" is and two plans of the same inputs are byte-identical.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from contextvars import ContextVar
-from datetime import datetime, timezone
-from typing import Iterator
+from datetime import UTC, datetime
 
 from components.errors import UserError
 
@@ -21,7 +21,7 @@ _PINNED: ContextVar[datetime | None] = ContextVar("kimi_k3_pinned_now", default=
 
 def utc(moment: datetime) -> datetime:
     """``moment`` as an aware UTC datetime (a naive value is taken as UTC)."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def program_now() -> datetime:
@@ -31,7 +31,7 @@ def program_now() -> datetime:
     Call it once, at the program's entry point, and pass the value down.
     """
     moment = _PINNED.get()
-    return moment if moment is not None else datetime.now(timezone.utc)
+    return moment if moment is not None else datetime.now(UTC)
 
 
 @contextlib.contextmanager

@@ -29,8 +29,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -199,7 +200,7 @@ def disable_creator_admin_bootstrap(args: pulumi.ResourceTransformArgs) -> pulum
     """
     if args.type_ != "aws:eks/cluster:Cluster":
         return None
-    access = dict(args.props.get("accessConfig") or {})
+    access: dict[str, Any] = dict(args.props.get("accessConfig") or {})  # type: ignore[arg-type]  # a plain map at transform time
     access["bootstrapClusterCreatorAdminPermissions"] = False
     return pulumi.ResourceTransformResult(props={**args.props, "accessConfig": access}, opts=args.opts)
 
@@ -496,9 +497,9 @@ __all__ = [
     "ADDONS_AFTER_NODES",
     "ADDONS_BEFORE_NODES",
     "CONTROL_PLANE_LOG_TYPES",
+    "MANAGED_ADDONS",
     "Cluster",
     "ClusterArgs",
-    "MANAGED_ADDONS",
     "disable_creator_admin_bootstrap",
     "endpoint_of",
     "validate",

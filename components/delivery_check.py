@@ -32,9 +32,10 @@ grant only EventBridge today; CloudWatch alarms need :func:`cloudwatch_topic_sta
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -76,12 +77,12 @@ class DeliveryCheckArgs:
 
 def checks_from(args: DeliveryCheckArgs) -> datetime:
     """When the check starts counting: the block's start plus the grace time."""
-    return args.block_start.astimezone(timezone.utc) + args.grace
+    return args.block_start.astimezone(UTC) + args.grace
 
 
 def scheduler_at(moment: datetime) -> str:
     """An EventBridge Scheduler one-time expression, ``at(2026-12-01T11:50:00)`` (UTC)."""
-    return f"at({moment.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%S})"
+    return f"at({moment.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
 
 
 def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
@@ -158,7 +159,7 @@ class DeliveryCheck(pulumi.ComponentResource):
         super().__init__("kimi-k3:index:DeliveryCheck", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOutputOptions(parent=self)
-        live = args.now.astimezone(timezone.utc) >= checks_from(args)
+        live = args.now.astimezone(UTC) >= checks_from(args)
         alarm_name = f"{name}-gpu-instances-in-service"
         tags = dict(args.tags)
 
@@ -211,7 +212,7 @@ class DeliveryCheck(pulumi.ComponentResource):
             name=alarm_name,
             alarm_description=(
                 f"Fewer than {args.reserved_instances} GPU instances in service {int(args.grace.total_seconds() // 60)} min "
-                f"after the Capacity Block started ({args.block_start.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC)"
+                f"after the Capacity Block started ({args.block_start.astimezone(UTC):%Y-%m-%d %H:%M} UTC)"
             ),
             namespace=METRIC_NAMESPACE,
             metric_name=IN_SERVICE_METRIC,

@@ -10,8 +10,8 @@ Three kinds, one style (``<what> <value> is not accepted; <what is>``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 

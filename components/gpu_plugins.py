@@ -14,8 +14,9 @@ kubeconfig points at (:mod:`components.kubernetes_provider`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s

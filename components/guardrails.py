@@ -184,25 +184,29 @@ def validate_capacity_block_node_group(args: ResourceValidationArgs, report_viol
     if instance_types is UNKNOWN or _items(instance_types):
         report_violation(
             f"{who} is a CAPACITY_BLOCK node group but sets instanceTypes {list(_items(instance_types))}: EKS rejects it. "
-            "Fix: remove instance_types from the node group; set instance_type in its launch template only."
+            "Fix: remove instance_types from the node group; set instance_type in its launch template only.",
+            None,
         )
     if not _is_set(_get(args.props, "launchTemplate")):
         report_violation(
             f"{who} is a CAPACITY_BLOCK node group without a launch template. "
             "Fix: set launch_template to a template with instance_market_options.market_type='capacity-block' "
-            "and capacity_reservation_specification targeting the block's cr- id."
+            "and capacity_reservation_specification targeting the block's cr- id.",
+            None,
         )
     ami_type = _get(args.props, "amiType")
     if ami_type is not UNKNOWN and ami_type not in NVIDIA_AL2023_AMI_TYPES:
         report_violation(
             f"{who} has amiType {ami_type!r}: GPU nodes need an AL2023 NVIDIA AMI (driver preinstalled). "
-            f"Fix: set ami_type to one of {', '.join(NVIDIA_AL2023_AMI_TYPES)}."
+            f"Fix: set ami_type to one of {', '.join(NVIDIA_AL2023_AMI_TYPES)}.",
+            None,
         )
     max_size = _get(args.props, "scalingConfig", "maxSize")
     if max_size is not UNKNOWN and not (isinstance(max_size, (int, float)) and max_size > 0):
         report_violation(
             f"{who} has scalingConfig.maxSize {max_size!r}: the node group could never scale onto the Capacity Block. "
-            "Fix: set max_size to the block's instance count (desired_size may stay 0 until the block starts)."
+            "Fix: set max_size to the block's instance count (desired_size may stay 0 until the block starts).",
+            None,
         )
 
 
@@ -218,19 +222,22 @@ def validate_capacity_block_launch_template(args: ResourceValidationArgs, report
         report_violation(
             f"{who} uses market type capacity-block but targets capacity reservation {reservation!r}. "
             "Fix: set capacity_reservation_specification.capacity_reservation_target.capacity_reservation_id "
-            "to the block's id (cr- followed by 17 hex digits)."
+            "to the block's id (cr- followed by 17 hex digits).",
+            None,
         )
     if not _is_set(_get(args.props, "instanceType")):
         report_violation(
             f"{who} uses market type capacity-block without an instanceType: the node group cannot name one. "
-            "Fix: set instance_type on the launch template to the block's instance type."
+            "Fix: set instance_type on the launch template to the block's instance type.",
+            None,
         )
     for field in ("groupName", "groupId"):
         group = _get(args.props, "placement", field)
         if _is_set(group):
             report_violation(
                 f"{who} uses market type capacity-block and placement.{field} {group!r}: a placement group with a "
-                "Capacity Block yields fewer nodes or capacity errors. Fix: remove the placement group from the template."
+                "Capacity Block yields fewer nodes or capacity errors. Fix: remove the placement group from the template.",
+                None,
             )
 
 
@@ -249,7 +256,8 @@ def validate_launch_template_imdsv2(args: ResourceValidationArgs, report_violati
         report_violation(
             f"{_who(args)}: {' and '.join(problems)}; pods could read the node role's credentials from IMDS. "
             "Fix: metadata_options=LaunchTemplateMetadataOptionsArgs(http_endpoint='enabled', http_tokens='required', "
-            "http_put_response_hop_limit=1) and give pods AWS access through EKS Pod Identity."
+            "http_put_response_hop_limit=1) and give pods AWS access through EKS Pod Identity.",
+            None,
         )
 
 
@@ -265,7 +273,8 @@ def validate_launch_template_ebs_encrypted(args: ResourceValidationArgs, report_
         if encrypted is not UNKNOWN and not _truthy(encrypted):
             report_violation(
                 f"{_who(args)}: EBS volume {_get(mapping, 'deviceName')!r} is not encrypted (encrypted={encrypted!r}). "
-                "Fix: set ebs.encrypted='true' (and kms_key_id for a customer-managed key)."
+                "Fix: set ebs.encrypted='true' (and kms_key_id for a customer-managed key).",
+                None,
             )
 
 
@@ -276,7 +285,8 @@ def validate_no_cluster_placement_group(args: ResourceValidationArgs, report_vio
     report_violation(
         f"{_who(args)} has strategy 'cluster': a Capacity Block is already placed by AWS, and a cluster placement group "
         "on its launch template yields fewer nodes or capacity errors. Fix: delete the placement group "
-        "(use EFA within the block for cross-node traffic)."
+        "(use EFA within the block for cross-node traffic).",
+        None,
     )
 
 
@@ -308,7 +318,8 @@ def validate_eks_endpoint_not_world_open(args: ResourceValidationArgs, report_vi
         report_violation(
             f"{_who(args)} exposes a public API endpoint and {what}. "
             "Fix: set endpoint_public_access=False (reach the API through the VPC), or list your CIDRs in "
-            "public_access_cidrs (kimi-k3:clusterPublicAccessCidrs)."
+            "public_access_cidrs (kimi-k3:clusterPublicAccessCidrs).",
+            None,
         )
 
 
@@ -323,7 +334,8 @@ def validate_eks_control_plane_logging(args: ResourceValidationArgs, report_viol
     if missing:
         report_violation(
             f"{_who(args)} does not send control-plane logs {', '.join(missing)}. "
-            f"Fix: enabled_cluster_log_types={list(CONTROL_PLANE_LOG_TYPES)}."
+            f"Fix: enabled_cluster_log_types={list(CONTROL_PLANE_LOG_TYPES)}.",
+            None,
         )
 
 
@@ -342,7 +354,8 @@ def validate_eks_secrets_encryption(args: ResourceValidationArgs, report_violati
         report_violation(
             f"{_who(args)} has no secrets encryption configuration (Secrets hold the API key and the Hugging Face token). "
             "Fix: create an aws.kms.Key with rotation and pass its ARN as encryption_config_key_arn "
-            "(aws.eks.Cluster: encryption_config with resources=['secrets'])."
+            "(aws.eks.Cluster: encryption_config with resources=['secrets']).",
+            None,
         )
 
 
@@ -380,13 +393,14 @@ def validate_gpu_requests_equal_limits(args: ResourceValidationArgs, report_viol
         for where, container in _containers(spec):
             request = _get(container, "resources", "requests", GPU_RESOURCE)
             limit = _get(container, "resources", "limits", GPU_RESOURCE)
-            if request is None and limit is None or UNKNOWN in (request, limit):
+            if (request is None and limit is None) or UNKNOWN in (request, limit):
                 continue
             if limit is None or (request is not None and not _same_quantity(request, limit)):
                 report_violation(
                     f"{_object_name(args)} {spec_path}.{where}: {GPU_RESOURCE} requests={request!r} limits={limit!r}; "
                     "Kubernetes rejects GPUs that are not requested and limited alike. "
-                    f"Fix: set resources.limits['{GPU_RESOURCE}'] equal to resources.requests['{GPU_RESOURCE}']."
+                    f"Fix: set resources.limits['{GPU_RESOURCE}'] equal to resources.requests['{GPU_RESOURCE}'].",
+                    None,
                 )
 
 
@@ -414,7 +428,8 @@ def validate_images_pinned_by_digest(args: ResourceValidationArgs, report_violat
                 report_violation(
                     f"{_object_name(args)} {spec_path}.{where}: image {image!r} is not pinned by digest; a tag can move "
                     "under a running deployment. Fix: use repo@sha256:<64 hex> (kimi-k3:servingImage), or set "
-                    f"{REQUIRE_DIGEST_KEY}=false in this stack's policy config (policy/config/<stack>.json)."
+                    f"{REQUIRE_DIGEST_KEY}=false in this stack's policy config (policy/config/<stack>.json).",
+                    None,
                 )
 
 
@@ -431,10 +446,10 @@ def validate_no_host_network_or_privileged(args: ResourceValidationArgs, report_
     fix = f"Fix: drop it, or run the workload in an allow-listed namespace ({ALLOWED_NAMESPACES_KEY}: {allowed})."
     for spec_path, spec in _pod_specs(args):
         if _truthy(_get(spec, "hostNetwork")):
-            report_violation(f"{_object_name(args)} {spec_path}.hostNetwork is true: the pod shares the node's network and IMDS. {fix}")
+            report_violation(f"{_object_name(args)} {spec_path}.hostNetwork is true: the pod shares the node's network and IMDS. {fix}", None)
         for where, container in _containers(spec):
             if _truthy(_get(container, "securityContext", "privileged")):
-                report_violation(f"{_object_name(args)} {spec_path}.{where} is privileged: it owns the node. {fix}")
+                report_violation(f"{_object_name(args)} {spec_path}.{where} is privileged: it owns the node. {fix}", None)
 
 
 ALLOW_WORLD_LB_KEY = "allowWorldOpenLoadBalancers"
@@ -451,14 +466,16 @@ def validate_load_balancer_source_ranges(args: ResourceValidationArgs, report_vi
     if not listed:
         report_violation(
             f"{_object_name(args)} is a LoadBalancer without loadBalancerSourceRanges: anyone who can reach it can call "
-            "the API. Fix: set spec.load_balancer_source_ranges (kimi-k3:servingAllowedCidrs)."
+            "the API. Fix: set spec.load_balancer_source_ranges (kimi-k3:servingAllowedCidrs).",
+            None,
         )
         return
     world = [c for c in listed if _is_world(c)]
     if world and not _config(args, ALLOW_WORLD_LB_KEY, False):
         report_violation(
             f"{_object_name(args)} admits {', '.join(world)} in loadBalancerSourceRanges. Fix: list the client CIDRs, "
-            f"or set {ALLOW_WORLD_LB_KEY}=true in this stack's policy config if the endpoint is meant to be public."
+            f"or set {ALLOW_WORLD_LB_KEY}=true in this stack's policy config if the endpoint is meant to be public.",
+            None,
         )
 
 

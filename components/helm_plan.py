@@ -12,7 +12,8 @@ comes from. Secret values are redacted like everywhere else in a plan.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 import yaml
 
@@ -72,7 +73,7 @@ def helm_values_files(resources: Iterable[RecordedLike], redact) -> dict[str, st
     ``redact`` turns secret values into the plan's marker (:func:`components.offline.redact`).
     """
     releases = sorted((_release(r, redact) for r in resources if r.type == HELM_RELEASE), key=lambda r: (r["name"], r["namespace"], r["resource"]))
-    return dict(sorted(zip(_file_names(releases), map(_render, releases))))
+    return dict(sorted(zip(_file_names(releases), map(_render, releases), strict=False)))
 
 
 __all__ = ["HELM_RELEASE", "helm_values_files"]

@@ -47,9 +47,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -408,9 +409,9 @@ __all__ = [
     "CHART_DIR",
     "DEEP_HEALTH_CHECKS",
     "DEPENDENCIES_RELEASE",
+    "INSTANCE_ROLE_MANAGED_POLICIES",
     "HyperPodCluster",
     "HyperPodClusterArgs",
-    "INSTANCE_ROLE_MANAGED_POLICIES",
     "chart_defaults",
     "dependencies_values",
     "execution_role_policy",

@@ -26,8 +26,9 @@ Sources (Amazon SageMaker AI developer guide):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from components.errors import UserError
 
@@ -163,10 +164,10 @@ def check_cluster_registration(inputs: Mapping[str, Any], subnet_availability_zo
 
 __all__ = [
     "DEPENDENCIES_NAMESPACE",
-    "EksForHyperPod",
     "MIN_VPC_CNI_VERSION",
     "SUPPORTED_AUTHENTICATION_MODES",
     "SUPPORTED_KUBERNETES_VERSIONS",
+    "EksForHyperPod",
     "check_authentication_mode",
     "check_cluster_registration",
     "check_eks_cluster",

@@ -23,8 +23,9 @@ Make :class:`~components.serving.lws.VllmLeaderWorkerSet` depend on this compone
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -138,7 +139,7 @@ class LwsController(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource]),
         )
         self.namespace = pulumi.Output.from_input(args.namespace)
-        self.release_name = self.release.name
+        self.release_name = self.release.name.apply(lambda n: n or "")
         self.chart_version = pulumi.Output.from_input(args.version)
         self.register_outputs({"namespace": self.namespace, "releaseName": self.release_name, "chartVersion": self.chart_version})
 

@@ -17,8 +17,8 @@ not cause a VPC (or any sub-resources) to be created"; ``DefaultVpc`` in
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -393,4 +393,4 @@ class ExistingNetwork(Network):
         self._register()
 
 
-__all__ = ["DEFAULT_INTERFACE_ENDPOINT_SERVICES", "ExistingNetwork", "ExistingNetworkArgs", "NAT_MODES", "Network", "NetworkArgs", "SubnetPlan", "plan_subnets"]
+__all__ = ["DEFAULT_INTERFACE_ENDPOINT_SERVICES", "NAT_MODES", "ExistingNetwork", "ExistingNetworkArgs", "Network", "NetworkArgs", "SubnetPlan", "plan_subnets"]

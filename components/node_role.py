@@ -8,8 +8,8 @@ managed nodes with the VPC CNI (EKS User Guide, "Amazon EKS node IAM role":
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import pulumi
 import pulumi_aws as aws

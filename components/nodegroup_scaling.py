@@ -44,7 +44,7 @@ class NodeGroupSize:
     status: str
 
     @classmethod
-    def from_api(cls, nodegroup: dict[str, Any]) -> "NodeGroupSize":
+    def from_api(cls, nodegroup: dict[str, Any]) -> NodeGroupSize:
         """Build from ``DescribeNodegroup``'s ``nodegroup``."""
         scaling = nodegroup.get("scalingConfig", {})
         return cls(

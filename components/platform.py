@@ -13,6 +13,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components import stack_terms
+from components.capacity.assessment import BlockNeeds, assess, verdict
+from components.capacity.facts import CapacityBlockFacts
+from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
 from components.cluster import Cluster, ClusterArgs
 from components.errors import SettingsError, UserError
@@ -20,15 +24,13 @@ from components.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNod
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.lws_controller import LwsController, LwsControllerArgs
 from components.network import ExistingNetworkArgs, Network, NetworkArgs
-from components import stack_terms
-from components.capacity.assessment import BlockNeeds, assess, verdict
-from components.capacity.facts import CapacityBlockFacts
-from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
+from components.serving.base import VllmServingBase
 from components.serving.contracts import ServingContract, contract_summary
 from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.vllm import VllmServer, VllmServerArgs
 from components.settings import Secret, StackSettings
 from components.settings import cluster_name as stack_cluster_name
+
 
 @dataclass(frozen=True)
 class ResolvedStack:
@@ -232,24 +234,25 @@ class Platform(pulumi.ComponentResource):
         if settings.nodes_per_replica > 1:
             self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(), opts=in_cluster)
             serving_deps.append(self.lws_controller)
-        server_class, args_class = (VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs) if self.lws_controller else (VllmServer, VllmServerArgs)
-        self.server = server_class(
-            f"{name}-serving",
-            args_class(
-                contract=resolved.contract,
-                api_key=_secret_input(serving.api_key),
-                hugging_face_token=_secret_input(serving.hugging_face_token),
-                cluster_name=self.cluster.cluster_name,
-                aws_region=settings.region,
-                instance_type=cap.instance_type,
-                replicas=resolved.replicas,
-                exposure=serving.exposure,
-                allowed_cidrs=serving.allowed_cidrs,
-                vpc_cidr=self.network.vpc_cidr,
-                service_monitor=serving.service_monitor_enabled,
-            ),
-            opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps)),
+        serving_args: dict[str, Any] = dict(
+            contract=resolved.contract,
+            api_key=_secret_input(serving.api_key),
+            hugging_face_token=_secret_input(serving.hugging_face_token),
+            cluster_name=self.cluster.cluster_name,
+            aws_region=settings.region,
+            instance_type=cap.instance_type,
+            replicas=resolved.replicas,
+            exposure=serving.exposure,
+            allowed_cidrs=serving.allowed_cidrs,
+            vpc_cidr=self.network.vpc_cidr,
+            service_monitor=serving.service_monitor_enabled,
         )
+        serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
+        self.server: VllmServingBase
+        if self.lws_controller:
+            self.server = VllmLeaderWorkerSet(f"{name}-serving", VllmLeaderWorkerSetArgs(**serving_args), opts=serving_opts)
+        else:
+            self.server = VllmServer(f"{name}-serving", VllmServerArgs(**serving_args), opts=serving_opts)
 
         self.register_outputs(self.stack_outputs())
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -166,6 +167,7 @@ def parse_policy_config(document: Any, source: str) -> dict[str, tuple[Enforceme
     parsed: dict[str, tuple[EnforcementLevel | None, dict[str, Any] | None]] = {}
     for key, value in document.items():
         where = f"policy config {source}: {key}"
+        level: EnforcementLevel | None
         if isinstance(value, str):
             level, properties = _level(value, where), None
         elif isinstance(value, dict):
@@ -237,7 +239,7 @@ def resolve_policy_config(
     }
     all_level = parsed.get(ALL_KEY, (None, None))[0]
     if all_level is not None:
-        levels = {name: all_level for name in levels}
+        levels = dict.fromkeys(levels, all_level)
     warnings = []
     for key, (level, given) in parsed.items():
         if key == ALL_KEY:
@@ -279,7 +281,10 @@ def policy_args(
 def run_policy(policy: ResourceValidationPolicy, args: ResourceValidationArgs) -> list[str]:
     """Messages one policy reports for one resource (the rules are synchronous)."""
     found: list[str] = []
-    result = policy.validate(args, lambda message, urn=None: found.append(message))
+    def report(message: str, urn: str | None = None) -> None:
+        found.append(message)
+
+    result = policy.validate(args, report)
     if result is not None:  # pragma: no cover - a coroutine would be a rule written wrongly for this pack
         raise TypeError(f"policy {policy.name} returned {result!r}; the guardrails are synchronous")
     return found
@@ -319,7 +324,7 @@ class PolicyCheck:
     """Findings about the config document (see :func:`resolve_policy_config`)."""
 
     @classmethod
-    def from_file(cls, path: Path | None, *, flag: str | None = None) -> "PolicyCheck":
+    def from_file(cls, path: Path | None, *, flag: str | None = None) -> PolicyCheck:
         """The pack under the config file at ``path`` (``None``: no file, the pack's defaults apply)."""
         if path is None:
             settings, warnings = resolve_policy_config(None, "(none)")

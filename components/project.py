@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -361,8 +362,8 @@ def load_settings(project: Project, stack: str) -> stack_settings.StackSettings:
 
 
 __all__ = [
-    "ConfigDeclaration",
     "PROJECT_FILES",
+    "ConfigDeclaration",
     "Project",
     "StackConfig",
     "check_declarations",

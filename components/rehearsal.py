@@ -94,4 +94,4 @@ class Rehearsal:
         )
 
 
-__all__ = ["BLOCK_DURATION", "Rehearsal", "STATES", "last_block_boundary"]
+__all__ = ["BLOCK_DURATION", "STATES", "Rehearsal", "last_block_boundary"]

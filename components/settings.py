@@ -21,15 +21,14 @@ import importlib.util
 import ipaddress
 import json
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
-
-import yaml
+from typing import Any
 
 from components import catalog
 from components.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
-from components.errors import SettingsError
+from components.errors import SettingsError, UserError
 from components.formats import (
     CAPACITY_BLOCK_OFFERING_ID,
     CAPACITY_RESERVATION_ID,
@@ -51,7 +50,6 @@ from components.serving.contracts import (
     WeightsContract,
 )
 from components.subnets import NAT_MODES, subnet_layout
-from components.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """This repository's checkout (its own Pulumi project) when the package runs from a source tree."""
@@ -371,7 +369,7 @@ def aws_provider_keys() -> frozenset[str]:
     spec = importlib.util.find_spec("pulumi_aws")
     if spec is None or not spec.submodule_search_locations:
         return frozenset({"region", "profile"})
-    source = Path(list(spec.submodule_search_locations)[0], "config", "vars.py").read_text()
+    source = Path(next(iter(spec.submodule_search_locations)), "config", "vars.py").read_text()
     return frozenset(re.findall(r"__config__\.get\w*\('(\w+)'", source))
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 DOCUMENTATION_NETWORKS = (
     (ipaddress.ip_network("192.0.2.0/24"), "RFC 5737 TEST-NET-1"),
@@ -69,7 +70,7 @@ def _documentation_range(text: str) -> tuple[str, str] | None:
     except ValueError:
         return None
     for reserved, label in DOCUMENTATION_NETWORKS:
-        if network.version == reserved.version and network.subnet_of(reserved):
+        if isinstance(network, type(reserved)) and network.subnet_of(reserved):  # type: ignore[arg-type]  # same version checked
             return str(reserved), label
     return None
 

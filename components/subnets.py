@@ -12,8 +12,8 @@ anything is declared.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from components.errors import UserError
 
@@ -107,8 +107,8 @@ def plan_subnets(
             f"public subnet per AZ; the smallest prefix that fits is /{smallest}{hint}"
         )
     base = int(vpc.network_address)
-    blocks = [ipaddress.IPv4Network((base + offset, 32 - (size - 1).bit_length())) for offset, size in zip(offsets, sizes)]
-    return SubnetPlan(private=dict(zip(availability_zones, blocks[:n])), public=dict(zip(availability_zones, blocks[n:])))
+    blocks = [ipaddress.IPv4Network((base + offset, 32 - (size - 1).bit_length())) for offset, size in zip(offsets, sizes, strict=False)]
+    return SubnetPlan(private=dict(zip(availability_zones, blocks[:n], strict=False)), public=dict(zip(availability_zones, blocks[n:], strict=False)))
 
 
 __all__ = ["AWS_SUBNET_PREFIXES", "NAT_MODES", "SubnetPlan", "plan_subnets", "subnet_layout"]

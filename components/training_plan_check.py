@@ -30,7 +30,7 @@ start, through :func:`read_training_plan`, and passes the resulting
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from components.errors import UserError
@@ -76,7 +76,7 @@ class TrainingPlanFacts:
     """What the plan can back."""
 
     @classmethod
-    def from_plan(cls, plan: TrainingPlan) -> "TrainingPlanFacts":
+    def from_plan(cls, plan: TrainingPlan) -> TrainingPlanFacts:
         """Facts from a described plan."""
         if plan.start is None or plan.end is None:
             raise UserError(f"training plan {plan.name} has no start or end time yet (status {plan.status}); wait until it is Scheduled")
@@ -201,7 +201,7 @@ def check_training_plan(
     :raises UserError: one line naming the plan, what is wrong and what to do.
     """
     name = facts.name
-    now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
     warnings: list[str] = []
     if facts.state not in USABLE_STATES + PENDING_STATES:
         reason = f"expired (ended {facts.end:%Y-%m-%d %H:%M} UTC)" if facts.state == "Expired" else facts.state
@@ -259,9 +259,9 @@ def with_state(facts: TrainingPlanFacts, state: str) -> TrainingPlanFacts:
 
 __all__ = [
     "PENDING_STATES",
+    "USABLE_STATES",
     "PlanCapacity",
     "TrainingPlanFacts",
-    "USABLE_STATES",
     "check_training_plan",
     "read_training_plan",
     "rehearsal_facts",

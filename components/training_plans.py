@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from components.capacity.aws import translate_aws_error, validate_region
 from components.errors import UserError
@@ -157,7 +158,7 @@ def validate_offering_id(value: str) -> str:
 
 def _utc(value: datetime) -> datetime:
     """Make a datetime timezone-aware in UTC (naive values are taken as UTC)."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,7 @@ class ReservedCapacity:
     """AZ id (``use1-az4``), when AWS reports it."""
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "ReservedCapacity":
+    def from_api(cls, item: Mapping[str, Any]) -> ReservedCapacity:
         """Build from a ``ReservedCapacityOffering`` or a ``ReservedCapacitySummary``."""
         start, end = item.get("StartTime"), item.get("EndTime")
         return cls(
@@ -300,7 +301,7 @@ class PlanOffering:
     """The reserved capacity it consists of (instance type, count, AZ, window)."""
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "PlanOffering":
+    def from_api(cls, item: Mapping[str, Any]) -> PlanOffering:
         """Build from one ``TrainingPlanOfferings`` entry."""
         return cls(
             offering_id=item["TrainingPlanOfferingId"],
@@ -368,7 +369,7 @@ class TrainingPlan:
     """Its reserved capacities (instance type, count, AZ, window)."""
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "TrainingPlan":
+    def from_api(cls, item: Mapping[str, Any]) -> TrainingPlan:
         """Build from a ``DescribeTrainingPlan`` response (or a ``TrainingPlanSummary``)."""
         start, end = item.get("StartTime"), item.get("EndTime")
         return cls(
@@ -420,7 +421,7 @@ class ExtensionOffering:
     """Currency of the fee."""
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "ExtensionOffering":
+    def from_api(cls, item: Mapping[str, Any]) -> ExtensionOffering:
         """Build from one ``TrainingPlanExtensionOfferings`` entry."""
         start, end = item.get("StartDate"), item.get("EndDate")
         return cls(
@@ -454,7 +455,7 @@ class Extension:
     """Currency of the fee."""
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "Extension":
+    def from_api(cls, item: Mapping[str, Any]) -> Extension:
         """Build from one ``TrainingPlanExtensions`` entry."""
         start, end = item.get("StartDate"), item.get("EndDate")
         return cls(
@@ -481,7 +482,7 @@ def search_offerings(sm: Any, query: OfferingQuery) -> tuple[PlanOffering, ...]:
         response = sm.search_training_plan_offerings(**query.request())
     offerings = [PlanOffering.from_api(o) for o in response.get("TrainingPlanOfferings", [])]
     offerings = [o for o in offerings if not o.target_resources or HYPERPOD_TARGET in o.target_resources]
-    far = datetime.max.replace(tzinfo=timezone.utc)
+    far = datetime.max.replace(tzinfo=UTC)
     return tuple(sorted(offerings, key=lambda o: (o.upfront_fee, o.start or far, o.offering_id)))
 
 
@@ -534,7 +535,7 @@ def search_extension_offerings(sm: Any, plan: TrainingPlan, days: int | None = N
     with sagemaker_errors(_region(sm)):
         response = sm.search_training_plan_offerings(**params)
     offerings = [ExtensionOffering.from_api(o) for o in response.get("TrainingPlanExtensionOfferings", [])]
-    far = datetime.max.replace(tzinfo=timezone.utc)
+    far = datetime.max.replace(tzinfo=UTC)
     return tuple(sorted(offerings, key=lambda o: (o.upfront_fee, o.end or far, o.offering_id)))
 
 
@@ -576,7 +577,7 @@ def as_json(value: Any) -> Any:
                 out[name] = as_json(getattr(value, name))
         return out
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, Mapping):

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
@@ -472,7 +473,7 @@ def check_tool_call(
 
     def body() -> CheckResult:
         start = time.perf_counter()
-        response = client.chat.completions.create(
+        response = client.chat.completions.create(  # type: ignore[call-overload]  # the SDK's TypedDict overloads do not take plain dicts
             model=model,
             messages=[{"role": "user", "content": TOOL_PROMPT}],
             tools=[WEATHER_TOOL],

@@ -6,8 +6,9 @@ so the pack works with a regular (non-editable) install of kimi-k3-aws in
 ``../.venv``, and ``kimi-k3 plan`` runs exactly these rules offline.
 """
 
-from pulumi_policy import PolicyPack
+from pulumi_policy import Policy, PolicyPack
 
 from components.guardrails import ALL_POLICIES, PACK_ENFORCEMENT_LEVEL, PACK_NAME
 
-PolicyPack(name=PACK_NAME, enforcement_level=PACK_ENFORCEMENT_LEVEL, policies=ALL_POLICIES)
+policies: list[Policy] = list(ALL_POLICIES)
+PolicyPack(name=PACK_NAME, enforcement_level=PACK_ENFORCEMENT_LEVEL, policies=policies)

@@ -9,14 +9,15 @@ from __future__ import annotations
 import io
 import sys
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from components.capacity import aws as capacity_aws
 from components import cli
+from components.capacity import aws as capacity_aws
 from components.cli import capacity as capacity_cli
 from tests.capacity_builders import NOW, REGION
 

@@ -5,7 +5,7 @@ Test modules import from here (and from ``conftest``), never from each other.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pulumi
@@ -28,7 +28,7 @@ S3_URI = "s3://model-bucket/kimi-k3/0123456/"
 RID = "cr-0a1b2c3d4e5f60718"
 """A Capacity Block reservation id."""
 B300 = "p6-b300.48xlarge"
-BLOCK_START = datetime(2026, 12, 1, 11, 30, tzinfo=timezone.utc)
+BLOCK_START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
 """Start of the default block: the day after ``tests.conftest.NOW``, at the 11:30 UTC blocks start."""
 
 

@@ -7,10 +7,10 @@ each other.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
 """The moment of the capacity command tests (offerings, purchase, status, preflight)."""
 REGION = "us-east-1"

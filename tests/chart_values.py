@@ -7,7 +7,8 @@ instead of being silently ignored by Helm.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ from components import offline
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-NOW = datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
 """A fixed 'now' for tests whose answers depend on the block's window."""
 
 
@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if offset:
         import time_machine
 
-        traveller = time_machine.travel(datetime.now(timezone.utc) + travel_offset(offset), tick=True)
+        traveller = time_machine.travel(datetime.now(UTC) + travel_offset(offset), tick=True)
         traveller.start()
         config.stash[_TRAVELLER] = traveller
 
@@ -62,7 +62,7 @@ _TRAVELLER = pytest.StashKey()
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     offset = config.getoption("--travel")
-    return f"clock travelled by {offset}: now {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC" if offset else None
+    return f"clock travelled by {offset}: now {datetime.now(UTC):%Y-%m-%d %H:%M} UTC" if offset else None
 
 
 @pytest.fixture(autouse=True)

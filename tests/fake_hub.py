@@ -59,7 +59,7 @@ class FakeHub:
             def log_message(self, *args):  # quiet
                 pass
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 repo = outer.repo
                 url = urlsplit(self.path)
                 repo.requests.append((self.headers.get("Host", ""), url.path, self.headers.get("Authorization")))
@@ -115,7 +115,7 @@ class FakeHub:
         self.cdn = f"http://localhost:{port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         self.thread.start()
         return self
 

@@ -35,7 +35,7 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -196,7 +196,7 @@ class FakeOpenAIServer:
         """``http://127.0.0.1:PORT/v1`` — what an OpenAI client takes as base_url."""
         return f"{self.url}/v1"
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         """Bind an ephemeral port on 127.0.0.1 and serve in a daemon thread."""
         handler = type("Handler", (_Handler,), {"fake": self})
         self._httpd = _Listener(("127.0.0.1", self._port), handler)
@@ -215,7 +215,7 @@ class FakeOpenAIServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -266,7 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAIServer
     server_version = "fake-vllm/0"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
     # -- plumbing ---------------------------------------------------------
@@ -335,7 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routes -------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         """``/health`` (no auth, like vLLM) and ``/v1/models``."""
         if self.path == "/health":
             self.fake.record(ReceivedRequest("GET", self.path, None, True))
@@ -374,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+    def do_POST(self) -> None:
         """``/v1/chat/completions``: plain, streamed and tool-calling answers."""
         if self._unprotected("POST"):
             return

@@ -23,6 +23,7 @@ tests as root. Only loopback addresses inside the private namespace are used.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -46,14 +47,14 @@ NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 # Inside `unshare --mount`: mount the config, make / read-only, give nginx an empty /tmp,
 # hand it the stdio pipes (runc's fixStdioPermissions), drop to the container's UID.
-_SANDBOX_SCRIPT = """set -eu
-mount --bind "$CONF_DIR" {config_dir}
-mount -o remount,bind,ro {config_dir}
+_SANDBOX_SCRIPT = f"""set -eu
+mount --bind "$CONF_DIR" {api_proxy.CONFIG_DIR}
+mount -o remount,bind,ro {api_proxy.CONFIG_DIR}
 mount -o remount,bind,ro /
-mount -t tmpfs -o mode=1777,size=256m tmpfs {runtime_dir}
+mount -t tmpfs -o mode=1777,size=256m tmpfs {api_proxy.RUNTIME_DIR}
 chown "$UID_GID" /proc/self/fd/1 /proc/self/fd/2
 exec setpriv --reuid="${{UID_GID%:*}}" --regid="${{UID_GID#*:}}" --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all "$@"
-""".format(config_dir=api_proxy.CONFIG_DIR, runtime_dir=api_proxy.RUNTIME_DIR)
+"""
 
 
 def require_sandbox() -> None:
@@ -69,7 +70,7 @@ def require_sandbox() -> None:
 class PrivateNetwork:
     """Context manager: the calling thread enters a new network namespace with loopback up; restored on exit."""
 
-    def __enter__(self) -> "PrivateNetwork":
+    def __enter__(self) -> PrivateNetwork:
         self._original = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         if _libc.unshare(CLONE_NEWNET) != 0:
             err = ctypes.get_errno()
@@ -114,7 +115,7 @@ class Nginx:
             env=self._env(), capture_output=True, text=True, timeout=30,
         )
 
-    def start(self, wait_ports: tuple[int, ...] = ()) -> "Nginx":
+    def start(self, wait_ports: tuple[int, ...] = ()) -> Nginx:
         """Start nginx in the foreground (``daemon off``) and wait until ``wait_ports`` accept connections."""
         log = self.log_path.open("wb")
         # The container's command, as api_proxy.proxy_container renders it.
@@ -157,17 +158,13 @@ class Nginx:
             return
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)  # our own session: the master and its workers
-        except ProcessLookupError:
-            pass
         self.process.wait(timeout=5)
 
-    def __enter__(self) -> "Nginx":
+    def __enter__(self) -> Nginx:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,8 +13,9 @@ import socket
 import struct
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,7 @@ from components.bench import aiperf_run, profiles, report  # noqa: E402
 from tests.fake_openai_server import FakeOpenAIServer  # noqa: E402
 
 KEY = "sk-bench-7d41c09e5b"
-STARTED = datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)
+STARTED = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
 FIRST_TOKEN_DELAY = 0.12
 TOKEN_DELAY = 0.002
 FAST = ["--workers", "1", "--timeout", "30"]
@@ -287,7 +288,7 @@ def test_bad_lengths_file_is_one_line(
     """A bad --lengths file: exit 2, one line naming the file, the line and what is wrong; nothing is sent."""
     path = tmp_path / f"lengths{suffix}"
     path.write_text(content)
-    status, out, err = bench(capsys, "--endpoint", "http://127.0.0.1:9", "--api-key", KEY, "--out",
+    status, _out, err = bench(capsys, "--endpoint", "http://127.0.0.1:9", "--api-key", KEY, "--out",
                              str(tmp_path / "out"), "--lengths", str(path))
     assert status == 2
     assert err.count("\n") == 1 and err.startswith(f"kimi-k3: error: --lengths {path}: ")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import base64
 import email
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
 
 from components import labels, offline
+from components.capacity.facts import CapacityBlockFacts
 from components.capacity_block import (
     EVENT_DETAIL_TYPES,
     INSTANCE_TYPE_NODE_LABEL,
@@ -18,9 +19,8 @@ from components.capacity_block import (
     CapacityBlockNodeGroupArgs,
 )
 from components.errors import UserError
-from components.capacity.facts import CapacityBlockFacts
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
 START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
 RID = "cr-0a1b2c3d4e5f60718"

@@ -13,9 +13,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError, NoCredentialsError, NoRegionError
 
-from components.capacity import preflight, status
 from components.capacity import aws as capacity_aws
-from components.capacity import offerings
+from components.capacity import offerings, preflight, status
 from components.capacity.facts import CapacityBlockFacts
 from components.errors import UserError
 from tests.aws_stubs import client, ec2, quotas  # noqa: F401 - fixtures

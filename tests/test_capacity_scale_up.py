@@ -5,21 +5,21 @@ EKS and EC2 calls go through ``botocore.stub.Stubber`` against the real service 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import botocore.session
 import pytest
 from botocore.stub import Stubber
 
+from components import nodegroup_scaling as scaling
 from components.capacity import aws as capacity_aws
 from components.capacity.facts import CapacityBlockFacts
-from components import nodegroup_scaling as scaling
 from components.cli import capacity as capacity_cli
 from components.cli import main
 from components.errors import UserError
 from components.settings import load_stack
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 STACK = load_stack("dev")
 RID = STACK.capacity.reservation_id
@@ -147,7 +147,8 @@ def test_a_cluster_without_the_gpu_group_says_to_run_up_first(aws, capsys):
 
 def test_the_cli_default_cluster_is_the_one_the_platform_names():
     from components import offline
-    from tests.conftest import NOW as PLAN_NOW, fixture_for
+    from tests.conftest import NOW as PLAN_NOW
+    from tests.conftest import fixture_for
 
     result = offline.run_stack("dev", now=PLAN_NOW, reservation=fixture_for)
     assert result.outputs["clusterName"] == CLUSTER

@@ -62,7 +62,7 @@ def test_offerings_empty(aws, capsys):
     (["--count", "2", "--days", "7", "--region", "Virginia"], "not an AWS region name"),
 ])
 def test_offerings_validation_happens_before_aws(no_aws, capsys, argv, message):
-    code, out, err = run(capsys, "offerings", *argv)
+    code, _out, err = run(capsys, "offerings", *argv)
     assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
 
 

@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
-
 
 import pulumi
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.conftest import NOW
-from components import labels, offline  # noqa: E402
-from components.cluster import (  # noqa: E402
+from components import labels, offline
+from components.cluster import (
     CONTROL_PLANE_LOG_TYPES,
     MANAGED_ADDONS,
     Cluster,
     ClusterArgs,
     disable_creator_admin_bootstrap,
 )
-from components.errors import UserError  # noqa: E402
+from components.errors import UserError
+from tests.conftest import NOW
 
 ADMIN = "arn:aws:iam::123456789012:role/kimi-k3-admin"
 CI = "arn:aws:iam::123456789012:role/github-actions-deploy"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,7 +11,7 @@ from components import offline
 from components.delivery_check import DeliveryCheck, DeliveryCheckArgs, cloudwatch_key_statement, cloudwatch_topic_statement
 from components.errors import UserError
 
-UTC = timezone.utc
+UTC = UTC
 START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
 ASG = "eks-gpu-ng-2f6b0c8e-0d3a-5c3e-9a43-0d8f3b3f4a11"
 TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-alerts"

@@ -15,7 +15,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from tests.conftest import NOW
 from components import catalog, labels, offline
 from components.errors import UserError
 from components.gpu_plugins import (
@@ -26,6 +25,7 @@ from components.gpu_plugins import (
     NvidiaDevicePluginArgs,
 )
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
+from tests.conftest import NOW
 from tests.k8s_checks import validate_manifest
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -136,7 +136,7 @@ def test_children_use_the_given_provider_and_hang_under_the_component(default_pl
     assert sorted(r.type for r in children) == [NAMESPACE, RELEASE, RELEASE, RELEASE]
     for resource in (component.namespace, component.nvidia_device_plugin, component.efa_device_plugin, component.dcgm_exporter):
         assert resource is not None
-        assert resource.get_provider(resource._type) is provider  # noqa: SLF001 - the resource's own type token
+        assert resource.get_provider(resource._type) is provider
 
 
 # --- switches and user values ---------------------------------------------------

@@ -28,7 +28,7 @@ from components.serving.hyperpod import (
 )
 from components.settings import load_stack
 from tests.builders import in_cluster, serving_contract
-from tests.conftest import NOW, DATA
+from tests.conftest import DATA, NOW
 from tests.k8s_checks import validate_manifest
 from tests.seed_deployment import SEED_ARGS, SEED_ENV
 
@@ -277,7 +277,7 @@ def test_component_declares_the_rendered_object_through_the_given_provider():
     assert offline.redact_numbers(manifest) == expected == component.manifest
     check(manifest)
     cr = component.endpoint_config
-    assert cr.get_provider(cr._type) is built["provider"]  # noqa: SLF001 - the resource's own type token
+    assert cr.get_provider(cr._type) is built["provider"]
 
 
 def test_component_without_a_provider_declares_nothing():

@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pulumi
@@ -31,7 +31,7 @@ from components.training_plan_check import PlanCapacity, rehearsal_facts
 from tests.chart_values import unknown_keys
 from tests.conftest import ROOT
 
-NOW = datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
 REGION = "us-east-1"
 EKS_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/kimi-k3-hyperpod"
 SUBNET = "subnet-0aaa0000000000001"

@@ -19,7 +19,7 @@ from components.hyperpod_rules import EksForHyperPod
 from components.serving.contracts import ImageContract, ServingContract, WeightsContract
 from components.serving.hyperpod import HyperPodInferenceEndpoint, HyperPodInferenceEndpointArgs
 from tests import k8s_checks
-from tests.test_hyperpod_cluster import NOW, EKS_ARN, NODE_SG, OVERRIDES, PLAN, REGION, SUBNET
+from tests.test_hyperpod_cluster import EKS_ARN, NODE_SG, NOW, OVERRIDES, PLAN, REGION, SUBNET
 
 REVISION = "3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20"
 IMAGE = "vllm/vllm-openai@sha256:" + "a" * 64

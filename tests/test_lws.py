@@ -14,10 +14,10 @@ import json
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pulumi
 import pytest
 
-from tests.conftest import NOW
 from components import catalog, labels, offline
 from components.errors import UserError
 from components.lws_controller import LwsController, LwsControllerArgs
@@ -25,8 +25,9 @@ from components.serving import ServingContract, VllmServer, VllmServerArgs
 from components.serving.lws import EFA_RESOURCE, WORKER_INDEX_LABEL, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 from tests import k8s_checks
-from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
 from tests.builders import REVISION, S3_URI, in_cluster, serving_contract
+from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
+from tests.conftest import NOW
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
 API_KEY = "sk-test-api-key-lws-51e0"
@@ -354,7 +355,7 @@ def test_every_manifest_passes_its_schema(plans):
             k8s_checks.validate_manifest(manifest, "1.34")
     broken = copy.deepcopy(lws(plans["s3-internal"]))
     broken["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "RecreateGroup"
-    with pytest.raises(Exception):
+    with pytest.raises(jsonschema.ValidationError):
         k8s_checks.validate_manifest(broken, "1.34")
 
 
@@ -438,7 +439,7 @@ def test_children_are_parented_named_after_the_component_and_use_the_provider_in
         return {}
 
     kinds = ["kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "kubernetes:core/v1:Service", "kubernetes:networking.k8s.io/v1:NetworkPolicy"]
-    engine = offline.OfflineEngine(now=NOW, resource_overrides={kind: capture for kind in kinds})
+    engine = offline.OfflineEngine(now=NOW, resource_overrides=dict.fromkeys(kinds, capture))
 
     def program() -> None:
         VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args()), opts=in_cluster("gpu-cluster"))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from tests.conftest import NOW
 from components import offline
 from components.errors import UserError
 from components.network import ExistingNetworkArgs, Network, NetworkArgs, plan_subnets
+from tests.conftest import NOW
 
 BLOCK_AZ = "us-east-1c"
 AZS = (BLOCK_AZ, "us-east-1a", "us-east-1b")
@@ -24,7 +24,7 @@ NAT = "aws:ec2/natGateway:NatGateway"
 
 def _engine() -> offline.OfflineEngine:
     fixture = offline.ReservationFixture(
-        id="cr-0a1b2c3d4e5f60718", availability_zone=BLOCK_AZ, instance_count=2, state="scheduled", start=datetime(2026, 12, 2, 11, 30, tzinfo=timezone.utc)
+        id="cr-0a1b2c3d4e5f60718", availability_zone=BLOCK_AZ, instance_count=2, state="scheduled", start=datetime(2026, 12, 2, 11, 30, tzinfo=UTC)
     )
     return offline.OfflineEngine(now=NOW, region="us-east-1", reservation=fixture)
 
@@ -96,7 +96,7 @@ def test_children_are_parented_and_dns_is_on(per_az):
 
 def test_no_public_ips_and_eks_load_balancer_tags(per_az):
     result, _ = per_az
-    for az, subnet in _subnets(result, "private").items():
+    for _az, subnet in _subnets(result, "private").items():
         inputs = subnet.plain_inputs
         assert inputs["mapPublicIpOnLaunch"] is False
         assert inputs["tags"]["kubernetes.io/role/internal-elb"] == "1"
@@ -169,7 +169,7 @@ def test_public_subnets_route_to_the_internet_gateway(single):
 
 
 def test_s3_gateway_endpoint_is_on_every_private_route_table(per_az):
-    result, network = per_az
+    result, _network = per_az
     s3 = [r.plain_inputs for r in result.by_type(ENDPOINT) if r.plain_inputs["serviceName"] == "com.amazonaws.us-east-1.s3"]
     assert len(s3) == 1 and s3[0]["vpcEndpointType"] == "Gateway"
     private_rts = {a.plain_inputs["routeTableId"] for a in result.by_type(RTA) if a.plain_inputs["subnetId"] in {s.id for s in _subnets(result, "private").values()}}
@@ -221,7 +221,7 @@ def test_flow_logs_go_to_the_log_group_with_its_retention_through_a_scoped_role(
 
 @pytest.mark.parametrize(
     ("cidr", "azs", "smallest"),
-    [("10.0.0.0/20", AZS, "/18"), ("10.0.0.0/19", ("us-east-1a", "us-east-1b"), "/18"), ("10.0.0.0/18", AZS + ("us-east-1d",), "/17")],
+    [("10.0.0.0/20", AZS, "/18"), ("10.0.0.0/19", ("us-east-1a", "us-east-1b"), "/18"), ("10.0.0.0/18", (*AZS, "us-east-1d"), "/17")],
 )
 def test_too_small_cidr_is_refused_before_anything_is_declared(cidr, azs, smallest):
     engine = _engine()

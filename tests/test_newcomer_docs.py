@@ -40,7 +40,7 @@ def test_port_forward_commands_name_the_service_the_stack_declares(dev_plan):
 def test_one_weights_size_the_catalogs():
     figure = f"{catalog.KIMI_K3.weights_gb / 1000:.1f} TB"
     sizes = []
-    for path in DOCS + [ROOT / "components" / "serving" / "lws.py"]:
+    for path in [*DOCS, ROOT / "components" / "serving" / "lws.py"]:
         text = " ".join(path.read_text().split())
         for match in re.finditer(r"~?(\d+(?:\.\d+)?) ?TB", text):
             context = text[max(0, match.start() - 40) : match.end() + 20].lower()

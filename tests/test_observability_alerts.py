@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -21,7 +22,7 @@ from components.observability import alerts, metrics
 from tests import k8s_checks, promtool
 from tests.conftest import DATA
 
-UTC = timezone.utc
+UTC = UTC
 START = datetime(1970, 1, 1, 1, 0, tzinfo=UTC)
 END = START + timedelta(days=1)
 BLOCK = alerts.BlockWindow(start=START, end=END, reserved_instances=2)
@@ -320,7 +321,7 @@ def test_the_harness_fails_when_an_expected_alert_does_not_fire(tmp_path):
 def test_weights_init_container_names_match_the_serving_pods():
     from components.serving import pod_kit
 
-    source = open(pod_kit.__file__).read()
+    source = Path(pod_kit.__file__).read_text()
     for name in alerts.WEIGHTS_INIT_CONTAINERS:
         assert f'name="{name}"' in source
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from grafana_foundation_sdk.models.dashboard import Dashboard
@@ -13,7 +13,7 @@ from components.observability import dashboard as d
 from components.observability import metrics
 from tests import k8s_checks, promtool
 
-END = datetime(2026, 12, 8, 11, 30, tzinfo=timezone.utc)
+END = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
 ARGS = d.DashboardArgs(block_end=END, reserved_instances=2)
 
 

@@ -25,7 +25,7 @@ def test_every_field_the_alerts_and_dashboard_read_is_exported():
 def test_the_list_is_the_charts_default_with_exactly_the_extra_fields_uncommented():
     ours, default = dcgm_counters.counters_csv().splitlines(), chart_default_list().splitlines()
     assert len(ours) == len(default)
-    changed = [(o, d) for o, d in zip(ours, default) if o != d]
+    changed = [(o, d) for o, d in zip(ours, default, strict=False) if o != d]
     assert sorted(o.split(",")[0] for o, _ in changed) == sorted(dcgm_counters.ENABLED_BEYOND_DEFAULT)
     assert all(d == "# " + o for o, d in changed)  # the chart's own line, comment marker removed
 

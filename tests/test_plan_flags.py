@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -103,7 +103,7 @@ def test_as_a_process_there_is_no_traceback(args, tmp_path):
 
 @pytest.mark.parametrize("clock", ["2026-12-01T08:00:00", "2026-12-01T11:30:00", "2026-12-01T11:31:00", "2026-12-01T23:59:59"])
 def test_expired_ends_before_now_and_active_holds_now(clock):
-    now = datetime.fromisoformat(clock).replace(tzinfo=timezone.utc)
+    now = datetime.fromisoformat(clock).replace(tzinfo=UTC)
     common = dict(reservation_id="cr-0a1b2c3d4e5f60718", instance_type="p6-b300.48xlarge", instance_count=1, availability_zone="us-east-1a", now=now)
     expired = Rehearsal(state="expired").fixture(**common)
     assert expired.end < now and now - expired.end <= timedelta(days=1) and (expired.end.hour, expired.end.minute) == (11, 30)

@@ -41,7 +41,7 @@ def test_a_mandatory_violation_fails_the_plan_and_names_policy_resource_and_mess
     assert "FAILED, 2 mandatory violations" in printed  # the vllm container and the fetch-weights init container
     lines = [line for line in printed.splitlines() if line.strip().startswith("[mandatory]")]
     assert len(lines) == 2
-    for line, container in zip(lines, ("containers[vllm]", "initContainers[fetch-weights]")):
+    for line, container in zip(lines, ("containers[vllm]", "initContainers[fetch-weights]"), strict=False):
         assert f"[mandatory] {DIGEST_RULE} — kubernetes:apps/v1:Deployment 'kimi-k3-serving-deployment':" in line
         assert f"{container}: image '{TAG}' is not pinned by digest" in line
     # the plan is still written, for the reviewer, with the verdict beside it
@@ -86,7 +86,7 @@ def test_all_sets_every_level(tmp_path, capsys, document, findings):
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_repository_stacks_pass(stack, tmp_path, capsys):
     assert main(["plan", stack, "--quiet", "--out", str(tmp_path), *NOW]) == 0
-    assert f"Policy pack kimi-k3-guardrails (" in capsys.readouterr().out
+    assert "Policy pack kimi-k3-guardrails (" in capsys.readouterr().out
     assert json.loads((tmp_path / "policy.json").read_text())["violations"] == []
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from pathlib import Path
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jsonschema
 import pulumi_aws as aws
@@ -374,7 +374,7 @@ def test_unknown_values_during_preview_are_not_violations(declared):
     lt["instanceType"] = UNKNOWN_STRING_VALUE
     for policy, type_, props in ((g.capacity_block_node_group, g.NODE_GROUP, ng), (g.capacity_block_launch_template, g.LAUNCH_TEMPLATE, lt)):
         found: list[str] = []
-        policy.validate(policy_args(type_, props), lambda m, urn=None: found.append(m))
+        policy.validate(policy_args(type_, props), lambda m, urn=None, found=found: found.append(m))
         assert found == [], policy.name
 
 
@@ -416,7 +416,7 @@ def test_pack_files():
     assert manifest["runtime"] == {"name": "python", "options": {"virtualenv": "../.venv"}}
     assert (POLICY_DIR / manifest["runtime"]["options"]["virtualenv"]).resolve() == (ROOT / ".venv").resolve()
     main = (POLICY_DIR / "__main__.py").read_text()
-    assert "PolicyPack(name=PACK_NAME" in main and "policies=ALL_POLICIES" in main
+    assert "PolicyPack(name=PACK_NAME" in main and "policies: list[Policy] = list(ALL_POLICIES)" in main
     assert g.PACK_NAME == "kimi-k3-guardrails"
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     pins = {line.split("==")[0]: line for line in pyproject["project"]["dependencies"] + pyproject["project"]["optional-dependencies"]["test"]}

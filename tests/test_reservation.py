@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -14,7 +14,7 @@ from components.errors import UserError
 from tests.builders import B300, RID, block_facts
 from tests.conftest import NOW, fixture_for
 
-UTC = timezone.utc
+UTC = UTC
 START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
 
 

@@ -10,10 +10,11 @@ from components import settings
 from components.config_keys import CONFIG_KEYS
 from components.errors import SettingsError
 from components.serving.contracts import parse_image_reference
-from tests.conftest import ROOT
 from tests.builders import DIGEST
 from tests.builders import load_stack_settings as load
 from tests.builders import stack_config as base
+from tests.conftest import ROOT
+
 
 def test_committed_stacks_load():
     dev, prod = settings.load_stack("dev"), settings.load_stack("prod")
@@ -173,7 +174,7 @@ def test_yaml_values_are_read_like_the_pulumi_cli_passes_them(tmp_path):
         "  kimi-k3:modelRevision: 3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20\n"
         "  kimi-k3:apiKey:\n    secure: v1:abc\n"
     )
-    values, secrets = settings.read_stack_file("x", tmp_path)
+    values, _secrets = settings.read_stack_file("x", tmp_path)
     assert values["kimi-k3:efaEnabled"] == "false"
     assert json.loads(values["kimi-k3:clusterAdminRoleArns"]) == ["arn:aws:iam::123456789012:role/a"]
     s = settings.load_stack("x", tmp_path)

@@ -13,7 +13,9 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from components import catalog, settings
 from components.errors import SettingsError, UserError
@@ -23,9 +25,9 @@ from components.serving.lws import _validate as validate_lws
 from components.serving.vllm import VllmServerArgs
 from components.serving.vllm import _validate as validate_server
 from components.subnets import plan_subnets
-from tests.conftest import ROOT
 from tests.builders import load_stack_settings as load
 from tests.builders import stack_config as base
+from tests.conftest import ROOT
 
 # --- vLLM flags: every spelling of a managed flag is the same flag ------------------------
 
@@ -193,7 +195,7 @@ def test_settings_errors_reach_the_cli_as_one_line_without_traceback(tmp_path):
 
 # --- settings accept => the serving components accept ---------------------------------------
 
-FLAG_NAMES = sorted(MANAGED_FLAGS) + ["--max-num-seqs", "--enable-chunked-prefill", "--block-size", "--seed"]
+FLAG_NAMES = [*sorted(MANAGED_FLAGS), "--max-num-seqs", "--enable-chunked-prefill", "--block-size", "--seed"]
 FREE_FLAGS = ["--max-num-seqs", "--enable-chunked-prefill", "--block-size", "--seed", "--speculative-config"]
 
 

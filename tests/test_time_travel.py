@@ -10,7 +10,7 @@ to it), the scale-up planning and the Capacity Block checks with that moment as
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
@@ -31,7 +31,7 @@ B300 = "p6-b300.48xlarge"
 @pytest.fixture(params=OFFSETS)
 def travelled(request):
     """The wall clock moved by one of :data:`OFFSETS` from the real now; yields the moment."""
-    destination = datetime.now(timezone.utc) + travel_offset(request.param)
+    destination = datetime.now(UTC) + travel_offset(request.param)
     with time_machine.travel(destination, tick=False):
         yield clock.program_now()
 
@@ -43,7 +43,7 @@ def _facts(now: datetime, *, state: str, start: timedelta, days: int = 7) -> Cap
 
 def test_the_clock_really_moved(travelled):
     assert abs(clock.program_now() - travelled) < timedelta(seconds=1)
-    assert travelled > datetime.now(timezone.utc) - timedelta(seconds=1)
+    assert travelled > datetime.now(UTC) - timedelta(seconds=1)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

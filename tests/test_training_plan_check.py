@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import botocore.session
 import pytest
@@ -13,7 +13,7 @@ from components import hyperpod_rules as rules
 from components.errors import UserError
 from components.training_plan_check import PlanCapacity, TrainingPlanFacts, check_training_plan, read_training_plan, rehearsal_facts
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/kimi-k3-p6"
 TYPE = "ml.p6-b300.48xlarge"
@@ -37,7 +37,7 @@ def refused(**kwargs) -> str:
 
 
 def test_a_scheduled_plan_in_a_covered_az_passes_with_a_start_warning():
-    assert check() == [f"training plan kimi-k3-p6 starts 2026-12-01 16:00 UTC; the instance group gets its nodes only then"]
+    assert check() == ["training plan kimi-k3-p6 starts 2026-12-01 16:00 UTC; the instance group gets its nodes only then"]
 
 
 def test_an_active_plan_passes_silently():

@@ -11,7 +11,7 @@ import io
 import json
 import sys
 import types
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import botocore.session
@@ -23,7 +23,7 @@ from components import training_plans as tp
 from components.cli import hyperpod_plans as plans_cli
 from components.errors import UserError
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
 REGION = "us-east-1"
 START = datetime(2026, 6, 10, 11, 30, tzinfo=UTC)
@@ -165,7 +165,7 @@ def test_no_offerings(sm, capsys):
     (["--count", "2", "--days", "7", "--region", "Virginia"], "not an AWS region name"),
 ])
 def test_offerings_validation_happens_before_aws(no_aws, capsys, argv, message):
-    code, out, err = run(capsys, "offerings", *argv)
+    code, _out, err = run(capsys, "offerings", *argv)
     assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -254,7 +254,7 @@ def test_purchase_errors_are_one_line(sm, capsys, monkeypatch, code_, expected):
     monkeypatch.setattr(sys, "stdin", FakeStdin("", tty=False))
     _lookup(sm)
     sm.stub.add_client_error("create_training_plan", code_, "details from AWS", expected_params=CREATE)
-    code, out, err = run(capsys, "purchase", OFF_A, "--name", NAME, "--count", "2", "--days", "7", "--yes")
+    code, _out, err = run(capsys, "purchase", OFF_A, "--name", NAME, "--count", "2", "--days", "7", "--yes")
     assert code == 2 and expected in err and err.count("\n") == 1 and "Traceback" not in err
 
 

@@ -13,8 +13,8 @@ import sys
 import types
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:  # run as `pytest tests/test_verify.py` without a 
 import components.cli as cli  # noqa: E402
 from components import verify  # noqa: E402
 from components.errors import UserError  # noqa: E402
-from tests.fake_openai_server import REASONING, Behaviour, FakeOpenAIServer  # noqa: E402
+from tests.fake_openai_server import REASONING, FakeOpenAIServer  # noqa: E402
 
 KEY = "sk-test-4f9c2e7a1b"
 WRONG_KEY = "sk-wrong-8d3a0c55e1"
@@ -348,9 +348,8 @@ def test_run_checks_report(server: FakeOpenAIServer) -> None:
 
 def test_rejected_key_raises_user_error(server: FakeOpenAIServer) -> None:
     """At the function level a 401 is an EndpointRejectedKey (a UserError), not a failed row."""
-    with verify.make_client(server.url, WRONG_KEY, timeout_s=5) as client:
-        with pytest.raises(verify.EndpointRejectedKey):
-            verify.check_chat(client)
+    with verify.make_client(server.url, WRONG_KEY, timeout_s=5) as client, pytest.raises(verify.EndpointRejectedKey):
+        verify.check_chat(client)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ import json
 import pulumi
 import pytest
 
-from tests.conftest import NOW
 from components import labels, offline
 from components.errors import UserError
 from components.serving import (
@@ -21,6 +20,7 @@ from components.serving.base import POD_IDENTITY_AGENT_CIDR
 from components.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
 from tests.builders import IMAGE, REVISION, S3_URI, in_cluster, serving_contract
+from tests.conftest import NOW
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
 API_KEY = "sk-test-api-key-0f3c9a"
@@ -503,7 +503,7 @@ def test_deployment_does_not_block_pulumi_up_by_default(plans):
 
 
 def test_every_manifest_passes_the_kubernetes_1_34_schema(plans):
-    for mode, plan in plans.items():
+    for _mode, plan in plans.items():
         for manifest in plan.kubernetes_objects():
             assert manifest["metadata"].get("name"), manifest["kind"]
             if manifest["kind"] == "ServiceMonitor":
@@ -525,7 +525,7 @@ def test_checkov_finds_nothing_and_every_skip_has_a_reason(checkov_report, plans
     summary = [r["summary"] for r in checkov_report["raw"]]
     assert sum(s["failed"] for s in summary) == 0 and sum(s["parsing_errors"] for s in summary) == 0
     assert sum(s["passed"] for s in summary) > 100  # it really scanned the three renderings
-    for mode, plan in plans.items():
+    for _mode, plan in plans.items():
         for manifest in plan.kubernetes_objects():
             for key, value in (manifest["metadata"].get("annotations") or {}).items():
                 if key.startswith("checkov.io/skip"):
@@ -541,7 +541,7 @@ def test_the_kubernetes_provider_in_opts_reaches_every_kubernetes_child():
         return {}
 
     kinds = ["kubernetes:core/v1:Namespace", "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service", "kubernetes:policy/v1:PodDisruptionBudget"]
-    engine = offline.OfflineEngine(now=NOW, resource_overrides={kind: capture for kind in kinds})
+    engine = offline.OfflineEngine(now=NOW, resource_overrides=dict.fromkeys(kinds, capture))
 
     def program() -> None:
         VllmServer("kimi", VllmServerArgs(**base_args()), opts=in_cluster("gpu-cluster"))

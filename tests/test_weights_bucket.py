@@ -7,10 +7,10 @@ import json
 import pulumi
 import pytest
 
-from tests.conftest import NOW
 from components import offline
 from components.errors import UserError
 from components.weights.bucket import WeightsBucket, WeightsBucketArgs, tls_only_policy
+from tests.conftest import NOW
 
 
 def render(**changes) -> offline.PlanResult:

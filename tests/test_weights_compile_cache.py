@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import tarfile
+from pathlib import Path
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from components.weights import WeightsError
+from components.weights import WeightsError, podmain, warmup
 from components.weights import compile_cache as cc
-from components.weights import podmain, warmup
 from tests.fake_openai_server import FakeOpenAIServer
 
 BUCKET = "acme-ml-weights-us-west-2"
@@ -89,7 +89,7 @@ def snapshot(dirs) -> dict[str, bytes]:
     for d in dirs:
         for root, _, files in os.walk(d):
             for f in files:
-                out[os.path.join(root, f)] = open(os.path.join(root, f), "rb").read()
+                out[os.path.join(root, f)] = Path(root, f).read_bytes()
     return out
 
 

@@ -9,12 +9,12 @@ import subprocess
 import pulumi_kubernetes as k8s
 import pytest
 
-from tests.conftest import NOW
 from components import labels, offline
 from components.errors import UserError
 from components.weights import image_pull as ip
 from components.weights import node_local as nl
 from tests import k8s_checks
+from tests.conftest import NOW
 
 REV = "3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20"
 IMAGE = "210987654321.dkr.ecr.us-west-2.amazonaws.com/vllm-openai@sha256:" + "9b" * 32

@@ -65,7 +65,7 @@ def test_sync_sets_the_crt_target_and_verifies_every_file(tmp_path):
     log = (tmp_path / "aws.log").read_text()
     assert "configure set default.s3.preferred_transfer_client crt" in log
     assert f"configure set default.s3.target_bandwidth {350 * 10**9 // 8}" in log
-    assert sorted(l.split(" ", 1)[1] for l in proc.stdout.splitlines() if l.startswith("verified ")) == sorted(files)
+    assert sorted(line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("verified ")) == sorted(files)
     assert "synced and verified 4 files" in proc.stdout and "(openssl, 2 workers" in proc.stdout
     for path, content in files.items():
         assert (tmp_path / "models" / path).read_bytes() == content
@@ -77,7 +77,7 @@ def test_verification_overlaps_the_transfer(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     # small files are hashed while the big ones are still on their way
-    assert lines.index("verified tokenizer.json") < len([l for l in lines if l.startswith("verified ")]) - 1
+    assert lines.index("verified tokenizer.json") < len([line for line in lines if line.startswith("verified ")]) - 1
     log = (tmp_path / "aws.log").read_text().splitlines()
     assert log[-1] == "synced model-00001.safetensors"
 

@@ -82,8 +82,8 @@ def test_first_run_copies_every_file_verified_and_writes_the_manifests_last(hub,
     assert {e.path: e.sha256 for e in manifest.entries} == {p: hashlib.sha256(c).hexdigest() for p, c in repo.files.items()}
     assert {e.path: e.crc32 for e in manifest.entries} == {p: b64_crc32(zlib.crc32(c)) for p, c in repo.files.items()}
     sums = parse_sha256sums(s3.get_object(Bucket=BUCKET, Key=S3Location.parse(URI).key("SHA256SUMS"))["Body"].read().decode())
-    assert [p for _, p in sums][0] == "model-00001-of-00002.safetensors"  # largest first: balances a greedy verifier
-    assert dict((p, h) for h, p in sums) == {p: hashlib.sha256(c).hexdigest() for p, c in repo.files.items()}
+    assert next(p for _, p in sums) == "model-00001-of-00002.safetensors"  # largest first: balances a greedy verifier
+    assert {p: h for h, p in sums} == {p: hashlib.sha256(c).hexdigest() for p, c in repo.files.items()}
 
 
 def test_a_complete_prefix_is_skipped_without_downloading_anything(hub, s3):

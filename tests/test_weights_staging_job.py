@@ -13,12 +13,12 @@ import textwrap
 import pulumi
 import pytest
 
-from tests.conftest import NOW
 from components import labels, offline
 from components.errors import UserError
 from components.weights import POD_MODULES
 from components.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs, staging_policy
 from tests import k8s_checks
+from tests.conftest import NOW
 from tests.fake_hub import FakeHub
 from tests.test_weights_stage import BUCKET, REPO, REV, URI, make_repo
 

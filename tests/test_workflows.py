@@ -445,7 +445,7 @@ def test_every_action_is_pinned_to_a_commit_sha() -> None:
             uses, comment = m["ref"], (m["comment"] or "").strip()
             if uses.startswith(("./", "docker://")):
                 continue
-            name, _, ref = uses.partition("@")
+            _name, _, ref = uses.partition("@")
             action = action_name(uses)
             where = f"{path.name}: {uses}"
             if action in TAG_PINS:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.serving.api_proxy import ApiProxyConfig, render_nginx_conf  # noqa: E402
-from tests.fake_openai_server import FakeOpenAIServer  # noqa: E402
-from tests.proxy_sandbox import Nginx, PrivateNetwork, require_sandbox  # noqa: E402
+from components.serving.api_proxy import ApiProxyConfig, render_nginx_conf
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.proxy_sandbox import Nginx, PrivateNetwork, require_sandbox
 
 KEY = "sk-bench"
 HEADERS = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}

@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components import catalog  # noqa: E402
-from components.weights.manifest import Manifest, ManifestEntry  # noqa: E402
-from components.weights.node_sync import NODE_SYNC_SCRIPT, verify_workers  # noqa: E402
+from components import catalog
+from components.weights.manifest import Manifest, ManifestEntry
+from components.weights.node_sync import NODE_SYNC_SCRIPT, verify_workers
 
 FAKE_AWS = "#!/bin/sh\ncase \"$1 $2\" in \"s3 cp\") cp \"$FAKE_MANIFEST\" \"$4\" ;; esac\nexit 0\n"
 

@@ -19,10 +19,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml

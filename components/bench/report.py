@@ -8,11 +8,11 @@ bench.json byte for byte.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from statistics import fmean, median
-from typing import Sequence
 
 from components.bench.aiperf_run import LevelResult, Percentiles
 from components.bench.profiles import RequestLength
@@ -183,13 +183,13 @@ def table_row(level: LevelResult, run: BenchRun) -> str:
     ttft, itl, e2e = level.ttft, level.itl, level.e2e
     cells = (
         str(level.concurrency), str(level.requests_ok), str(level.errors),
-        _ms(ttft and ttft.p50), _ms(ttft and ttft.p90), _ms(ttft and ttft.p99),
-        _ms(itl and itl.p50), _ms(itl and itl.p99),
-        _s(e2e and e2e.p50), _s(e2e and e2e.p99),
+        _ms(ttft.p50 if ttft else None), _ms(ttft.p90 if ttft else None), _ms(ttft.p99 if ttft else None),
+        _ms(itl.p50 if itl else None), _ms(itl.p99 if itl else None),
+        _s(e2e.p50 if e2e else None), _s(e2e.p99 if e2e else None),
         f"{level.output_tokens_per_s:.1f}", f"{level.requests_per_s:.2f}",
         "-" if cost is None else f"${cost:,.2f}",
     )
-    return " ".join(cell.rjust(width) for cell, (_, width) in zip(cells, TABLE_COLUMNS))
+    return " ".join(cell.rjust(width) for cell, (_, width) in zip(cells, TABLE_COLUMNS, strict=False))
 
 
 def table_header() -> str:
@@ -232,7 +232,7 @@ def write_plot(run: BenchRun, path: Path) -> Path:
         for quantile, style in (("p50", "o-"), ("p99", "s--")):
             values = [getattr(getattr(level, attribute), quantile) * scale for level in levels]
             axis.plot(throughput, values, style, label=quantile)
-        for level, x in zip(levels, throughput):
+        for level, x in zip(levels, throughput, strict=False):
             axis.annotate(f"c={level.concurrency}", (x, getattr(level, attribute).p50 * scale),
                           textcoords="offset points", xytext=(4, 6), fontsize=8)
         axis.set_title(title)

@@ -31,9 +31,9 @@ Capacity Blocks with EKS managed node groups"; EKS User Guide, capacity-blocks-m
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable, Sequence
 
 from components.capacity.facts import CapacityBlockFacts
 from components.clock import utc
@@ -255,17 +255,17 @@ def verdict(findings: Sequence[Finding]) -> tuple[str, ...]:
 
 __all__ = [
     "ARGS_TERMS",
-    "BlockNeeds",
     "ENDING_SOON",
     "FAIL",
-    "Finding",
     "INSTANCE_PLATFORM",
     "OK",
     "PENDING_STATES",
     "SHORT_WINDOW",
-    "Terms",
     "USABLE_STATES",
     "WARN",
+    "BlockNeeds",
+    "Finding",
+    "Terms",
     "assess",
     "az_in_region",
     "failures",

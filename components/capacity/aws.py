@@ -10,8 +10,9 @@ the one place that creates clients (tests replace it). botocore is imported lazi
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from components.errors import UserError
 from components.formats import CAPACITY_BLOCK_OFFERING_ID, CAPACITY_RESERVATION_ID, REGION

@@ -11,9 +11,10 @@ commands) both map into :class:`CapacityBlockFacts` (:meth:`CapacityBlockFacts.f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from components.clock import utc
 from components.errors import UserError

@@ -8,10 +8,11 @@ A purchase cannot be undone. Every search is validated before AWS is called.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any, Mapping
+from typing import Any
 
 from components.capacity.assessment import INSTANCE_PLATFORM
 from components.capacity.aws import aws_errors, validate_offering_id
@@ -126,7 +127,7 @@ class Offering:
     currency: str
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> "Offering":
+    def from_api(cls, item: Mapping[str, Any]) -> Offering:
         """Build from one ``CapacityBlockOfferings`` entry."""
         try:
             fee = Decimal(item.get("UpfrontFee", "0"))
@@ -186,9 +187,9 @@ def purchase_block(ec2: Any, offering_id: str) -> CapacityBlockFacts:
 __all__ = [
     "MAX_INSTANCES",
     "MAX_START_AHEAD",
+    "PROJECT_TAG",
     "Offering",
     "OfferingQuery",
-    "PROJECT_TAG",
     "build_offering_query",
     "find_offering",
     "find_offerings",

@@ -9,9 +9,10 @@ does not say whether Capacity Block instances count against it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from components import stack_terms
 from components.capacity.assessment import FAIL, OK, WARN, BlockNeeds, Finding, Terms, assess
@@ -172,9 +173,9 @@ def run_preflight(
 
 
 __all__ = [
+    "VCPU_QUOTAS",
     "PreflightReport",
     "QuotaReading",
-    "VCPU_QUOTAS",
     "evaluate_preflight",
     "read_vcpu_quota",
     "run_preflight",

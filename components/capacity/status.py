@@ -9,13 +9,15 @@ enrichment.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from components.capacity.aws import aws_errors, validate_reservation_id
 from components.capacity.facts import CapacityBlockFacts
 from components.errors import UserError
+
 
 @dataclass(frozen=True)
 class BlockStatus:
@@ -61,7 +63,7 @@ def list_capacity_blocks(ec2: Any) -> tuple[CapacityBlockFacts, ...]:
                 for r in page.get("CapacityReservations", [])
                 if r.get("ReservationType") == "capacity-block"
             )
-    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    epoch = datetime.min.replace(tzinfo=UTC)
     return tuple(sorted(found, key=lambda r: (r.start or epoch, r.reservation_id)))
 
 

@@ -16,7 +16,7 @@ import argparse
 import math
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
@@ -130,7 +130,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "--concurrency", type=parse_concurrency, default=DEFAULT_CONCURRENCY, metavar="LIST",
-        help="comma-separated load levels: requests kept in flight (default: %s)" % ",".join(map(str, DEFAULT_CONCURRENCY)),
+        help="comma-separated load levels: requests kept in flight (default: {})".format(",".join(map(str, DEFAULT_CONCURRENCY))),
     )
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--requests", type=_positive_int, default=None, metavar="N",
@@ -150,7 +150,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--workers", type=_positive_int, default=None, metavar="N",
                         help="AIPerf worker processes (default: AIPerf sizes them to the machine)")
     parser.set_defaults(func=run)
-    parser.error = _refuse  # type: ignore[method-assign]
+    parser.error = _refuse
     return parser
 
 
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
     from components.bench import aiperf_run, profiles, report, tokenizer
 
     out = out or sys.stdout
-    started_at = now or datetime.now(timezone.utc)
+    started_at = now or datetime.now(UTC)
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV, "")
     if not api_key:
         raise UserError(f"no API key: pass --api-key or set {API_KEY_ENV}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ CONFIG_KEY = "kimi-k3:capacityReservationId"
 
 def utcnow() -> datetime:
     """The current time in UTC (tests replace this to pin the clock)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # --------------------------------------------------------------------------- formatting
@@ -52,7 +52,7 @@ def _relative(when: datetime | None, now: datetime, future: str, past: str) -> s
 
 def _ts(when: datetime | None) -> str:
     """A UTC timestamp to the minute."""
-    return "-" if when is None else when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return "-" if when is None else when.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def _days(hours: int) -> str:
@@ -63,7 +63,7 @@ def _days(hours: int) -> str:
 def _table(rows: list[list[str]]) -> str:
     """Left-aligned columns separated by two spaces."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
 
 
 # --------------------------------------------------------------------------- commands

@@ -12,9 +12,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from components import nodegroup_scaling as scaling
 from components.capacity import aws as capacity_aws
 from components.capacity.status import describe_reservation
-from components import nodegroup_scaling as scaling
 from components.cli import capacity as capacity_cli
 from components.errors import UserError
 

@@ -31,7 +31,7 @@ class _WithPlans(argparse.ArgumentParser):
 
     plans_parser: argparse.ArgumentParser
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(self, args=None, namespace=None):
         """Hand ``plans ...`` to the training-plan parser, everything else to this one."""
         if args and args[0] == "plans":
             return self.plans_parser.parse_args(args[1:], namespace), []

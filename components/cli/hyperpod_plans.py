@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from components import training_plans as tp
@@ -30,7 +30,7 @@ CONFIG_KEY = "kimi-k3:trainingPlanArn"
 
 def utcnow() -> datetime:
     """The current time in UTC (tests replace this to pin the clock)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _hours(hours: float) -> str:

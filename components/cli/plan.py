@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from components import clock, offline, policy_verdict, project, stack_lint
@@ -181,7 +181,7 @@ def render_summary(
     if result.secret_keys:
         lines += ["", "Secrets: secure: config values cannot be decrypted offline; a marked placeholder stood in and was written as [secret]."]
     if verdict is not None:
-        lines += [""] + verdict.render()
+        lines += ["", *verdict.render()]
     helm = result.helm_values()
     lines += [
         "",
@@ -195,7 +195,7 @@ def render_summary(
 def _when(value: str | None) -> str:
     if not value:
         return "?"
-    moment = datetime.fromisoformat(value).astimezone(timezone.utc)
+    moment = datetime.fromisoformat(value).astimezone(UTC)
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 

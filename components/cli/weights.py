@@ -21,13 +21,15 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from components.errors import SettingsError, UserError
 from components.settings import StackSettings, load_stack
 from components.weights import WeightsError
 from components.weights.manifest import DEFAULT_SHA256SUMS, MANIFEST_NAME
+
 
 def make_s3_client(region: str) -> Any:
     """The S3 client of the stack's region (the one place that creates it; tests run it under moto)."""

@@ -20,9 +20,10 @@ kube-prometheus-stack only loads PrometheusRules whose labels match its rule sel
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from components.errors import UserError
 from components.formats import DNS_LABEL
@@ -133,7 +134,7 @@ def epoch(moment: datetime) -> int:
     """Unix seconds of a timezone-aware datetime."""
     if moment.tzinfo is None:
         raise UserError(f"{moment.isoformat()} has no timezone; pass UTC datetimes")
-    return int(moment.astimezone(timezone.utc).timestamp())
+    return int(moment.astimezone(UTC).timestamp())
 
 
 def validate(args: AlertRulesArgs) -> None:
@@ -275,7 +276,7 @@ def block_rules(args: AlertRulesArgs) -> list[dict[str, Any]]:
     ns = f'namespace="{args.serving_namespace}"'
     containers = "|".join(args.weights_init_containers)
     warn_s = int(t.block_end_warning.total_seconds())
-    end_utc = b.end.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    end_utc = b.end.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         _alert(
             "KimiK3GpuNodesMissing",

@@ -15,9 +15,10 @@ ConfigMap with that label; each data key holding a ``.json`` is one dashboard.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from grafana_foundation_sdk.builders import common as common_builder
 from grafana_foundation_sdk.builders import dashboard as db
@@ -147,7 +148,7 @@ def build_dashboard(args: DashboardArgs) -> Any:
         .with_panel(_series("Power draw", "watt", [(m.DCGM_POWER, gpu_legend)]))
     )
     model_out = builder.build()
-    for number, panel in enumerate(model_out.panels, start=1):
+    for number, panel in enumerate(model_out.panels or [], start=1):
         panel.id_val = number  # stable ids: links to a panel survive a re-render
     return model_out
 

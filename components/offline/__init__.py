@@ -34,13 +34,13 @@ from components.offline.results import PlanResult, kubernetes_manifest, manifest
 
 __all__ = [
     "ACCOUNT_ID",
+    "SECRET_MARK",
     "InvokeHandler",
     "OfflineEngine",
     "PlanResult",
     "RecordedResource",
     "ReservationFixture",
     "ResourceHandler",
-    "SECRET_MARK",
     "absent_secret_warning",
     "contains_secret",
     "default_reservation",

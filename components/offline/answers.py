@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from typing import Mapping
+from collections.abc import Mapping
 
 from pulumi.runtime import mocks as pulumi_mocks
 

@@ -10,9 +10,10 @@ parent, inputs, dependencies); resources and invokes are answered by
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
@@ -67,7 +68,7 @@ class RecordedResource:
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
     """Mock monitor that also remembers each registration: parent, inputs, dependencies and options."""
 
-    def __init__(self, mocks: "_Mocks") -> None:
+    def __init__(self, mocks: _Mocks) -> None:
         super().__init__(mocks)
         self.records: list[RecordedResource] = []
 
@@ -95,7 +96,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
 
 
 class _Mocks(pulumi_mocks.Mocks):
-    def __init__(self, engine: "OfflineEngine") -> None:
+    def __init__(self, engine: OfflineEngine) -> None:
         self.engine = engine
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
@@ -226,8 +227,8 @@ class OfflineEngine:
 
     # -- invokes
 
-    def call(self, token: str, args: dict) -> dict:
-        """Answer an invoke the program makes (provider data sources)."""
+    def call(self, token: str, args: dict) -> dict | tuple[dict, list[tuple[str, str]]]:
+        """Answer an invoke the program makes (provider data sources); a ``(result, failures)`` pair is a failed invoke."""
         self.invokes.append((token, args))
         if token in self.invoke_overrides:
             return self.invoke_overrides[token](args)

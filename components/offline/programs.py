@@ -6,9 +6,10 @@ import dataclasses
 import os
 import runpy
 import sys
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from components import project as project_files
 from components import settings as stack_settings
@@ -16,6 +17,7 @@ from components.config_keys import PROJECT
 from components.offline.engine import OfflineEngine
 from components.offline.fixtures import ReservationFixture, default_reservation, next_block_start
 from components.offline.results import PlanResult
+
 
 def stack_region(values: Mapping[str, str]) -> str:
     """``aws:region`` of a stack's config, checked by the settings' rule (required, a known region shape)."""

@@ -9,10 +9,11 @@ children, the Kubernetes objects, the Helm values); :func:`write_plan` writes
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from components import settings as stack_settings
 from components.errors import UserError

@@ -196,7 +196,7 @@ class ApiRoute:
             )
 
     @classmethod
-    def parse(cls, text: str) -> "ApiRoute":
+    def parse(cls, text: str) -> ApiRoute:
         """``"POST /v1/embeddings"`` → ``ApiRoute("POST", "/v1/embeddings")``; raises :class:`UserError` if malformed."""
         parts = text.split() if isinstance(text, str) else []
         if len(parts) != 2:

@@ -28,8 +28,9 @@ component's AWS provider (default or from ``opts`` the same way).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -374,9 +375,9 @@ def _nlb_url(status: Any, scheme: str, port: int) -> str | None:
 __all__ = [
     "APP_NAME",
     "FLOATING_TAG_SKIP",
-    "Foundation",
     "POD_IDENTITY_AGENT_CIDR",
     "SECRET_ENV_SKIP",
+    "Foundation",
     "VllmServingBase",
     "checkov_skips",
     "egress_rules",

@@ -112,7 +112,7 @@ class ImageContract:
             raise ContractError("image contract", "image", self.reference, "expected an image reference with a tag or a digest")
 
     @classmethod
-    def parse(cls, ref: str) -> "ImageContract":
+    def parse(cls, ref: str) -> ImageContract:
         """Build the contract from ``repo[:tag][@sha256:…]``; raises :class:`ContractError` if malformed."""
         parsed = parse_image_reference(ref)
         if parsed is None:

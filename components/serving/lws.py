@@ -46,8 +46,8 @@ on the :class:`~components.lws_controller.LwsController`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -290,7 +290,7 @@ def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
 __all__ = [
     "EFA_ENV",
     "EFA_RESOURCE",
+    "WORKER_INDEX_LABEL",
     "VllmLeaderWorkerSet",
     "VllmLeaderWorkerSetArgs",
-    "WORKER_INDEX_LABEL",
 ]

@@ -21,8 +21,9 @@ files already present when only the container restarts.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -314,8 +315,8 @@ __all__ = [
     "AWS_CLI_IMAGE",
     "HOME",
     "PROBE_PERIOD_S",
-    "PodKit",
     "RUN_AS_USER",
+    "PodKit",
     "container_security_context",
     "kit_env_names",
     "node_share",

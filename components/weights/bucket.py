@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import pulumi
 import pulumi_aws as aws
@@ -69,7 +69,7 @@ class WeightsBucket(pulumi.ComponentResource):
         if not 1 <= args.abort_incomplete_days <= 365 or not 1 <= args.noncurrent_version_days <= 3650:
             raise UserError("weights bucket: abort_incomplete_days must be 1-365 and noncurrent_version_days 1-3650")
         super().__init__("kimi-k3:index:WeightsBucket", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        pulumi.ResourceOptions(parent=self)
         self.bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket_name, force_destroy=False, tags={"kimi-k3/component": "weights", **args.tags}, opts=pulumi.ResourceOptions(parent=self, protect=args.protect))
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.bucket])
         self.public_access = aws.s3.BucketPublicAccessBlock(

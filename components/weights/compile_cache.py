@@ -33,8 +33,9 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from components.weights import WeightsError
 from components.weights.s3store import SHA256_META, S3Location, head, upload_verified

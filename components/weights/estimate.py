@@ -140,8 +140,8 @@ def _transfer_phases(x: StartupInputs) -> list[Phase]:
     size_gb = x.weights_bytes / 1e9
     facts = catalog.STARTUP_FACTS[x.instance_type]
     if x.weights_source == "huggingface":
-        rate = FIGURES["hf_download"]
-        transfer = Phase("weights download (Hugging Face)", size_gb / rate.value / 60, rate.source, True)
+        download = FIGURES["hf_download"]
+        transfer = Phase("weights download (Hugging Face)", size_gb / download.value / 60, download.source, True)
     else:
         disk = facts.nvme_drives * facts.nvme_write_gbytes_per_s_per_drive.value
         if x.crt_target_bandwidth:
@@ -278,7 +278,7 @@ def recommended_ready_timeout_s(x: StartupInputs, safety: float = 2.0, margin_s:
 def check_ready_timeout(configured_s: int, x: StartupInputs, margin_s: int = 600) -> str | None:
     """A warning when ``configured_s`` is shorter than the cold engine estimate + margin (vLLM would give up mid-compile)."""
     worst = max(engine_minutes(e) for e in estimate_all(x).values())
-    floor = int(math.ceil(worst * 60 + margin_s))
+    floor = math.ceil(worst * 60 + margin_s)
     if configured_s < floor:
         return f"engine ready timeout {configured_s} s is shorter than the cold start estimate ({worst:.0f} min) + {margin_s // 60} min; set at least {floor} s (recommended {recommended_ready_timeout_s(x)} s)"
     return None
@@ -321,7 +321,7 @@ def mechanisms_needed(x: StartupInputs, targets: dict[str, float]) -> dict[str, 
         for field_name, label in toggles.items():
             if getattr(x, field_name):
                 continue
-            saved = base[case].minutes - estimate_case(replace(x, **{field_name: True}), case).minutes
+            saved = base[case].minutes - estimate_case(replace(x, **{field_name: True}), case).minutes  # type: ignore[arg-type]  # the toggles are bool fields
             if saved > 0.05:
                 helps.append(f"{label} (-{saved:.1f} min)")
         if x.verify != "overlapped":

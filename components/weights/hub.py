@@ -23,8 +23,9 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from components.weights import WeightsError
 from components.weights.manifest import check_repo_path
@@ -50,7 +51,7 @@ class HubFile:
     """sha256 of the content Hugging Face publishes for LFS files (``lfs.oid``); ``None`` otherwise."""
 
 
-def git_blob_oid(size: int) -> "hashlib._Hash":
+def git_blob_oid(size: int) -> hashlib._Hash:
     """A sha1 primed with git's blob header; feed it the content to get the blob id."""
     digest = hashlib.sha1(usedforsecurity=False)
     digest.update(f"blob {size}\0".encode())
@@ -60,7 +61,7 @@ def git_blob_oid(size: int) -> "hashlib._Hash":
 class _SameHostAuthRedirect(urllib.request.HTTPRedirectHandler):
     """Follow redirects, but never send the Hub token to another host (the CDN URL is signed)."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 (urllib hook)
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
             new.remove_header("Authorization")

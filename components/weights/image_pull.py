@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
@@ -111,7 +111,7 @@ def prepull_daemonset_spec(image: str, pod_labels: Mapping[str, str], instance_t
                 automount_service_account_token=False,
                 enable_service_links=False,
                 node_selector=selector,
-                tolerations=[k8s.core.v1.TolerationArgs(**labels.GPU_TOLERATION)],
+                tolerations=[k8s.core.v1.TolerationArgs(key=labels.GPU_TOLERATION["key"], operator=labels.GPU_TOLERATION["operator"], effect=labels.GPU_TOLERATION["effect"])],
                 termination_grace_period_seconds=5,
                 security_context=k8s.core.v1.PodSecurityContextArgs(run_as_non_root=True, run_as_user=10001, run_as_group=10001, seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault")),
                 init_containers=[k8s.core.v1.ContainerArgs(name="pull", image=image, image_pull_policy=pull, command=["python3", "-c", "pass"], resources=tiny, security_context=_restricted())],

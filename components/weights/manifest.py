@@ -107,7 +107,7 @@ class Manifest:
         ) + "\n"
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "Manifest":
+    def from_json(cls, text: str | bytes) -> Manifest:
         """Parse :meth:`to_json` output; raises :class:`WeightsError` on anything else."""
         try:
             data = json.loads(text)

@@ -26,7 +26,6 @@ pinned CLI bundles it yet, so the sha256 pass stays — overlapped, it costs CPU
 
 from __future__ import annotations
 
-
 from components import catalog
 from components.errors import UserError
 
@@ -148,4 +147,4 @@ def crt_fallback_minutes(bytes_total: float, efficiency: float = 1.0) -> float:
     return bytes_total / (catalog.CRT_FALLBACK_GBPS.value * 1e9 / 8 * efficiency) / 60
 
 
-__all__ = ["NODE_SYNC_SCRIPT", "init_cpus", "node_sync_env", "sync_minutes", "target_bandwidth_bytes_per_s", "verify_workers", "crt_fallback_minutes"]
+__all__ = ["NODE_SYNC_SCRIPT", "crt_fallback_minutes", "init_cpus", "node_sync_env", "sync_minutes", "target_bandwidth_bytes_per_s", "verify_workers"]

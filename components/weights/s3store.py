@@ -20,14 +20,16 @@ a completed object with our metadata is a verified one; a failed check aborts th
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import math
 import re
 import threading
 import zlib
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from components.weights import WeightsError
 
@@ -55,7 +57,7 @@ class S3Location:
     prefix: str
 
     @classmethod
-    def parse(cls, uri: str) -> "S3Location":
+    def parse(cls, uri: str) -> S3Location:
         """From ``s3://bucket/prefix/``; raises :class:`WeightsError` otherwise."""
         match = S3_URI.match(uri or "")
         if not match:
@@ -112,7 +114,7 @@ def head_many(s3: Any, location: S3Location, paths: Iterable[str], workers: int 
     """:func:`head` for many paths, in parallel."""
     paths = list(paths)
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(paths) or 1))) as pool:
-        return dict(zip(paths, pool.map(lambda p: head(s3, location, p), paths)))
+        return dict(zip(paths, pool.map(lambda p: head(s3, location, p), paths), strict=False))
 
 
 def read_text(s3: Any, location: S3Location, path: str) -> str | None:
@@ -260,10 +262,9 @@ def upload_verified(
         for f in parts:
             f.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
-        try:
+        # The original error matters more; a stale upload is aborted on the next run.
+        with contextlib.suppress(Exception):
             s3.abort_multipart_upload(Bucket=location.bucket, Key=key, UploadId=upload_id)
-        except Exception:  # the original error matters more; a stale upload is aborted on the next run
-            pass
         raise
     finally:
         pool.shutdown(wait=True)

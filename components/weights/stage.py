@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import http.client
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from components.weights import WeightsError
 from components.weights.hub import HubClient, HubFile, iter_chunks

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -210,6 +211,7 @@ class WeightsStagingJob(pulumi.ComponentResource):
         validate(args)
         super().__init__("kimi-k3:index:WeightsStagingJob", name, None, opts)
         match = S3_URI.match(args.s3_uri)
+        assert match is not None  # validate() refused anything else
         bucket, prefix = match.group(1), match.group(2)
         common = {"app.kubernetes.io/part-of": "kimi-k3", "app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/name": "weights-stage", **args.labels}
         ns = args.namespace

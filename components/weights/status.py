@@ -7,9 +7,10 @@ content that changed behind metadata that still looks right).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from components.weights.s3store import S3Location, object_sha256
 from components.weights.stage import MISMATCHED, MISSING, STAGED, FileVerdict
