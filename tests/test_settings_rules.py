@@ -272,3 +272,37 @@ def test_whatever_settings_accept_the_serving_components_accept(values):
             validate_server("kimi-k3-serving", VllmServerArgs(**common))
     except UserError as err:  # pragma: no cover - the property's counterexample
         pytest.fail(f"settings accepted {values} but the serving components refuse it: {err}")
+
+
+# --- what `kimi-k3 plan` prints for each of these mistakes ----------------------------------
+
+PLAN_MISTAKES = [
+    ({"kimi-k3:vllmExtraArgs": ["-tp", "4"]}, "kimi-k3:vllmExtraArgs", "'-tp'"),
+    ({"kimi-k3:vllmExtraArgs": ["-pp", "2"]}, "kimi-k3:vllmExtraArgs", "'-pp'"),
+    ({"kimi-k3:vllmExtraArgs": ["--tensor-parallel-size 4"]}, "kimi-k3:vllmExtraArgs", "'--tensor-parallel-size 4'"),
+    ({"kimi-k3:vllmExtraArgs": ["--api-key x"]}, "kimi-k3:vllmExtraArgs", "'--api-key x'"),
+    ({"kimi-k3:vllmExtraArgs": ["--trust-remote-code"]}, "kimi-k3:vllmExtraArgs", "'--trust-remote-code'"),
+    ({"maxModelLen": 131072}, "maxModelLen", "131072"),
+    ({"kimi_k3:replicas": 2}, "kimi_k3:replicas", "2"),
+    ({"kimi-k3:maxModelLength": 131072}, "kimi-k3:maxModelLength", "131072"),
+    ({"kimi-k3:capacityReservationId": "cb-0123456789abcdef0"}, "kimi-k3:capacityReservationId", "'cb-0123456789abcdef0'"),
+    ({"kimi-k3:vpcCidr": "10.42.0.0/22"}, "kimi-k3:vpcCidr", "'10.42.0.0/22'"),
+]
+
+
+@pytest.mark.parametrize(("changes", "key", "shown"), PLAN_MISTAKES, ids=[k for _, k, _ in PLAN_MISTAKES])
+def test_plan_stops_with_one_line_naming_the_key_and_the_value(changes, key, shown, tmp_path, capsys):
+    import yaml
+
+    from components.cli import main
+    from tests.user_project import copy_library_project, library_stack
+
+    document = yaml.safe_load(library_stack("dev"))
+    document["config"].update(changes)
+    project = copy_library_project(tmp_path / "user", {"dev": yaml.safe_dump(document)})
+    out = tmp_path / "out"
+    assert main(["plan", "dev", "--program", str(project), "--out", str(out), "--now", "2026-12-01T08:00:00Z"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"kimi-k3: error: config {key}: ") and " is not accepted; " in err
+    assert shown in err.split(" is not accepted; ")[0]
+    assert not out.exists()
