@@ -36,6 +36,7 @@ from components import catalog, labels
 from components.capacity.assessment import ARGS_TERMS, BlockNeeds, assess, failures, warnings
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
+from components.delivery_check import cloudwatch_key_statement, cloudwatch_topic_statement
 from components.errors import Problems
 from components.formats import CAPACITY_RESERVATION_ID, EMAIL
 from components.node_role import eks_node_role
@@ -396,7 +397,9 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         )
         # EventBridge cannot publish to a topic encrypted with the AWS managed key
         # (alias/aws/sns): its key policy cannot grant events.amazonaws.com. So the topic
-        # gets its own customer managed key whose policy lets EventBridge use it.
+        # gets its own customer managed key whose policy lets EventBridge use it, and
+        # CloudWatch too: the delivery check's alarm (and any alarm of this account) notifies
+        # this topic.
         key = aws.kms.Key(
             f"{name}-alerts-key",
             description=f"Encrypts the Capacity Block alerts topic of {name}",
@@ -410,7 +413,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         aws.sns.TopicPolicy(
             f"{name}-alerts-policy",
             arn=topic.arn,
-            policy=pulumi.Output.all(topic.arn, rule.arn).apply(lambda v: _topic_policy(v[0], v[1])),
+            policy=pulumi.Output.all(topic.arn, rule.arn, identity.account_id).apply(lambda v: _topic_policy(v[0], v[1], v[2])),
             opts=child,
         )
         aws.cloudwatch.EventTarget(f"{name}-block-events-to-sns", rule=rule.name, arn=topic.arn, opts=child)
@@ -421,7 +424,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         return topic
 
 
-def _topic_policy(topic_arn: str, rule_arn: str) -> str:
+def _topic_policy(topic_arn: str, rule_arn: str, account_id: str) -> str:
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -433,7 +436,8 @@ def _topic_policy(topic_arn: str, rule_arn: str) -> str:
                     "Action": "sns:Publish",
                     "Resource": topic_arn,
                     "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
-                }
+                },
+                cloudwatch_topic_statement(topic_arn, account_id),
             ],
         }
     )
@@ -459,6 +463,7 @@ def _alerts_key_policy(partition: str, account_id: str) -> str:
                     "Resource": "*",
                     "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
                 },
+                cloudwatch_key_statement(account_id),
             ],
         }
     )

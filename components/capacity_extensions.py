@@ -252,6 +252,15 @@ def extension_status(history: Iterable[Extension], now: datetime) -> Finding | N
     return Finding(WARN, "extension", f"{days} extension to {_when(newest.end)} is {newest.status}.")
 
 
+def read_extension_status(ec2: Any, reservation_id: str, now: datetime) -> Finding | None:
+    """:func:`extension_status` of the block's history; a WARN line instead of an error when the history cannot be read."""
+    try:
+        history = extension_history(ec2, reservation_id)
+    except UserError as err:
+        return Finding(WARN, "extension", f"could not read the extension history: {err}")
+    return extension_status(history, now)
+
+
 # --------------------------------------------------------------------------- EKS scale-down action
 
 

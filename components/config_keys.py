@@ -103,6 +103,13 @@ _KEYS = (
     ConfigKey("serviceMonitorEnabled", "boolean", "Create a Prometheus Operator ServiceMonitor (needs its CRDs); otherwise scrape annotations.", False),
     ConfigKey("apiKey", "string", "API key clients must send (Bearer). Set with: pulumi config set --secret kimi-k3:apiKey.", secret=True),
     ConfigKey("huggingFaceToken", "string", "Hugging Face token for gated downloads. Set with --secret. Empty: anonymous.", "", secret=True),
+    # --- monitoring and alerts -------------------------------------------------
+    ConfigKey("prometheusOperatorEnabled", "boolean", "The cluster runs the Prometheus Operator (e.g. kube-prometheus-stack): declare the alert rules (PrometheusRule), the Grafana dashboard ConfigMap and ServiceMonitors for vLLM and the DCGM exporter (whatever serviceMonitorEnabled says: the rules read what they scrape). Needs the operator's CRDs, else the apply fails.", False),
+    ConfigKey("prometheusSelectorLabels", "array", "Labels, as key=value, on the PrometheusRule and the ServiceMonitors so the operator's rule and ServiceMonitor selectors pick them up (kube-prometheus-stack selects release=<its Helm release name>). Empty: no label.", ["release=kube-prometheus-stack"]),
+    ConfigKey("monitoringNamespace", "string", "Namespace of the Prometheus that scrapes the serving pods (their NetworkPolicy admits it) and of the PrometheusRule. Must exist.", "monitoring"),
+    ConfigKey("grafanaDashboardNamespace", "string", "Namespace of the Grafana dashboard ConfigMap (labelled grafana_dashboard=1 for Grafana's sidecar). Empty: monitoringNamespace.", ""),
+    ConfigKey("alertTtftP99Seconds", "integer", "KimiK3TimeToFirstTokenHigh fires when the p99 time to first token stays above this many seconds for 10 minutes (1 to 600). The one threshold that depends on your traffic: long agentic prompts need more than chat. The other thresholds follow vLLM's behaviour (docs/observability.md).", 10),
+    ConfigKey("deliveryCheckEnabled", "boolean", "Declare the delivery check: a CloudWatch alarm, outside the cluster, that notifies the Capacity Block alerts topic when fewer GPU instances than reserved are in service 20 minutes after the block's start.", True),
 )
 
 CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
@@ -116,6 +123,7 @@ SECTIONS = (
     ("Capacity Block and GPU nodes", ("capacityReservationId", "gpuInstanceType", "gpuAmiReleaseVersion", "gpuRootVolumeGiB", "efaEnabled", "capacityAlertEmail")),
     ("GPU plugins", ("nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion")),
     ("Serving", ("servingImage", "modelId", "modelRevision", "weightsSource", "weightsS3Uri", "weightsSha256Manifest", "tensorParallelSize", "pipelineParallelSize", "gpuMemoryUtilization", "maxModelLen", "kvCacheDtype", "vllmExtraArgs", "engineReadyTimeoutSeconds", "replicas", "exposure", "servingAllowedCidrs", "serviceMonitorEnabled", "apiKey", "huggingFaceToken")),
+    ("Monitoring and alerts", ("prometheusOperatorEnabled", "prometheusSelectorLabels", "monitoringNamespace", "grafanaDashboardNamespace", "alertTtftP99Seconds", "deliveryCheckEnabled")),
 )
 """Keys grouped for the README's reference (every key exactly once)."""
 

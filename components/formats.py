@@ -55,3 +55,10 @@ EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 EMAIL_LETTER_TLD = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 """An e-mail address whose top-level domain is two or more letters (stack config)."""
+
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+"""A Kubernetes label key: an optional DNS-subdomain prefix and ``/``, then a name of at most 63
+characters (Kubernetes docs, "Labels and Selectors", syntax and character set)."""
+
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+"""A Kubernetes label value: empty, or at most 63 characters of the label-name alphabet."""

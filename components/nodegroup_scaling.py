@@ -42,6 +42,8 @@ class NodeGroupSize:
     max_size: int
     desired_size: int
     status: str
+    autoscaling_groups: tuple[str, ...] = ()
+    """Names of the Auto Scaling groups EKS made for the node group (``resources.autoScalingGroups``)."""
 
     @classmethod
     def from_api(cls, nodegroup: dict[str, Any]) -> NodeGroupSize:
@@ -54,6 +56,7 @@ class NodeGroupSize:
             max_size=int(scaling.get("maxSize", 0)),
             desired_size=int(scaling.get("desiredSize", 0)),
             status=nodegroup.get("status", "UNKNOWN"),
+            autoscaling_groups=tuple(g["name"] for g in (nodegroup.get("resources") or {}).get("autoScalingGroups") or [] if g.get("name")),
         )
 
 

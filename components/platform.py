@@ -19,17 +19,20 @@ from components.capacity.facts import CapacityBlockFacts
 from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
 from components.cluster import Cluster, ClusterArgs
+from components.delivery_check import DeliveryCheck
 from components.errors import SettingsError, UserError
 from components.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.lws_controller import LwsController, LwsControllerArgs
 from components.network import ExistingNetworkArgs, Network, NetworkArgs
+from components.observability.monitoring import ServingMonitoring
 from components.serving.base import VllmServingBase
 from components.serving.contracts import ServingContract, contract_summary
 from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.vllm import VllmServer, VllmServerArgs
 from components.settings import Secret, StackSettings
 from components.settings import cluster_name as stack_cluster_name
+from components.stack_monitoring import alerts_and_dashboard, dcgm_extra_values, delivery_check_args, serving_scrape_fields
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def resolve_stack(settings: StackSettings, now: datetime) -> ResolvedStack:
     needs = BlockNeeds(instance_type=settings.capacity.instance_type, nodes_required=settings.nodes_required, availability_zones=azs)
     warnings = verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))
     contract = settings.serving.contract
-    replicas = settings.serving.replicas or max(1, block.instance_count // settings.nodes_per_replica)
+    replicas = settings.replicas_for(block.instance_count)
     return ResolvedStack(
         reservation=block,
         availability_zones=azs,
@@ -213,6 +216,7 @@ class Platform(pulumi.ComponentResource):
                     enabled=plugins.dcgm_exporter_enabled,
                     version=plugins.dcgm_exporter_version,
                     service_monitor=settings.serving.service_monitor_enabled,
+                    extra_values=dcgm_extra_values(settings),
                 ),
             ),
             opts=in_cluster,
@@ -246,6 +250,7 @@ class Platform(pulumi.ComponentResource):
             allowed_cidrs=serving.allowed_cidrs,
             vpc_cidr=self.network.vpc_cidr,
             service_monitor=serving.service_monitor_enabled,
+            **serving_scrape_fields(settings),
         )
         serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
         self.server: VllmServingBase
@@ -254,7 +259,25 @@ class Platform(pulumi.ComponentResource):
         else:
             self.server = VllmServer(f"{name}-serving", VllmServerArgs(**serving_args), opts=serving_opts)
 
+        self.monitoring = self._declare_monitoring(name, in_cluster)
+        self.delivery_check = self._declare_delivery_check(name, now, tags)
         self.register_outputs(self.stack_outputs())
+
+    def _declare_monitoring(self, name: str, in_cluster: pulumi.ResourceOptions) -> ServingMonitoring | None:
+        """The PrometheusRule and the dashboard (``kimi-k3:prometheusOperatorEnabled``), keyed on the reservation as it is now."""
+        if not self.settings.monitoring.prometheus_operator:
+            return None
+        args = alerts_and_dashboard(self.settings, self.resolved.reservation, self.server.args)
+        return ServingMonitoring(f"{name}-monitoring", args, opts=in_cluster)
+
+    def _declare_delivery_check(self, name: str, now: datetime, tags: dict[str, str]) -> DeliveryCheck | None:
+        """The CloudWatch delivery check on the GPU node group's ASG (``kimi-k3:deliveryCheckEnabled``)."""
+        if not self.settings.monitoring.delivery_check:
+            return None
+        args = delivery_check_args(
+            self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
+        )
+        return DeliveryCheck(f"{name}-delivery-check", args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
 
     def stack_outputs(self) -> dict[str, Any]:
         """The stack outputs ``__main__.py`` exports."""
@@ -284,6 +307,8 @@ class Platform(pulumi.ComponentResource):
             "gpuNodeGroup": self.gpu_nodes.node_group_name,
             "gpuAutoScalingGroup": self.gpu_nodes.asg_name,
             "capacityAlertTopicArn": self.gpu_nodes.alert_topic_arn,
+            "deliveryCheckAlarm": self.delivery_check.alarm.name if self.delivery_check else None,
+            "alertRules": self.monitoring.rule_name if self.monitoring else None,
             "endpoint": self.server.endpoint_url,
             "servingNamespace": self.server.namespace,
             "servingService": self.server.service_name,

@@ -15,6 +15,7 @@ Three entry points, one validator:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import functools
 import importlib.util
@@ -33,8 +34,11 @@ from components.formats import (
     CAPACITY_BLOCK_OFFERING_ID,
     CAPACITY_RESERVATION_ID,
     CHART_VERSION,
+    DNS_LABEL,
     EMAIL_LETTER_TLD,
     KNOWN_REGION,
+    LABEL_KEY,
+    LABEL_VALUE,
     LOG_RETENTION_DAYS,
     ROLE_ARN,
     SUBNET_ID,
@@ -168,6 +172,24 @@ class ServingSettings:
 
 
 @dataclass(frozen=True)
+class MonitoringSettings:
+    """Alert rules, dashboard and the delivery check (the ``Monitoring and alerts`` keys)."""
+
+    prometheus_operator: bool = False
+    """Declare the PrometheusRule, the dashboard ConfigMap and the ServiceMonitors."""
+    selector_labels: tuple[tuple[str, str], ...] = (("release", "kube-prometheus-stack"),)
+    """Labels the operator's rule and ServiceMonitor selectors match, as (key, value) pairs."""
+    namespace: str = "monitoring"
+    """Namespace of the scraping Prometheus and of the PrometheusRule."""
+    dashboard_namespace: str = "monitoring"
+    """Namespace of the dashboard ConfigMap."""
+    ttft_p99_s: int = 10
+    """Threshold of the time-to-first-token alert, seconds."""
+    delivery_check: bool = True
+    """Declare the CloudWatch delivery check on the GPU node group's ASG."""
+
+
+@dataclass(frozen=True)
 class StackSettings:
     """Everything one stack needs, validated as a whole."""
 
@@ -182,6 +204,8 @@ class StackSettings:
     serving: ServingSettings
     warnings: tuple[str, ...] = ()
     """Non-fatal findings (e.g. a floating image tag outside prod), shown by the program."""
+    monitoring: MonitoringSettings = field(default_factory=MonitoringSettings)
+    """Alerts, dashboard and the delivery check."""
 
     @property
     def instance(self) -> catalog.InstanceType:
@@ -197,6 +221,10 @@ class StackSettings:
     def nodes_required(self) -> int:
         """GPU nodes the stack needs at minimum (configured replicas, or one replica)."""
         return max(1, self.serving.replicas) * self.nodes_per_replica
+
+    def replicas_for(self, reserved_instances: int) -> int:
+        """Serving replicas on a block of ``reserved_instances``: configured, or one per group of reserved nodes."""
+        return self.serving.replicas or max(1, reserved_instances // self.nodes_per_replica)
 
     @property
     def production(self) -> bool:
@@ -449,6 +477,9 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     capacity = _validate_capacity(r, prod)
     plugins = _validate_plugins(r)
     serving = _validate_serving(r, prod, region, capacity, warnings)
+    monitoring = _validate_monitoring(r)
+    if monitoring.prometheus_operator:
+        serving = dataclasses.replace(serving, service_monitor_enabled=True)
 
     return StackSettings(
         project=project,
@@ -461,6 +492,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
         plugins=plugins,
         serving=serving,
         warnings=tuple(warnings),
+        monitoring=monitoring,
     )
 
 
@@ -670,4 +702,35 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         service_monitor_enabled=r.get("serviceMonitorEnabled"),
         api_key=api_key,
         hugging_face_token=r.secret("huggingFaceToken"),
+    )
+
+
+def _validate_monitoring(r: _Reader) -> MonitoringSettings:
+    """The ``Monitoring and alerts`` keys: selector labels, namespaces, the TTFT threshold, the switches."""
+    # With the operator the ServiceMonitors are always declared: the alert rules read the vLLM
+    # series a ServiceMonitor scrapes (the caller turns serving.service_monitor_enabled on).
+    operator = r.get("prometheusOperatorEnabled")
+    pairs: list[tuple[str, str]] = []
+    for item in r.get("prometheusSelectorLabels"):
+        key, sep, value = item.partition("=")
+        if not sep or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
+            raise SettingsError(_key("prometheusSelectorLabels"), item, "expected key=value Kubernetes labels such as release=kube-prometheus-stack")
+        if key in dict(pairs):
+            raise SettingsError(_key("prometheusSelectorLabels"), item, f"each label key once ({key} is set twice)")
+        pairs.append((key, value))
+    namespaces = {}
+    for name in ("monitoringNamespace", "grafanaDashboardNamespace"):
+        value = r.get(name)
+        if value and not DNS_LABEL.fullmatch(value):
+            raise SettingsError(_key(name), value, "expected a Kubernetes namespace name (a DNS label: lowercase letters, digits and '-', at most 63)")
+        namespaces[name] = value
+    if not namespaces["monitoringNamespace"]:
+        raise SettingsError(_key("monitoringNamespace"), "", "expected a Kubernetes namespace name such as monitoring")
+    return MonitoringSettings(
+        prometheus_operator=operator,
+        selector_labels=tuple(pairs),
+        namespace=namespaces["monitoringNamespace"],
+        dashboard_namespace=namespaces["grafanaDashboardNamespace"] or namespaces["monitoringNamespace"],
+        ttft_p99_s=_in_range("alertTtftP99Seconds", r.get("alertTtftP99Seconds"), 1, 600),
+        delivery_check=r.get("deliveryCheckEnabled"),
     )

@@ -23,6 +23,7 @@ CRD_SCHEMAS = {
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): DATA / "leaderworkerset-v1.schema.json",
     ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig"): DATA / "inferenceendpointconfig-v1.schema.json",
     ("monitoring.coreos.com/v1", "PrometheusRule"): DATA / "prometheusrule-v1.schema.json",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): DATA / "servicemonitor-v1.schema.json",
 }
 
 

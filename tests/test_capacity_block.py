@@ -250,7 +250,7 @@ def test_event_rule_matches_this_blocks_delivery_and_expiration_events(scheduled
             "Capacity Block Reservation Delivered", "Capacity Block Delivered"} == set(EVENT_DETAIL_TYPES)
 
 
-def test_topic_is_kms_encrypted_and_only_this_rule_may_publish(scheduled):
+def test_topic_is_kms_encrypted_and_only_this_rule_and_this_accounts_alarms_may_publish(scheduled):
     topic = scheduled.one("aws:sns/topic:Topic")
     key = scheduled.one("aws:kms/key:Key")
     assert topic.plain_inputs["kmsMasterKeyId"] == key.outputs["arn"]
@@ -260,7 +260,11 @@ def test_topic_is_kms_encrypted_and_only_this_rule_may_publish(scheduled):
     assert events and set(events[0]["Action"]) == {"kms:GenerateDataKey*", "kms:Decrypt"}
 
     policy = json.loads(scheduled.one("aws:sns/topicPolicy:TopicPolicy").plain_inputs["policy"])
-    (statement,) = policy["Statement"]
+    statement, alarms = policy["Statement"]
+    assert alarms["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and alarms["Action"] == "sns:Publish"
+    assert alarms["Resource"] == topic.outputs["arn"] and alarms["Condition"] == {"StringEquals": {"aws:SourceAccount": offline.ACCOUNT_ID}}
+    cloudwatch = [s for s in key_policy["Statement"] if s["Principal"] == {"Service": "cloudwatch.amazonaws.com"}]
+    assert cloudwatch and set(cloudwatch[0]["Action"]) == {"kms:GenerateDataKey*", "kms:Decrypt"}
     rule = scheduled.one("aws:cloudwatch/eventRule:EventRule")
     assert statement["Principal"] == {"Service": "events.amazonaws.com"} and statement["Action"] == "sns:Publish"
     assert statement["Resource"] == topic.outputs["arn"]

@@ -16,7 +16,7 @@ from components.capacity import aws as capacity_aws
 from components.cli import capacity as capacity_cli
 from tests.aws_stubs import FakeStdin, aws, cli_env, client, no_aws  # noqa: F401 - fixtures
 from tests.aws_stubs import run_capacity as run
-from tests.capacity_builders import BLOCK_ID, NOW, OFF_A, OFF_B, REGION, RID, START, UTC
+from tests.capacity_builders import BLOCK_ID, NOW, OFF_A, OFF_B, REGION, RID, START, UTC, api_extension
 from tests.capacity_builders import api_offering as offering
 from tests.capacity_builders import api_reservation as reservation
 
@@ -241,7 +241,7 @@ def stack(monkeypatch):
     return types.SimpleNamespace(settings=settings, loaded=loaded)
 
 
-def _preflight_calls(aws, res, quota=768.0):
+def _preflight_calls(aws, res, quota=768.0, extensions=()):
     aws.ec2.add_response("describe_capacity_reservations", {"CapacityReservations": [res]},
                          {"CapacityReservationIds": [RID]})
     aws.ec2.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": [
@@ -250,6 +250,8 @@ def _preflight_calls(aws, res, quota=768.0):
         {"CapacityBlockIds": [BLOCK_ID]})
     aws.quotas.add_response("get_service_quota", {"Quota": {"QuotaCode": "L-417A185B", "Value": quota}},
                             {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
+    aws.ec2.add_response("describe_capacity_block_extension_history", {"CapacityBlockExtensions": list(extensions)},
+                         {"CapacityReservationIds": [RID]})
 
 
 def test_preflight_go(aws, stack, capsys):
@@ -279,6 +281,16 @@ def test_preflight_no_go(aws, stack, capsys):
     assert f"FAIL  instance count: Capacity Block {RID} reserves 2 instance(s) but the stack needs 3" in out
     assert f"FAIL  window: Capacity Block {RID} ends in 30m" in out
     assert out.rstrip().endswith("NO-GO: 2 checks failed; fix them before the block starts.")
+
+
+def test_preflight_shows_a_pending_extension_without_changing_the_verdict(aws, stack, capsys):
+    pending = api_extension("payment-pending", purchased=NOW - timedelta(hours=3))
+    _preflight_calls(aws, reservation(), extensions=[pending])
+    code, out, _ = run(capsys, "preflight", "prod")
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if "extension:" in line]
+    assert line.startswith("WARN  extension: 7-day extension to ") and "is payment-pending (fails if not paid by" in line
+    assert out.rstrip().endswith("GO (0 warnings): `pulumi up -s prod` can proceed.")
 
 
 def test_preflight_reservation_not_found(aws, stack, capsys):

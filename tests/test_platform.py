@@ -26,7 +26,7 @@ def test_public_api_exports_every_component():
 def test_dev_stack_composes_the_single_node_path(dev_plan):
     assert _component_types(dev_plan) == {
         "kimi-k3:index:Platform", "kimi-k3:index:Network", "kimi-k3:index:Cluster", "kimi-k3:index:CapacityBlockNodeGroup",
-        "kimi-k3:index:GpuNodePlugins", "kimi-k3:index:VllmServer",
+        "kimi-k3:index:GpuNodePlugins", "kimi-k3:index:VllmServer", "kimi-k3:index:DeliveryCheck",
     }
     assert dev_plan.by_type("kubernetes:apps/v1:Deployment")
     assert not dev_plan.by_type("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")

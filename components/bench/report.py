@@ -14,26 +14,28 @@ from datetime import datetime
 from pathlib import Path
 from statistics import fmean, median
 
+from components import catalog
 from components.bench.aiperf_run import LevelResult, Percentiles
 from components.bench.profiles import RequestLength
 
 SCHEMA = "kimi-k3-bench/1"
 """``schema`` of bench.json; bumped when a field changes meaning."""
 
-DEFAULT_PRICE_PER_INSTANCE_HOUR_USD = 112.3
-"""p6-b300.48xlarge Capacity Block price, USD per instance-hour, used when --price-per-hour is not given.
+_BLOCK_PRICE = catalog.STARTUP_FACTS[catalog.DEFAULT_GPU_INSTANCE_TYPE].block_usd_per_hour
+assert _BLOCK_PRICE is not None  # the catalog knows the default instance type's block price
 
-Block prices are set by supply and demand at purchase time and fixed after
-(EC2 user guide, capacity-blocks-pricing-billing). Public p6-b300 run logs
-collected for this project (2026-12) show $93.6–112.3 per instance-hour; this
-is the top of that range so the default cost is not optimistic. The upfront
-fee of your own block (``UpfrontFee`` / duration hours / instance count) is
-the number to pass as --price-per-hour.
+DEFAULT_PRICE_PER_INSTANCE_HOUR_USD: float = _BLOCK_PRICE.value
+"""Capacity Block price of the default instance type, USD per instance-hour, used when --price-per-hour is not given.
+
+One home: ``components.catalog.STARTUP_FACTS[...].block_usd_per_hour`` (the start-up cost estimate
+and the runbook's cost table read the same figure). Block prices are set by supply and demand at
+purchase time and fixed after (EC2 user guide, capacity-blocks-pricing-billing); the upfront fee
+of your own block (``UpfrontFee`` / duration hours / instance count) is the number to pass as
+--price-per-hour.
 """
 
-PRICE_SOURCE = (
-    "p6-b300.48xlarge Capacity Block, top of the $93.6-112.3 per instance-hour range seen in public run logs (2026-12)"
-)
+PRICE_SOURCE = f"{catalog.DEFAULT_GPU_INSTANCE_TYPE} Capacity Block, catalog figure ({_BLOCK_PRICE.date}): {_BLOCK_PRICE.source}"
+"""Where the default price comes from, as bench.json records it."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``.
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``, ``status``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
 the parser it adds sets ``func`` to a callable ``(args) -> int``.
@@ -15,7 +15,7 @@ import pulumi
 
 from components.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status")
 DISTRIBUTION = "kimi-k3-aws"
 """The package whose metadata ``kimi-k3 --version`` reports."""
 

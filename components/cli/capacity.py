@@ -229,6 +229,14 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {_ts(now)} UTC:")
     for c in report.checks:
         print(f"{c.level:<4}  {c.code}: {c.message}")
+    exists = report.reservation_id and not any(c.code == "reservation" and c.level == assessment.FAIL for c in report.checks)
+    if exists:
+        # shown, not counted: a pending or failed extension leaves the block as the checks above saw it
+        from components.capacity_extensions import read_extension_status
+
+        extension = read_extension_status(clients.ec2, report.reservation_id, now)
+        if extension is not None:
+            print(f"{extension.level:<4}  {extension.code}: {extension.message}")
     fails, warns = report.count(assessment.FAIL), report.count(assessment.WARN)
     if report.go:
         print(f"GO ({warns} warning{'s' if warns != 1 else ''}): `pulumi up -s {args.stack}` can proceed.")

@@ -88,6 +88,8 @@ class VllmServingBase(pulumi.ComponentResource):
     ``model_revision``, ``namespace``, ``service_name``.
     """
 
+    args: VllmServingArgs
+    """The serving arguments the component was declared with (the monitoring derives its budgets from them)."""
     endpoint_url: pulumi.Output[str | None]
     served_model_name: pulumi.Output[str]
     image: pulumi.Output[str]

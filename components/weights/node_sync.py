@@ -18,6 +18,11 @@ hashed after it ends, since the sync may still replace them. The hasher is ``ope
 ``sha256sum``. A marker keyed to the manifest's own hash lets a restarted container or a pod
 re-created on the same node skip both sync and hashing.
 
+Progress: every ``PROGRESS_INTERVAL_S`` seconds the script prints one line of
+:mod:`components.weights.progress` (bytes on the node of the prefix's total, from
+``aws s3 ls --summarize``; rate; files verified), and a ``done`` line at the end; ``kimi-k3
+status`` reads the newest one from the container's log tail.
+
 Why not S3's checksums instead of a second read: the CRT client validates a multipart
 object's full-object CRC only from aws-c-s3 v0.13.5 (2026-08, "Combine per-part CRCs for
 whole-object download checksum validation", #663); before that only single-part objects. No
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 from components import catalog
 from components.errors import UserError
+from components.weights.progress import DEFAULT_INTERVAL_S, SHELL_FUNCTIONS
 
 NODE_SYNC_SCRIPT = r"""set -eu
 : "${WEIGHTS_S3_URI:?}" "${WEIGHTS_DIR:?}" "${SHA256_MANIFEST:?}" "${TARGET_BANDWIDTH:?}" "${VERIFY_WORKERS:?}"
@@ -37,23 +43,29 @@ marker=.kimi-k3-verified
 digest() { if [ "$HASHER" = openssl ]; then set -- $(openssl dgst -sha256 -r "$1"); else set -- $(sha256sum "$1"); fi; printf '%s\n' "$1"; }
 HASHER=sha256sum
 if [ "${VERIFY_HASHER:-auto}" != sha256sum ] && command -v openssl >/dev/null 2>&1; then HASHER=openssl; fi
+""" + SHELL_FUNCTIONS + r"""landed() { set -- $(du -sk . 2>/dev/null || echo 0); echo $(( ${1:-0} * 1024 )); }
 aws configure set default.s3.preferred_transfer_client crt
 aws configure set default.s3.target_bandwidth "$TARGET_BANDWIDTH"
 aws s3 cp "${WEIGHTS_S3_URI}${SHA256_MANIFEST}" "$SHA256_MANIFEST.new" --only-show-errors
 mv "$SHA256_MANIFEST.new" "$SHA256_MANIFEST"
 want=$(digest "$SHA256_MANIFEST")
 files=$(grep -c . "$SHA256_MANIFEST" || true)
+total=0
+listing=$(aws s3 ls "$WEIGHTS_S3_URI" --recursive --summarize 2>/dev/null || true)
+case $listing in *"Total Size: "*) total=${listing##*Total Size: }; total=${total%%[!0-9]*}; total=${total:-0} ;; esac
 if [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then
   missing=0
   while IFS= read -r line; do f=${line#* }; f=${f#[ *]}; [ -f "$f" ] || missing=1; done < "$SHA256_MANIFEST"
-  if [ "$missing" -eq 0 ]; then echo "weights already synced and verified on this node ($files files, marker $marker)"; exit 0; fi
+  if [ "$missing" -eq 0 ]; then kimi_progress done "$(landed)" "$total" 0 "$files" "$files"; echo "weights already synced and verified on this node ($files files, marker $marker)"; exit 0; fi
 fi
 rm -f "$marker"
 work=$(mktemp -d "${TMPDIR:-/tmp}/weights-sync.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+reporter_pid=
+trap 'kill "$reporter_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 while IFS= read -r line; do f=${line#* }; f=${f#[ *]}; [ -f "$f" ] && printf '%s\n' "$f" >> "$work/preexisting"; done < "$SHA256_MANIFEST"
 touch "$work/preexisting"
 start=$(date +%s)
+start_bytes=$(landed)
 ( if aws s3 sync "$WEIGHTS_S3_URI" . --no-progress --only-show-errors; then echo 0 > "$work/sync.rc"; else echo 1 > "$work/sync.rc"; fi ) &
 sync_pid=$!
 verify_worker() {
@@ -67,7 +79,7 @@ verify_worker() {
       mkdir "$work/claim.$n" 2>/dev/null || continue
       progress=1
       got=$(digest "$f")
-      if [ "$got" = "$expected" ]; then echo "verified $f"; else echo "MISMATCH $f: sha256 $got, manifest $expected" >&2; echo "$f" >> "$work/failed"; fi
+      if [ "$got" = "$expected" ]; then echo "verified $f"; echo "$f" >> "$work/verified"; else echo "MISMATCH $f: sha256 $got, manifest $expected" >&2; echo "$f" >> "$work/failed"; fi
     done < "$SHA256_MANIFEST"
     [ "$pending" -eq 0 ] && return 0
     if [ -f "$work/sync.rc" ] && [ "$progress" -eq 0 ]; then
@@ -78,14 +90,34 @@ verify_worker() {
     [ "$progress" -eq 1 ] || sleep "${VERIFY_POLL_S:-1}"
   done
 }
+reporter() {
+  nap=; trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  last_t=$start; last_b=$start_bytes
+  kimi_progress weights "$last_b" "$total" 0 0 "$files"
+  while :; do
+    sleep "${PROGRESS_INTERVAL_S:-15}" & nap=$!; wait "$nap" || true
+    t=$(date +%s); b=$(landed); rate=0
+    [ "$t" -gt "$last_t" ] && rate=$(( (b - last_b) / (t - last_t) ))
+    [ "$rate" -ge 0 ] || rate=0
+    step=weights; [ -f "$work/sync.rc" ] && step=verify
+    verified=0; [ -f "$work/verified" ] && verified=$(grep -c . "$work/verified" || true)
+    kimi_progress "$step" "$b" "$total" "$rate" "$verified" "$files"
+    last_t=$t; last_b=$b
+  done
+}
+reporter & reporter_pid=$!
 pids=""
 i=0
 while [ "$i" -lt "$VERIFY_WORKERS" ]; do verify_worker & pids="$pids $!"; i=$((i + 1)); done
 wait "$sync_pid" || true
 for pid in $pids; do wait "$pid"; done
+kill "$reporter_pid" 2>/dev/null || true; wait "$reporter_pid" 2>/dev/null || true; reporter_pid=
 if [ "$(cat "$work/sync.rc")" != 0 ]; then echo "aws s3 sync $WEIGHTS_S3_URI failed" >&2; exit 1; fi
 if [ -s "$work/failed" ]; then echo "weights do not match $SHA256_MANIFEST: $(sort -u "$work/failed" | tr '\n' ' ')" >&2; exit 1; fi
 printf '%s\n' "$want" > "$marker"
+elapsed=$(( $(date +%s) - start )); end_bytes=$(landed); rate=0
+[ "$elapsed" -gt 0 ] && rate=$(( (end_bytes - start_bytes) / elapsed ))
+kimi_progress done "$end_bytes" "$total" "$rate" "$files" "$files"
 echo "synced and verified $files files from $WEIGHTS_S3_URI in $(( $(date +%s) - start )) s ($HASHER, $VERIFY_WORKERS workers, target $TARGET_BANDWIDTH B/s)"
 """
 """Shell of the sync init container (POSIX sh; the AWS CLI image has ``aws``, coreutils, ``grep``)."""
@@ -121,6 +153,7 @@ def node_sync_env(*, weights_s3_uri: str, weights_dir: str, sha256_manifest: str
         "TARGET_BANDWIDTH": str(target_bandwidth_bytes_per_s(instance_type)),
         "VERIFY_WORKERS": str(verify_workers(cpus)),
         "VERIFY_HASHER": hasher,
+        "PROGRESS_INTERVAL_S": str(DEFAULT_INTERVAL_S),
     }
 
 

@@ -1,0 +1,11 @@
+"""``kimi-k3 status``: the bring-up of a stack as a person watches it.
+
+* :mod:`.pods` — each serving pod's phase from its API object and log tail (pure);
+* :mod:`.nodes` — the GPU nodes joined / Ready / GPUs allocatable (pure);
+* :mod:`.report` — the whole picture (block, extension, scale-down, nodes, pods, endpoint),
+  as JSON for machines and as lines with progress bars for people (pure);
+* :mod:`.kube` — the Kubernetes API reads, through the stack's kubeconfig (official client);
+* :mod:`.collect` — one snapshot: the AWS reads (boto3) and the cluster reads together.
+
+The pods' staging steps report progress as :mod:`components.weights.progress` lines.
+"""

@@ -1,0 +1,238 @@
+"""One snapshot of a stack's bring-up, for machines (:meth:`BringUp.to_json`) and people (:func:`render`) (pure).
+
+Ready means the endpoint can serve the stack: every expected replica's API pod (a
+Deployment pod, or a LeaderWorkerSet group's leader) is Ready. Hopeless means it never
+will on this block (expired, cancelled, payment failed): ``--wait`` stops there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from tqdm import tqdm
+
+from components.bringup.nodes import NodesSummary
+from components.bringup.pods import VERIFYING, WEIGHTS, PodView
+from components.capacity.assessment import Finding
+from components.capacity.facts import CapacityBlockFacts
+from components.clock import utc
+
+SCHEMA = "kimi-k3-status/1"
+"""``schema`` of the JSON document; bumped when a field changes meaning."""
+
+HOPELESS_STATES = ("expired", "cancelled", "payment-failed", "failed", "unsupported")
+"""Reservation states in which no GPU instance will ever run."""
+
+
+@dataclass(frozen=True)
+class BringUp:
+    """Everything ``kimi-k3 status`` shows at one moment."""
+
+    stack: str
+    now: datetime
+    reservation_id: str
+    block: CapacityBlockFacts | None
+    """The reservation as EC2 reports it now; ``None`` when it could not be read."""
+    replicas_expected: int
+    """Replicas the stack serves on this block (``StackSettings.replicas_for``)."""
+    namespace: str
+    """Namespace of the serving pods."""
+    nodes: NodesSummary | None = None
+    pods: tuple[PodView, ...] = ()
+    extension: Finding | None = None
+    """The newest Capacity Block extension (``None``: never extended)."""
+    scaledown: Finding | None = None
+    """Whether EKS's scale-down action still sits at the block's end - 40 min (checked on active or extended blocks)."""
+    errors: tuple[str, ...] = ()
+    """What could not be read (AWS or the cluster), one line each."""
+
+    @property
+    def replicas_ready(self) -> int:
+        """API pods that are Ready."""
+        return sum(1 for p in self.pods if p.serves_api and p.ready)
+
+    @property
+    def ready(self) -> bool:
+        """Every expected replica serves."""
+        return self.replicas_expected > 0 and self.replicas_ready >= self.replicas_expected
+
+    @property
+    def hopeless(self) -> bool:
+        """The block is in a state where no instance will run."""
+        return self.block is not None and self.block.state in HOPELESS_STATES
+
+    def to_json(self) -> dict[str, Any]:
+        """The snapshot as a JSON-ready dict (times in ISO 8601 UTC, durations in seconds)."""
+        block = self.block
+        now = utc(self.now)
+        return {
+            "schema": SCHEMA,
+            "stack": self.stack,
+            "now": now.isoformat(),
+            "ready": self.ready,
+            "endpoint": {"replicas_ready": self.replicas_ready, "replicas_expected": self.replicas_expected},
+            "capacity_block": None if block is None else {
+                "id": block.reservation_id,
+                "state": block.state,
+                "instance_type": block.instance_type,
+                "instance_count": block.instance_count,
+                "availability_zone": block.availability_zone,
+                "start": block.start.isoformat() if block.start else None,
+                "end": block.end.isoformat() if block.end else None,
+                "seconds_to_start": _seconds(block.time_to_start(now)),
+                "seconds_left": _seconds(block.time_to_end(now)),
+            },
+            "extension": _finding(self.extension),
+            "scaledown": _finding(self.scaledown),
+            "gpu_nodes": None if self.nodes is None else {
+                "reserved": self.nodes.reserved,
+                "joined": self.nodes.joined,
+                "ready": self.nodes.ready,
+                "gpus_allocatable": self.nodes.gpus_allocatable,
+                "nodes": [
+                    {"name": n.name, "ready": n.ready, "gpus_allocatable": n.gpus_allocatable, "instance_id": n.instance_id, "unhealthy": list(n.unhealthy)}
+                    for n in self.nodes.nodes
+                ],
+            },
+            "pods": [_pod_json(p, now) for p in self.pods],
+            "errors": list(self.errors),
+        }
+
+
+def _seconds(delta: timedelta | None) -> int | None:
+    return None if delta is None else int(delta.total_seconds())
+
+
+def _finding(finding: Finding | None) -> dict[str, str] | None:
+    return None if finding is None else {"level": finding.level, "code": finding.code, "message": finding.message}
+
+
+def _pod_json(p: PodView, now: datetime) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": p.name, "role": p.role, "node": p.node, "phase": p.phase, "detail": p.detail, "ready": p.ready,
+        "restarts": p.restarts, "problem": p.problem, "container": p.container,
+        "phase_seconds": int((utc(now) - p.since).total_seconds()) if p.since else None,
+    }
+    if p.progress is not None:
+        pr = p.progress
+        out["progress"] = {
+            "step": pr.step, "bytes_done": pr.bytes_done, "bytes_total": pr.bytes_total, "rate_bps": pr.rate_bps,
+            "eta_seconds": None if pr.eta_s is None else int(pr.eta_s), "files_verified": pr.files_verified,
+            "files_total": pr.files_total, "reported_at": pr.t,
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- for people
+
+
+def delta(value: timedelta) -> str:
+    """``6d 23h 25m`` (sign dropped)."""
+    minutes = int(abs(value).total_seconds() // 60)
+    days, rest = divmod(minutes, 1440)
+    hours, mins = divmod(rest, 60)
+    parts = [f"{days}d"] if days else []
+    if days or hours:
+        parts.append(f"{hours}h")
+    parts.append(f"{mins}m")
+    return " ".join(parts)
+
+
+def _ts(moment: datetime | None) -> str:
+    return "-" if moment is None else utc(moment).strftime("%Y-%m-%d %H:%M")
+
+
+def bar(done: float, total: float, elapsed_s: float, *, unit: str = "B", rate: float | None = None, width: int = 20) -> str:
+    """A tqdm progress bar as text (tqdm's own meter, so the figures read like every other tqdm bar)."""
+    scale = unit == "B"
+    fmt = "{percentage:3.0f}%|{bar:" + str(width) + "}| {n_fmt}" + ("B" if scale else "") + "/{total_fmt}" + ("B" if scale else f" {unit}")
+    if rate is not None:
+        fmt += " [{rate_fmt}, ETA {remaining}]"
+    return tqdm.format_meter(
+        min(done, total), total, elapsed_s, unit=unit if scale else "it", unit_scale=scale, unit_divisor=1000, rate=rate, bar_format=fmt,
+    )
+
+
+def _block_lines(report: BringUp, now: datetime) -> list[str]:
+    b = report.block
+    if b is None:
+        return [f"Capacity Block {report.reservation_id}: not read"]
+    lines = [f"Capacity Block {b.reservation_id}: {b.state}, {b.instance_count} x {b.instance_type} in {b.availability_zone}"]
+    if b.start is not None and b.end is not None:
+        start, end = utc(b.start), utc(b.end)
+        when = f"starts in {delta(start - now)}" if start > now else f"started {delta(now - start)} ago"
+        left = f"ends in {delta(end - now)}" if end > now else f"ended {delta(now - end)} ago"
+        lines.append(f"  window      {_ts(start)} -> {_ts(end)} UTC, {when}, {left}")
+        if start <= now < end:
+            used = (now - start).total_seconds()
+            meter = tqdm.format_meter(used, (end - start).total_seconds(), used, bar_format="{percentage:3.0f}%|{bar:20}|")
+            lines.append(f"  elapsed     {meter} {delta(now - start)} of {delta(end - start)}")
+    for label, finding in (("extension", report.extension), ("scale-down", report.scaledown)):
+        if finding is not None:
+            lines.append(f"  {label:<11} {finding.level} {finding.message}")
+    return lines
+
+
+def _node_lines(report: BringUp, now: datetime) -> list[str]:
+    n = report.nodes
+    if n is None:
+        return ["GPU nodes: not read"]
+    lines = [f"GPU nodes: {n.joined} of {n.reserved} joined, {n.ready} Ready, {n.gpus_allocatable} GPUs allocatable"]
+    for node in n.nodes:
+        age = f"joined {delta(now - node.created)} ago" if node.created else ""
+        health = f"  {'; '.join(node.unhealthy)}" if node.unhealthy else ""
+        lines.append(f"  {node.name:<44} {'Ready' if node.ready else 'NotReady':<8} {node.gpus_allocatable} GPUs  {age}{health}".rstrip())
+    return lines
+
+
+def _pod_line(p: PodView, now: datetime) -> list[str]:
+    where = f"on {p.node}" if p.node else "unscheduled"
+    restarts = f", {p.restarts} restarts" if p.restarts else ""
+    head = f"  {p.name} ({p.role}, {where}{restarts}): {p.phase}{'  <-- needs attention' if p.problem else ''}"
+    lines = [head, f"    {p.detail}"]
+    pr = p.progress
+    if pr is not None and p.phase in (WEIGHTS, VERIFYING):
+        elapsed = (now - p.since).total_seconds() if p.since else 0.0
+        if pr.bytes_total > 0:
+            lines.append("    bytes  " + bar(pr.bytes_done, pr.bytes_total, elapsed, rate=float(pr.rate_bps) if pr.step == "weights" and pr.rate_bps > 0 else None))
+        else:
+            lines.append(f"    bytes  {pr.bytes_done / 1e9:,.1f} GB on the node at {pr.rate_bps / 1e9:,.2f} GB/s (total unknown)")
+        if pr.files_total > 0:
+            lines.append("    files  " + bar(pr.files_verified, pr.files_total, elapsed, unit="verified"))
+    return lines
+
+
+def render(report: BringUp) -> list[str]:
+    """The snapshot as lines for a terminal."""
+    now = utc(report.now)
+    lines = [f"kimi-k3 status {report.stack} at {_ts(now)} UTC"]
+    lines += _block_lines(report, now)
+    lines += _node_lines(report, now)
+    lines.append(f"Serving pods in {report.namespace}: {report.replicas_ready} of {report.replicas_expected} replicas ready")
+    if not report.pods:
+        lines.append("  none yet")
+    for p in report.pods:
+        lines += _pod_line(p, now)
+    for error in report.errors:
+        lines.append(f"could not read: {error}")
+    if report.ready:
+        lines.append("Endpoint: READY")
+    elif report.hopeless:
+        lines.append(f"Endpoint: will not come up: the Capacity Block is {report.block.state if report.block else '?'}")
+    else:
+        lines.append(f"Endpoint: not ready ({report.replicas_ready} of {report.replicas_expected} replicas)")
+    return lines
+
+
+def summary_line(report: BringUp) -> str:
+    """One line per poll for a log (``--wait`` without a terminal)."""
+    now = utc(report.now)
+    block = report.block.state if report.block else "?"
+    nodes = f"{report.nodes.ready}/{report.nodes.reserved} GPU nodes Ready" if report.nodes else "nodes ?"
+    phases = ", ".join(f"{p.name.rsplit('-', 1)[-1]} {p.phase}" + (f" {p.progress.fraction:.0%}" if p.progress and p.progress.fraction is not None and p.phase == WEIGHTS else "") for p in report.pods) or "no pods"
+    return f"{now:%H:%M:%S} block {block}; {nodes}; {phases}; {report.replicas_ready}/{report.replicas_expected} ready"
+
+
+__all__ = ["HOPELESS_STATES", "SCHEMA", "BringUp", "bar", "delta", "render", "summary_line"]
