@@ -85,6 +85,19 @@ class ScalingPlan:
         }
 
 
+def describe(summary: dict[str, Any]) -> str:
+    """One line for a :meth:`ScalingPlan.summary` (the plan's key facts): how many GPU nodes now, and when the count comes."""
+    count, now = summary["reservedCount"], summary["desiredNow"]
+    if summary["phase"] == BEFORE:
+        at = datetime.fromisoformat(summary["scaleUpAt"]).strftime("%Y-%m-%d %H:%M UTC")
+        return f"{now} now -> {count} at {at} (one-off scheduled action, desired capacity only)"
+    if summary["phase"] == SERVING:
+        return f"{now} now: this run sets the desired size to the reserved count ({count})"
+    if summary["phase"] == ENDING:
+        return f"{now} for a new group; running nodes stay until EKS scales the group to 0 forty minutes before the end"
+    return f"kept at {now}: the block has ended"
+
+
 def scaling_plan(facts: CapacityBlockFacts, now: datetime, margin: timedelta = SCALE_UP_MARGIN) -> ScalingPlan:
     """The sizing of the block's node group in a run at ``now`` (see the module docstring)."""
     now = utc(now)
@@ -101,4 +114,4 @@ def scaling_plan(facts: CapacityBlockFacts, now: datetime, margin: timedelta = S
     return ScalingPlan(current, 0, count, 0, desired_managed=True, scale_at=None, scale_to=count)
 
 
-__all__ = ["SCALED_DESIRED_SIZE", "SCALE_UP_MARGIN", "ScalingPlan", "scaling_plan"]
+__all__ = ["SCALED_DESIRED_SIZE", "SCALE_UP_MARGIN", "ScalingPlan", "describe", "scaling_plan"]
