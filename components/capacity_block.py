@@ -7,9 +7,14 @@
   optional EFA interfaces) — no placement group anywhere;
 - an EKS managed node group (``CAPACITY_BLOCK``, ``AL2023_x86_64_NVIDIA``) in the one
   subnet of the block's AZ, labelled and tainted for GPU workloads, with its own node
-  role unless one is given;
-- while the block is not yet active, an Auto Scaling scheduled action that scales the
-  node group's ASG to the reserved count at the block's start;
+  role unless one is given; updates without surge (``MINIMAL``: a block has no spare
+  instance) and auto repair that reboots before it replaces (:mod:`components.gpu_node_repair`);
+- sized for the block's phase (:mod:`components.capacity.scaling`): before the start, an
+  Auto Scaling scheduled action raises the desired capacity to the reserved count at
+  ``max(start, now + margin)``; once the block runs, the run itself sets the count; after
+  it, the group is kept at zero;
+- with EFA, a security group that admits all traffic to and from itself on every EFA
+  interface (EKS user guide, sec-group-reqs: "Outbound, All, Self (for EFA traffic)");
 - an EventBridge rule for the block's delivery / expiration-warning events, to an
   encrypted SNS topic (optional e-mail subscription).
 
@@ -27,7 +32,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pulumi
 import pulumi_aws as aws
@@ -36,9 +41,11 @@ from components import catalog, labels
 from components.capacity.assessment import ARGS_TERMS, BlockNeeds, assess, failures, warnings
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
+from components.capacity.scaling import SCALE_UP_MARGIN, ScalingPlan, scaling_plan
 from components.delivery_check import cloudwatch_key_statement, cloudwatch_topic_statement
 from components.errors import Problems
 from components.formats import CAPACITY_RESERVATION_ID, EMAIL
+from components.gpu_node_repair import gpu_node_repair_config
 from components.node_role import eks_node_role
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
@@ -52,6 +59,10 @@ AMI_TYPE = "AL2023_x86_64_NVIDIA"
 """EKS-optimized Amazon Linux 2023 with the NVIDIA driver (no custom AMI: EKS merges its bootstrap)."""
 
 CAPACITY_TYPE = "CAPACITY_BLOCK"
+UPDATE_STRATEGY = "MINIMAL"
+"""Node replacement on update: terminate first, then launch (EKS API reference, NodegroupUpdateConfig: "useful …
+with hardware accelerators such as GPUs"). The default launches first, and a Capacity Block has no spare instance.
+An update during a block still restarts the serving pod on each replaced node: the weights load again."""
 ROOT_DEVICE = "/dev/xvda"
 """Root device name of the AL2023 EKS AMIs."""
 
@@ -150,33 +161,8 @@ def reservation_arn(facts: CapacityBlockFacts, region: str, account_id: str, par
     return f"arn:{partition}:ec2:{region}:{account_id}:capacity-reservation/{facts.reservation_id}"
 
 
-@dataclass(frozen=True)
-class ScalingPlan:
-    """How the node group is sized now and whether a scheduled action scales it at the start."""
-
-    min_size: int
-    max_size: int
-    desired_size: int
-    scale_at: datetime | None
-    """When the scheduled action scales the ASG to the reserved count (``None``: no action)."""
-
-
-def scaling_plan(facts: CapacityBlockFacts, now: datetime) -> ScalingPlan:
-    """Desired 0 and a scheduled action while the block has not started; the full count once it has.
-
-    Max is the reserved count: there is never capacity beyond the block to scale into.
-    """
-    count = facts.instance_count
-    start, _ = facts.window()
-    if facts.active:
-        return ScalingPlan(0, count, count, None)
-    if start > now:
-        return ScalingPlan(0, count, 0, start)
-    # The block's start has passed but EC2 does not report it active yet (state lags by
-    # minutes): an action in the past is refused by Auto Scaling, so ask for the nodes
-    # now; the ASG retries its launches until the reservation turns active (the
-    # assessment's "start" finding says so).
-    return ScalingPlan(0, count, count, None)
+LEAVE_UNCHANGED = -1
+"""A scheduled action's size the action must not change (pulumi-aws ``autoscaling.Schedule``: "Set to -1 if you don't want to change")."""
 
 
 def rfc3339(moment: datetime) -> str:
@@ -210,8 +196,13 @@ class CapacityBlockNodeGroupArgs:
     efa_enabled: bool = False
     """Attach every EFA of the instance (needed only when a replica spans nodes)."""
     security_group_ids: Sequence[pulumi.Input[str]] = ()
-    """Security groups of the nodes (must allow node <-> control plane traffic, and all traffic
-    within the group when EFA is on). Empty: EKS applies the cluster security group."""
+    """Security groups of the nodes (must allow node <-> control plane traffic). Empty: EKS applies
+    the cluster security group. With EFA, the component adds its own EFA group to every interface."""
+    vpc_id: pulumi.Input[str] | None = None
+    """VPC of the nodes: where the EFA security group is created (required with ``efa_enabled``)."""
+    scale_up_margin: timedelta = SCALE_UP_MARGIN
+    """How long after ``now`` the scale-up action is created at the latest (:data:`components.capacity.scaling.SCALE_UP_MARGIN`);
+    a block starting sooner is scaled up at ``now + scale_up_margin``."""
     node_role_arn: pulumi.Input[str] | None = None
     """Existing node IAM role; ``None`` creates one with the EKS worker, ECR pull and CNI policies."""
     alert_email: str | None = None
@@ -227,8 +218,9 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
 
     Attributes (also registered as outputs): ``node_group_name``, ``asg_name``,
     ``availability_zone``, ``start``, ``end``, ``instance_count``, ``state``,
-    ``alert_topic_arn``, ``launch_template_id``; plus ``reservation`` (the facts used) and
-    ``node_group`` / ``launch_template`` / ``alert_topic`` (the resources).
+    ``alert_topic_arn``, ``launch_template_id``, ``scaling`` (the run's :class:`ScalingPlan`);
+    plus ``reservation`` (the facts used) and ``node_group`` / ``launch_template`` /
+    ``alert_topic`` / ``efa_security_group`` (the resources).
     """
 
     def __init__(self, name: str, args: CapacityBlockNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -239,7 +231,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         now = args.now
         _validate(name, args)
         facts, block_warnings = _block(name, args)
-        plan = scaling_plan(facts, now)
+        plan = scaling_plan(facts, now, args.scale_up_margin)
         super().__init__("kimi-k3:index:CapacityBlockNodeGroup", name, None, opts)
         for warning in block_warnings:
             pulumi.log.warn(warning, resource=self)
@@ -247,6 +239,13 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         tags = {**args.tags, "kimi-k3.io/capacity-reservation": facts.reservation_id}
         self.reservation = facts
+        self.scaling = plan
+
+        self.efa_security_group: aws.ec2.SecurityGroup | None = None
+        interface_groups = list(args.security_group_ids)
+        if args.efa_enabled:
+            self.efa_security_group = self._efa_security_group(name, args, tags, child)
+            interface_groups.append(self.efa_security_group.id)
 
         self.launch_template = aws.ec2.LaunchTemplate(
             f"{name}-lt",
@@ -277,7 +276,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
             ],
             user_data=nodeadm_user_data(),
             network_interfaces=(
-                efa_network_interfaces(catalog.INSTANCE_TYPES[args.instance_type], args.security_group_ids)
+                efa_network_interfaces(catalog.INSTANCE_TYPES[args.instance_type], interface_groups)
                 if args.efa_enabled
                 else None
             ),
@@ -311,8 +310,9 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
                 min_size=plan.min_size, max_size=plan.max_size, desired_size=plan.desired_size
             ),
             # No surge: every node the block holds is in use and there is no spare reserved
-            # capacity to launch a replacement into, so updates replace one node at a time.
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            # capacity to launch a replacement into, so updates terminate first, one node at a time.
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1, update_strategy=UPDATE_STRATEGY),
+            node_repair_config=gpu_node_repair_config(),
             labels={**labels.GPU_NODE_LABELS, INSTANCE_TYPE_NODE_LABEL: args.instance_type},
             taints=[
                 aws.eks.NodeGroupTaintArgs(
@@ -322,25 +322,27 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
                 )
             ],
             tags=tags,
-            # The scheduled action below (and EKS's own scale-in before the block ends) change
-            # the desired size outside Pulumi; a later `pulumi up` must not undo them.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+            # Before the start the scheduled action below owns the desired size, in the last hour
+            # EKS's own scale-in does: then a later `pulumi up` must not undo them. While the
+            # block serves (and after it) this run sets the size itself (components.capacity.scaling).
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=plan.ignore_changes),
         )
         self.asg_name = self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)  # type: ignore[index]  # EKS always reports one ASG
 
         self.scale_up: aws.autoscaling.Schedule | None = None
         if plan.scale_at is not None:
-            # One-off action (no recurrence) at the block's start. EKS itself adds an action
-            # that scales the group to 0 forty minutes before the block ends (EC2 terminates
-            # the instances from thirty minutes before the end): it is left alone.
+            # One-off action (no recurrence) at max(start, now + margin). It sets the desired
+            # capacity only (-1: leave min and max alone; the provider sends 0 for an unset
+            # size): EKS's own action scales the group to 0 forty minutes before the block ends
+            # (EC2 terminates the instances from thirty minutes before) and must be able to.
             self.scale_up = aws.autoscaling.Schedule(
                 f"{name}-scale-at-start",
                 scheduled_action_name=f"kimi-k3-{facts.reservation_id}-start",
                 autoscaling_group_name=self.asg_name,
                 start_time=rfc3339(plan.scale_at),
-                min_size=facts.instance_count,
-                max_size=facts.instance_count,
-                desired_capacity=facts.instance_count,
+                min_size=LEAVE_UNCHANGED,
+                max_size=LEAVE_UNCHANGED,
+                desired_capacity=plan.scale_to,
                 opts=child,
             )
 
@@ -366,8 +368,47 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
                 "state": self.state,
                 "alertTopicArn": self.alert_topic_arn,
                 "launchTemplateId": self.launch_template_id,
+                "scaling": plan.summary(),
             }
         )
+
+    def _efa_security_group(
+        self, name: str, args: CapacityBlockNodeGroupArgs, tags: Mapping[str, str], child: pulumi.ResourceOptions
+    ) -> aws.ec2.SecurityGroup:
+        """A group admitting all traffic to and from itself, for every EFA interface.
+
+        EFA needs both directions to the group itself (EKS user guide, sec-group-reqs: "Outbound,
+        All, Self (for EFA traffic)"; EC2 user guide, efa-start: the group must allow all
+        inbound and outbound traffic to and from the security group itself). The pulumi-eks
+        node group has self ingress only (nodejs/eks/nodes/securitygroup.ts), so the EFA rules
+        live in a group of their own, as terraform-aws-eks does (modules/eks-managed-node-group,
+        ``all_self_efa`` ingress and egress).
+        """
+        group = aws.ec2.SecurityGroup(
+            f"{name}-efa",
+            vpc_id=args.vpc_id,
+            description=f"EFA traffic between the GPU nodes of Capacity Block {self.reservation.reservation_id}",
+            tags={**tags, "Name": f"{name}-efa"},
+            opts=child,
+        )
+        rule_opts = pulumi.ResourceOptions(parent=self)
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-self-ingress",
+            security_group_id=group.id,
+            referenced_security_group_id=group.id,
+            ip_protocol="-1",
+            description="All traffic from the EFA group itself",
+            opts=rule_opts,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-self-egress",
+            security_group_id=group.id,
+            referenced_security_group_id=group.id,
+            ip_protocol="-1",
+            description="All traffic to the EFA group itself",
+            opts=rule_opts,
+        )
+        return group
 
     def _node_role(self, name: str, tags: Mapping[str, str], child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
@@ -519,7 +560,11 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
         if args.instance_type not in catalog.INSTANCE_TYPES:
             problems.reject("instance_type", args.instance_type, f"EFA interfaces are known for {', '.join(catalog.INSTANCE_TYPES)}")
         if not args.security_group_ids:
-            problems.add("security_group_ids", "efa_enabled needs security_group_ids: EFA traffic requires a group that allows all traffic to itself")
+            problems.add("security_group_ids", "efa_enabled needs security_group_ids: with network interfaces in the launch template, the node security group must be named on each")
+        if args.vpc_id is None:
+            problems.add("vpc_id", "efa_enabled needs vpc_id: the EFA security group (all traffic to and from itself) is created in the nodes' VPC")
+    if args.scale_up_margin < timedelta(0):
+        problems.reject("scale_up_margin", args.scale_up_margin, "a duration of 0 or more")
     if args.alert_email is not None and not EMAIL.fullmatch(args.alert_email):
         problems.reject("alert_email", args.alert_email, "expected an e-mail address")
     problems.raise_any()
@@ -529,6 +574,7 @@ __all__ = [
     "AMI_TYPE",
     "EVENT_DETAIL_TYPES",
     "INSTANCE_TYPE_NODE_LABEL",
+    "UPDATE_STRATEGY",
     "CapacityBlockNodeGroup",
     "CapacityBlockNodeGroupArgs",
     "ScalingPlan",

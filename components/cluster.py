@@ -7,7 +7,10 @@ on declared here explicitly so it is visible in the plan and pinned:
 - authentication through EKS access entries only (``authenticationMode=API``): no
   ``aws-auth`` ConfigMap, and the principal that runs ``pulumi up`` is not made
   cluster admin behind the scenes (see :func:`disable_creator_admin_bootstrap`);
-  admins are the IAM roles listed in :attr:`ClusterArgs.admin_role_arns`;
+  admins are the IAM roles listed in :attr:`ClusterArgs.admin_role_arns`, read-only
+  viewers (``AmazonEKSViewPolicy``) those in :attr:`ClusterArgs.viewer_role_arns`; the
+  Kubernetes provider reaches the cluster as :attr:`ClusterArgs.kubeconfig_role_arn`
+  (pulumi-eks ``providerCredentialOpts``: the kubeconfig runs ``aws eks get-token --role``);
 - a private API endpoint, public access off or limited to named CIDRs;
 - Kubernetes Secrets envelope-encrypted with a KMS key (rotated) this component
   creates, unless one is passed in;
@@ -39,6 +42,7 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from components import labels
+from components.cluster_access import roles_in_both
 from components.errors import Problems
 from components.formats import INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN
 from components.node_role import eks_node_role
@@ -49,6 +53,8 @@ CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager",
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy granted, cluster-wide, to each admin role."""
+CLUSTER_VIEW_POLICY = "AmazonEKSViewPolicy"
+"""EKS access policy granted, cluster-wide, to each viewer role (read-only, no Secrets)."""
 
 ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 """Add-ons nodes need to become Ready (DaemonSets): created before the system node group."""
@@ -79,9 +85,9 @@ class ClusterArgs:
     private_subnet_ids: Sequence[pulumi.Input[str]]
     """Private subnets (at least two, in different AZs): control-plane ENIs and the system nodes."""
     admin_role_arns: Sequence[str]
-    """IAM roles granted cluster admin through access entries (at least one). The identity that runs
-    Pulumi must be one of them (or assume one through ``kubeconfig_role_arn``): the creator is not
-    made admin implicitly."""
+    """IAM roles granted cluster admin through access entries (at least one). The creator is not made
+    admin implicitly: the Kubernetes provider reaches the cluster as ``kubeconfig_role_arn``, or with
+    the caller's own credentials, which must then be one of these roles."""
     public_subnet_ids: Sequence[pulumi.Input[str]] = ()
     """Public subnets, passed to EKS alongside the private ones (for internet-facing load balancers)."""
     endpoint_public_access: bool = False
@@ -108,7 +114,11 @@ class ClusterArgs:
     """Pinned add-on versions by add-on name (e.g. ``{"vpc-cni": "v1.20.4-eksbuild.1"}``); add-ons not
     listed get the default version EKS recommends for ``version``, resolved when the program runs."""
     kubeconfig_role_arn: str | None = None
-    """IAM role the kubeconfig (and :attr:`Cluster.provider`) assumes; ``None`` uses the caller's credentials."""
+    """IAM role the kubeconfig (and :attr:`Cluster.provider`) assumes, one of ``admin_role_arns`` (the identity
+    running Pulumi needs ``sts:AssumeRole`` on it); ``None`` uses the caller's credentials as they are."""
+    viewer_role_arns: Sequence[str] = ()
+    """IAM roles granted read-only access (``AmazonEKSViewPolicy``, cluster-wide), e.g. the CI preview role.
+    None of them may also be an admin: EKS keeps one access entry per principal and cluster."""
     create_oidc_provider: bool = True
     """Create the IAM OIDC provider (IRSA) for tools that do not support Pod Identity yet."""
     deletion_protection: bool = False
@@ -135,6 +145,7 @@ def validate(name: str, args: ClusterArgs) -> str:
         reject("admin_role_arns", list(args.admin_role_arns), "each role once")
     if args.kubeconfig_role_arn is not None and args.kubeconfig_role_arn not in args.admin_role_arns:
         reject("kubeconfig_role_arn", args.kubeconfig_role_arn, "one of admin_role_arns")
+    _validate_viewers(args, problems)
     if len(args.private_subnet_ids) < 2:
         reject("private_subnet_ids", list(args.private_subnet_ids), "at least two private subnets in different AZs")
     _validate_endpoint(args, problems)
@@ -159,6 +170,17 @@ def validate(name: str, args: ClusterArgs) -> str:
             reject(f"addon_versions[{addon!r}]", version, "an EKS add-on version such as 'v1.20.4-eksbuild.1'")
     problems.raise_any()
     return cluster_name
+
+
+def _validate_viewers(args: ClusterArgs, problems: Problems) -> None:
+    both = roles_in_both(args.admin_role_arns, args.viewer_role_arns)
+    for index, arn in enumerate(args.viewer_role_arns):
+        if not isinstance(arn, str) or not ROLE_ARN.match(arn):
+            problems.reject(f"viewer_role_arns[{index}]", arn, "an IAM role ARN such as arn:aws:iam::123456789012:role/ci-preview")
+        elif arn in both:
+            problems.reject(f"viewer_role_arns[{index}]", arn, "a role that is not also in admin_role_arns (EKS allows one access entry per principal)")
+    if len(set(args.viewer_role_arns)) != len(args.viewer_role_arns):
+        problems.reject("viewer_role_arns", list(args.viewer_role_arns), "each role once")
 
 
 def _validate_endpoint(args: ClusterArgs, problems: Problems) -> None:
@@ -210,9 +232,23 @@ def endpoint_of(kubeconfig_json: str) -> str:
     return json.loads(kubeconfig_json)["clusters"][0]["cluster"]["server"]
 
 
-def _access_entry_key(role_arn: str) -> str:
+def _access_entry_key(role_arn: str, kind: str = "admin") -> str:
     account, role = role_arn.split(":")[4], role_arn.split(":role/", 1)[1]
-    return f"admin-{account}-{role.replace('/', '-')}"
+    return f"{kind}-{account}-{role.replace('/', '-')}"
+
+
+def _access_entry(role_arn: str, policy_arn: str, association: str, tags: Mapping[str, str]) -> eks.AccessEntryArgs:
+    return eks.AccessEntryArgs(
+        principal_arn=role_arn,
+        type=eks.AccessEntryType.STANDARD,
+        access_policies={
+            association: eks.AccessPolicyAssociationArgs(
+                policy_arn=policy_arn,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+            )
+        },
+        tags=dict(tags),
+    )
 
 
 class Cluster(pulumi.ComponentResource):
@@ -293,20 +329,11 @@ class Cluster(pulumi.ComponentResource):
             self.encryption_key_arn = args.encryption_config_key_arn
 
         admin_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
+        view_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_VIEW_POLICY}"
         # Keyed by account and role name (not position) so reordering the list replaces nothing.
         access_entries = {
-            _access_entry_key(arn): eks.AccessEntryArgs(
-                principal_arn=arn,
-                type=eks.AccessEntryType.STANDARD,
-                access_policies={
-                    "cluster-admin": eks.AccessPolicyAssociationArgs(
-                        policy_arn=admin_policy,
-                        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                    )
-                },
-                tags=tags,
-            )
-            for arn in args.admin_role_arns
+            **{_access_entry_key(arn): _access_entry(arn, admin_policy, "cluster-admin", tags) for arn in args.admin_role_arns},
+            **{_access_entry_key(arn, "viewer"): _access_entry(arn, view_policy, "cluster-view", tags) for arn in args.viewer_role_arns},
         }
 
         self.eks = eks.Cluster(
@@ -496,6 +523,8 @@ class Cluster(pulumi.ComponentResource):
 __all__ = [
     "ADDONS_AFTER_NODES",
     "ADDONS_BEFORE_NODES",
+    "CLUSTER_ADMIN_POLICY",
+    "CLUSTER_VIEW_POLICY",
     "CONTROL_PLANE_LOG_TYPES",
     "MANAGED_ADDONS",
     "Cluster",

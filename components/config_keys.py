@@ -12,6 +12,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from components import catalog
+from components.cluster_access import CALLER
+from components.endpoint_services import DEFAULT_INTERFACE_ENDPOINTS, INTERFACE_ENDPOINT_SERVICES
 
 PROJECT = "kimi-k3"
 
@@ -66,7 +68,7 @@ _KEYS = (
     ConfigKey("clusterVersion", "string", "EKS Kubernetes version (major.minor).", catalog.DEFAULT_EKS_VERSION),
     ConfigKey("clusterEndpointPublicAccess", "boolean", "Expose the EKS API endpoint publicly (restricted to clusterPublicAccessCidrs). Must be false in prod.", False),
     ConfigKey("clusterPublicAccessCidrs", "array", "CIDRs allowed to reach a public EKS API endpoint. Required when the endpoint is public; 0.0.0.0/0 is refused.", []),
-    ConfigKey("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries (at least one). The identity running Pulumi must be able to assume one: the cluster creator is not made admin implicitly."),
+    ConfigKey("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries (at least one). The cluster creator is not made admin implicitly: the deployment's Kubernetes provider reaches the cluster as one of these roles (kimi-k3:kubeconfigRoleArn)."),
     ConfigKey("clusterServiceCidr", "string", "Kubernetes service CIDR; must not overlap the VPC.", "172.20.0.0/16"),
     ConfigKey("clusterLogRetentionDays", "integer", "Retention of the EKS control-plane logs, in days (a CloudWatch retention value).", 90),
     ConfigKey("systemNodeInstanceType", "string", "Instance type of the CPU system node group that runs cluster add-ons.", "m7i.xlarge"),
@@ -110,6 +112,11 @@ _KEYS = (
     ConfigKey("grafanaDashboardNamespace", "string", "Namespace of the Grafana dashboard ConfigMap (labelled grafana_dashboard=1 for Grafana's sidecar). Empty: monitoringNamespace.", ""),
     ConfigKey("alertTtftP99Seconds", "integer", "KimiK3TimeToFirstTokenHigh fires when the p99 time to first token stays above this many seconds for 10 minutes (1 to 600). The one threshold that depends on your traffic: long agentic prompts need more than chat. The other thresholds follow vLLM's behaviour (docs/observability.md).", 10),
     ConfigKey("deliveryCheckEnabled", "boolean", "Declare the delivery check: a CloudWatch alarm, outside the cluster, that notifies the Capacity Block alerts topic when fewer GPU instances than reserved are in service 20 minutes after the block's start.", True),
+    # --- deployment access and private wiring ----------------------------------
+    ConfigKey("kubeconfigRoleArn", "string", f"IAM role the deployment's Kubernetes provider (and the exported kubeconfig) assumes to reach the cluster (aws eks get-token --role): one of clusterAdminRoleArns; the identity running Pulumi needs sts:AssumeRole on it. Empty: the first of clusterAdminRoleArns. '{CALLER}': no role is assumed, the credentials running Pulumi are used as they are and must themselves be one of clusterAdminRoleArns (or of clusterViewerRoleArns, for a read-only preview).", ""),
+    ConfigKey("clusterViewerRoleArns", "array", "IAM role ARNs granted read-only access to the cluster (EKS access entries with AmazonEKSViewPolicy, cluster-wide), e.g. the CI preview role. A role cannot also be in clusterAdminRoleArns (EKS keeps one access entry per principal).", []),
+    ConfigKey("interfaceEndpoints", "array", f"Interface VPC endpoints (private DNS) of a new VPC, by service: {', '.join(INTERFACE_ENDPOINT_SERVICES)}. The default keeps image pulls, credentials (STS, EKS Auth for Pod Identity) and the nodes' EC2 calls off the NAT; add logs once something ships node logs to CloudWatch Logs. Each endpoint bills per AZ-hour. Not used with existingVpcId.", list(DEFAULT_INTERFACE_ENDPOINTS)),
+    ConfigKey("weightsKmsKeyArn", "string", "KMS key ARN (arn:aws:kms:<stack region>:<account>:key/<id>) of an SSE-KMS weights bucket (weightsSource s3): the serving pods' role gets kms:Decrypt on it; without it an SSE-KMS bucket answers AccessDenied. Empty: the bucket uses SSE-S3.", ""),
 )
 
 CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
@@ -124,6 +131,7 @@ SECTIONS = (
     ("GPU plugins", ("nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion")),
     ("Serving", ("servingImage", "modelId", "modelRevision", "weightsSource", "weightsS3Uri", "weightsSha256Manifest", "tensorParallelSize", "pipelineParallelSize", "gpuMemoryUtilization", "maxModelLen", "kvCacheDtype", "vllmExtraArgs", "engineReadyTimeoutSeconds", "replicas", "exposure", "servingAllowedCidrs", "serviceMonitorEnabled", "apiKey", "huggingFaceToken")),
     ("Monitoring and alerts", ("prometheusOperatorEnabled", "prometheusSelectorLabels", "monitoringNamespace", "grafanaDashboardNamespace", "alertTtftP99Seconds", "deliveryCheckEnabled")),
+    ("Deployment access and private wiring", ("kubeconfigRoleArn", "clusterViewerRoleArns", "interfaceEndpoints", "weightsKmsKeyArn")),
 )
 """Keys grouped for the README's reference (every key exactly once)."""
 

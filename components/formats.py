@@ -14,6 +14,9 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 ROLE_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 """An IAM role ARN in the aws, aws-cn or aws-us-gov partition."""
 
+KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:([a-z0-9-]+):(\d{12}):key/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$")
+"""A KMS key ARN (a key id or a multi-Region ``mrk-`` id, not an alias); groups: partition, region, account, key id."""
+
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 """The shape of an AWS region name, e.g. ``us-east-1``."""
 

@@ -6,6 +6,15 @@ pinned Helm release (``kubernetes:helm.sh/v3:Release``) whose values, as recorde
 in the plan, are exactly what gets installed: tolerate the GPU taint, run on GPU
 nodes only, priority class ``system-node-critical``.
 
+The EFA plugin's image is pulled from the EKS add-on registry of the cluster's own region
+(the chart's default points at us-west-2's: :mod:`components.eks_image_registries`), and
+the DCGM exporter does not start a DCGM host engine of its own: it connects to the one the
+EKS node monitoring agent already runs on every GPU node (its ``dcgm-server`` DaemonSet,
+``nv-hostengine`` on hostPort 5555), whose GPU health checks drive EKS node auto repair.
+One host engine per node: two would each hold the GPUs' profiling counters, and the
+exporter's ``-r`` option exists for exactly this (the chart's values: 'Use "-r",
+"<HOST>:<PORT>" … to connect to an already running hostengine').
+
 The Kubernetes provider of the target cluster comes through ``opts`` (``providers=
 {"kubernetes": provider}``) and reaches every child through ``parent=self``; without one
 the component refuses, so the charts never land on whatever cluster the ambient
@@ -22,6 +31,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
+from components.eks_image_registries import registry_for
 from components.errors import Problems
 from components.formats import CHART_VERSION, DNS_LABEL
 from components.helm_values import deep_merge
@@ -43,6 +53,13 @@ _RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-leas
 EFA_MIN_VERSION = (0, 5, 10)
 """EFA device plugin releases before 0.5.10 misdetect NVLink devices on p6 instances."""
 
+EFA_IMAGE_PATH = "eks/aws-efa-k8s-device-plugin"
+"""The EFA plugin's repository inside an EKS add-on registry (the chart's ``image.repository`` after the host)."""
+
+NODE_MONITORING_AGENT_DCGM_PORT = 5555
+"""Port of the EKS node monitoring agent's ``nv-hostengine`` on each GPU node (its chart's ``dcgm-server``
+DaemonSet: ``nv-hostengine -n -b ALL``, containerPort and hostPort 5555)."""
+
 
 @dataclass(frozen=True)
 class NvidiaDevicePluginArgs:
@@ -62,6 +79,9 @@ class EfaDevicePluginArgs:
 
     enabled: bool = False
     """Install the chart. Needed only when one model replica spans several nodes."""
+    region: str | None = None
+    """Region of the cluster: the image is pulled from that region's EKS add-on registry. ``None`` keeps the
+    chart's default image (us-west-2's registry), which nodes elsewhere pull across regions through the NAT."""
     version: str = catalog.EFA_DEVICE_PLUGIN_CHART.version
     """Chart version of ``aws-efa-k8s-device-plugin``, 0.5.10 or newer (``0.5.30`` and ``v0.5.30`` are the same)."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
@@ -78,6 +98,10 @@ class DcgmExporterArgs:
     """Chart version of ``dcgm-exporter``."""
     service_monitor: bool = False
     """Create a Prometheus Operator ``ServiceMonitor``. Needs the CRD in the cluster, else the install fails."""
+    host_engine_port: int | None = NODE_MONITORING_AGENT_DCGM_PORT
+    """Port of the DCGM host engine already running on each node (the EKS node monitoring agent's, reached at the
+    node's IP); the exporter connects to it (``-r``) instead of embedding its own. ``None``: the exporter starts its
+    own host engine (a cluster without the node monitoring agent)."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
     """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
 
@@ -124,6 +148,11 @@ def validate(args: GpuNodePluginsArgs, name: str = "gpu-plugins", opts: pulumi.R
                 f"{field_name}.version", sub.version,
                 f"{'.'.join(map(str, minimum))} or newer is required (older releases misdetect NVLink devices on p6 instances)",
             )
+    if args.efa.enabled and args.efa.region is not None and registry_for(args.efa.region) is None:
+        problems.reject("efa.region", args.efa.region, "a region the EKS user guide lists an add-on image registry for (add-ons-images)")
+    port = args.dcgm.host_engine_port
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+        problems.reject("dcgm.host_engine_port", port, "a TCP port (1-65535) or None")
     problems.raise_any()
 
 
@@ -155,19 +184,29 @@ def nvidia_values(args: GpuNodePluginsArgs) -> dict[str, Any]:
 
 def efa_values(args: GpuNodePluginsArgs) -> dict[str, Any]:
     """Values of ``aws-efa-k8s-device-plugin`` (its template already sets ``system-node-critical``
-    and an affinity on EFA-capable instance types; p6-b300 is in the chart's list)."""
-    ours = {"tolerations": [dict(labels.GPU_TOLERATION)], "nodeSelector": dict(args.node_selector)}
+    and an affinity on EFA-capable instance types; p6-b300 is in the chart's list), with the image
+    from the region's EKS add-on registry when ``efa.region`` is given."""
+    ours: dict[str, Any] = {"tolerations": [dict(labels.GPU_TOLERATION)], "nodeSelector": dict(args.node_selector)}
+    registry = registry_for(args.efa.region) if args.efa.region else None
+    if registry:
+        ours["image"] = {"repository": f"{registry}/{EFA_IMAGE_PATH}"}
     return deep_merge(ours, args.efa.extra_values)
 
 
 def dcgm_values(args: GpuNodePluginsArgs) -> dict[str, Any]:
-    """Values of ``dcgm-exporter``: GPU nodes only, GPU taint tolerated, ServiceMonitor per argument."""
-    ours = {
+    """Values of ``dcgm-exporter``: GPU nodes only, GPU taint tolerated, ServiceMonitor per argument, and the
+    node's existing DCGM host engine (``-r $(NODE_IP):5555``) unless ``host_engine_port`` is ``None``."""
+    ours: dict[str, Any] = {
         "nodeSelector": dict(args.node_selector),
         "tolerations": [dict(labels.GPU_TOLERATION)],
         "priorityClassName": PRIORITY_CLASS,
         "serviceMonitor": {"enabled": args.dcgm.service_monitor},
     }
+    if args.dcgm.host_engine_port is not None:
+        # The node's own IP (downward API), expanded by the kubelet in the argument: the agent's
+        # host engine listens on the node (hostPort), the exporter runs on the pod network.
+        ours["extraEnv"] = [{"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
+        ours["arguments"] = ["-r", f"$(NODE_IP):{args.dcgm.host_engine_port}"]
     return deep_merge(ours, args.dcgm.extra_values)
 
 
@@ -249,6 +288,8 @@ class GpuNodePlugins(pulumi.ComponentResource):
 
 
 __all__ = [
+    "EFA_IMAGE_PATH",
+    "NODE_MONITORING_AGENT_DCGM_PORT",
     "DcgmExporterArgs",
     "EfaDevicePluginArgs",
     "GpuNodePlugins",

@@ -3,8 +3,9 @@
 One private and one public subnet per AZ (the Capacity Block's AZ among them),
 NAT gateway(s), an S3 gateway endpoint on every private route table (weights are
 pulled from S3 at terabyte scale; through a NAT they would be billed per GB),
-interface endpoints for ECR and STS so image pulls and credentials stay inside
-the VPC, and flow logs to CloudWatch Logs.
+interface endpoints (by default ECR, STS, EKS Auth and EC2:
+:data:`components.endpoint_services.DEFAULT_INTERFACE_ENDPOINTS`) so image pulls,
+credentials and the nodes' EC2 calls stay inside the VPC, and flow logs to CloudWatch Logs.
 
 A VPC someone else manages is imported, not configured as a mode:
 :meth:`Network.from_existing` (:class:`ExistingNetwork`) takes its ids, declares nothing
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.endpoint_services import DEFAULT_INTERFACE_ENDPOINTS, endpoint_problems
 from components.errors import Problems, UserError
 from components.formats import AVAILABILITY_ZONE, SUBNET_ID, VPC_ID
 from components.subnets import NAT_MODES, SubnetPlan, plan_subnets
@@ -30,8 +32,9 @@ from components.subnets import NAT_MODES, SubnetPlan, plan_subnets
 TYPE = "kimi-k3:index:Network"
 """Type token of the component, new or existing VPC alike (an existing one keeps the same URN)."""
 
-DEFAULT_INTERFACE_ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts")
-"""Interface endpoints every node needs: ECR (image manifests and auth) and STS (Pod Identity / IRSA credentials)."""
+DEFAULT_INTERFACE_ENDPOINT_SERVICES = DEFAULT_INTERFACE_ENDPOINTS
+"""Interface endpoints by default: ECR (image manifests and auth), STS (IRSA), EKS Auth (Pod Identity) and EC2
+(the nodes' own calls); see :mod:`components.endpoint_services`."""
 
 @dataclass(frozen=True)
 class NetworkArgs:
@@ -57,7 +60,8 @@ class NetworkArgs:
     region: str | None = None
     """Region for endpoint service names (``com.amazonaws.<region>.s3``); ``None`` asks the provider (``aws.get_region``)."""
     interface_endpoint_services: Sequence[str] = DEFAULT_INTERFACE_ENDPOINT_SERVICES
-    """Services reached through interface endpoints with private DNS (short names such as ``ecr.api``)."""
+    """Services reached through interface endpoints with private DNS (short names such as ``ecr.api``; accepted:
+    :data:`components.endpoint_services.INTERFACE_ENDPOINT_SERVICES`)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every resource (a ``Name`` tag is added per resource)."""
 
@@ -98,6 +102,8 @@ def _validate(name: str, args: NetworkArgs) -> SubnetPlan:
         problems.reject("nat_mode", args.nat_mode, f"one of {', '.join(NAT_MODES)}")
     if args.flow_log_retention_days <= 0:
         problems.reject("flow_log_retention_days", args.flow_log_retention_days, "a positive number of days")
+    for problem in endpoint_problems(args.interface_endpoint_services):
+        problems.add("interface_endpoint_services", f"interface_endpoint_services: {problem}")
     if not args.cluster_name:
         problems.add("cluster_name", "cluster_name is required (subnets carry the kubernetes.io/cluster/<name> tag)")
     plan: SubnetPlan | None = None

@@ -61,7 +61,7 @@ def resolve_stack(settings: StackSettings, now: datetime) -> ResolvedStack:
     stack; the warnings are returned, to print once.
     """
     try:
-        block = lookup_capacity_block(settings.capacity.reservation_id)
+        block = lookup_capacity_block(settings.capacity.reservation_id, region=settings.region)
     except CapacityBlockNotFound as err:
         raise UserError(f"{err}. {stack_terms.BLOCK_NOT_FOUND_HINT}") from None
     existing = _existing_private_subnets(settings)
@@ -154,6 +154,7 @@ class Platform(pulumi.ComponentResource):
                     private_subnet_prefix=net.private_subnet_prefix,
                     public_subnet_prefix=net.public_subnet_prefix,
                     region=settings.region,
+                    interface_endpoint_services=settings.deployment.interface_endpoints,
                     tags=tags,
                 ),
                 opts=child,
@@ -175,6 +176,7 @@ class Platform(pulumi.ComponentResource):
                 system_node_instance_type=c.system_node_instance_type,
                 system_node_count=c.system_node_count,
                 deletion_protection=settings.production,
+                **self._cluster_access(settings),
                 tags=tags,
             ),
             opts=child,
@@ -196,6 +198,7 @@ class Platform(pulumi.ComponentResource):
                 # The same node security group as the system nodes: it admits all traffic from
                 # itself (CoreDNS on system nodes, EFA between GPU nodes) and the control plane.
                 security_group_ids=[self.cluster.node_security_group_id],
+                vpc_id=self.network.vpc_id,
                 node_role_arn=self.cluster.node_role_arn,
                 alert_email=cap.alert_email,
                 nodes_required=settings.nodes_required,
@@ -211,7 +214,7 @@ class Platform(pulumi.ComponentResource):
             f"{name}-gpu-plugins",
             GpuNodePluginsArgs(
                 nvidia=NvidiaDevicePluginArgs(version=plugins.nvidia_device_plugin_version),
-                efa=EfaDevicePluginArgs(enabled=cap.efa_enabled, version=plugins.efa_device_plugin_version),
+                efa=EfaDevicePluginArgs(enabled=cap.efa_enabled, version=plugins.efa_device_plugin_version, region=settings.region),
                 dcgm=DcgmExporterArgs(
                     enabled=plugins.dcgm_exporter_enabled,
                     version=plugins.dcgm_exporter_version,
@@ -251,6 +254,7 @@ class Platform(pulumi.ComponentResource):
             vpc_cidr=self.network.vpc_cidr,
             service_monitor=serving.service_monitor_enabled,
             **serving_scrape_fields(settings),
+            weights_kms_key_arn=settings.deployment.weights_kms_key_arn,
         )
         serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
         self.server: VllmServingBase
@@ -278,6 +282,11 @@ class Platform(pulumi.ComponentResource):
             self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
         )
         return DeliveryCheck(f"{name}-delivery-check", args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
+    @staticmethod
+    def _cluster_access(settings: StackSettings) -> dict[str, Any]:
+        """Who reaches the cluster: the role the Kubernetes provider assumes and the read-only viewers (docs/access.md)."""
+        access = settings.deployment
+        return {"kubeconfig_role_arn": access.kubeconfig_role_arn, "viewer_role_arns": access.viewer_role_arns}
 
     def stack_outputs(self) -> dict[str, Any]:
         """The stack outputs ``__main__.py`` exports."""
@@ -306,6 +315,7 @@ class Platform(pulumi.ComponentResource):
             "kubeconfig": self.cluster.kubeconfig,
             "gpuNodeGroup": self.gpu_nodes.node_group_name,
             "gpuAutoScalingGroup": self.gpu_nodes.asg_name,
+            "gpuScaling": self.gpu_nodes.scaling.summary(),
             "capacityAlertTopicArn": self.gpu_nodes.alert_topic_arn,
             "deliveryCheckAlarm": self.delivery_check.alarm.name if self.delivery_check else None,
             "alertRules": self.monitoring.rule_name if self.monitoring else None,

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from components import catalog
+from components.cluster_access import kubeconfig_role, roles_in_both
 from components.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
+from components.endpoint_services import endpoint_problems
 from components.errors import SettingsError, UserError
 from components.formats import (
     CAPACITY_BLOCK_OFFERING_ID,
@@ -36,6 +38,7 @@ from components.formats import (
     CHART_VERSION,
     DNS_LABEL,
     EMAIL_LETTER_TLD,
+    KMS_KEY_ARN,
     KNOWN_REGION,
     LABEL_KEY,
     LABEL_VALUE,
@@ -190,6 +193,20 @@ class MonitoringSettings:
 
 
 @dataclass(frozen=True)
+class DeploymentSettings:
+    """How the deployment reaches its cluster, who else may read it, and what the stack wires privately."""
+
+    kubeconfig_role_arn: str | None
+    """Role the Kubernetes provider assumes (``None``: the caller's own credentials; :mod:`components.cluster_access`)."""
+    viewer_role_arns: tuple[str, ...]
+    """Roles with read-only cluster access (``AmazonEKSViewPolicy``)."""
+    interface_endpoints: tuple[str, ...]
+    """Interface endpoint services of a new VPC (:mod:`components.endpoint_services`)."""
+    weights_kms_key_arn: str | None
+    """KMS key of an SSE-KMS weights bucket (``kms:Decrypt`` for the serving role)."""
+
+
+@dataclass(frozen=True)
 class StackSettings:
     """Everything one stack needs, validated as a whole."""
 
@@ -202,6 +219,8 @@ class StackSettings:
     capacity: CapacitySettings
     plugins: GpuPluginSettings
     serving: ServingSettings
+    deployment: DeploymentSettings
+    """Deployment access and private wiring (``kubeconfigRoleArn``, ``clusterViewerRoleArns``, ``interfaceEndpoints``, ``weightsKmsKeyArn``)."""
     warnings: tuple[str, ...] = ()
     """Non-fatal findings (e.g. a floating image tag outside prod), shown by the program."""
     monitoring: MonitoringSettings = field(default_factory=MonitoringSettings)
@@ -480,6 +499,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     monitoring = _validate_monitoring(r)
     if monitoring.prometheus_operator:
         serving = dataclasses.replace(serving, service_monitor_enabled=True)
+    deployment = _validate_deployment(r, region, network, cluster, serving)
 
     return StackSettings(
         project=project,
@@ -491,6 +511,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
         capacity=capacity,
         plugins=plugins,
         serving=serving,
+        deployment=deployment,
         warnings=tuple(warnings),
         monitoring=monitoring,
     )
@@ -734,3 +755,40 @@ def _validate_monitoring(r: _Reader) -> MonitoringSettings:
         ttft_p99_s=_in_range("alertTtftP99Seconds", r.get("alertTtftP99Seconds"), 1, 600),
         delivery_check=r.get("deliveryCheckEnabled"),
     )
+
+
+def _validate_deployment(r: _Reader, region: str, network: NetworkSettings, cluster: ClusterSettings, serving: ServingSettings) -> DeploymentSettings:
+    """The deployment's cluster access and private wiring (the rules live in cluster_access and endpoint_services)."""
+    raw_role = r.get("kubeconfigRoleArn")
+    try:
+        role = kubeconfig_role(raw_role, cluster.admin_role_arns)
+    except ValueError as err:
+        raise SettingsError(_key("kubeconfigRoleArn"), raw_role, f"accepted: {err}") from None
+    viewers = r.get("clusterViewerRoleArns")
+    for arn in viewers:
+        if not ROLE_ARN.fullmatch(arn):
+            raise SettingsError(_key("clusterViewerRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/ci-preview")
+    if len(set(viewers)) != len(viewers):
+        raise SettingsError(_key("clusterViewerRoleArns"), list(viewers), "each role once")
+    both = roles_in_both(cluster.admin_role_arns, viewers)
+    if both:
+        raise SettingsError(
+            _key("clusterViewerRoleArns"), both[0],
+            f"a role in {_key('clusterAdminRoleArns')} cannot also be a viewer: EKS keeps one access entry per principal (it has admin already)",
+        )
+    endpoints = r.get("interfaceEndpoints")
+    problems = endpoint_problems(endpoints)
+    if problems:
+        raise SettingsError(_key("interfaceEndpoints"), list(endpoints), f"{'; '.join(problems)}")
+    if network.existing_vpc_id and tuple(endpoints) != tuple(CONFIG_KEYS["interfaceEndpoints"].default):
+        raise SettingsError(_key("interfaceEndpoints"), list(endpoints), f"only used for a VPC the stack creates; with {_key('existingVpcId')} the endpoints are the VPC owner's")
+    key_arn = r.get("weightsKmsKeyArn") or None
+    if key_arn is not None:
+        match = KMS_KEY_ARN.fullmatch(key_arn)
+        if not match:
+            raise SettingsError(_key("weightsKmsKeyArn"), key_arn, "expected a KMS key ARN such as arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab (not an alias)")
+        if match.group(2) != region:
+            raise SettingsError(_key("weightsKmsKeyArn"), key_arn, f"expected a key in the stack's region {region}: S3 encrypts a bucket's objects with a key of the bucket's region")
+        if serving.contract.weights.source != "s3":
+            raise SettingsError(_key("weightsKmsKeyArn"), key_arn, f"only used with {_key('weightsSource')} s3 (the weights come from {serving.contract.weights.source})")
+    return DeploymentSettings(kubeconfig_role_arn=role, viewer_role_arns=viewers, interface_endpoints=endpoints, weights_kms_key_arn=key_arn)

@@ -25,8 +25,8 @@ TOMORROW = offline.next_block_start(NOW)
 CASES = {
     # state: a block AWS could not create; preflight used to call it GO
     "unsupported": dict(state="unsupported", start=TOMORROW),
-    # window: EKS scales the group to 0 forty minutes before the end; `pulumi up` used to accept it
-    "ending within the hour": dict(state="active", start=NOW - timedelta(days=7) + timedelta(minutes=30)),
+    # state: a purchase that never went through
+    "payment failed": dict(state="payment-failed", start=TOMORROW),
     "another instance type": dict(state="scheduled", start=TOMORROW, instance_type="p5en.48xlarge"),
 }
 

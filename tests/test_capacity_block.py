@@ -26,6 +26,7 @@ START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
 RID = "cr-0a1b2c3d4e5f60718"
 B300 = "p6-b300.48xlarge"
 SUBNETS = {"us-east-1a": "subnet-0aaaaaaaaaaaaaaaa", "us-east-1b": "subnet-0bbbbbbbbbbbbbbbb"}
+VPC = "vpc-0123456789abcdef0"
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -41,7 +42,7 @@ def fixture(**changes) -> offline.ReservationFixture:
 def args(**changes) -> CapacityBlockNodeGroupArgs:
     values = dict(
         cluster_name="kimi-k3-dev", kubernetes_version="1.34", subnet_ids_by_az=SUBNETS, instance_type=B300,
-        reservation_id=RID, security_group_ids=["sg-0123456789abcdef0"], now=NOW,
+        reservation_id=RID, security_group_ids=["sg-0123456789abcdef0"], vpc_id=VPC, now=NOW,
     )
     values.update(changes)
     return CapacityBlockNodeGroupArgs(**values)
@@ -114,14 +115,16 @@ def test_without_efa_there_are_no_interfaces_and_groups_sit_on_the_template(sche
 
 
 def test_efa_on_p6_b300_exposes_16_efa_only_interfaces_behind_an_ena_primary():
-    lt = run(efa_enabled=True).one(LT).plain_inputs
+    result = run(efa_enabled=True)
+    lt = result.one(LT).plain_inputs
     interfaces = lt["networkInterfaces"]
     primary, *efas = interfaces
     assert (primary["networkCardIndex"], primary["deviceIndex"], primary["interfaceType"]) == (0, 0, "interface")
     assert [(i["networkCardIndex"], i["deviceIndex"], i["interfaceType"]) for i in efas] == [
         (card, 0, "efa-only") for card in range(1, 17)
     ]
-    assert all(i["securityGroups"] == ["sg-0123456789abcdef0"] for i in interfaces)
+    efa_group = result.one("aws:ec2/securityGroup:SecurityGroup", "gpu-efa").id
+    assert all(i["securityGroups"] == ["sg-0123456789abcdef0", efa_group] for i in interfaces)
     assert "vpcSecurityGroupIds" not in lt  # not allowed next to network interfaces
 
 
@@ -164,8 +167,8 @@ def test_gpu_labels_and_taint(scheduled):
     assert ng["taints"] == [{"key": labels.GPU_TAINT_KEY, "value": labels.GPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
 
 
-def test_updates_replace_one_node_at_a_time(scheduled):
-    assert scheduled.one(NG).plain_inputs["updateConfig"] == {"maxUnavailable": 1}
+def test_updates_replace_one_node_at_a_time_terminating_first(scheduled):
+    assert scheduled.one(NG).plain_inputs["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "MINIMAL"}
 
 
 def test_release_version_is_pinnable():
@@ -178,7 +181,7 @@ def test_release_for_another_kubernetes_version_is_refused():
         run(ami_release_version="1.33.5-20251120")
 
 
-def test_desired_size_drift_is_ignored():
+def test_desired_size_drift_is_ignored_while_the_scheduled_action_owns_it():
     result = run()
     assert result.one("aws:eks/nodeGroup:NodeGroup", "gpu-ng").ignore_changes == ["scalingConfig.desiredSize"]
 
@@ -211,7 +214,8 @@ def test_scheduled_block_starts_at_zero_and_scales_at_its_start(scheduled):
     assert scaling == {"minSize": 0, "maxSize": 2, "desiredSize": 0}
     action = scheduled.one(SCHEDULE).plain_inputs
     assert action["startTime"] == "2026-12-01T11:30:00Z"
-    assert (action["minSize"], action["maxSize"], action["desiredCapacity"]) == (2, 2, 2)
+    # Only the desired capacity: -1 leaves min and max alone, so EKS's own scale-down to 0 still works.
+    assert (action["minSize"], action["maxSize"], action["desiredCapacity"]) == (-1, -1, 2)
     assert "recurrence" not in action
     asg = scheduled.one(NG).outputs["resources"][0]["autoscalingGroups"][0]["name"]
     assert action["autoscalingGroupName"] == asg
@@ -316,14 +320,13 @@ def test_looked_up_facts_can_be_passed_instead_of_an_id():
 @pytest.mark.parametrize(
     "reservation,changes,message",
     [
-        (fixture(state="expired", start=NOW - timedelta(days=8)), {}, f"{RID} is expired"),
         (fixture(state="payment-failed"), {}, f"{RID} is payment-failed"),
         (fixture(instance_type="p5en.48xlarge"), {}, "reserves p5en.48xlarge, but instance_type is p6-b300.48xlarge"),
         (fixture(availability_zone="us-east-1d"), {}, "is in us-east-1d, which the network does not cover"),
         (fixture(instance_count=1), {"nodes_required": 2}, r"reserves 1 instance\(s\) but nodes_required is 2"),
-        (fixture(id="cr-0ffffffffffffffff"), {}, f"Capacity Block {RID} could not be read"),
+        (fixture(id="cr-0ffffffffffffffff"), {}, f"Capacity Block {RID} was not found"),
     ],
-    ids=["expired", "payment-failed", "other-type", "other-az", "too-few", "unknown-id"],
+    ids=["payment-failed", "other-type", "other-az", "too-few", "unknown-id"],
 )
 def test_unusable_block_stops_the_run_before_anything_is_declared(reservation, changes, message):
     engine = offline.OfflineEngine(now=NOW, reservation=reservation)

@@ -297,7 +297,7 @@ def test_healthy_scheduled_block_is_all_ok():
 
 @pytest.mark.parametrize("state,level", [
     ("scheduled", "OK"), ("active", "OK"), ("payment-pending", "WARN"), ("payment-failed", "FAIL"),
-    ("expired", "FAIL"), ("cancelled", "FAIL"), ("failed", "FAIL"),
+    ("expired", "WARN"), ("cancelled", "FAIL"), ("failed", "FAIL"),
 ])
 def test_state_levels(state, level):
     assert evaluate(reservation(state=state))["state"].level == level
@@ -320,14 +320,14 @@ def test_local_zone_belongs_to_its_region():
     assert evaluate(reservation(az="us-east-1-dfw-2a"))["availability zone"].level == "OK"
 
 
-def test_ending_within_one_hour_is_no_go_but_just_over_is_a_warning():
+def test_ending_within_one_hour_warns_that_the_group_stays_at_zero_and_just_over_warns_about_usable_time():
     start = NOW - timedelta(days=7) + timedelta(minutes=59)
     soon = evaluate(reservation(state="active", start=start, available=0))
-    assert soon["window"].level == "FAIL" and "ends in 59m" in soon["window"].message
+    assert soon["window"].level == "WARN" and "ends in 59m" in soon["window"].message and "kept at 0 nodes" in soon["window"].message
     later = evaluate(reservation(state="active", start=start + timedelta(minutes=2), available=0))
     assert later["window"].level == "WARN" and "usable time" in later["window"].message
     ended = evaluate(reservation(state="active", start=NOW - timedelta(days=8)))
-    assert ended["window"].level == "FAIL" and "ended" in ended["window"].message
+    assert ended["window"].level == "WARN" and "ended" in ended["window"].message
 
 
 def test_active_block_with_too_few_free_instances_warns():

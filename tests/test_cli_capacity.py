@@ -279,8 +279,8 @@ def test_preflight_no_go(aws, stack, capsys):
     code, out, _ = run(capsys, "preflight", "prod")
     assert code == 1
     assert f"FAIL  instance count: Capacity Block {RID} reserves 2 instance(s) but the stack needs 3" in out
-    assert f"FAIL  window: Capacity Block {RID} ends in 30m" in out
-    assert out.rstrip().endswith("NO-GO: 2 checks failed; fix them before the block starts.")
+    assert f"WARN  window: Capacity Block {RID} ends in 30m" in out
+    assert out.rstrip().endswith("NO-GO: 1 check failed; fix them before the block starts.")
 
 
 def test_preflight_shows_a_pending_extension_without_changing_the_verdict(aws, stack, capsys):

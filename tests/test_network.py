@@ -177,10 +177,10 @@ def test_s3_gateway_endpoint_is_on_every_private_route_table(per_az):
     assert set(s3[0]["routeTableIds"]) == private_rts
 
 
-def test_ecr_and_sts_interface_endpoints_are_private_in_private_subnets(per_az):
+def test_ecr_sts_eks_auth_and_ec2_interface_endpoints_are_private_in_private_subnets(per_az):
     result, _ = per_az
     interface = {r.plain_inputs["serviceName"]: r.plain_inputs for r in result.by_type(ENDPOINT) if r.plain_inputs["vpcEndpointType"] == "Interface"}
-    assert set(interface) == {f"com.amazonaws.us-east-1.{s}" for s in ("ecr.api", "ecr.dkr", "sts")}
+    assert set(interface) == {f"com.amazonaws.us-east-1.{s}" for s in ("ecr.api", "ecr.dkr", "sts", "eks-auth", "ec2")}
     private_ids = {s.id for s in _subnets(result, "private").values()}
     sg = result.one("aws:ec2/securityGroup:SecurityGroup", "endpoints")
     for endpoint in interface.values():

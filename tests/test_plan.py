@@ -91,10 +91,12 @@ def test_plan_bad_config_is_one_line_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_plan_expired_reservation_is_refused_before_anything_is_declared(tmp_path, capsys):
-    assert _plan(tmp_path / "x", "dev", "--reservation-state", "expired") == 2
-    assert "is expired" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists()
+def test_plan_with_an_expired_reservation_keeps_the_gpu_nodes_at_zero_and_warns(tmp_path, capsys):
+    assert _plan(tmp_path / "x", "dev", "--reservation-state", "expired") == 0
+    assert "is expired" in capsys.readouterr().out
+    resources = json.loads((tmp_path / "x" / "resources.json").read_text())
+    (group,) = [r for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup" and r["name"].endswith("gpu-ng")]
+    assert group["inputs"]["scalingConfig"]["desiredSize"] == 0
 
 
 def test_plan_as_a_process_has_no_traceback_for_user_mistakes(tmp_path):

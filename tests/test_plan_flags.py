@@ -114,8 +114,8 @@ def test_expired_ends_before_now_and_active_holds_now(clock):
 
 
 def test_plan_with_an_expired_block_reports_its_past_end(tmp_path, capsys):
-    assert main(["plan", "dev", "--out", str(tmp_path / "x"), *NOW, "--reservation-state", "expired"]) == 2
-    assert "Capacity Block cr-0a1b2c3d4e5f60718 is expired (ended 2026-11-30 11:30 UTC)" in _one_line_error(capsys)
+    assert main(["plan", "dev", "--out", str(tmp_path / "x"), *NOW, "--reservation-state", "expired"]) == 0
+    assert "Capacity Block cr-0a1b2c3d4e5f60718 is expired (ended 2026-11-30 11:30 UTC)" in capsys.readouterr().out
 
 
 # --- example values and the weights revision ------------------------------------------------------

@@ -261,7 +261,8 @@ def _declare() -> None:
 def declared() -> offline.PlanResult:
     """Everything :func:`_declare` registered, captured by the offline engine."""
     reservation = offline.ReservationFixture(id=CR_ID, availability_zone="us-east-1a", instance_count=2, start=NOW)
-    return offline.OfflineEngine(now=NOW, region="us-east-1", reservation=reservation).run(_declare)
+    # Deliberately broken resources for the policy pack: the engine's apply-time rules would stop them first.
+    return offline.OfflineEngine(now=NOW, region="us-east-1", reservation=reservation, apply_time_rules=False).run(_declare)
 
 
 def _resource(plan: offline.PlanResult, name: str) -> offline.RecordedResource:

@@ -27,6 +27,12 @@ Capacity Blocks with EKS managed node groups"; EKS User Guide, capacity-blocks-m
 - EKS scales the node group to 0 forty minutes before the end (EC2 terminates from thirty
   minutes before): a block ending within :data:`ENDING_SOON` cannot serve; under
   :data:`SHORT_WINDOW` of usable time a first vLLM boot (60-75 minutes) barely fits.
+
+A block that has ended (``expired``, or past its end) does not refuse the stack: the stack
+must stay updatable after its block (rotate the API key, change serving, scale the GPU nodes
+away), so the assessment warns and :func:`phase` says ``ended``, in which the node group is
+kept at zero nodes (:mod:`components.capacity.scaling`). The phase of a block at a moment —
+before its start, serving, ending, ended — has its one home here, :func:`phase`.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ OK, WARN, FAIL = "OK", "WARN", "FAIL"
 
 USABLE_STATES = ("scheduled", "active")
 """States in which a node group can be (or become) backed by the block."""
+ENDED_STATES = ("expired",)
+"""States of a block whose window is over: the stack stays updatable, its GPU node group at zero."""
 PENDING_STATES = ("payment-pending", "pending", "assessing", "delayed")
 """States that may still turn usable: allowed with a warning."""
 
@@ -55,6 +63,31 @@ ENDING_SOON = timedelta(hours=1)
 
 SHORT_WINDOW = timedelta(hours=3)
 """Usable time below which the window is a warning: a first boot can take 60-75 minutes."""
+
+BEFORE, SERVING, ENDING, ENDED = "before", "serving", "ending", "ended"
+"""The phases of a block at a moment (:func:`phase`)."""
+
+KEPT_AT_ZERO = "the stack can still be updated, with its GPU node group kept at 0 nodes"
+"""What an ended or ending block means for the stack (said in its warnings)."""
+
+
+def phase(block: CapacityBlockFacts, now: datetime) -> str:
+    """Where ``now`` falls in the block's life: :data:`BEFORE` its start, :data:`SERVING`, :data:`ENDING`, :data:`ENDED`.
+
+    ``ended``: the block is expired or its end has passed; ``ending``: it ends within
+    :data:`ENDING_SOON` (EKS scales the node group to 0 forty minutes before the end);
+    ``serving``: it is active, or its start has passed (EC2 reports ``active`` minutes late);
+    ``before``: not started yet (``scheduled`` or still ``payment-pending``).
+    """
+    now = utc(now)
+    start, end = block.window()
+    if block.state in ENDED_STATES or now >= end:
+        return ENDED
+    if now >= end - ENDING_SOON:
+        return ENDING
+    if block.state == "active" or start <= now:
+        return SERVING
+    return BEFORE
 
 @dataclass(frozen=True)
 class Finding:
@@ -172,9 +205,11 @@ def assess(block: CapacityBlockFacts, needs: BlockNeeds, now: datetime, terms: T
         add(WARN, "state", f"Capacity Block {rid} is payment-pending; it becomes scheduled once AWS has processed the payment, and nodes can join only once it is active.")
     elif state in PENDING_STATES:
         add(WARN, "state", f"Capacity Block {rid} is {state}; nodes can join only once it is scheduled and then active.")
+    elif state in ENDED_STATES:
+        ended = f" (ended {_when(block.end)})" if block.end else ""
+        add(WARN, "state", f"Capacity Block {rid} is {state}{ended}; {KEPT_AT_ZERO}. To serve again, {terms.new_block}.")
     else:
-        reason = f"expired (ended {_when(block.end)})" if state == "expired" and block.end else state
-        add(FAIL, "state", f"Capacity Block {rid} is {reason}; a node group needs a scheduled or active block: {terms.new_block}.")
+        add(FAIL, "state", f"Capacity Block {rid} is {state}; a node group needs a scheduled or active block: {terms.new_block}.")
 
     if block.instance_type == needs.instance_type:
         add(OK, "instance type", f"{block.instance_type} matches {terms.instance_type}.", "instance_type")
@@ -217,9 +252,12 @@ def _window(block: CapacityBlockFacts, now: datetime, terms: Terms) -> list[Find
     left = end - now
     found: list[Finding] = []
     if left <= timedelta(0):
-        found.append(Finding(FAIL, "window", f"Capacity Block {rid} ended at {_when(end)} ({span(left)} ago); {terms.new_block}."))
+        if block.state not in ENDED_STATES:  # the state finding already says it ended
+            found.append(Finding(WARN, "window", f"Capacity Block {rid} ended at {_when(end)} ({span(left)} ago); {KEPT_AT_ZERO}. To serve again, {terms.new_block}."))
+        else:
+            found.append(Finding(OK, "window", f"Capacity Block {rid} ended at {_when(end)} ({span(left)} ago)."))
     elif left <= ENDING_SOON:
-        found.append(Finding(FAIL, "window", f"Capacity Block {rid} ends in {span(left)} ({_when(end)}): EKS scales the node group to 0 forty minutes before the end; {terms.new_block}."))
+        found.append(Finding(WARN, "window", f"Capacity Block {rid} ends in {span(left)} ({_when(end)}): EKS scales the node group to 0 forty minutes before the end, so {KEPT_AT_ZERO} (nodes already running stay until EKS scales them in). To serve again, {terms.new_block}."))
     else:
         usable = end - max(now, start)
         if usable < SHORT_WINDOW:
@@ -255,11 +293,17 @@ def verdict(findings: Sequence[Finding]) -> tuple[str, ...]:
 
 __all__ = [
     "ARGS_TERMS",
+    "BEFORE",
+    "ENDED",
+    "ENDED_STATES",
+    "ENDING",
     "ENDING_SOON",
     "FAIL",
     "INSTANCE_PLATFORM",
+    "KEPT_AT_ZERO",
     "OK",
     "PENDING_STATES",
+    "SERVING",
     "SHORT_WINDOW",
     "USABLE_STATES",
     "WARN",
@@ -269,6 +313,7 @@ __all__ = [
     "assess",
     "az_in_region",
     "failures",
+    "phase",
     "span",
     "verdict",
     "warnings",

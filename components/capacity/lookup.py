@@ -2,12 +2,22 @@
 
 ``aws.ec2.get_capacity_block_reservation(id=…)`` returns the block's AZ, window, instance type,
 count and state; :func:`lookup_capacity_block` maps it into the one record
-(:class:`~components.capacity.facts.CapacityBlockFacts`). A block that cannot be read raises
-:class:`CapacityBlockNotFound`, phrased neutrally: the caller adds which input names the id
-(the platform its config key, the node group its ``reservation_id`` arg).
+(:class:`~components.capacity.facts.CapacityBlockFacts`).
+
+A failed look-up says which of five things went wrong, one line each, because each asks for
+a different fix: the block does not exist here (:class:`CapacityBlockNotFound`: wrong id,
+region or account), the credentials are missing or expired, the identity may not read
+Capacity Reservations, the provider cannot reach EC2 in its region, or EC2 throttled the
+call (:class:`CapacityBlockUnreadable`, with :attr:`~CapacityBlockUnreadable.kind`). The
+provider reports all of them as a failed invoke whose text carries the AWS error code
+(``api error <Code>: …``, aws-sdk-go-v2) or the provider's own wording; :func:`classify`
+reads it. Messages are phrased neutrally: the caller adds which input names the id (the
+platform its config key, the node group its ``reservation_id`` arg).
 """
 
 from __future__ import annotations
+
+import re
 
 import pulumi
 import pulumi_aws as aws
@@ -15,23 +25,109 @@ import pulumi_aws as aws
 from components.capacity.facts import CapacityBlockFacts
 from components.errors import UserError
 
+NOT_FOUND, CREDENTIALS, DENIED, REGION, THROTTLED, OTHER = "not found", "credentials", "denied", "region", "throttled", "other"
+"""The kinds of failed look-up (:func:`classify`)."""
 
-class CapacityBlockNotFound(UserError):
-    """The reservation id is not a Capacity Block this account can read in the provider's region."""
+# What each kind looks like in the provider's error text, most specific first. The AWS codes
+# are EC2's (EC2 API reference, "Error codes for the Amazon EC2 API") and STS's; the phrases are
+# terraform-provider-aws / aws-sdk-go-v2 wording ("couldn't find resource" is the provider's
+# empty-result error; "No valid credential sources found" its credential-chain error).
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (THROTTLED, re.compile(r"RequestLimitExceeded|Throttling|ThrottlingException|TooManyRequests|Rate exceeded|retry quota exceeded", re.I)),
+    (CREDENTIALS, re.compile(
+        r"No valid credential sources|NoCredentialProviders|failed to refresh cached credentials|unable to validate AWS credentials"
+        r"|ExpiredToken|InvalidClientTokenId|AuthFailure|SignatureDoesNotMatch|UnrecognizedClient|RequestExpired|get credentials|security token|shared config profile",
+        re.I,
+    )),
+    (DENIED, re.compile(r"UnauthorizedOperation|AccessDenied|not authorized to perform", re.I)),
+    (REGION, re.compile(r"invalid AWS Region|InvalidRegion|OptInRequired|no such host|dial tcp|could not connect to the endpoint|endpoint rule", re.I)),
+    (NOT_FOUND, re.compile(r"InvalidCapacityReservationId\.(NotFound|Malformed)|couldn't find resource|not found|does not exist", re.I)),
+)
 
-    def __init__(self, reservation_id: str, detail: str) -> None:
+
+def classify(detail: str) -> str:
+    """Which kind of failure a provider's invoke error text describes (:data:`OTHER` when none matches)."""
+    for kind, pattern in _PATTERNS:
+        if pattern.search(detail):
+            return kind
+    return OTHER
+
+
+def _short(detail: str, limit: int = 240) -> str:
+    """The provider's error text on one line, cut (SDK messages carry request ids and long URLs)."""
+    text = " ".join(detail.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class CapacityBlockUnreadable(UserError):
+    """The Capacity Block could not be read; :attr:`kind` says why (:func:`classify`)."""
+
+    def __init__(self, reservation_id: str, detail: str, kind: str, region: str | None = None) -> None:
         self.reservation_id = reservation_id
         self.detail = detail
-        super().__init__(f"Capacity Block {reservation_id} could not be read in this account/region ({detail})")
+        self.kind = kind
+        self.region = region
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        """The one-line message for :attr:`kind`."""
+        rid, where, detail = self.reservation_id, f" in {self.region}" if self.region else "", _short(self.detail)
+        if self.kind == CREDENTIALS:
+            return (
+                f"the AWS provider has no valid credentials to read Capacity Block {rid} ({detail}): log in again "
+                "(`aws sso login`, AWS_PROFILE) or check the role CI assumes, then retry"
+            )
+        if self.kind == DENIED:
+            return (
+                f"AWS denied reading Capacity Block {rid}{where} ({detail}): allow ec2:DescribeCapacityReservations to the "
+                "identity running Pulumi"
+            )
+        if self.kind == REGION:
+            return f"the AWS provider cannot reach EC2{where} to read Capacity Block {rid} ({detail}): check aws:region and the network"
+        if self.kind == THROTTLED:
+            return f"EC2 throttled the look-up of Capacity Block {rid}{where} ({detail}): retry in a minute"
+        if self.kind == NOT_FOUND:
+            return f"Capacity Block {rid} was not found{where} for this account ({detail})"
+        return f"Capacity Block {rid} could not be read{where} ({detail})"
 
 
-def lookup_capacity_block(reservation_id: str, opts: pulumi.InvokeOptions | None = None) -> CapacityBlockFacts:
-    """Read the reservation through the AWS provider; :class:`CapacityBlockNotFound` when AWS does not know it."""
+class CapacityBlockNotFound(CapacityBlockUnreadable):
+    """The reservation id is not a Capacity Block this account can read in the provider's region."""
+
+    def __init__(self, reservation_id: str, detail: str, region: str | None = None) -> None:
+        super().__init__(reservation_id, detail, NOT_FOUND, region)
+
+
+def unreadable(reservation_id: str, detail: str, region: str | None = None) -> CapacityBlockUnreadable:
+    """The error for a failed look-up: :class:`CapacityBlockNotFound` or :class:`CapacityBlockUnreadable` of its kind."""
+    kind = classify(detail)
+    if kind == NOT_FOUND:
+        return CapacityBlockNotFound(reservation_id, detail, region)
+    return CapacityBlockUnreadable(reservation_id, detail, kind, region)
+
+
+def lookup_capacity_block(reservation_id: str, opts: pulumi.InvokeOptions | None = None, *, region: str | None = None) -> CapacityBlockFacts:
+    """Read the reservation through the AWS provider; a :class:`CapacityBlockUnreadable` (of its kind) when that fails.
+
+    :param region: the provider's region, named in the messages (the invoke uses the provider's own).
+    """
     try:
         result = aws.ec2.get_capacity_block_reservation(id=reservation_id, opts=opts)
-    except Exception as err:  # the provider reports "not found" as a generic invoke error
-        raise CapacityBlockNotFound(reservation_id, str(err)) from None
+    except Exception as err:  # the provider reports every failure as a generic invoke error: its text says which
+        raise unreadable(reservation_id, str(err), region) from None
     return CapacityBlockFacts.from_invoke(result)
 
 
-__all__ = ["CapacityBlockNotFound", "lookup_capacity_block"]
+__all__ = [
+    "CREDENTIALS",
+    "DENIED",
+    "NOT_FOUND",
+    "OTHER",
+    "REGION",
+    "THROTTLED",
+    "CapacityBlockNotFound",
+    "CapacityBlockUnreadable",
+    "classify",
+    "lookup_capacity_block",
+    "unreadable",
+]

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from components import clock, offline, policy_verdict, project, stack_lint
+from components.capacity import scaling
 from components.catalog import DEFAULT_GPU_INSTANCE_TYPE
 from components.errors import UserError
 from components.rehearsal import STATES, Rehearsal
@@ -142,6 +143,8 @@ def _facts(result: offline.PlanResult, outputs: dict) -> list[str]:
         lines.append(f"  capacity block    {block.get('id')} — {block.get('state')} (offline fixture), AZ {block.get('availabilityZone')}")
         lines.append(f"  block window      {_when(block.get('start'))} -> {_when(block.get('end'))}")
         lines.append(f"  GPU nodes         {outputs.get('gpuNodes')} x {block.get('instanceType')} ({outputs.get('gpusTotal')} GPUs)")
+        if outputs.get("gpuScaling"):
+            lines.append(f"  GPU scale-up      {scaling.describe(outputs['gpuScaling'])}")
     elif fixture is not None:
         lines.append(f"  capacity block    {fixture.id} — {fixture.state} (offline fixture), AZ {fixture.availability_zone}, {fixture.instance_count} x {fixture.instance_type}")
         lines.append(f"  block window      {_when(fixture.start.isoformat())} -> {_when(fixture.end.isoformat())}")

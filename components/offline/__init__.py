@@ -13,6 +13,9 @@ The package, by job:
 - :mod:`~components.offline.fixtures`: the Capacity Block reservation a run answers with;
 - :mod:`~components.offline.redaction`: secrets unwrapped for checks, masked for output;
 - :mod:`~components.offline.results`: :class:`PlanResult` and the plan files;
+- :mod:`~components.offline.rules`: rules AWS enforces only at apply time, checked on each registration
+  against :mod:`~components.offline.timeline` (when a first ``up`` creates each resource, from the
+  create times of :mod:`~components.offline.create_times`);
 - :mod:`~components.offline.programs`: running a project's program for one of its stacks.
 
 Typical use::
@@ -31,10 +34,12 @@ from components.offline.fixtures import ACCOUNT_ID, ReservationFixture, default_
 from components.offline.programs import absent_secret_warning, run_project, run_stack, stack_region
 from components.offline.redaction import SECRET_MARK, contains_secret, redact, redact_numbers, reveal
 from components.offline.results import PlanResult, kubernetes_manifest, manifest_file_name, write_plan
+from components.offline.rules import ApplyTimeRuleError
 
 __all__ = [
     "ACCOUNT_ID",
     "SECRET_MARK",
+    "ApplyTimeRuleError",
     "InvokeHandler",
     "OfflineEngine",
     "PlanResult",

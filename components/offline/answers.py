@@ -111,6 +111,12 @@ def eks_cluster_outputs(args: pulumi_mocks.MockResourceArgs, region: str) -> dic
     endpoint = f"https://{stable_hex(name, 32).upper()}.gr7.{region}.eks.amazonaws.com"
     oidc_id = stable_hex(name + "oidc", 32).upper()
     issuer = f"oidc.eks.{region}.amazonaws.com/id/{oidc_id}"
+    # As pulumi-eks generates it (nodejs/eks/cluster/cluster.ts, generateKubeconfig): with
+    # providerCredentialOpts.roleArn the exec assumes that role (`--role`).
+    token_args = ["--region", region, "eks", "get-token", "--cluster-name", name, "--output", "json"]
+    role_arn = (args.inputs.get("providerCredentialOpts") or {}).get("roleArn")
+    if role_arn:
+        token_args += ["--role", role_arn]
     ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJkekNDQVIyZ0F3SUJBZ0lCQURBS0JnZ3Foa2pPUFFRREFqQWpNU0V3SHdZRFZRUURECk9rOW1abXhwYm1VdFpXNW5hVzVsTFhSbGMzUXRZMkV3SGhjTk1qWXdNVEF4TURBd01EQXdXaGNOTXpZd01UQXhNREF3TURBd1dqQWpNU0V3SHdZRFZRUURECi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K"
     kubeconfig = {
         "apiVersion": "v1",
@@ -118,7 +124,7 @@ def eks_cluster_outputs(args: pulumi_mocks.MockResourceArgs, region: str) -> dic
         "clusters": [{"name": name, "cluster": {"server": endpoint, "certificate-authority-data": ca}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,
-        "users": [{"name": name, "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws", "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"]}}}],
+        "users": [{"name": name, "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws", "args": token_args}}}],
     }
     return {
         "kubeconfig": kubeconfig,

@@ -4,7 +4,9 @@
 clock pinned to its ``now``; a recording monitor keeps each registration (type, name,
 parent, inputs, dependencies); resources and invokes are answered by
 :mod:`components.offline.answers`, the Capacity Block look-up by the run's
-:class:`~components.offline.fixtures.ReservationFixture`.
+:class:`~components.offline.fixtures.ReservationFixture`. Each registration also goes through
+the apply-time rules (:mod:`components.offline.rules`, on the modelled first-``up`` timeline of
+:mod:`components.offline.timeline`): a plan AWS would refuse during ``pulumi up`` fails here.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from components.offline import answers
 from components.offline.fixtures import ReservationFixture
 from components.offline.redaction import redact_numbers, reveal
 from components.offline.results import PlanResult
+from components.offline.rules import ApplyTimeRules
 
 InvokeHandler = Callable[[dict], dict]
 """A test's answer to one invoke: its args in, the result out."""
@@ -68,9 +71,10 @@ class RecordedResource:
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
     """Mock monitor that also remembers each registration: parent, inputs, dependencies and options."""
 
-    def __init__(self, mocks: _Mocks) -> None:
+    def __init__(self, mocks: _Mocks, rules: ApplyTimeRules | None = None) -> None:
         super().__init__(mocks)
         self.records: list[RecordedResource] = []
+        self.rules = rules
 
     def RegisterResource(self, request):  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)
@@ -92,6 +96,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     transforms=len(request.transforms),
                 )
             )
+            if self.rules is not None:
+                self.rules.on_registration(self.records[-1], request.name)
         return response
 
 
@@ -128,6 +134,10 @@ class OfflineEngine:
 
     ``invoke_overrides`` and ``resource_overrides`` let a test change one answer
     (e.g. an invoke that fails like AWS would) without subclassing.
+
+    ``apply_time_rules`` (on by default) fails a run that breaks a rule AWS enforces during
+    ``pulumi up`` (:mod:`components.offline.rules`); only a test that declares deliberately
+    broken resources for another checker (the policy pack's tests) turns it off.
     """
 
     def __init__(
@@ -140,6 +150,7 @@ class OfflineEngine:
         existing_subnet_azs: Mapping[str, str] | None = None,
         invoke_overrides: Mapping[str, InvokeHandler] | None = None,
         resource_overrides: Mapping[str, ResourceHandler] | None = None,
+        apply_time_rules: bool = True,
     ) -> None:
         self.now = clock.utc(now)
         self.region = region
@@ -148,8 +159,11 @@ class OfflineEngine:
         self.existing_subnet_azs = dict(existing_subnet_azs or {})
         self.invoke_overrides = dict(invoke_overrides or {})
         self.resource_overrides = dict(resource_overrides or {})
+        self.apply_time_rules = apply_time_rules
         self.monitor: _RecordingMonitor | None = None
         self.invokes: list[tuple[str, dict]] = []
+        self.rules: ApplyTimeRules | None = None
+        """The apply-time rules of the last run (:mod:`components.offline.rules`), with its timeline."""
 
     @property
     def resources(self) -> list[RecordedResource]:
@@ -182,7 +196,8 @@ class OfflineEngine:
         logger.handlers = [handler]
 
         runtime_settings.ROOT.set(None)
-        self.monitor = _RecordingMonitor(_Mocks(self))
+        self.rules = ApplyTimeRules(self.now)
+        self.monitor = _RecordingMonitor(_Mocks(self), self.rules)
         pulumi.runtime.set_all_config(config, list(secret_keys))
         pulumi.runtime.set_mocks(_Mocks(self), project=project, stack=stack, preview=False, logger=logger, monitor=self.monitor)
         runtime_settings.SETTINGS.rpc_manager.clear()
@@ -206,6 +221,9 @@ class OfflineEngine:
                 _sync_await(run_pulumi_func(body))
         finally:
             runtime_settings.ROOT.set(None)
+        # What AWS would refuse during `pulumi up` fails the plan, after the program ran to its end.
+        if self.apply_time_rules:
+            self.rules.raise_any()
         warnings = [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING]
         return PlanResult(
             project=project, stack=stack, resources=self.resources, outputs=outputs, warnings=warnings,

@@ -81,7 +81,8 @@ class PlanResult:
         return helm_values_files(self.resources, redact)
 
     def resources_document(self) -> list[dict]:
-        """The ``resources.json`` content: type, name, parent, inputs (secrets redacted), by URN.
+        """The ``resources.json`` content: type, name, parent, inputs (secrets redacted), by URN; ``ignoreChanges``
+        when the resource has any (what a later ``pulumi up`` leaves alone).
 
         Sorted by URN, so two runs of the same inputs give the same bytes however the
         engine's threads interleaved the registrations.
@@ -90,15 +91,16 @@ class PlanResult:
         document = []
         for resource in sorted(self.resources, key=lambda r: r.urn):
             parent = by_urn.get(resource.parent_urn or "")
-            document.append(
-                {
-                    "type": resource.type,
-                    "name": resource.name,
-                    "urn": resource.urn,
-                    "parent": {"type": parent.type, "name": parent.name} if parent else None,
-                    "inputs": redact(resource.inputs),
-                }
-            )
+            entry = {
+                "type": resource.type,
+                "name": resource.name,
+                "urn": resource.urn,
+                "parent": {"type": parent.type, "name": parent.name} if parent else None,
+                "inputs": redact(resource.inputs),
+            }
+            if resource.ignore_changes:
+                entry["ignoreChanges"] = list(resource.ignore_changes)
+            document.append(entry)
         return document
 
     def plain_outputs(self) -> dict[str, Any]:

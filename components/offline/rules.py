@@ -1,0 +1,177 @@
+"""Rules AWS (or the AWS provider) enforces only at apply time, enforced by the offline engine on each registration.
+
+``pulumi preview`` accepts these plans; ``pulumi up`` fails on them, often half an hour in.
+The offline engine calls :meth:`ApplyTimeRules.on_registration` for every resource the
+program registers (with the moment it would be created in a first ``up``, from
+:mod:`components.offline.timeline`) and fails the run with :class:`ApplyTimeRuleError`,
+naming each rule's source, so a plan fails here the way AWS would fail there.
+
+The rules (each a function below):
+
+- :func:`schedule_starts_in_the_future` — an Auto Scaling scheduled action must start after
+  the moment it is created (EC2 Auto Scaling API reference, PutScheduledUpdateGroupAction);
+- :func:`schedule_sets_only_what_it_names` — the AWS provider sends 0 for a scheduled
+  action's min or max size left unset (pulumi-aws ``autoscaling.Schedule``: "Set to -1 if you
+  don't want to change the minimum size … Defaults to 0");
+- :func:`capacity_block_updates_without_surge` — a ``CAPACITY_BLOCK`` managed node group
+  must update with the ``MINIMAL`` strategy (EKS API reference, NodegroupUpdateConfig; EKS
+  user guide, managed-node-update-behavior).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from components.errors import UserError
+from components.offline.timeline import Moment, Registration, Timeline
+
+SCHEDULE = "aws:autoscaling/schedule:Schedule"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+
+SCHEDULE_IN_THE_PAST_SOURCE = (
+    "EC2 Auto Scaling API reference, PutScheduledUpdateGroupAction: 'If you try to schedule your action in the past, "
+    "Amazon EC2 Auto Scaling returns an error message'"
+)
+SCHEDULE_SIZE_DEFAULT_SOURCE = (
+    "pulumi-aws 7.51.1 autoscaling.Schedule min_size/max_size: 'Set to -1 if you don't want to change the minimum size "
+    "at the scheduled time. Defaults to 0' (terraform-provider-aws internal/service/autoscaling/schedule.go sends every "
+    "size that is not -1)"
+)
+MINIMAL_UPDATE_SOURCE = (
+    "EKS API reference, NodegroupUpdateConfig.updateStrategy: the default strategy 'launches the new instances first, "
+    "before terminating the old instances', the minimal one 'terminates the old instances before launching the new "
+    "instances … useful … with hardware accelerators such as GPUs'; EKS user guide, managed-node-update-behavior"
+)
+
+
+@dataclass(frozen=True)
+class RuleViolation:
+    """One registration a rule refuses."""
+
+    rule: str
+    """The rule's function name."""
+    resource: str
+    """``type 'name'`` of the refused resource."""
+    message: str
+    """What is wrong and why AWS refuses it, with the source."""
+
+    def line(self) -> str:
+        """One line: the resource, then the message."""
+        return f"{self.resource}: {self.message}"
+
+
+class ApplyTimeRuleError(UserError):
+    """The plan breaks a rule AWS enforces only at apply time (one line per violation, joined)."""
+
+    def __init__(self, violations: list[RuleViolation]) -> None:
+        self.violations = tuple(violations)
+        super().__init__(
+            "the offline engine refused what AWS would refuse during `pulumi up`: " + "; ".join(v.line() for v in violations)
+        )
+
+
+Rule = Callable[[Registration, Moment, "Timeline"], str | None]
+"""A rule: the registration, its modelled moment and the timeline in; a refusal message or ``None`` out."""
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _minutes(delta_seconds: float) -> str:
+    return f"{delta_seconds / 60:.0f} minutes"
+
+
+def parse_schedule_time(value: str) -> datetime:
+    """A scheduled action's ``YYYY-MM-DDThh:mm:ssZ`` time (the only format the provider accepts)."""
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def schedule_starts_in_the_future(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse a scheduled action whose ``startTime`` is not after the moment its create call is made."""
+    if registration.type != SCHEDULE:
+        return None
+    start = registration.inputs.get("startTime")
+    if not isinstance(start, str):
+        return None
+    if parse_schedule_time(start) > moment.starts:
+        return None
+    elapsed = (moment.starts - timeline.now).total_seconds()
+    return (
+        f"startTime {start} is not in the future when the scheduled action is created: in a first `pulumi up` "
+        f"starting at {_when(timeline.now)} its create call comes at {_when(moment.starts)} ({_minutes(elapsed)} later, "
+        f"after what it depends on; create times in components/offline/create_times.py), and AutoScaling refuses an "
+        f"action in the past ({SCHEDULE_IN_THE_PAST_SOURCE})"
+    )
+
+
+def schedule_sets_only_what_it_names(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse a scheduled action that leaves ``minSize`` or ``maxSize`` unset (the provider sends 0 for it)."""
+    if registration.type != SCHEDULE:
+        return None
+    unset = [name for name in ("minSize", "maxSize", "desiredCapacity") if registration.inputs.get(name) is None]
+    if not unset:
+        return None
+    return (
+        f"{', '.join(unset)} unset: the AWS provider then sends 0, so the action would also set the group's "
+        f"{' and '.join(unset)} to 0; give -1 for a size the action must leave alone ({SCHEDULE_SIZE_DEFAULT_SOURCE})"
+    )
+
+
+def capacity_block_updates_without_surge(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse a ``CAPACITY_BLOCK`` node group whose update strategy is not ``MINIMAL``."""
+    if registration.type != NODE_GROUP or registration.inputs.get("capacityType") != "CAPACITY_BLOCK":
+        return None
+    update: Mapping[str, Any] = registration.inputs.get("updateConfig") or {}
+    strategy = update.get("updateStrategy") or "DEFAULT"
+    if strategy == "MINIMAL":
+        return None
+    return (
+        f"capacityType CAPACITY_BLOCK with updateConfig.updateStrategy {strategy}: a Capacity Block has no spare instance, "
+        f"so an update that launches replacements first ends in NodeCreationFailure; set updateStrategy MINIMAL "
+        f"({MINIMAL_UPDATE_SOURCE})"
+    )
+
+
+RULES: tuple[Rule, ...] = (schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge)
+"""Every apply-time rule the offline engine enforces."""
+
+
+class ApplyTimeRules:
+    """The rules, applied to each registration of one run against its modelled creation moment."""
+
+    def __init__(self, now: datetime, rules: tuple[Rule, ...] = RULES) -> None:
+        self.timeline = Timeline(now)
+        self.rules = rules
+        self.violations: list[RuleViolation] = []
+
+    def on_registration(self, registration: Registration, name: str) -> None:
+        """Place the registration on the timeline and record what any rule refuses."""
+        moment = self.timeline.add(registration)
+        for rule in self.rules:
+            message = rule(registration, moment, self.timeline)
+            if message is not None:
+                self.violations.append(RuleViolation(rule.__name__, f"{registration.type} '{name}'", message))
+
+    def raise_any(self) -> None:
+        """Raise :class:`ApplyTimeRuleError` when a rule refused something."""
+        if self.violations:
+            raise ApplyTimeRuleError(self.violations)
+
+
+__all__ = [
+    "MINIMAL_UPDATE_SOURCE",
+    "RULES",
+    "SCHEDULE_IN_THE_PAST_SOURCE",
+    "SCHEDULE_SIZE_DEFAULT_SOURCE",
+    "ApplyTimeRuleError",
+    "ApplyTimeRules",
+    "RuleViolation",
+    "capacity_block_updates_without_surge",
+    "parse_schedule_time",
+    "schedule_sets_only_what_it_names",
+    "schedule_starts_in_the_future",
+]

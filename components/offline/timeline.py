@@ -1,0 +1,102 @@
+"""When each resource of a first ``pulumi up`` would be created: the run's ``now`` plus create times along its dependencies.
+
+Pulumi creates a resource once everything it depends on exists: the resources named in
+``depends_on``, those whose outputs feed its inputs (both arrive as the registration's
+dependencies) and its provider. So a resource's create call happens at the latest moment
+one of those is done, and it is done :func:`~components.offline.create_times.create_time`
+later. A component resource has no create call of its own: depending on it means depending
+on every resource registered under it so far. (A remote component such as pulumi-eks's
+``eks:index:Cluster`` is answered as one resource under mocks and has its own create time.)
+
+A child also waits for its parent: the engine answers a registration only once the
+resource's own dependencies are done, and a child is registered with its parent's URN,
+so ``depends_on`` given to a component holds back everything declared inside it.
+
+This is a model of the first ``up`` (nothing exists yet): the slowest case. On a re-run the
+existing resources are not created again, so everything happens earlier than modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from components.offline.create_times import CREATE_TIMES, NO_TIME, CreateTime, create_time
+
+
+class Registration(Protocol):
+    """What the timeline reads of a registration (a :class:`~components.offline.engine.RecordedResource`)."""
+
+    type: str
+    urn: str
+    parent_urn: str | None
+    custom: bool
+    inputs: dict
+    dependencies: list[str]
+    provider: str
+
+
+@dataclass(frozen=True)
+class Moment:
+    """When one resource's creation starts (its create call) and when it is done."""
+
+    starts: datetime
+    done: datetime
+    create_time: CreateTime
+
+
+class Timeline:
+    """The modelled creation moments of the resources registered so far, from ``now``."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self._moments: dict[str, Moment] = {}
+        self._parents: dict[str, str | None] = {}
+        self._components: set[str] = set()
+        self._registered: dict[str, datetime] = {}
+        """When each registration is answered (what its children wait for)."""
+
+    def add(self, registration: Registration) -> Moment:
+        """Place one registration (in registration order: its dependencies are already placed)."""
+        self._parents[registration.urn] = registration.parent_urn
+        if not registration.custom and registration.type not in CREATE_TIMES:
+            self._components.add(registration.urn)
+        waits_for = [*registration.dependencies]
+        if registration.provider:
+            waits_for.append(provider_urn(registration.provider))
+        parent_answered = self._registered.get(registration.parent_urn or "", self.now)
+        starts = max([parent_answered, *(self.done(urn) for urn in waits_for)])
+        cost = NO_TIME if registration.urn in self._components else create_time(registration.type, registration.inputs)
+        moment = Moment(starts=starts, done=starts + cost.duration, create_time=cost)
+        self._moments[registration.urn] = moment
+        self._registered[registration.urn] = moment.done
+        return moment
+
+    def done(self, urn: str) -> datetime:
+        """When the resource ``urn`` exists (a component: when everything under it does; unknown: ``now``)."""
+        if urn in self._components:
+            below = [m.done for u, m in self._moments.items() if u != urn and self._is_under(u, urn)]
+            return max(below, default=self.now)
+        moment = self._moments.get(urn)
+        return moment.done if moment else self.now
+
+    def moment(self, urn: str) -> Moment | None:
+        """The placed moment of ``urn``, if registered."""
+        return self._moments.get(urn)
+
+    def _is_under(self, urn: str, ancestor: str) -> bool:
+        parent = self._parents.get(urn)
+        while parent is not None:
+            if parent == ancestor:
+                return True
+            parent = self._parents.get(parent)
+        return False
+
+
+def provider_urn(reference: str) -> str:
+    """The URN part of a provider reference (``urn::id``)."""
+    return reference.rsplit("::", 1)[0]
+
+
+__all__ = ["Moment", "Registration", "Timeline", "provider_urn"]
