@@ -92,17 +92,29 @@ _KEYS = (
     ConfigKey("weightsSha256Manifest", "string", "Path inside the weights of a sha256sum manifest checked before serving. Empty: no check.", ""),
     ConfigKey("tensorParallelSize", "integer", "vLLM --tensor-parallel-size (GPUs per node share one TP group).", 8),
     ConfigKey("pipelineParallelSize", "integer", f"vLLM --pipeline-parallel-size (nodes per replica when one node cannot hold the model; {_range(catalog.PIPELINE_PARALLEL_RANGE)}).", 1),
-    ConfigKey("gpuMemoryUtilization", "string", f"vLLM --gpu-memory-utilization, a decimal from {_range(catalog.GPU_MEMORY_UTILIZATION_RANGE, '.2f')}.", "0.95"),
-    ConfigKey("maxModelLen", "integer", f"vLLM --max-model-len ({_range(catalog.MAX_MODEL_LEN_RANGE)} tokens).", 262144),
-    ConfigKey("kvCacheDtype", "string", "vLLM --kv-cache-dtype: auto, fp8, fp8_e4m3 or fp8_e5m2.", "fp8"),
+    ConfigKey("gpuMemoryUtilization", "string", f"vLLM --gpu-memory-utilization, a decimal from {_range(catalog.GPU_MEMORY_UTILIZATION_RANGE, '.2f')}. Empty: the engine profile's (Blackwell single node 0.95, multi-node 0.90).", ""),
+    ConfigKey("maxModelLen", "integer", f"vLLM --max-model-len ({_range(catalog.MAX_MODEL_LEN_RANGE)} tokens). 0: the engine profile's (Blackwell 1048576, Hopper 32768).", 0),
+    ConfigKey("kvCacheDtype", "string", "vLLM --kv-cache-dtype: auto, fp8, fp8_e4m3 or fp8_e5m2. Empty: the engine profile's (Blackwell fp8 with the recipe's --attention-config, Hopper auto).", ""),
     ConfigKey("vllmExtraArgs", "array", "Extra vLLM arguments appended verbatim, one flag or value per item (flags the library manages are refused in every spelling: -tp, --flag=value, --no-flag).", []),
     ConfigKey("engineReadyTimeoutSeconds", "integer", f"VLLM_ENGINE_READY_TIMEOUT_S and the startup-probe budget ({_range(catalog.ENGINE_READY_TIMEOUT_RANGE)} seconds).", catalog.ENGINE_READY_TIMEOUT_S),
     ConfigKey("replicas", "integer", "Serving replicas. 0: one per group of reserved nodes.", 0),
     ConfigKey("exposure", "string", "How the API is reached: 'cluster' (port-forward), 'internal' (internal NLB) or 'public' (NLB restricted to servingAllowedCidrs).", "cluster"),
-    ConfigKey("servingAllowedCidrs", "array", "CIDRs allowed to call the API through the load balancer (internal/public exposure).", []),
+    ConfigKey("servingAllowedCidrs", "array", "Client CIDRs allowed to call the API through the load balancer; required for internal and public exposure. A CIDR containing the VPC admits it minus the VPC (pods of the VPC call in-cluster).", []),
     ConfigKey("serviceMonitorEnabled", "boolean", "Create a Prometheus Operator ServiceMonitor (needs its CRDs); otherwise scrape annotations.", False),
     ConfigKey("apiKey", "string", "API key clients must send (Bearer). Set with: pulumi config set --secret kimi-k3:apiKey.", secret=True),
     ConfigKey("huggingFaceToken", "string", "Hugging Face token for gated downloads. Set with --secret. Empty: anonymous.", "", secret=True),
+    # --- serving: API proxy, drain, engine profile ---------------------------
+    ConfigKey("servingExtraRoutes", "array", "Routes the API proxy forwards besides POST /v1/chat/completions, POST /v1/completions and GET /v1/models, one 'METHOD /exact/path' per item (GET or POST, under /v1, /v2 or /inference; vLLM's unprotected routes and the LoRA/generate bypasses are refused).", []),
+    ConfigKey("mediaPolicy", "string", "What requests may carry besides text: 'text-only' (vLLM --language-model-only: the vision encoder is skipped, media inputs refused) or 'allowlist' (images fetched only from mediaAllowedDomains, redirects off, or sent inline).", "text-only"),
+    ConfigKey("mediaAllowedDomains", "array", "Host names vLLM may fetch media from (--allowed-media-domains; exact host names, no wildcards). Required with mediaPolicy allowlist.", []),
+    ConfigKey("mediaInlineMiB", "integer", "MiB of inline (base64) media a request body may carry on top of the text bound (0 to 512; base64 is 4/3 of the image size). Only with mediaPolicy allowlist.", 0),
+    ConfigKey("servingMaxGenerationSeconds", "integer", "Longest a request may wait silently for its answer (a non-streamed answer sends nothing until done): the proxy's upstream read timeout and the floor of the NLB idle timeout (60 to 86400).", 1800),
+    ConfigKey("servingDrainSeconds", "integer", "How long in-flight requests may take to finish when a pod stops (rollout, node drain, Capacity Block end): the proxy's graceful stop and vLLM --shutdown-timeout (1 to 3600; at most 3600 minus servingPreStopSeconds behind an NLB).", 1800),
+    ConfigKey("servingPreStopSeconds", "integer", "Seconds a stopping pod keeps accepting while the NLB deregisters it, before the drain starts (0 to 600).", 30),
+    ConfigKey("servingTerminationGraceSeconds", "integer", "terminationGracePeriodSeconds of the serving pods. 0: the least that covers servingPreStopSeconds + 5 + servingDrainSeconds + 30; a smaller value is refused.", 0),
+    ConfigKey("nlbIdleTimeoutSeconds", "integer", "Idle timeout of the NLB's TCP listener (60 to 6000; the NLB default is 350); at least servingMaxGenerationSeconds.", 3600),
+    ConfigKey("decodeContextParallel", "boolean", "The recipe's decode context parallelism (--decode-context-parallel-size 8, a2a, TOKENSPEED_MLA decode with TRTLLM_RAGGED prefill): single-node TP8 with FP8 KV cache only.", False),
+    ConfigKey("servingEnv", "array", "Extra environment variables of the engine, one NAME=value per item; they override the engine profile's, and the ones the library sets (API key, caches, ready timeout, media redirects...) are refused.", []),
 )
 
 CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
@@ -116,6 +128,7 @@ SECTIONS = (
     ("Capacity Block and GPU nodes", ("capacityReservationId", "gpuInstanceType", "gpuAmiReleaseVersion", "gpuRootVolumeGiB", "efaEnabled", "capacityAlertEmail")),
     ("GPU plugins", ("nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion")),
     ("Serving", ("servingImage", "modelId", "modelRevision", "weightsSource", "weightsS3Uri", "weightsSha256Manifest", "tensorParallelSize", "pipelineParallelSize", "gpuMemoryUtilization", "maxModelLen", "kvCacheDtype", "vllmExtraArgs", "engineReadyTimeoutSeconds", "replicas", "exposure", "servingAllowedCidrs", "serviceMonitorEnabled", "apiKey", "huggingFaceToken")),
+    ("Serving: API proxy, drain and engine profile", ("servingExtraRoutes", "mediaPolicy", "mediaAllowedDomains", "mediaInlineMiB", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds", "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "decodeContextParallel", "servingEnv")),
 )
 """Keys grouped for the README's reference (every key exactly once)."""
 

@@ -102,9 +102,12 @@ def env_vars(source: str) -> list[str]:
     """Keys of ``environment_variables`` in ``vllm/envs.py``."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
-        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
-        if isinstance(target, ast.Name) and target.id == "environment_variables" and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
-            return sorted(k.value for k in node.value.keys if isinstance(k, ast.Constant))  # type: ignore[union-attr]
+        if not isinstance(node, (ast.AnnAssign, ast.Assign)):
+            continue
+        target: ast.expr = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+        value = node.value
+        if isinstance(target, ast.Name) and target.id == "environment_variables" and isinstance(value, ast.Dict):
+            return sorted(str(k.value) for k in value.keys if isinstance(k, ast.Constant))
     raise SystemExit("environment_variables not found in vllm/envs.py")
 
 
@@ -126,9 +129,12 @@ def _registry_keys(source: str) -> list[str]:
     tree = ast.parse(source)
     keys: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Dict) and node.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
-            if all(isinstance(v, ast.Tuple) for v in node.values):
-                keys |= {k.value for k in node.keys}  # type: ignore[union-attr]
+        if (
+            isinstance(node, ast.Dict) and node.keys
+            and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys)
+            and all(isinstance(v, ast.Tuple) for v in node.values)
+        ):
+            keys |= {k.value for k in node.keys}  # type: ignore[union-attr]
     return sorted(keys)
 
 
