@@ -114,6 +114,11 @@ _KEYS = (
     ConfigKey("servingTerminationGraceSeconds", "integer", "terminationGracePeriodSeconds of the serving pods. 0: the least that covers servingPreStopSeconds + 5 + servingDrainSeconds + 30; a smaller value is refused.", 0),
     ConfigKey("nlbIdleTimeoutSeconds", "integer", "Idle timeout of the NLB's TCP listener (60 to 6000; the NLB default is 350); at least servingMaxGenerationSeconds.", 3600),
     ConfigKey("decodeContextParallel", "boolean", "The recipe's decode context parallelism (--decode-context-parallel-size 8, a2a, TOKENSPEED_MLA decode with TRTLLM_RAGGED prefill): single-node TP8 with FP8 KV cache only.", False),
+    ConfigKey("hyperpodRoutingStrategy", "string", "HyperPod path (kimi-k3 hyperpod): the operator's intelligent routing, prefixaware, kvaware, session or roundrobin. Empty: off. It cannot be added to or changed on an existing endpoint (InferenceEndpointConfig v1).", ""),
+    ConfigKey("hyperpodLoadBalancerAlgorithm", "string", "HyperPod path: the ALB target group's routing algorithm, least_outstanding_requests or round_robin. Empty: the operator's default (least_outstanding_requests).", ""),
+    ConfigKey("hyperpodKvCache", "string", "HyperPod path: KV-cache offloading, off, l1 (CPU) or l1-l2 (CPU and hyperpodL2CacheBackend). Empty: the operator's default.", ""),
+    ConfigKey("hyperpodL2CacheBackend", "string", "HyperPod path: the L2 KV-cache backend with hyperpodKvCache l1-l2, redis or tieredstorage.", ""),
+    ConfigKey("hyperpodL2CacheUrl", "string", "HyperPod path: l2CacheLocalUrl of the L2 KV-cache backend (e.g. redis://cache.internal:6379).", ""),
     ConfigKey("servingEnv", "array", "Extra environment variables of the engine, one NAME=value per item; they override the engine profile's, and the ones the library sets (API key, caches, ready timeout, media redirects...) are refused.", []),
 )
 
@@ -128,7 +133,7 @@ SECTIONS = (
     ("Capacity Block and GPU nodes", ("capacityReservationId", "gpuInstanceType", "gpuAmiReleaseVersion", "gpuRootVolumeGiB", "efaEnabled", "capacityAlertEmail")),
     ("GPU plugins", ("nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion")),
     ("Serving", ("servingImage", "modelId", "modelRevision", "weightsSource", "weightsS3Uri", "weightsSha256Manifest", "tensorParallelSize", "pipelineParallelSize", "gpuMemoryUtilization", "maxModelLen", "kvCacheDtype", "vllmExtraArgs", "engineReadyTimeoutSeconds", "replicas", "exposure", "servingAllowedCidrs", "serviceMonitorEnabled", "apiKey", "huggingFaceToken")),
-    ("Serving: API proxy, drain and engine profile", ("servingExtraRoutes", "mediaPolicy", "mediaAllowedDomains", "mediaInlineMiB", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds", "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "decodeContextParallel", "servingEnv")),
+    ("Serving: API proxy, drain and engine profile", ("servingExtraRoutes", "mediaPolicy", "mediaAllowedDomains", "mediaInlineMiB", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds", "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "decodeContextParallel", "servingEnv", "hyperpodRoutingStrategy", "hyperpodLoadBalancerAlgorithm", "hyperpodKvCache", "hyperpodL2CacheBackend", "hyperpodL2CacheUrl")),
 )
 """Keys grouped for the README's reference (every key exactly once)."""
 

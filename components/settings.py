@@ -49,6 +49,7 @@ from components.serving.contracts import (
     ServingContract,
     WeightsContract,
 )
+from components.serving.hyperpod_routing import HyperPodRouting, HyperPodRoutingError
 from components.subnets import NAT_MODES, subnet_layout
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -189,8 +190,10 @@ class ServingSettings:
     service_monitor_enabled: bool
     api_key: Secret
     hugging_face_token: Secret | None
-    front: ServingFrontSettings = ServingFrontSettings()
+    front: ServingFrontSettings = field(default_factory=ServingFrontSettings)
     """The API proxy, the drain and the NLB (:func:`_validate_serving_front`)."""
+    hyperpod_routing: HyperPodRouting = field(default_factory=HyperPodRouting)
+    """The HyperPod operator's routing and KV-cache options (``HyperPodRouting``), for ``kimi-k3 hyperpod``."""
 
 
 @dataclass(frozen=True)
@@ -744,7 +747,27 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         api_key=api_key,
         hugging_face_token=r.secret("huggingFaceToken"),
         front=_validate_serving_front(r, contract, exposure, warnings),
+        hyperpod_routing=_validate_hyperpod_routing(r),
     )
+
+
+_HYPERPOD_KEYS = {
+    "routing_strategy": "hyperpodRoutingStrategy",
+    "load_balancer_algorithm": "hyperpodLoadBalancerAlgorithm",
+    "kv_cache": "hyperpodKvCache",
+    "l2_cache_backend": "hyperpodL2CacheBackend",
+    "l2_cache_url": "hyperpodL2CacheUrl",
+}
+
+
+def _validate_hyperpod_routing(r: _Reader) -> HyperPodRouting:
+    """The HyperPod operator's routing keys, checked by ``HyperPodRouting`` (the CRD's enums); the key is named here."""
+    values = {field: (r.get(key) or None) for field, key in _HYPERPOD_KEYS.items()}
+    try:
+        return HyperPodRouting(**values)
+    except HyperPodRoutingError as err:
+        key = _HYPERPOD_KEYS[err.field]
+        raise SettingsError(_key(key), r.get(key) or None, str(err).split("; ", 1)[1]) from None
 
 
 _DRAIN_KEYS = {"pre_stop_s": "servingPreStopSeconds", "drain_s": "servingDrainSeconds", "grace_period_s": "servingTerminationGraceSeconds"}
