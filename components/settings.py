@@ -804,6 +804,8 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
     except api_proxy.ProxyConfigError as err:
         key = keys.get(err.field, "servingExtraRoutes")
         raise SettingsError(_key(key), r.get(key), str(err)) from None
+    except UserError as err:  # the proxy's route rules (a route the defaults already allow)
+        raise SettingsError(_key("servingExtraRoutes"), list(routes), str(err)) from None
     grace = r.get("servingTerminationGraceSeconds") or None
     try:
         plan = drain.DrainPlan(pre_stop_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_timeout_s, grace_period_s=grace)
