@@ -30,7 +30,7 @@ from components.serving.base import VllmServingBase
 from components.serving.contracts import ServingContract, contract_summary
 from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from components.serving.vllm import VllmServer, VllmServerArgs
-from components.settings import Secret, StackSettings
+from components.settings import Secret, ServingSettings, StackSettings
 from components.settings import cluster_name as stack_cluster_name
 from components.stack_monitoring import alerts_and_dashboard, dcgm_extra_values, delivery_check_args, serving_scrape_fields
 
@@ -101,6 +101,21 @@ def _availability_zones(settings: StackSettings, block_az: str) -> tuple[str, ..
     if len(others) + 1 < net.availability_zone_count:
         raise SettingsError("kimi-k3:availabilityZoneCount", net.availability_zone_count, f"at most {len(region_azs)}: the available AZs of {settings.region}")
     return (block_az, *others[: net.availability_zone_count - 1])
+
+
+def serving_front_args(serving: ServingSettings) -> dict[str, Any]:
+    """The serving components' API-proxy, drain and NLB args from the stack settings (the composition's one mapping;
+    the real-proxy tests build the proxy config through it too)."""
+    front = serving.front
+    return dict(
+        extra_routes=front.extra_routes,
+        inline_media_bytes=front.inline_media_bytes,
+        max_generation_s=front.max_generation_s,
+        drain_s=front.drain_s,
+        pre_stop_sleep_s=front.pre_stop_s,
+        termination_grace_period_s=front.termination_grace_s,
+        nlb_idle_timeout_s=front.nlb_idle_timeout_s,
+    )
 
 
 def _secret_input(secret: Secret | None) -> pulumi.Output[str] | None:
@@ -255,6 +270,7 @@ class Platform(pulumi.ComponentResource):
             service_monitor=serving.service_monitor_enabled,
             **serving_scrape_fields(settings),
             weights_kms_key_arn=settings.deployment.weights_kms_key_arn,
+            **serving_front_args(serving),
         )
         serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
         self.server: VllmServingBase

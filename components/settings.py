@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components import catalog
+from components import catalog, engine_profiles
 from components.cluster_access import kubeconfig_role, roles_in_both
 from components.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
 from components.endpoint_services import endpoint_problems
@@ -56,6 +56,7 @@ from components.serving.contracts import (
     ServingContract,
     WeightsContract,
 )
+from components.serving.hyperpod_routing import HyperPodRouting, HyperPodRoutingError
 from components.subnets import NAT_MODES, subnet_layout
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +82,10 @@ CONTRACT_KEYS = {
     "engine.kv_cache_dtype": "kvCacheDtype",
     "engine.extra_args": "vllmExtraArgs",
     "engine.ready_timeout_s": "engineReadyTimeoutSeconds",
+    "engine.env": "servingEnv",
+    "engine.decode_context_parallel": "decodeContextParallel",
+    "api.media": "mediaPolicy",
+    "api.media_domains": "mediaAllowedDomains",
 }
 """Which config key sets each field of the serving contract (the contract owns the rules;
 this layer names the key in the error)."""
@@ -160,6 +165,26 @@ class GpuPluginSettings:
 
 
 @dataclass(frozen=True)
+class ServingFrontSettings:
+    """How the API is fronted and how its pods stop: the proxy's extra routes and sizes, the drain, the NLB."""
+
+    extra_routes: tuple[str, ...] = ()
+    """``METHOD /path`` routes the proxy forwards besides the OpenAI defaults (vetted by the proxy's rules)."""
+    inline_media_bytes: int = 0
+    """Body bytes allowed for inline media on top of the text bound."""
+    max_generation_s: int = 1800
+    """Longest silent wait for an answer (proxy read timeout, NLB idle floor)."""
+    drain_s: int = 1800
+    """Proxy graceful stop and vLLM ``--shutdown-timeout``."""
+    pre_stop_s: int = 30
+    """preStop sleep while the NLB deregisters the pod."""
+    termination_grace_s: int | None = None
+    """``terminationGracePeriodSeconds``; ``None`` = the drain plan's minimum."""
+    nlb_idle_timeout_s: int = 3600
+    """The NLB TCP listener's idle timeout."""
+
+
+@dataclass(frozen=True)
 class ServingSettings:
     """The vLLM serving stack: the serving contract plus how many replicas and how they are reached."""
 
@@ -172,6 +197,10 @@ class ServingSettings:
     service_monitor_enabled: bool
     api_key: Secret
     hugging_face_token: Secret | None
+    front: ServingFrontSettings = field(default_factory=ServingFrontSettings)
+    """The API proxy, the drain and the NLB (:func:`_validate_serving_front`)."""
+    hyperpod_routing: HyperPodRouting = field(default_factory=HyperPodRouting)
+    """The HyperPod operator's routing and KV-cache options (``HyperPodRouting``), for ``kimi-k3 hyperpod``."""
 
 
 @dataclass(frozen=True)
@@ -495,7 +524,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     cluster = _validate_cluster(r, prod, network)
     capacity = _validate_capacity(r, prod)
     plugins = _validate_plugins(r)
-    serving = _validate_serving(r, prod, region, capacity, warnings)
+    serving = _validate_serving(r, prod, region, capacity, network, warnings)
     monitoring = _validate_monitoring(r)
     if monitoring.prometheus_operator:
         serving = dataclasses.replace(serving, service_monitor_enabled=True)
@@ -667,13 +696,47 @@ def _contract_key() -> Iterator[None]:
         raise SettingsError(_key(name), value, accepted) from None
 
 
-def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySettings, warnings: list[str]) -> ServingSettings:
+def _engine_recipe(capacity: CapacitySettings, pipeline_parallel_size: Any) -> engine_profiles.EngineRecipe | None:
+    """The recipe profile for the stack's GPU and layout; ``None`` when there is none (the contract then says why)."""
+    nodes = pipeline_parallel_size if isinstance(pipeline_parallel_size, int) and pipeline_parallel_size >= 1 else 1
+    try:
+        return engine_profiles.recipe_for(catalog.INSTANCE_TYPES[capacity.instance_type], nodes)
+    except UserError:
+        return None
+
+
+def _serving_env(r: _Reader) -> dict[str, str]:
+    """``servingEnv`` items (``NAME=value``) as a mapping, in order; the contract refuses managed names."""
+    env: dict[str, str] = {}
+    for item in r.get("servingEnv"):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SettingsError(_key("servingEnv"), item, "expected NAME=value items, e.g. NCCL_DEBUG=INFO")
+        if name in env:
+            raise SettingsError(_key("servingEnv"), item, f"{name} is set twice")
+        env[name] = value
+    return env
+
+
+def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySettings, network: NetworkSettings, warnings: list[str]) -> ServingSettings:
     raw_image = r.get("servingImage")
     raw_util = r.get("gpuMemoryUtilization")
+    recipe = _engine_recipe(capacity, r.get("pipelineParallelSize"))
+    defaults = engine_profiles.RECIPES[f"blackwell/{engine_profiles.SINGLE_NODE}"] if recipe is None else recipe
     try:
-        gpu_util = float(raw_util)
+        gpu_util = defaults.gpu_memory_utilization if raw_util == "" else float(raw_util)
     except ValueError:
         raise SettingsError(_key("gpuMemoryUtilization"), raw_util, "expected a decimal between 0.50 and 0.98") from None
+    kv_cache_dtype = r.get("kvCacheDtype") or defaults.kv_cache_dtype
+    dcp = r.get("decodeContextParallel")
+    if dcp and recipe is not None and not recipe.decode_context_parallel:
+        raise SettingsError(
+            _key("decodeContextParallel"), True,
+            f"the recipe's decode context parallelism is for the single-node TP8 profile only ({engine_profiles.RECIPE_SOURCE}); "
+            f"this stack runs {recipe.name}",
+        )
+    env = {**dict(defaults.env), **_serving_env(r)}
+    media = r.get("mediaPolicy")
     instance = catalog.INSTANCE_TYPES[capacity.instance_type]
     with _contract_key():
         contract = ServingContract(
@@ -685,15 +748,21 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
                 s3_uri=r.get("weightsS3Uri") or None,
                 sha256_manifest=r.get("weightsSha256Manifest") or None,
             ),
-            api=ApiContract(),
+            api=ApiContract(media=media, media_domains=r.get("mediaAllowedDomains")),
             engine=EngineProfile(
                 tensor_parallel_size=r.get("tensorParallelSize"),
                 pipeline_parallel_size=r.get("pipelineParallelSize"),
                 gpu_memory_utilization=gpu_util,
-                max_model_len=r.get("maxModelLen"),
-                kv_cache_dtype=r.get("kvCacheDtype"),
+                max_model_len=r.get("maxModelLen") or defaults.max_model_len,
+                kv_cache_dtype=kv_cache_dtype,
                 extra_args=r.get("vllmExtraArgs"),
                 ready_timeout_s=r.get("engineReadyTimeoutSeconds"),
+                load_format=defaults.load_format,
+                moe_backend=defaults.moe_backend,
+                tuning_args=defaults.tuning_for(kv_cache_dtype, bool(dcp)),
+                env=tuple(env.items()),
+                decode_context_parallel=dcp,
+                profile_name=defaults.name,
             ),
         )
         nodes = contract.fit(instance)
@@ -706,10 +775,17 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
 
     exposure = _one_of("exposure", r.get("exposure"), EXPOSURES)
     allowed = _cidr_list("servingAllowedCidrs", r.get("servingAllowedCidrs"), allow_world=not prod)
-    if exposure == "public" and not allowed:
-        raise SettingsError(_key("servingAllowedCidrs"), [], "required when exposure is public: the client CIDRs allowed to call the API")
+    if exposure != "cluster" and not allowed:
+        raise SettingsError(_key("servingAllowedCidrs"), [], f"required when exposure is {exposure}: the client CIDRs allowed to call the API through the load balancer")
     if exposure == "public" and any(ipaddress.IPv4Network(c).prefixlen == 0 for c in allowed):
         warnings.append(f"{_key('servingAllowedCidrs')}: 0.0.0.0/0 exposes the API to the internet (API key required)")
+    vpc = ipaddress.IPv4Network(network.vpc_cidr)
+    for cidr in allowed if exposure != "cluster" and not network.existing_vpc_id else ():
+        if ipaddress.IPv4Network(cidr).subnet_of(vpc):
+            warnings.append(
+                f"{_key('servingAllowedCidrs')}: {cidr} lies inside the VPC {vpc}: pods with addresses in it reach the API "
+                "whatever their namespace; list client subnets that hold no nodes"
+            )
 
     api_key = r.secret("apiKey")
     if api_key is None:
@@ -723,6 +799,91 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         service_monitor_enabled=r.get("serviceMonitorEnabled"),
         api_key=api_key,
         hugging_face_token=r.secret("huggingFaceToken"),
+        front=_validate_serving_front(r, contract, exposure, warnings),
+        hyperpod_routing=_validate_hyperpod_routing(r),
+    )
+
+
+_HYPERPOD_KEYS = {
+    "routing_strategy": "hyperpodRoutingStrategy",
+    "load_balancer_algorithm": "hyperpodLoadBalancerAlgorithm",
+    "kv_cache": "hyperpodKvCache",
+    "l2_cache_backend": "hyperpodL2CacheBackend",
+    "l2_cache_url": "hyperpodL2CacheUrl",
+}
+
+
+def _validate_hyperpod_routing(r: _Reader) -> HyperPodRouting:
+    """The HyperPod operator's routing keys, checked by ``HyperPodRouting`` (the CRD's enums); the key is named here."""
+    values = {field: (r.get(key) or None) for field, key in _HYPERPOD_KEYS.items()}
+    try:
+        return HyperPodRouting(**values)
+    except HyperPodRoutingError as err:
+        key = _HYPERPOD_KEYS[err.field]
+        raise SettingsError(_key(key), r.get(key) or None, str(err).split("; ", 1)[1]) from None
+
+
+_DRAIN_KEYS = {"pre_stop_s": "servingPreStopSeconds", "drain_s": "servingDrainSeconds", "grace_period_s": "servingTerminationGraceSeconds"}
+_NLB_KEYS = {"idle_timeout_s": "nlbIdleTimeoutSeconds", "deregistration_delay": "servingDrainSeconds", "pre_stop_sleep_s": "servingPreStopSeconds"}
+
+
+def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str, warnings: list[str]) -> ServingFrontSettings:
+    """The API proxy, drain and NLB keys, each checked by the rule that owns it (proxy, drain plan, NLB); the key is named here."""
+    from components.serving import api_proxy, drain, nlb  # pure modules, but Kubernetes types: load them when settings are read
+
+    routes = r.get("servingExtraRoutes")
+    parsed = []
+    for item in routes:
+        try:
+            route = api_proxy.ApiRoute.parse(item)
+            api_proxy.check_extra_route(route)
+        except UserError as err:
+            raise SettingsError(_key("servingExtraRoutes"), item, str(err)) from None
+        if route in parsed:
+            raise SettingsError(_key("servingExtraRoutes"), item, "each route once")
+        parsed.append(route)
+    inline_mib = _in_range("mediaInlineMiB", r.get("mediaInlineMiB"), 0, 512)
+    if inline_mib and contract.api.media == "text-only":
+        raise SettingsError(_key("mediaInlineMiB"), inline_mib, "inline media needs mediaPolicy allowlist (text-only serving refuses media)")
+    keys = {"max_generation_s": "servingMaxGenerationSeconds", "drain_timeout_s": "servingDrainSeconds", "extra_routes": "servingExtraRoutes"}
+    try:
+        proxy = api_proxy.ApiProxyConfig(
+            max_model_len=contract.engine.max_model_len,
+            max_generation_s=r.get("servingMaxGenerationSeconds"),
+            drain_timeout_s=r.get("servingDrainSeconds"),
+            inline_media_bytes=inline_mib * 1024 * 1024,
+            extra_routes=tuple(parsed),
+        )
+    except api_proxy.ProxyConfigError as err:
+        key = keys.get(err.field, "servingExtraRoutes")
+        raise SettingsError(_key(key), r.get(key), str(err)) from None
+    except UserError as err:  # the proxy's route rules (a route the defaults already allow)
+        raise SettingsError(_key("servingExtraRoutes"), list(routes), str(err)) from None
+    grace = r.get("servingTerminationGraceSeconds") or None
+    try:
+        plan = drain.DrainPlan(pre_stop_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_timeout_s, grace_period_s=grace)
+    except drain.DrainError as err:
+        raise SettingsError(_key(_DRAIN_KEYS[err.field]), err.value, err.accepted) from None
+    idle = r.get("nlbIdleTimeoutSeconds")
+    if exposure in nlb.EXPOSURE_SCHEMES:
+        try:
+            nlb.nlb_annotations(proxy, scheme=nlb.scheme_of(exposure), pre_stop_sleep_s=plan.pre_stop_s, idle_timeout_s=idle)
+        except nlb.NlbError as err:
+            key = _NLB_KEYS.get(err.field, "nlbIdleTimeoutSeconds")
+            raise SettingsError(_key(key), r.get(key), str(err)) from None
+    if plan.drain_s < proxy.max_generation_s:
+        warnings.append(
+            f"{_key('servingDrainSeconds')}: {plan.drain_s} s is shorter than servingMaxGenerationSeconds {proxy.max_generation_s} s: "
+            "a rollout or a node drain cuts requests that run longer"
+        )
+    return ServingFrontSettings(
+        extra_routes=tuple(str(route) for route in parsed),
+        inline_media_bytes=proxy.inline_media_bytes,
+        max_generation_s=proxy.max_generation_s,
+        drain_s=plan.drain_s,
+        pre_stop_s=plan.pre_stop_s,
+        termination_grace_s=grace,
+        nlb_idle_timeout_s=idle,
     )
 
 

@@ -79,6 +79,12 @@ class Behaviour:
             chat requests) with HTTP ``fail_status`` instead; 0 never fails.
         fail_status: the HTTP status of those failures (vLLM answers 500 on an
             engine error, 503 while it is not ready).
+        unprotected_routes_open: answer :data:`UNPROTECTED_ROUTES` like vLLM
+            itself (200, no key); off, like vLLM behind the stack's API proxy
+            (the proxy's JSON 404, nothing reaches the engine).
+        tool_call_failures: the first N requests with tools get malformed
+            arguments, the next ones a well-formed call (K3's occasional
+            unexpected tool-call format, which ``verify`` retries once).
     """
 
     served_model: str = "Kimi-K3"
@@ -98,6 +104,8 @@ class Behaviour:
     honour_max_tokens: bool = False
     fail_every: int = 0
     fail_status: int = 500
+    unprotected_routes_open: bool = True
+    tool_call_failures: int = 0
 
 
 UNPROTECTED_ROUTES: dict[str, str] = {
@@ -177,6 +185,7 @@ class FakeOpenAIServer:
         self.requests: list[ReceivedRequest] = []
         self._lock = threading.Lock()
         self._chat_count = 0
+        self._tool_calls = 0
         self._httpd: _Listener | None = None
         self._thread: threading.Thread | None = None
 
@@ -233,6 +242,12 @@ class FakeOpenAIServer:
             every = self.behaviour.fail_every
             return every > 0 and self._chat_count % every == 0
 
+    def next_tool_call_flaky(self) -> bool:
+        """Count one request with tools; True while :attr:`Behaviour.tool_call_failures` are not used up (thread-safe)."""
+        with self._lock:
+            self._tool_calls += 1
+            return self._tool_calls <= self.behaviour.tool_call_failures
+
     def chat_requests(self) -> list[dict[str, Any]]:
         """The bodies of the authorised chat completion requests received so far."""
         with self._lock:
@@ -284,6 +299,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path not in UNPROTECTED_ROUTES:
             return False
+        if not self.fake.behaviour.unprotected_routes_open:
+            self._send_json(404, {"error": {"message": "Not Found", "type": "NotFoundError", "code": 404}})
+            return True
         body = self._read_body() if method == "POST" else None
         self.fake.record(ReceivedRequest(method, self.path, body, self._authorized()))
         if UNPROTECTED_ROUTES[path] != method:
@@ -441,7 +459,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not tools or body.get("tool_choice") == "none" or behaviour.no_tool_call:
             return None
         function = tools[0].get("function", {})
-        if behaviour.malformed_tool_arguments:
+        flaky = self.fake.next_tool_call_flaky()
+        if behaviour.malformed_tool_arguments or flaky:
             arguments = '{"city": "Paris", "unit": '
         elif behaviour.tool_arguments_missing_required:
             arguments = "{}"

@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from components.serving import api_proxy
+from components.platform import serving_front_args
+from components.serving import api_pod, api_proxy
 from components.serving.api_proxy import ApiProxyConfig, ApiRoute, render_nginx_conf
+from components.serving.vllm import VllmServerArgs
 from components.settings import load_stack
 from tests.conftest import DATA
 from tests.fake_openai_server import UNPROTECTED_ROUTES, FakeOpenAIServer
@@ -33,8 +35,10 @@ HOST = "127.0.0.1"
 
 
 def stack_proxy_config(stack: str) -> ApiProxyConfig:
-    """The proxy config a stack's settings give (context length from the serving contract)."""
-    return ApiProxyConfig(max_model_len=load_stack(stack).serving.contract.engine.max_model_len)
+    """The proxy config the composition builds for a stack: the settings, Platform's mapping onto the serving
+    args (``serving_front_args``), the components' one builder (``api_pod.proxy_config``)."""
+    serving = load_stack(stack).serving
+    return api_pod.proxy_config(VllmServerArgs(contract=serving.contract, api_key="unused", **serving_front_args(serving)))
 
 
 STACK_CONFIG = stack_proxy_config("prod")
@@ -110,11 +114,19 @@ def sandbox(sandbox_factory) -> Sandbox:
 # --- what the sandbox really runs ------------------------------------------------------
 
 
-def test_the_stacks_render_the_config_under_test():
-    # Every stack's settings give the same bytes this module runs (only max_model_len varies today).
-    for stack in ("dev", "prod"):
-        assert render_nginx_conf(stack_proxy_config(stack)) == render_nginx_conf(STACK_CONFIG)
+def _plan_config_text(plan) -> str:
+    (config_map,) = [m for m in plan.kubernetes_objects() if m["kind"] == "ConfigMap" and m["metadata"]["name"].endswith("-api-proxy")]
+    return config_map["data"][api_proxy.CONFIG_FILE]
+
+
+def test_the_sandbox_runs_the_bytes_the_prod_plan_ships(prod_plan, dev_plan):
+    # The ConfigMap the prod stack's plan declares is exactly what this module's sandboxes run.
+    assert _plan_config_text(prod_plan) == render_nginx_conf(STACK_CONFIG)
+    assert _plan_config_text(dev_plan) == render_nginx_conf(stack_proxy_config("dev"))
     assert STACK_CONFIG.api_port == 8000 and STACK_CONFIG.engine_port == 8001
+    (deployment,) = [m for m in prod_plan.kubernetes_objects() if m["kind"] == "Deployment"]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[api_pod.CONFIG_CHECKSUM_ANNOTATION] == api_proxy.config_checksum(STACK_CONFIG)
 
 
 def test_nginx_runs_as_the_containers_uid_with_a_read_only_root(sandbox):

@@ -305,6 +305,7 @@ def test_component_refuses_a_multi_node_contract_before_declaring():
 def test_serving_contract_follows_the_stack_settings():
     """The contract the stack serves is built from the stack file's serving keys (defaults where unset)."""
     from components.config_keys import CONFIG_KEYS
+    from components.engine_profiles import RECIPES
     from components.settings import read_stack_file
 
     values, _ = read_stack_file("prod")
@@ -320,7 +321,9 @@ def test_serving_contract_follows_the_stack_settings():
     assert (built.weights.sha256_manifest or "") == key("weightsSha256Manifest")
     e = built.engine
     assert (e.tensor_parallel_size, e.pipeline_parallel_size, e.max_model_len, e.kv_cache_dtype, e.ready_timeout_s) == (
-        int(key("tensorParallelSize")), int(key("pipelineParallelSize")), int(key("maxModelLen")), key("kvCacheDtype"), int(key("engineReadyTimeoutSeconds"))
+        int(key("tensorParallelSize")), int(key("pipelineParallelSize")), int(key("maxModelLen")),
+        key("kvCacheDtype") or RECIPES[e.profile_name].kv_cache_dtype,  # empty: the engine profile's
+        int(key("engineReadyTimeoutSeconds")),
     )
 
 

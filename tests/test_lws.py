@@ -65,7 +65,7 @@ def render(**changes) -> offline.PlanResult:
 
 
 MODES = {
-    "s3-internal": dict(exposure="internal", vpc_cidr=VPC_CIDR, replicas=2),
+    "s3-internal": dict(exposure="internal", vpc_cidr=VPC_CIDR, allowed_cidrs=("10.0.0.0/8",), replicas=2),
     "hf-cluster": dict(contract=contract("huggingface"), hugging_face_token=pulumi.Output.secret(HF_TOKEN), service_monitor=True),
 }
 
@@ -96,7 +96,8 @@ def templates(plan: offline.PlanResult) -> dict[str, dict]:
 
 
 def container(plan: offline.PlanResult, role: str) -> dict:
-    (c,) = templates(plan)[role]["spec"]["containers"]
+    """The engine container of a role (the leader also runs the API proxy sidecar: tests/test_serving_pod.py)."""
+    (c,) = [c for c in templates(plan)[role]["spec"]["containers"] if c["name"] != "api-proxy"]
     return c
 
 
@@ -133,9 +134,13 @@ def test_leader_runs_ray_head_then_the_api_server_with_every_seed_flag(plans):
     assert flag_values(SEED_ARGS).items() <= got.items()
     assert got["--pipeline-parallel-size"] == "2" and got["--tensor-parallel-size"] == "8"
     assert got["--distributed-executor-backend"] == "ray"
-    assert (got["--port"], got["--revision"]) == ("8000", REVISION)
+    # vLLM on loopback behind the proxy sidecar, which owns the API port.
+    assert (got["--host"], got["--port"], got["--revision"]) == ("127.0.0.1", "8001", REVISION)
+    assert got["--shutdown-timeout"] == "1800"
     assert SEED_ENV.items() <= env_of(leader).items()
-    assert {"name": "http", "containerPort": 8000, "protocol": "TCP"} in leader["ports"]
+    assert leader["ports"] == [{"name": "ray-gcs", "containerPort": 6379, "protocol": "TCP"}]
+    proxy = next(c for c in templates(plans["hf-cluster"])["leader"]["spec"]["containers"] if c["name"] == "api-proxy")
+    assert {"name": "http", "containerPort": 8000, "protocol": "TCP"} in proxy["ports"]
     s3 = flag_values(container(plans["s3-internal"], "leader")["args"])
     assert s3["--model"] == "/models/kimi-k3"
 
@@ -271,10 +276,13 @@ def test_probes_outlast_the_group_join_and_the_engine_load(ready_timeout_s):
     plan = render(contract=contract(ready_timeout_s=ready_timeout_s), weights_staging_timeout_s=5000)
     leader = container(plan, "leader")
     startup = leader["startupProbe"]
-    assert startup["httpGet"] == {"path": "/health", "port": "http"}
+    assert "http://127.0.0.1:8001/health" in startup["exec"]["command"][2]
     assert startup["failureThreshold"] * startup["periodSeconds"] >= 5000 + ready_timeout_s + 600
     assert env_of(leader)["GROUP_JOIN_TIMEOUT_S"] == "5000"
-    assert leader["livenessProbe"]["httpGet"]["path"] == "/health"
+    # The recipe's PP profile lets a step run 1800 s (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS): liveness waits that long plus a margin.
+    liveness = leader["livenessProbe"]
+    assert "http://127.0.0.1:8001/health" in liveness["exec"]["command"][2]
+    assert liveness["failureThreshold"] * liveness["periodSeconds"] >= int(env_of(leader).get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300")) + 120
     assert "/v1/models" in leader["readinessProbe"]["exec"]["command"][2]
     worker = container(plan, "worker")
     assert worker["startupProbe"]["tcpSocket"] == {"port": "raylet"}
@@ -288,7 +296,7 @@ def test_probes_outlast_the_group_join_and_the_engine_load(ready_timeout_s):
 
 def test_the_service_sends_api_traffic_to_leaders_only(plans):
     plan = plans["s3-internal"]
-    svc = obj(plan, "Service")
+    svc = obj(plan, "Service", "kimi")
     selector = svc["spec"]["selector"]
     assert selector[WORKER_INDEX_LABEL] == "0"
     rest = {k: v for k, v in selector.items() if k != WORKER_INDEX_LABEL}
@@ -303,7 +311,7 @@ def test_the_service_sends_api_traffic_to_leaders_only(plans):
 
 def test_group_pods_reach_each_other_on_every_port(plan):
     spec = obj(plan, "NetworkPolicy", "kimi-group")["spec"]
-    selector = {k: v for k, v in obj(plan, "Service")["spec"]["selector"].items() if k != WORKER_INDEX_LABEL}
+    selector = {k: v for k, v in obj(plan, "Service", "kimi")["spec"]["selector"].items() if k != WORKER_INDEX_LABEL}
     assert spec["podSelector"]["matchLabels"] == selector
     (ingress,) = spec["ingress"]
     assert ingress == {"from": [{"podSelector": {"matchLabels": selector}}]}  # no ports: all of them
@@ -318,7 +326,7 @@ def test_disruption_budget_and_metrics(plans):
     pdb = obj(plans["s3-internal"], "PodDisruptionBudget")["spec"]
     assert pdb["maxUnavailable"] == 1
     assert WORKER_INDEX_LABEL not in pdb["selector"]["matchLabels"]  # covers leaders and workers
-    assert templates(plans["s3-internal"])["leader"]["metadata"]["annotations"]["prometheus.io/port"] == "8000"
+    assert templates(plans["s3-internal"])["leader"]["metadata"]["annotations"]["prometheus.io/port"] == "9090"  # the proxy's metrics port
     assert "annotations" not in templates(plans["s3-internal"])["worker"]["metadata"]
     monitor = obj(plans["hf-cluster"], "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
@@ -336,7 +344,7 @@ def test_every_container_is_locked_down_like_the_single_node_server(plans):
                 sc = c["securityContext"]
                 assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False, (mode, role, c["name"])
                 assert sc["capabilities"] == {"drop": ["ALL"]} and sc["readOnlyRootFilesystem"] is True
-                assert {"/tmp", "/home/vllm"} <= {m["mountPath"] for m in c["volumeMounts"]}
+                assert ({"/tmp"} if c["name"] == "api-proxy" else {"/tmp", "/home/vllm"}) <= {m["mountPath"] for m in c["volumeMounts"]}
             assert "hostPath" not in json.dumps(spec)
         assert obj(plan, "Namespace")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
@@ -445,7 +453,7 @@ def test_children_are_parented_named_after_the_component_and_use_the_provider_in
         VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args()), opts=in_cluster("gpu-cluster"))
 
     result = engine.run(program)
-    assert set(seen) == {"kimi-lws", "kimi-service", "kimi-default-deny", "kimi-server", "kimi-group"}
+    assert set(seen) == {"kimi-lws", "kimi-service", "kimi-metrics", "kimi-default-deny", "kimi-server", "kimi-group"}
     assert all("pulumi:providers:kubernetes::gpu-cluster" in p for p in seen.values()), seen
     component = result.one("kimi-k3:index:VllmLeaderWorkerSet")
     assert all(r.name.startswith("kimi-") for r in result.children_of(component))

@@ -35,7 +35,7 @@ def test_dev_stack_composes_the_single_node_path(dev_plan):
 def test_prod_stack_adds_the_load_balancer_controller_and_pod_identity_for_s3(prod_plan):
     types = _component_types(prod_plan)
     assert "kimi-k3:index:LoadBalancerController" in types
-    service = next(m for m in prod_plan.kubernetes_objects() if m["kind"] == "Service" and m["metadata"]["namespace"] == "kimi-serving")
+    service = next(m for m in prod_plan.kubernetes_objects() if m["kind"] == "Service" and m["metadata"]["name"] == "kimi-k3-serving")
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
     assert service["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]

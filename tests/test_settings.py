@@ -40,9 +40,12 @@ def test_secure_entries_become_marked_placeholders_and_stay_secret():
 
 
 def test_defaults_apply_for_unset_keys():
+    # Unset engine keys take the engine profile's values (the recipe's Blackwell single-node profile on p6-b300).
     s = load(maxModelLen=None, kvCacheDtype=None)
-    assert s.serving.contract.engine.max_model_len == CONFIG_KEYS["maxModelLen"].default
+    assert CONFIG_KEYS["maxModelLen"].default == 0 and CONFIG_KEYS["kvCacheDtype"].default == ""
+    assert s.serving.contract.engine.max_model_len == 1_048_576
     assert s.serving.contract.engine.kv_cache_dtype == "fp8"
+    assert s.serving.contract.engine.profile_name == "blackwell/single_node_tp"
 
 
 def test_floating_tag_is_a_warning_outside_prod():

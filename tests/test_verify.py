@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:  # run as `pytest tests/test_verify.py` without a 
 import components.cli as cli  # noqa: E402
 from components import verify  # noqa: E402
 from components.errors import UserError  # noqa: E402
-from tests.fake_openai_server import REASONING, FakeOpenAIServer  # noqa: E402
+from tests.fake_openai_server import REASONING, Behaviour, FakeOpenAIServer  # noqa: E402
 
 KEY = "sk-test-4f9c2e7a1b"
 WRONG_KEY = "sk-wrong-8d3a0c55e1"
@@ -35,7 +35,8 @@ FAST = ["--timeout", "5"]
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
     """A well-behaved fake server for the duration of one test."""
-    with FakeOpenAIServer(api_key=KEY) as fake:
+    # Like the stack's endpoint: vLLM behind the API proxy (its unprotected routes get the proxy's 404).
+    with FakeOpenAIServer(api_key=KEY, behaviour=Behaviour(unprotected_routes_open=False)) as fake:
         yield fake
 
 
@@ -133,13 +134,14 @@ def test_fake_server_requires_bearer_key(server: FakeOpenAIServer) -> None:
 
 @pytest.mark.parametrize("suffix", ["", "/v1", "/v1/"])
 def test_all_checks_pass(server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str], suffix: str) -> None:
-    """A well-behaved server: four PASS rows, a 4/4 summary, exit 0, and the requests the contract needs."""
+    """A well-behaved server behind the proxy: five PASS rows, a 5/5 summary, exit 0, and the requests the contract needs."""
     status, out, err = run_cli(capsys, "--endpoint", server.url + suffix, "--api-key", KEY, *FAST)
     assert status == 0, out + err
     table = rows(out)
-    assert list(table) == ["models", "chat", "stream", "tool_call"]
+    assert list(table) == ["models", "chat", "stream", "tool_call", "refused_route"]
     assert all(line.startswith("PASS") for line in table.values())
-    assert "4/4 checks passed" in out
+    assert "5/5 checks passed" in out
+    assert "POST /invocations refused (HTTP 404)" in table["refused_route"]
     assert 'get_weather({"city": "Paris"})' in table["tool_call"]
     assert KEY not in out + err
 

@@ -48,5 +48,6 @@ def test_as_a_process_there_is_no_traceback():
 def test_the_hint_names_the_service_the_stack_declares(dev_plan, prod_plan):
     for plan in (dev_plan, prod_plan):
         assert port_forward_command(plan.plain_outputs()) == verify.PORT_FORWARD_HINT
-    declared = [m for m in dev_plan.kubernetes_objects() if m["kind"] == "Service" and m["metadata"]["namespace"] == "kimi-serving"]
+    declared = [m for m in dev_plan.kubernetes_objects() if m["kind"] == "Service" and m["metadata"]["namespace"] == "kimi-serving"
+                and "kimi-k3.io/metrics" not in m["metadata"]["labels"]]  # the metrics Service is for Prometheus only
     assert [m["metadata"]["name"] for m in declared] == [dev_plan.plain_outputs()["servingService"]]

@@ -57,8 +57,10 @@ def render(*, lb_status: bool = False, **changes) -> offline.PlanResult:
 S3_ARGS = dict(contract=contract("s3"), cluster_name="kimi-k3-dev", aws_region="us-east-1")
 MODES = {
     "cluster": dict(hugging_face_token=pulumi.Output.secret(HF_TOKEN), service_monitor=True, service_monitor_labels={"release": "kube-prometheus-stack"}),
-    "internal": dict(**S3_ARGS, exposure="internal", vpc_cidr=VPC_CIDR, replicas=2),
-    "public": dict(**S3_ARGS, exposure="public", vpc_cidr=VPC_CIDR, allowed_cidrs=("203.0.113.0/24",), tls_certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"),
+    "internal": dict(**S3_ARGS, exposure="internal", vpc_cidr=VPC_CIDR, allowed_cidrs=("10.0.0.0/8",), replicas=2),
+    # A TLS listener's idle timeout is fixed at 350 s: answers must not stay silent longer.
+    "public": dict(**S3_ARGS, exposure="public", vpc_cidr=VPC_CIDR, allowed_cidrs=("203.0.113.0/24",), max_generation_s=300,
+                   tls_certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"),
 }
 
 
@@ -79,7 +81,8 @@ def pod_spec(plan: offline.PlanResult) -> dict:
 
 
 def server(plan: offline.PlanResult) -> dict:
-    (container,) = pod_spec(plan)["containers"]
+    """The engine container (the pod also runs the API proxy sidecar: tests/test_serving_pod.py)."""
+    (container,) = [c for c in pod_spec(plan)["containers"] if c["name"] == "vllm"]
     return container
 
 
@@ -97,8 +100,9 @@ def test_every_seed_argument_and_env_reaches_the_server(plans):
     assert flag_values(SEED_ARGS).items() <= got.items()
     assert SEED_ENV.items() <= env_of(container).items()
     assert env_of(container)["VLLM_ENGINE_READY_TIMEOUT_S"] == "3600"
-    assert (got["--port"], got["--host"], got["--revision"]) == ("8000", "0.0.0.0", REVISION)
-    assert container["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+    # vLLM listens on loopback only; the proxy sidecar owns the pod's ports.
+    assert (got["--port"], got["--host"], got["--revision"]) == ("8001", "127.0.0.1", REVISION)
+    assert "ports" not in container
 
 
 def test_s3_weights_are_served_from_the_stable_path(plans):
@@ -117,7 +121,7 @@ def test_s3_weights_are_served_from_the_stable_path(plans):
 def test_startup_probe_outlasts_the_engine_ready_timeout(ready_timeout_s):
     plan = render(contract=contract(ready_timeout_s=ready_timeout_s))
     probe = server(plan)["startupProbe"]
-    assert probe["httpGet"] == {"path": "/health", "port": "http"}
+    assert probe["exec"]["command"][:2] == ["python3", "-c"] and "http://127.0.0.1:8001/health" in probe["exec"]["command"][2]
     assert probe["failureThreshold"] * probe["periodSeconds"] >= ready_timeout_s + 600
     assert env_of(server(plan))["VLLM_ENGINE_READY_TIMEOUT_S"] == str(ready_timeout_s)
     deadline = obj(plan, "Deployment")["spec"]["progressDeadlineSeconds"]
@@ -126,20 +130,22 @@ def test_startup_probe_outlasts_the_engine_ready_timeout(ready_timeout_s):
 
 def test_readiness_proves_the_model_is_served_without_exposing_the_key(plans):
     container = server(plans["cluster"])
-    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert "http://127.0.0.1:8001/health" in container["livenessProbe"]["exec"]["command"][2]
     command = container["readinessProbe"]["exec"]["command"]
     assert command[:2] == ["python3", "-c"]
     script = command[2]
-    assert "/v1/models" in script and "'Kimi-K3'" in script and 'os.environ.get("VLLM_API_KEY"' in script
+    assert "http://127.0.0.1:8001/v1/models" in script and "'Kimi-K3'" in script and 'os.environ.get("VLLM_API_KEY"' in script
     compile(script, "readiness", "exec")  # valid Python
     assert API_KEY not in json.dumps(obj(plans["cluster"], "Deployment"))
 
 
 def test_graceful_shutdown(plans):
     spec = pod_spec(plans["cluster"])
-    assert server(plans["cluster"])["lifecycle"]["preStop"] == {"sleep": {"seconds": 30}}
-    assert spec["terminationGracePeriodSeconds"] >= 30 + 60
-    assert obj(plans["cluster"], "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    # The engine's preStop outlasts the proxy's by 5 s; the grace period covers it, the drain and a margin.
+    assert server(plans["cluster"])["lifecycle"]["preStop"] == {"sleep": {"seconds": 35}}
+    assert spec["terminationGracePeriodSeconds"] == 35 + 1800 + 30
+    assert obj(plans["cluster"], "Deployment")["spec"]["strategy"] == {"type": "Recreate"}  # one replica
+    assert obj(plans["internal"], "Deployment")["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
 
 
 # --- resources and placement ----------------------------------------------------------
@@ -148,11 +154,12 @@ def test_graceful_shutdown(plans):
 def test_gpu_cpu_memory_and_shm_sized_for_the_node(plans):
     resources = server(plans["cluster"])["resources"]
     limits = resources["limits"]
-    assert limits == {"cpu": "184", "memory": "3892Gi", "nvidia.com/gpu": "8"}
+    # The node's share (184 vCPU, 3892 GiB) minus the proxy sidecar's 1 CPU and 512 MiB.
+    assert limits == {"cpu": "183", "memory": f"{3892 * 1024 - 512}Mi", "nvidia.com/gpu": "8"}
     assert {k: resources["requests"][k] for k in limits} == limits  # Guaranteed QoS
     volumes = {v["name"]: v for v in pod_spec(plans["cluster"])["volumes"]}
     assert volumes["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
-    assert int(limits["memory"][:-2]) > 64 * 4  # shm is counted inside the limit, with room to spare
+    assert int(limits["memory"][:-2]) > 64 * 4 * 1024  # shm is counted inside the limit, with room to spare
     assert volumes["models"]["emptyDir"]["sizeLimit"] == "1955G"  # 1700 GB + 15%
     assert {"name": "shm", "mountPath": "/dev/shm"} in server(plans["cluster"])["volumeMounts"]
 
@@ -184,7 +191,7 @@ def test_every_container_is_locked_down(plans):
             assert sc["readOnlyRootFilesystem"] is True
             assert sc["runAsUser"] > 10000 and sc["runAsNonRoot"] is True
             writable = {m["mountPath"] for m in container["volumeMounts"]}
-            assert {"/tmp", "/home/vllm"} <= writable
+            assert ({"/tmp"} if container["name"] == "api-proxy" else {"/tmp", "/home/vllm"}) <= writable
         assert "hostPath" not in json.dumps(spec)
     ns = obj(plans["cluster"], "Namespace")
     assert ns["metadata"]["name"] == "kimi-serving"
@@ -239,7 +246,13 @@ def test_hugging_face_token_only_reaches_the_download_container(plans):
         ({"replicas": 0}, "replicas 0"),
         ({"instance_type": "g5.48xlarge"}, "instance_type"),
         ({"shm_size_gib": 2048}, "shm_size_gib"),
-        ({"termination_grace_period_s": 40}, "termination_grace_period_s"),
+        ({"termination_grace_period_s": 40}, "termination_grace_period_s 40 is not accepted; it must be at least 1865 s"),
+        ({"exposure": "internal", "vpc_cidr": VPC_CIDR}, "allowed_cidrs is required for internal exposure"),
+        ({"drain_s": 0}, "drain_s 0 is not accepted"),
+        ({"extra_routes": ("POST /invocations",)}, "unprotected list"),
+        ({"exposure": "public", "vpc_cidr": VPC_CIDR, "allowed_cidrs": ("203.0.113.0/24",), "tls_certificate_arn": "arn:aws:acm:us-east-1:123456789012:certificate/0f1e"}, "TLS listener"),
+        ({"exposure": "internal", "vpc_cidr": VPC_CIDR, "allowed_cidrs": ("10.0.0.0/8",), "nlb_idle_timeout_s": 600}, "idle_timeout_s 600 is shorter than max_generation_s 1800"),
+        ({"exposure": "internal", "vpc_cidr": VPC_CIDR, "allowed_cidrs": ("10.0.0.0/8",), "drain_s": 3590}, "deregistration delay 3620 s"),
     ],
 )
 def test_bad_args_stop_before_anything_is_declared(changes, message):
@@ -259,7 +272,7 @@ def test_serving_without_a_key_is_possible_when_asked_for():
 
 
 def test_cluster_exposure_is_a_cluster_ip_service(plans):
-    svc = obj(plans["cluster"], "Service")
+    svc = obj(plans["cluster"], "Service", "kimi")
     assert svc["spec"]["type"] == "ClusterIP"
     assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}]
     assert "annotations" not in svc["metadata"]
@@ -267,20 +280,21 @@ def test_cluster_exposure_is_a_cluster_ip_service(plans):
 
 
 def test_internal_exposure_is_an_internal_nlb_on_pod_ips(plans):
-    svc = obj(plans["internal"], "Service")
+    svc = obj(plans["internal"], "Service", "kimi")
     a = svc["metadata"]["annotations"]
     assert svc["spec"]["type"] == "LoadBalancer"
     assert a["service.beta.kubernetes.io/aws-load-balancer-type"] == "external"
     assert a["service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"] == "ip"
     assert a["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
     assert a["service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"] == "/health"
-    assert svc["spec"]["loadBalancerSourceRanges"] == [VPC_CIDR]
+    assert a["service.beta.kubernetes.io/aws-load-balancer-healthcheck-port"] == "8081"  # the proxy's probe port
+    assert svc["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
     assert obj(plans["internal"], "Namespace")["metadata"]["labels"]["elbv2.k8s.aws/pod-readiness-gate-inject"] == "enabled"
     assert plans["internal"].outputs["endpoint_url"] == f"http://{NLB_HOST}:8000/v1"
 
 
 def test_public_exposure_is_restricted_to_the_allowed_cidrs(plans):
-    svc = obj(plans["public"], "Service")
+    svc = obj(plans["public"], "Service", "kimi")
     a = svc["metadata"]["annotations"]
     assert a["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
     assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
@@ -307,21 +321,31 @@ def test_server_policy_allows_only_what_the_server_needs(plans):
     for mode, plan in plans.items():
         spec = obj(plan, "NetworkPolicy", "kimi-server")["spec"]
         assert spec["podSelector"]["matchLabels"] == obj(plan, "Deployment")["spec"]["selector"]["matchLabels"]
-        for rule in spec["ingress"]:
-            assert rule["ports"] == [{"port": 8000, "protocol": "TCP"}]
-        api_rule, metrics_rule = spec["ingress"]
-        cidrs = {p["ipBlock"]["cidr"] for p in _peers(api_rule) if "ipBlock" in p}
+        by_port = {rule["ports"][0]["port"]: rule for rule in spec["ingress"]}
+        assert all(len(rule["ports"]) == 1 and rule["ports"][0]["protocol"] == "TCP" for rule in spec["ingress"])
+        # API port: clients; metrics port: the monitoring namespace; probe port: the NLB's health checks (from the VPC).
+        assert set(by_port) == ({8000, 9090} if mode == "cluster" else {8000, 9090, 8081}), mode
+        api_rule = by_port[8000]
+        blocks = [p["ipBlock"] for p in _peers(api_rule) if "ipBlock" in p]
+        assert [p for p in _peers(api_rule) if "namespaceSelector" in p] == [{"namespaceSelector": {}}]
         if mode == "cluster":
-            assert cidrs == set()
-            assert _peers(api_rule) == [{"namespaceSelector": {}}]
+            assert blocks == []
         else:
-            assert cidrs == {VPC_CIDR} | set(MODES[mode].get("allowed_cidrs", ()))
-        assert _peers(metrics_rule)[0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["monitoring"]
+            # The client CIDRs only, never the VPC: an ipBlock matches pod addresses too.
+            assert {b["cidr"] for b in blocks} == set(MODES[mode]["allowed_cidrs"])
+            assert all(b["cidr"] != VPC_CIDR for b in blocks)
+            assert _peers(by_port[8081]) == [{"ipBlock": {"cidr": VPC_CIDR}}]
+        if mode == "internal":
+            assert blocks == [{"cidr": "10.0.0.0/8", "except": [VPC_CIDR]}]  # 10/8 holds the VPC: its pods are left out
+        assert _peers(by_port[9090]) == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
         egress_ports = {(p["port"], p["protocol"]) for rule in spec["egress"] for p in rule["ports"]}
         expected = {(53, "UDP"), (53, "TCP"), (443, "TCP")} | ({(80, "TCP")} if mode != "cluster" else set())
         assert egress_ports == expected, mode
         dns = spec["egress"][0]
         assert _peers(dns)[0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+        https = next(r for r in spec["egress"] if r["ports"] == [{"port": 443, "protocol": "TCP"}])
+        excluded = {"169.254.0.0/16"} | ({VPC_CIDR} if mode != "cluster" else set())
+        assert _peers(https) == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": sorted(excluded, key=lambda c: c != VPC_CIDR)}}]
         agent = [r for r in spec["egress"] if any(p.get("ipBlock", {}).get("cidr") == POD_IDENTITY_AGENT_CIDR for p in _peers(r))]
         assert len(agent) == (0 if mode == "cluster" else 1)
 
@@ -351,9 +375,13 @@ def test_service_monitor_when_the_operator_is_present(plans):
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["namespace"] == "kimi-serving"
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s", "scheme": "http"}]
-    assert set(monitor["spec"]["selector"]["matchLabels"].items()) <= set(obj(plans["cluster"], "Service")["metadata"]["labels"].items())
-    assert "annotations" not in obj(plans["cluster"], "Deployment")["spec"]["template"]["metadata"]
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s", "scheme": "http"}]
+    # It selects the metrics Service (the proxy's metrics port), never the API Service behind the NLB.
+    metrics = obj(plans["cluster"], "Service", "kimi-metrics")
+    assert set(monitor["spec"]["selector"]["matchLabels"].items()) <= set(metrics["metadata"]["labels"].items())
+    assert not set(monitor["spec"]["selector"]["matchLabels"].items()) <= set(obj(plans["cluster"], "Service", "kimi")["metadata"]["labels"].items())
+    assert metrics["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+    assert not any(k.startswith("prometheus.io/") for k in obj(plans["cluster"], "Deployment")["spec"]["template"]["metadata"]["annotations"])
 
 
 # Excerpt of the ServiceMonitor v1 openAPIV3Schema: the fields VllmServer sets, with their types,
@@ -413,7 +441,8 @@ def test_service_monitor_matches_the_crd_schema(plans):
 def test_scrape_annotations_without_the_operator(plans):
     assert plans["internal"].by_type("kubernetes:monitoring.coreos.com/v1:ServiceMonitor") == []
     annotations = obj(plans["internal"], "Deployment")["spec"]["template"]["metadata"]["annotations"]
-    assert annotations == {"prometheus.io/scrape": "true", "prometheus.io/port": "8000", "prometheus.io/path": "/metrics"}
+    scrape = {k: v for k, v in annotations.items() if k.startswith("prometheus.io/")}
+    assert scrape == {"prometheus.io/scrape": "true", "prometheus.io/port": "9090", "prometheus.io/path": "/metrics"}
 
 
 # --- weights staging and Pod Identity ----------------------------------------------------------
@@ -540,14 +569,14 @@ def test_the_kubernetes_provider_in_opts_reaches_every_kubernetes_child():
         seen[args.name] = args.provider
         return {}
 
-    kinds = ["kubernetes:core/v1:Namespace", "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service", "kubernetes:policy/v1:PodDisruptionBudget"]
+    kinds = ["kubernetes:core/v1:Namespace", "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service", "kubernetes:policy/v1:PodDisruptionBudget", "kubernetes:core/v1:ConfigMap"]
     engine = offline.OfflineEngine(now=NOW, resource_overrides=dict.fromkeys(kinds, capture))
 
     def program() -> None:
         VllmServer("kimi", VllmServerArgs(**base_args()), opts=in_cluster("gpu-cluster"))
 
     engine.run(program)
-    assert set(seen) == {"kimi-namespace", "kimi-deployment", "kimi-service", "kimi-pdb"}
+    assert set(seen) == {"kimi-namespace", "kimi-deployment", "kimi-service", "kimi-metrics", "kimi-pdb", "kimi-api-proxy"}
     assert all("pulumi:providers:kubernetes::gpu-cluster" in p for p in seen.values()), seen
 
 

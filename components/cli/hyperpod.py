@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         api_key_secret=api_key_secret,
         hf_token_secret=args.hf_token_secret,
         s3_region=settings.region,
+        routing=settings.serving.hyperpod_routing,
     )
     text = f"# kimi-k3 hyperpod {args.stack}: apply with `kubectl apply -f <this file>`\n" + yaml.safe_dump(manifest, sort_keys=False)
     if args.out is None:

@@ -21,7 +21,7 @@ from components.errors import UserError
 
 API_KEY_ENV = "KIMI_K3_API_KEY"
 
-HEADER = f"{'':4} {'check':<9} {'latency':>8} {'ttft':>8} {'tok/s':>8}  detail"
+HEADER = f"{'':4} {'check':<13} {'latency':>8} {'ttft':>8} {'tok/s':>8}  detail"
 
 
 def _positive_float(text: str) -> float:
@@ -52,8 +52,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=(
             "Check an OpenAI-compatible endpoint against the Kimi K3 API contract: "
             "GET /v1/models lists the served model, a chat completion answers, a streamed "
-            "completion reports time to first token and tokens/s, and a get_weather tool "
-            "call comes back well-formed. Exit 0 when all pass, 1 when any fails, "
+            "completion reports time to first token and tokens/s, a get_weather tool "
+            "call comes back well-formed (retried once: K3 occasionally emits a tool-call "
+            "format its parser does not expect), and POST /invocations, which vLLM serves "
+            "without the API key, is refused by the API proxy. Exit 0 when all pass, 1 when any fails, "
             "2 when the endpoint cannot be reached or rejects the API key."
         ),
     )
@@ -106,7 +108,7 @@ def format_row(result: verify.CheckResult) -> str:
     latency = "-" if result.latency_s is None else f"{result.latency_s:.2f}s"
     ttft = "-" if result.ttft_s is None else f"{result.ttft_s:.2f}s"
     rate = _cell(result.tokens_per_s, ".1f")
-    return f"{status} {result.name:<9} {latency:>8} {ttft:>8} {rate:>8}  {result.detail}"
+    return f"{status} {result.name:<13} {latency:>8} {ttft:>8} {rate:>8}  {result.detail}"
 
 
 def format_summary(report: verify.VerifyReport) -> str:

@@ -231,9 +231,17 @@ def check_extra_route(route: ApiRoute) -> None:
         )
 
 
+class ProxyConfigError(UserError):
+    """A proxy setting its rules refuse; ``field`` is the :class:`ApiProxyConfig` field (or ``pre_stop_sleep_s``, ``image``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
 def _whole(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise UserError(f"api proxy: {name} {value!r} is not accepted; expected a whole number from {low} to {high}")
+        raise ProxyConfigError(name, f"api proxy: {name} {value!r} is not accepted; expected a whole number from {low} to {high}")
     return value
 
 
@@ -489,6 +497,11 @@ def proxy_volumes(config: ApiProxyConfig, config_map_name: str) -> list[k8s.core
     ]
 
 
+def container_resources(config: ApiProxyConfig) -> dict[str, str]:
+    """CPU and memory of the sidecar (requests = limits): ``cpu`` whole CPUs, 256 MiB per worker plus 256 MiB."""
+    return {"cpu": str(config.cpu), "memory": f"{256 * config.cpu + 256}Mi"}
+
+
 def proxy_container(config: ApiProxyConfig, *, pre_stop_sleep_s: int, image: str = PROXY_IMAGE) -> k8s.core.v1.ContainerArgs:
     """The sidecar: nginx with the rendered config, non-root, read-only root, every capability dropped.
 
@@ -507,7 +520,7 @@ def proxy_container(config: ApiProxyConfig, *, pre_stop_sleep_s: int, image: str
     _whole("pre_stop_sleep_s", pre_stop_sleep_s, 0, 3600)
     if not isinstance(image, str) or ("@sha256:" not in image and ":" not in image.rsplit("/", 1)[-1]):
         raise UserError(f"api proxy: image {image!r} must carry a tag or a digest")
-    resources = {"cpu": str(config.cpu), "memory": f"{256 * config.cpu + 256}Mi"}
+    resources = container_resources(config)
     probe_port = config.probe_port
     return k8s.core.v1.ContainerArgs(
         name=CONTAINER_NAME,

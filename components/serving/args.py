@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 import pulumi
 
 from components import catalog
-from components.errors import Problems
+from components.errors import Problems, UserError
 from components.formats import DNS_LABEL
+from components.serving.api_proxy import PROXY_IMAGE, ApiRoute, ProxyConfigError, check_extra_route
 from components.serving.contracts import EXPOSURES, ContractError, ServingContract
+from components.serving.drain import DrainError
 from components.serving.pod_kit import AWS_CLI_IMAGE, node_share
 
 
@@ -76,9 +78,28 @@ class VllmServingArgs:
     weights_staging_timeout_s: int = 7200
     """Time allowed to copy and verify the weights (Deployment progress deadline; how long a group leader waits for its workers)."""
     pre_stop_sleep_s: int = 30
-    """Seconds the pod keeps serving after removal from endpoints, before SIGTERM (NLB deregistration)."""
-    termination_grace_period_s: int = 300
-    """Seconds between the start of termination and SIGKILL (pre-stop sleep + in-flight requests)."""
+    """Seconds the API proxy keeps serving after the pod leaves the endpoints, before its graceful stop (NLB deregistration);
+    the engine's preStop is a few seconds longer (:mod:`components.serving.drain`)."""
+    drain_s: int = 1800
+    """Seconds in-flight requests may take to finish once the pod stops: the proxy's graceful-stop bound and
+    vLLM's ``--shutdown-timeout`` (vLLM's default, 0, aborts them). Cover the longest generation clients run."""
+    termination_grace_period_s: int | None = None
+    """``terminationGracePeriodSeconds``; ``None`` = the least that covers preStop + drain + margin
+    (:attr:`components.serving.drain.DrainPlan.minimum_grace_s`); a smaller value is refused."""
+    max_generation_s: int = 1800
+    """Longest a request may stay silent (a non-streamed answer sends nothing until it is done): the proxy's
+    upstream read timeout and the floor of the NLB's idle timeout."""
+    extra_routes: tuple[str, ...] = ()
+    """Routes the API proxy forwards besides the OpenAI defaults, ``"METHOD /exact/path"`` (vetted by
+    :func:`components.serving.api_proxy.check_extra_route`)."""
+    inline_media_bytes: int = 0
+    """Request-body bytes allowed on top of the text bound for inline (base64) media; 0 with text-only serving."""
+    nlb_idle_timeout_s: int | None = None
+    """Idle timeout of the NLB's TCP listener (``None``: :data:`components.serving.nlb.DEFAULT_IDLE_TIMEOUT_S`)."""
+    proxy_image: str = PROXY_IMAGE
+    """Image of the API proxy sidecar (nginx-unprivileged pinned by digest; mirror it into ECR for production)."""
+    proxy_cpu: int = 1
+    """Whole CPUs of the proxy sidecar (taken from the engine's share of the node)."""
     init_image: str = AWS_CLI_IMAGE
     """Image of the S3 staging init container (needs ``aws``, ``sh``, ``sha256sum``, ``split``)."""
     await_rollout: bool = False
@@ -126,8 +147,8 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
             ipaddress.IPv4Network(cidr, strict=True)
         except ValueError as err:
             problems.add(f"allowed_cidrs[{index}]", f"allowed_cidrs entry {cidr!r} is not accepted; expected an IPv4 CIDR ({err})")
-    if args.exposure == "public" and not args.allowed_cidrs:
-        problems.add("allowed_cidrs", "allowed_cidrs is required for public exposure (the client CIDRs allowed through the NLB)")
+    if args.exposure in ("internal", "public") and not args.allowed_cidrs:
+        problems.add("allowed_cidrs", f"allowed_cidrs is required for {args.exposure} exposure (the client CIDRs allowed through the NLB; the pods' NetworkPolicy admits exactly them)")
     if args.exposure in EXPOSURES and args.exposure != "cluster" and args.vpc_cidr is None:
         problems.add("vpc_cidr", f"vpc_cidr is required for {args.exposure} exposure (the NLB reaches the pods from the VPC)")
     if isinstance(args.vpc_cidr, str):
@@ -142,14 +163,49 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
         problems.add("cluster_name", "cluster_name and aws_region are required when the weights come from S3 (Pod Identity and the bucket's region)")
     if args.tls_certificate_arn is not None and not re.match(r"^arn:aws[\w-]*:acm:[\w-]+:\d{12}:certificate/[\w-]+$", args.tls_certificate_arn):
         problems.reject("tls_certificate_arn", args.tls_certificate_arn, "expected an ACM certificate ARN")
-    if args.pre_stop_sleep_s < 0 or args.termination_grace_period_s < args.pre_stop_sleep_s + 30:
-        problems.reject(
-            "termination_grace_period_s", args.termination_grace_period_s,
-            f"it must exceed pre_stop_sleep_s={args.pre_stop_sleep_s} by at least 30 s so in-flight requests can finish",
-        )
+    _front_problems(args, problems)
     if args.init_image and "@sha256:" not in args.init_image and ":" not in args.init_image.rsplit("/", 1)[-1]:
         problems.reject("init_image", args.init_image, "expected an image with a tag or a digest")
     return nodes
+
+
+_DRAIN_FIELDS = {"pre_stop_s": "pre_stop_sleep_s", "drain_s": "drain_s", "grace_period_s": "termination_grace_period_s"}
+_PROXY_FIELDS = {"drain_timeout_s": "drain_s", "cpu": "proxy_cpu", "max_model_len": "contract.engine.max_model_len", "api_port": "contract.api.port"}
+_NLB_FIELDS = {"idle_timeout_s": "nlb_idle_timeout_s", "deregistration_delay": "drain_s", "tls": "tls_certificate_arn", "pre_stop_sleep_s": "pre_stop_sleep_s"}
+
+
+def _front_problems(args: VllmServingArgs, problems: Problems) -> None:
+    """What the API proxy, the stop sequence or the NLB would refuse, in the args' own names (their rules, their words)."""
+    from components.serving import api_pod, nlb  # both build on these args
+
+    try:
+        plan = api_pod.drain_plan(args)
+    except DrainError as err:
+        problems.reject(_DRAIN_FIELDS[err.field], err.value, err.accepted)
+        return
+    routes = [args.extra_routes] if isinstance(args.extra_routes, str) else list(args.extra_routes)
+    for index, route in enumerate(routes):
+        try:
+            check_extra_route(ApiRoute.parse(route))
+        except UserError as err:
+            problems.adopt(f"extra_routes[{index}]", err)
+            return
+    try:
+        proxy = api_pod.proxy_config(args)
+    except ProxyConfigError as err:
+        problems.adopt(_PROXY_FIELDS.get(err.field, err.field), err)
+        return
+    except UserError as err:  # the proxy's route rules (a repeated route)
+        problems.adopt("extra_routes", err)
+        return
+    if args.exposure in nlb.EXPOSURE_SCHEMES:
+        try:
+            nlb.nlb_annotations(
+                proxy, scheme=nlb.scheme_of(args.exposure), pre_stop_sleep_s=plan.pre_stop_s,
+                idle_timeout_s=args.nlb_idle_timeout_s, tls_certificate_arn=args.tls_certificate_arn,
+            )
+        except nlb.NlbError as err:
+            problems.adopt(_NLB_FIELDS.get(err.field, "exposure"), err)
 
 
 __all__ = ["VllmServingArgs", "validate_serving_args"]

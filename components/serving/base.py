@@ -9,9 +9,12 @@
   exactly the weights prefix when the weights come from S3;
 * Secrets for the API key (and the Hugging Face token), handed to containers with
   ``secretKeyRef`` only;
+* the API proxy's ConfigMap (the rendered ``nginx.conf``, :mod:`components.serving.api_pod`);
 * after the subclass's workload: Service (ClusterIP, or an NLB through the AWS Load
-  Balancer Controller), NetworkPolicies (default deny + what the server needs), a
-  PodDisruptionBudget and Prometheus scraping (ServiceMonitor or pod annotations).
+  Balancer Controller, annotated by :func:`components.serving.nlb.nlb_annotations`) to the
+  proxy's API port, a metrics Service to the proxy's metrics port, NetworkPolicies
+  (default deny + what the server needs, port by port), a PodDisruptionBudget and
+  Prometheus scraping (ServiceMonitor on the metrics Service, or pod annotations).
 
 Subclasses (:class:`~components.serving.vllm.VllmServer`,
 :class:`~components.serving.lws.VllmLeaderWorkerSet`) call
@@ -27,6 +30,7 @@ component's AWS provider (default or from ``opts`` the same way).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +40,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from components.serving import api_pod, api_proxy, nlb
 from components.serving.args import VllmServingArgs
 from components.serving.pod_kit import PodKit
 
@@ -44,6 +49,15 @@ POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 
 APP_NAME = "vllm"
 """``app.kubernetes.io/name`` of every serving pod."""
+
+PDB_MAX_UNAVAILABLE = 1
+"""Pods the PodDisruptionBudget lets an eviction take at once: the same one pod a rollout takes."""
+
+METRICS_SERVICE_LABEL = "kimi-k3.io/metrics"
+"""Label of the metrics Service (what the ServiceMonitor selects: the API Service has no metrics port)."""
+
+LINK_LOCAL_CIDR = "169.254.0.0/16"
+"""Instance metadata and other link-local services: never reachable over HTTPS from the serving pods."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,8 @@ class Foundation:
     """The pod pieces, bound to the component's Secrets."""
     in_namespace: pulumi.ResourceOptions
     """Options of every object inside the namespace (the component as parent, after the Namespace)."""
+    workload: pulumi.ResourceOptions
+    """Options of the workload: as :attr:`in_namespace`, after the proxy's ConfigMap."""
 
 
 def weights_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn: str | None = None) -> dict:
@@ -167,34 +183,32 @@ class VllmServingBase(pulumi.ComponentResource):
         if args.hugging_face_token is not None and contract.weights.source == "huggingface":
             secret_names["HF_TOKEN"] = f"{name}-hf-token"
             self.hf_token_secret = opaque_secret(f"{name}-hf-token", args.hugging_face_token)
-        return Foundation(common=common, selector=selector, kit=PodKit(name, args, secret_names), in_namespace=in_ns)
+        self.api_proxy_config_map = api_pod.config_map(name, args, {**common, **selector}, in_ns)
+        workload = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource, self.api_proxy_config_map])
+        return Foundation(common=common, selector=selector, kit=PodKit(name, args, secret_names), in_namespace=in_ns, workload=workload)
 
     def _declare_frontend(self, name: str, args: VllmServingArgs, foundation: Foundation, api_selector: Mapping[str, str]) -> None:
         """Service (to the ``api_selector`` pods), NetworkPolicies, PDB (over every pod of the component), ServiceMonitor, outputs."""
         common, selector, in_ns = foundation.common, foundation.selector, foundation.in_namespace
         contract = args.contract
         ns = args.namespace
-        nlb = args.exposure != "cluster"
-        port_name = "http"
+        proxy = api_pod.proxy_config(args)
+        behind_nlb = args.exposure in nlb.EXPOSURE_SCHEMES
+        port_name = api_proxy.PORT_NAMES["api"]
         service_annotations: dict[str, str] = {}
         service_type = "ClusterIP"
         source_ranges: Any = None
-        if nlb:
+        if behind_nlb:
             service_type = "LoadBalancer"
-            lb = "service.beta.kubernetes.io/aws-load-balancer-"
-            service_annotations = {
-                f"{lb}type": "external",
-                f"{lb}nlb-target-type": "ip",
-                f"{lb}scheme": "internal" if args.exposure == "internal" else "internet-facing",
-                f"{lb}healthcheck-protocol": "HTTP",
-                f"{lb}healthcheck-path": contract.api.health_path,
-                f"{lb}healthcheck-port": "traffic-port",
-                f"{lb}target-group-attributes": f"deregistration_delay.timeout_seconds={args.pre_stop_sleep_s}",
-            }
-            if args.tls_certificate_arn:
-                service_annotations[f"{lb}ssl-cert"] = args.tls_certificate_arn
-                service_annotations[f"{lb}ssl-ports"] = port_name
-            source_ranges = list(args.allowed_cidrs) if args.allowed_cidrs else pulumi.Output.from_input(args.vpc_cidr).apply(lambda c: [c])
+            service_annotations = nlb.nlb_annotations(
+                proxy,
+                scheme=nlb.scheme_of(args.exposure),
+                pre_stop_sleep_s=api_pod.drain_plan(args).pre_stop_s,
+                idle_timeout_s=args.nlb_idle_timeout_s,
+                tls_certificate_arn=args.tls_certificate_arn,
+                service_port_name=port_name,
+            )
+            source_ranges = list(args.allowed_cidrs)
         self.service = k8s.core.v1.Service(
             f"{name}-service",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector}, annotations=service_annotations or None),
@@ -206,14 +220,27 @@ class VllmServingBase(pulumi.ComponentResource):
             ),
             opts=in_ns,
         )
+        # Metrics have their own Service: a port on the API Service would be a listener on the NLB.
+        metrics_port = api_proxy.PORT_NAMES["metrics"]
+        self.metrics_service = k8s.core.v1.Service(
+            f"{name}-metrics",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-metrics", namespace=ns, labels={**common, **selector, METRICS_SERVICE_LABEL: "true"}),
+            spec=k8s.core.v1.ServiceSpecArgs(
+                type="ClusterIP",
+                cluster_ip="None",
+                selector=dict(api_selector),
+                ports=[k8s.core.v1.ServicePortArgs(name=metrics_port, port=proxy.metrics_port, target_port=metrics_port, protocol="TCP")],
+            ),
+            opts=in_ns,
+        )
 
         self.network_policies = network_policies(name, args, common, api_selector, in_ns)
 
         self.pod_disruption_budget = k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector}),
-            # One pod at a time may go: a drain of a one-replica server proceeds (no blocked node rotation).
-            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(selector))),
+            # One pod at a time may go (as a rollout: vllm.rollout_strategy); a drain of a one-replica server proceeds.
+            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(max_unavailable=PDB_MAX_UNAVAILABLE, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(selector))),
             opts=in_ns,
         )
 
@@ -225,16 +252,16 @@ class VllmServingBase(pulumi.ComponentResource):
                 kind="ServiceMonitor",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector, **args.service_monitor_labels}),
                 spec={
-                    "selector": {"matchLabels": dict(selector)},
+                    "selector": {"matchLabels": {**selector, METRICS_SERVICE_LABEL: "true"}},
                     "namespaceSelector": {"matchNames": [ns]},
-                    "endpoints": [{"port": port_name, "path": contract.api.metrics_path, "interval": "30s", "scheme": "http"}],
+                    "endpoints": [{"port": metrics_port, "path": api_proxy.METRICS_PATH, "interval": "30s", "scheme": "http"}],
                 },
                 opts=in_ns,
             )
 
         scheme = "https" if args.tls_certificate_arn else "http"
         port = contract.api.port
-        if nlb:
+        if behind_nlb:
             self.endpoint_url = self.service.status.apply(lambda status: _nlb_url(status, scheme, port))
         else:
             self.endpoint_url = pulumi.Output.from_input(f"http://{name}.{ns}.svc.cluster.local:{port}/v1")
@@ -269,11 +296,8 @@ def app_selector(name: str) -> dict[str, str]:
 
 
 def scrape_annotations(args: VllmServingArgs) -> dict[str, str]:
-    """``prometheus.io/*`` annotations of the API pods, unless a ServiceMonitor scrapes them."""
-    if args.service_monitor:
-        return {}
-    api = args.contract.api
-    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(api.port), "prometheus.io/path": api.metrics_path}
+    """``prometheus.io/*`` annotations of the API pods (the proxy's metrics port), unless a ServiceMonitor scrapes them."""
+    return api_pod.scrape_annotations(args)
 
 
 SECRET_ENV_SKIP = "CKV_K8S_35=vLLM reads its API key only from VLLM_API_KEY or --api-key; the env var comes from a secretKeyRef so the key is in neither the args nor the spec"
@@ -299,55 +323,91 @@ def _namespaces(names: tuple[str, ...]) -> k8s.meta.v1.LabelSelectorArgs:
     )
 
 
-def egress_rules(args: VllmServingArgs) -> list[k8s.networking.v1.NetworkPolicyEgressRuleArgs]:
-    """What a serving pod may reach: cluster DNS, HTTPS (S3 / Hugging Face), the Pod Identity Agent (S3 weights)."""
+def egress_rules(args: VllmServingArgs) -> pulumi.Output[list[k8s.networking.v1.NetworkPolicyEgressRuleArgs]]:
+    """What a serving pod may reach: cluster DNS; HTTPS outside the VPC (S3 through its gateway endpoint, Hugging Face,
+    allowlisted media hosts) but not inside it nor link-local; the Pod Identity Agent (S3 weights) on port 80.
+
+    Nothing else: the engine listens on loopback and calls nothing in the cluster; the kubelet pulls the images.
+    """
     np = k8s.networking.v1
-    egress = [
-        np.NetworkPolicyEgressRuleArgs(
-            to=[np.NetworkPolicyPeerArgs(
-                namespace_selector=_namespaces(("kube-system",)),
-                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": "kube-dns"}),
-            )],
-            ports=[np.NetworkPolicyPortArgs(port=53, protocol="UDP"), np.NetworkPolicyPortArgs(port=53, protocol="TCP")],
-        ),
-        # S3 / Hugging Face over HTTPS (their addresses are not stable enough to list).
-        np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr="0.0.0.0/0"))], ports=[np.NetworkPolicyPortArgs(port=443, protocol="TCP")]),
-    ]
-    if args.contract.weights.source == "s3":
-        egress.append(
-            np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=POD_IDENTITY_AGENT_CIDR))], ports=[np.NetworkPolicyPortArgs(port=80, protocol="TCP")])
-        )
-    return egress
+
+    def build(vpc_cidr: str | None) -> list[k8s.networking.v1.NetworkPolicyEgressRuleArgs]:
+        excluded = [c for c in (vpc_cidr, LINK_LOCAL_CIDR) if c]
+        egress = [
+            np.NetworkPolicyEgressRuleArgs(
+                to=[np.NetworkPolicyPeerArgs(
+                    namespace_selector=_namespaces(("kube-system",)),
+                    pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": "kube-dns"}),
+                )],
+                ports=[np.NetworkPolicyPortArgs(port=53, protocol="UDP"), np.NetworkPolicyPortArgs(port=53, protocol="TCP")],
+            ),
+            np.NetworkPolicyEgressRuleArgs(
+                to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr="0.0.0.0/0", except_=excluded))],
+                ports=[np.NetworkPolicyPortArgs(port=443, protocol="TCP")],
+            ),
+        ]
+        if args.contract.weights.source == "s3":
+            egress.append(
+                np.NetworkPolicyEgressRuleArgs(to=[np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=POD_IDENTITY_AGENT_CIDR))], ports=[np.NetworkPolicyPortArgs(port=80, protocol="TCP")])
+            )
+        return egress
+
+    return pulumi.Output.from_input(args.vpc_cidr).apply(build)
+
+
+def client_peers(allowed_cidrs: tuple[str, ...], vpc_cidr: str | None) -> list[k8s.networking.v1.NetworkPolicyPeerArgs]:
+    """ipBlocks of the clients allowed through the NLB (client IP preservation keeps their addresses).
+
+    A client CIDR that contains the VPC leaves the VPC out (``except``): pods take their addresses
+    from the VPC's subnets, and an ipBlock matches pod addresses too, so ``10.0.0.0/8`` would
+    otherwise admit every pod of the cluster whatever ``client_namespaces`` says. In-cluster
+    clients are admitted by namespace; a client subnet inside the VPC is admitted as listed.
+    """
+    np = k8s.networking.v1
+    vpc = ipaddress.IPv4Network(vpc_cidr) if vpc_cidr else None
+    peers = []
+    for cidr in allowed_cidrs:
+        net = ipaddress.IPv4Network(cidr)
+        excluded = [str(vpc)] if vpc is not None and vpc.subnet_of(net) else None
+        peers.append(np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=cidr, except_=excluded)))
+    return peers
 
 
 def network_policies(name: str, args: VllmServingArgs, common: Mapping[str, str], api_selector: Mapping[str, str], opts: pulumi.ResourceOptions) -> list[k8s.networking.v1.NetworkPolicy]:
-    """Default deny for the namespace, plus ``{name}-server``: API and metrics in, :func:`egress_rules` out, for the API pods."""
-    ns, port = args.namespace, args.contract.api.port
+    """Default deny for the namespace, plus ``{name}-server`` for the API pods, port by port.
+
+    * API port: pods of ``client_namespaces`` (every namespace when empty) and, behind an NLB,
+      the client CIDRs (:func:`client_peers`);
+    * metrics port: the monitoring namespace only;
+    * probe port: the NLB health checks (from the VPC: the NLB's nodes live in its subnets; the
+      port answers ``/health`` and ``/livez`` only). The kubelet needs no rule: the VPC CNI's
+      network policy agent always admits the node's own address;
+    * egress: :func:`egress_rules`.
+    """
+    ns = args.namespace
     np = k8s.networking.v1
+    proxy = api_pod.proxy_config(args)
     deny = np.NetworkPolicy(
         f"{name}-default-deny",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-default-deny", namespace=ns, labels=dict(common)),
         spec=np.NetworkPolicySpecArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(), policy_types=["Ingress", "Egress"]),
         opts=opts,
     )
-    api_port = [np.NetworkPolicyPortArgs(port=port, protocol="TCP")]
-    sources = [np.NetworkPolicyPeerArgs(namespace_selector=_namespaces(args.client_namespaces))]
-    if args.exposure != "cluster":
-        assert args.vpc_cidr is not None  # validate_serving_args requires it for NLB exposures
-        # NLB nodes (ip targets) connect from VPC addresses; with client IP preservation, from the clients.
-        sources.append(np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=args.vpc_cidr)))
-        sources += [np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=c)) for c in args.allowed_cidrs]
-    ingress = [
-        np.NetworkPolicyIngressRuleArgs(from_=sources, ports=api_port),
-        np.NetworkPolicyIngressRuleArgs(from_=[np.NetworkPolicyPeerArgs(namespace_selector=_namespaces((args.metrics_namespace,)))], ports=api_port),
-    ]
+    in_cluster = [np.NetworkPolicyPeerArgs(namespace_selector=_namespaces(args.client_namespaces))]
+    behind_nlb = args.exposure in nlb.EXPOSURE_SCHEMES
+
+    def ingress(vpc_cidr: str | None) -> list[k8s.networking.v1.NetworkPolicyIngressRuleArgs]:
+        peers = in_cluster + (client_peers(args.allowed_cidrs, vpc_cidr) if behind_nlb else [])
+        health = [np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=vpc_cidr))] if behind_nlb and vpc_cidr else None
+        return api_proxy.ingress_rules(proxy, api_peers=peers, metrics_namespace=args.metrics_namespace, health_check_peers=health)
+
     server = np.NetworkPolicy(
         f"{name}-server",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{name}-server", namespace=ns, labels=dict(common)),
         spec=np.NetworkPolicySpecArgs(
             pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(api_selector)),
             policy_types=["Ingress", "Egress"],
-            ingress=ingress,
+            ingress=pulumi.Output.from_input(args.vpc_cidr).apply(ingress),
             egress=egress_rules(args),
         ),
         opts=opts,
@@ -377,11 +437,13 @@ def _nlb_url(status: Any, scheme: str, port: int) -> str | None:
 __all__ = [
     "APP_NAME",
     "FLOATING_TAG_SKIP",
+    "METRICS_SERVICE_LABEL",
     "POD_IDENTITY_AGENT_CIDR",
     "SECRET_ENV_SKIP",
     "Foundation",
     "VllmServingBase",
     "checkov_skips",
+    "client_peers",
     "egress_rules",
     "scrape_annotations",
     "weights_policy",

@@ -27,7 +27,7 @@ from typing import Any
 from components import catalog
 from components.errors import UserError
 from components.formats import ABSOLUTE_PATH
-from components.serving.engine_flags import extra_args_problem
+from components.serving.engine_flags import extra_args_problem, extra_env_problem, override_tuning
 
 WEIGHTS_SOURCES = ("huggingface", "s3")
 """Where the weights come from."""
@@ -36,6 +36,13 @@ EXPOSURES = ("cluster", "internal", "public")
 (internal NLB), ``public`` (internet-facing NLB restricted to listed CIDRs)."""
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 """``--kv-cache-dtype`` choices of vLLM (``EngineArgs.add_cli_args``)."""
+MEDIA_POLICIES = ("text-only", "allowlist")
+"""What requests may carry besides text: ``text-only`` (``--language-model-only``: the vision encoder is
+skipped and media inputs are refused) or ``allowlist`` (images and video, fetched only from
+:attr:`ApiContract.media_domains`, or inline ``data:`` URLs)."""
+HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+"""A fully qualified host name (lower case). vLLM compares a media URL's host with the list exactly
+(``vllm/multimodal/media/connector.py``, ``_assert_url_in_allowed_media_domains``): no wildcards, no ports."""
 
 SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
 """A full commit SHA (a Hugging Face revision that cannot move)."""
@@ -228,6 +235,11 @@ class ApiContract:
     """vLLM tool-call parser; ``None`` turns tool calling off."""
     reasoning_parser: str | None = "kimi_k3"
     """vLLM reasoning parser; ``None`` turns reasoning output off."""
+    media: str = "text-only"
+    """One of :data:`MEDIA_POLICIES`. Kimi K3 is multimodal and vLLM fetches any media URL a request names
+    unless told otherwise; the safe default serves text only."""
+    media_domains: tuple[str, ...] = ()
+    """With ``media="allowlist"``: the only hosts vLLM may fetch media from (``--allowed-media-domains``)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 1024 <= self.port <= 65535:
@@ -242,6 +254,26 @@ class ApiContract:
             value = getattr(self, field_name)
             if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[\w-]+", value)):
                 raise ContractError("api contract", f"api.{field_name}", value, "expected a vLLM parser name such as kimi_k3, or None")
+        if self.media not in MEDIA_POLICIES:
+            raise ContractError("api contract", "api.media", self.media, f"accepted: {', '.join(MEDIA_POLICIES)}")
+        domains = self.media_domains
+        if isinstance(domains, str) or not isinstance(domains, tuple):
+            raise ContractError("api contract", "api.media_domains", domains, "expected a tuple of host names")
+        for domain in domains:
+            if not isinstance(domain, str) or not HOSTNAME_RE.fullmatch(domain):
+                raise ContractError(
+                    "api contract", "api.media_domains", domain,
+                    "expected a host name such as images.example.com (lower case; no scheme, port, path or wildcard: vLLM compares the host exactly)",
+                )
+        if len(set(domains)) != len(domains):
+            raise ContractError("api contract", "api.media_domains", list(domains), "each host once")
+        if self.media == "allowlist" and not domains:
+            raise ContractError(
+                "api contract", "api.media_domains", [],
+                "at least one host when api.media is allowlist: with an empty list vLLM fetches media from any host",
+            )
+        if self.media == "text-only" and domains:
+            raise ContractError("api contract", "api.media_domains", list(domains), "they are only used when api.media is allowlist")
 
 
 # --- engine ---------------------------------------------------------------------
@@ -269,6 +301,17 @@ class EngineProfile:
     """Weight loader."""
     moe_backend: str = "auto"
     """MoE kernel backend."""
+    tuning_args: tuple[str, ...] = ()
+    """The engine profile's other flags (the recipe's, :mod:`components.engine_profiles`), flag then value;
+    an ``extra_args`` item naming the same flag replaces the profile's."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Further environment variables of the engine (the profile's, then the stack's), ``(NAME, value)``;
+    the ones the contract sets are refused."""
+    decode_context_parallel: bool = False
+    """The recipe's decode context parallelism (``--decode-context-parallel-size 8 --dcp-comm-backend a2a``):
+    single-node TP=8 with FP8 KV cache only."""
+    profile_name: str = "custom"
+    """Which engine profile these values come from (``blackwell/single_node_tp`` …), for summaries."""
 
     def __post_init__(self) -> None:
         for field_name, (low, high) in (
@@ -294,6 +337,30 @@ class EngineProfile:
         problem = extra_args_problem(tuple(self.extra_args))
         if problem:
             raise ContractError("engine profile", "engine.extra_args", list(self.extra_args), problem)
+        if isinstance(self.tuning_args, str) or not all(isinstance(a, str) and a for a in self.tuning_args):
+            raise ContractError("engine profile", "engine.tuning_args", self.tuning_args, "expected a tuple of non-empty strings")
+        problem = extra_args_problem(tuple(self.tuning_args))
+        if problem or (self.tuning_args and not self.tuning_args[0].startswith("-")):
+            raise ContractError("engine profile", "engine.tuning_args", list(self.tuning_args), problem or "the first item must be a flag")
+        problem = extra_env_problem(tuple(self.env)) if isinstance(self.env, tuple) else "expected a tuple of (NAME, value) pairs"
+        if problem:
+            raise ContractError("engine profile", "engine.env", [f"{p[0]}={p[1]}" if isinstance(p, tuple) and len(p) == 2 else p for p in self.env], problem)
+        if not isinstance(self.decode_context_parallel, bool):
+            raise ContractError("engine profile", "engine.decode_context_parallel", self.decode_context_parallel, "expected true or false")
+        if self.decode_context_parallel:
+            # vllm-project/recipes Kimi-K3.yaml, decode_context_parallelism: "scoped to single_node_tp", the DCP size
+            # (8) "must divide the tensor-parallel size", and it "pairs ... under FP8 KV".
+            if self.pipeline_parallel_size != 1 or self.tensor_parallel_size % 8:
+                raise ContractError(
+                    "engine profile", "engine.decode_context_parallel", True,
+                    f"decode context parallelism needs the single-node TP=8 layout (the recipe scopes it to single_node_tp; its size 8 must divide "
+                    f"the tensor parallel size); this profile has TP={self.tensor_parallel_size} x PP={self.pipeline_parallel_size}",
+                )
+            if not self.kv_cache_dtype.startswith("fp8"):
+                raise ContractError(
+                    "engine profile", "engine.decode_context_parallel", True,
+                    f"the recipe pairs decode context parallelism with FP8 KV cache (TOKENSPEED_MLA decode); engine.kv_cache_dtype is {self.kv_cache_dtype}",
+                )
 
 
 # --- the whole contract ---------------------------------------------------------
@@ -365,11 +432,21 @@ class ServingContract:
         self.nodes_per_replica(gpus_per_node)
         return gpus_per_node
 
-    def vllm_args(self, model_path: str | None = None) -> list[str]:
+    def vllm_args(
+        self,
+        model_path: str | None = None,
+        *,
+        bind: tuple[str, int] | None = None,
+        shutdown_timeout_s: int | None = None,
+    ) -> list[str]:
         """Arguments of ``vllm serve`` (after the command), the AWS deployment guide's reference flags included, extra args last.
 
         :param model_path: where the weights volume is mounted in the container
             (defaults to ``weights.mount_path``).
+        :param bind: ``(host, port)`` vLLM listens on; default ``("0.0.0.0", api.port)``. Behind the
+            API proxy: loopback (:func:`components.serving.api_proxy.engine_bind_args`).
+        :param shutdown_timeout_s: ``--shutdown-timeout``: seconds vLLM lets in-flight requests finish
+            after SIGTERM (vLLM's default, 0, aborts them); ``None`` leaves vLLM's default.
         """
         mount = model_path or self.weights.mount_path
         e, a, w = self.engine, self.api, self.weights
@@ -393,14 +470,25 @@ class ServingContract:
         ]
         if e.pipeline_parallel_size > 1:
             args += ["--pipeline-parallel-size", str(e.pipeline_parallel_size)]
+        host, port = bind if bind is not None else ("0.0.0.0", a.port)
         args += [
             "--no-enable-flashinfer-autotune",
             "--gpu-memory-utilization", _fmt(e.gpu_memory_utilization),
             "--max-model-len", str(e.max_model_len),
             "--kv-cache-dtype", e.kv_cache_dtype,
-            "--host", "0.0.0.0",
-            "--port", str(a.port),
         ]
+        if e.decode_context_parallel:
+            from components.engine_profiles import DCP_COMM_BACKEND, DCP_SIZE  # the recipe's values, in the catalog
+
+            args += ["--decode-context-parallel-size", str(DCP_SIZE), "--dcp-comm-backend", DCP_COMM_BACKEND]
+        if a.media == "text-only":
+            args += ["--language-model-only"]
+        else:
+            args += ["--allowed-media-domains", *a.media_domains]
+        args += override_tuning(tuple(e.tuning_args), tuple(e.extra_args))
+        args += ["--host", host, "--port", str(port)]
+        if shutdown_timeout_s is not None:
+            args += ["--shutdown-timeout", str(shutdown_timeout_s)]
         return args + list(e.extra_args)
 
     def vllm_env(self) -> dict[str, str]:
@@ -412,7 +500,20 @@ class ServingContract:
         }
         if self.weights.source == "huggingface":
             env["HF_HUB_CACHE"] = self.weights.mount_path
+        if self.api.media == "allowlist":
+            # vLLM follows redirects of media URLs by default (VLLM_MEDIA_URL_ALLOW_REDIRECTS=1 in vllm/envs.py):
+            # an allowed host could send the fetch anywhere.
+            env["VLLM_MEDIA_URL_ALLOW_REDIRECTS"] = "0"
+        env.update(dict(self.engine.env))
         return env
+
+    @property
+    def execute_model_timeout_s(self) -> int:
+        """Longest one engine step may take before vLLM declares the engine dead: ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``
+        (vLLM 0.27.1 ``vllm/envs.py``: default 300; the multiprocessing executor and the Ray V2 executor built on it
+        wait that long for a step's result, then fail the engine)."""
+        value = dict(self.engine.env).get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300")
+        return int(value) if value.isdigit() else 300
 
     def startup_budget_s(self, margin_s: int = 600) -> int:
         """Seconds a pod may take from container start to a healthy ``/health``.

@@ -58,6 +58,7 @@ from components.errors import Problems, UserError
 from components.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
 from components.kubernetes_provider import require_kubernetes_provider
 from components.serving.contracts import ContractError, ServingContract
+from components.serving.hyperpod_routing import HyperPodRouting
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
 """API group/version of the HyperPod Inference Operator's endpoint object."""
@@ -218,8 +219,12 @@ def render_inference_endpoint_config(
     s3_region: str | None = None,
     invocation_endpoint: str = "v1/chat/completions",
     model_mount_path: str | None = None,
+    routing: HyperPodRouting | None = None,
 ) -> dict[str, Any]:
     """The complete ``InferenceEndpointConfig`` object serving ``contract`` on HyperPod.
+
+    The engine runs the contract's arguments and environment, so the same engine profile as on
+    EKS (the recipe's, :mod:`components.engine_profiles`), media policy included.
 
     :param contract: image, weights, API and engine to serve.
     :param name: ``metadata.name`` of the object (a DNS label).
@@ -235,6 +240,8 @@ def render_inference_endpoint_config(
     :param invocation_endpoint: path after ``http://host:port/`` the operator routes invocations to.
     :param model_mount_path: where the operator mounts the weights in the server
         container; defaults to the contract's stable path (``/models/kimi-k3``).
+    :param routing: the operator's intelligent routing, ALB algorithm and KV-cache offloading
+        (:class:`~components.serving.hyperpod_routing.HyperPodRouting`); ``None``: its defaults.
     :raises ComponentInputError: with every parameter HyperPod cannot run, notably a
         replica spanning more than one node.
     """
@@ -280,7 +287,7 @@ def render_inference_endpoint_config(
             "maxDeployTimeInSeconds": min(max_deploy_time_s(contract), _INT32_MAX),
             "modelSourceConfig": source,
             "metrics": {"enabled": True, "modelMetrics": {"port": api.port, "path": api.metrics_path}},
-            "loadBalancer": {"healthCheckPath": api.health_path},
+            **(routing or HyperPodRouting()).spec_fields(api.health_path),
             "worker": {
                 "image": contract.image.image,
                 "command": ["vllm", "serve"],
@@ -332,6 +339,8 @@ class HyperPodInferenceEndpointArgs:
     """Path the operator routes invocations to (no leading slash)."""
     model_mount_path: str | None = None
     """Where the operator mounts the weights; defaults to the contract's stable path."""
+    routing: HyperPodRouting | None = None
+    """The operator's routing and KV-cache options; ``None``: its defaults."""
 
 
 class HyperPodInferenceEndpoint(pulumi.ComponentResource):
@@ -377,6 +386,7 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
             s3_region=args.s3_region,
             invocation_endpoint=args.invocation_endpoint,
             model_mount_path=args.model_mount_path,
+            routing=args.routing,
         )
         super().__init__("kimi-k3:index:HyperPodInferenceEndpoint", name, None, opts)
         self.manifest: dict[str, Any] = manifest

@@ -8,7 +8,9 @@ runs, per replica, one leader pod and ``N−1`` worker pods:
 
 * leader: Ray head, waits until the whole group has joined Ray, then ``exec vllm serve``
   with the contract's arguments plus ``--pipeline-parallel-size N`` and
-  ``--distributed-executor-backend ray``; it alone serves the API (the pattern of
+  ``--distributed-executor-backend ray``, on loopback behind the API proxy sidecar
+  (:mod:`components.serving.api_pod`: the same proxy, probes and stop sequence as
+  ``VllmServer``); it alone serves the API (the pattern of
   ``docs/examples/vllm/GPU/lws.yaml`` in kubernetes-sigs/lws);
 * workers: wait for the head, then ``ray start --address=$LWS_LEADER_ADDRESS:6379 --block``;
 * ``restartPolicy: RecreateGroupOnPodRestart``: one failed pod recreates the whole
@@ -55,9 +57,11 @@ import pulumi_kubernetes as k8s
 from components import catalog, labels
 from components.errors import Problems
 from components.kubernetes_provider import require_kubernetes_provider
+from components.serving import api_pod
 from components.serving.args import VllmServingArgs, validate_serving_args
-from components.serving.base import SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
+from components.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
 from components.serving.contracts import ServingContract
+from components.serving.engine_flags import flag_of
 from components.serving.pod_kit import PROBE_PERIOD_S, kit_env_names
 from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 
@@ -87,6 +91,13 @@ EFA_ENV: Mapping[str, str] = {
 
 HF_TOKEN_ENV_SKIP = "CKV_K8S_35=huggingface_hub reads the token only from HF_TOKEN (or a token file in HOME); it comes from a secretKeyRef into the download init container, never into the args or the spec"
 """checkov skip (with its reason) for the worker pods, whose only secret is the Hugging Face token of the download init container."""
+
+WORKER_PRE_STOP_SCRIPT = """deadline=$(( $(date +%s) + {wait_s} ))
+while [ "$(date +%s)" -lt "$deadline" ] && python3 -c 'import os, socket; socket.create_connection((os.environ["LWS_LEADER_ADDRESS"], int(os.environ["RAY_GCS_PORT"])), 2).close()' 2>/dev/null; do
+  sleep 5
+done
+"""
+"""A worker's ``preStop``: wait while the leader's Ray head still answers, at most the leader's preStop plus drain."""
 
 _RESERVED_EXTRA_FLAGS = ("--distributed-executor-backend", "--data-parallel-size", "--nnodes", "--node-rank", "--headless")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -144,16 +155,14 @@ class VllmLeaderWorkerSet(VllmServingBase):
         }
         extra_resources = {EFA_RESOURCE: str(args.efa_interfaces or instance.efa_interfaces)} if args.efa_enabled else {}
         init_containers = kit.init_containers()
+        drain = api_pod.drain_plan(args)
 
         leader = kit.api_container(
             command=["/bin/sh", "-c", LEADER_SCRIPT, "vllm-leader"],
-            args=[*contract.vllm_args(contract.weights.mount_path), "--distributed-executor-backend", "ray"],
+            args=[*api_pod.engine_args(args, contract.weights.mount_path), "--distributed-executor-backend", "ray"],
             env=kit.engine_env({**group_env, **ray_env}),
-            ports=[
-                k8s.core.v1.ContainerPortArgs(name="http", container_port=contract.api.port, protocol="TCP"),
-                k8s.core.v1.ContainerPortArgs(name="ray-gcs", container_port=RAY_GCS_PORT, protocol="TCP"),
-            ],
-            resources=kit.engine_resources(extra_resources),
+            ports=[k8s.core.v1.ContainerPortArgs(name="ray-gcs", container_port=RAY_GCS_PORT, protocol="TCP")],
+            resources=kit.engine_resources(extra_resources, beside_proxy=True),
             # The leader may wait up to weights_staging_timeout_s for its workers before vLLM starts loading.
             **kit.probes(extra_startup_s=args.weights_staging_timeout_s),
         )
@@ -175,13 +184,18 @@ class VllmLeaderWorkerSet(VllmServingBase):
             ),
             liveness_probe=k8s.core.v1.ProbeArgs(tcp_socket=raylet, period_seconds=15, timeout_seconds=10, failure_threshold=4),
             readiness_probe=k8s.core.v1.ProbeArgs(tcp_socket=raylet, period_seconds=15, timeout_seconds=10, failure_threshold=2),
+            # A worker outlives its leader's drain: it leaves once the leader's Ray head is gone (the leader's vLLM
+            # exited) or the drain's deadline passed; SIGTERM before that would kill the ranks in-flight requests need.
+            lifecycle=k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(exec_=k8s.core.v1.ExecActionArgs(
+                command=["/bin/sh", "-c", WORKER_PRE_STOP_SCRIPT.format(wait_s=drain.engine_pre_stop_s + drain.drain_s)],
+            ))),
             security_context=kit.security_context(),
             volume_mounts=kit.mounts(shm=True),
         )
 
         leader_labels = {**base_pod_labels, "app.kubernetes.io/component": "leader"}
         worker_labels = {**base_pod_labels, "app.kubernetes.io/component": "worker"}
-        leader_annotations = {**checkov_skips(args, SECRET_ENV_SKIP), **scrape_annotations(args)}
+        leader_annotations = {**checkov_skips(args, SECRET_ENV_SKIP), **scrape_annotations(args), **api_pod.template_annotations(args)}
         worker_annotations = checkov_skips(args, *([HF_TOKEN_ENV_SKIP] if "HF_TOKEN" in secret_names else [])) or None
         lws_annotations = checkov_skips(args, SECRET_ENV_SKIP)
         if args.await_rollout:
@@ -189,10 +203,10 @@ class VllmLeaderWorkerSet(VllmServingBase):
         else:
             lws_annotations["pulumi.com/skipAwait"] = "true"
 
-        def template(pod_labels: dict, annotations: dict | None, container: k8s.core.v1.ContainerArgs) -> dict:
+        def template(pod_labels: dict, annotations: dict | None, containers: list[k8s.core.v1.ContainerArgs], volumes: list | None = None) -> dict:
             return {
                 "metadata": k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=annotations or None),
-                "spec": kit.pod_spec(init_containers, [container]),
+                "spec": kit.pod_spec(init_containers, containers, volumes),
             }
 
         self.lws_name = f"{name}-lws"
@@ -206,16 +220,16 @@ class VllmLeaderWorkerSet(VllmServingBase):
                 # Workers are created with the leader: the leader waits for them before it can become ready.
                 "startupPolicy": "LeaderCreated",
                 # No spare node in a Capacity Block: replace one group at a time, never surge.
-                "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}},
+                "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": PDB_MAX_UNAVAILABLE, "maxSurge": 0}},
                 "networkConfig": {"subdomainPolicy": "Shared"},
                 "leaderWorkerTemplate": {
                     "size": nodes,
                     "restartPolicy": "RecreateGroupOnPodRestart",
-                    "leaderTemplate": template(leader_labels, leader_annotations, leader),
-                    "workerTemplate": template(worker_labels, worker_annotations, worker),
+                    "leaderTemplate": template(leader_labels, leader_annotations, [kit.api_sidecar(), leader], kit.api_volumes()),
+                    "workerTemplate": template(worker_labels, worker_annotations, [worker]),
                 },
             },
-            opts=foundation.in_namespace,
+            opts=foundation.workload,
         )
 
         self._declare_frontend(name, args, foundation, api_selector)
@@ -238,7 +252,7 @@ def _group_network_policy(name: str, args: VllmServingArgs, common: Mapping[str,
             pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(selector)),
             policy_types=["Ingress", "Egress"],
             ingress=[np.NetworkPolicyIngressRuleArgs(from_=peers)],
-            egress=[np.NetworkPolicyEgressRuleArgs(to=peers), *egress_rules(args)],
+            egress=egress_rules(args).apply(lambda rules: [np.NetworkPolicyEgressRuleArgs(to=peers), *rules]),
         ),
         opts=opts,
     )
@@ -261,7 +275,7 @@ def _problems(name: str, args: VllmLeaderWorkerSetArgs) -> tuple[Problems, int |
             f"the contract's replica fits on one {instance.name} node: use VllmServer (components.serving.vllm) for single-node replicas",
         )
     for arg in args.contract.engine.extra_args if isinstance(args.contract, ServingContract) else ():
-        if arg.split("=", 1)[0] in _RESERVED_EXTRA_FLAGS:
+        if flag_of(arg) in _RESERVED_EXTRA_FLAGS:
             problems.reject("contract.engine.extra_args", arg, "the leader-worker set runs vLLM on Ray across the group and sets the distribution itself")
     if not isinstance(args.efa_enabled, bool):
         problems.reject("efa_enabled", args.efa_enabled, "expected true or false")

@@ -11,13 +11,29 @@ Checked against the controller's documented annotation set (kubernetes-sigs/aws-
   listener, a non-streamed answer silent for longer than that is cut, so it is refused here;
 * the target group's deregistration delay takes 0-3600 s (annotations.md, target-group-attributes);
 * health checks go to the proxy's probe port and path, which forwards only vLLM's ``/health``
-  (:mod:`components.serving.api_proxy`).
+  (:mod:`components.serving.api_proxy`);
+* client IP preservation is on (``preserve_client_ip.enabled=true``): for IP targets it is off by
+  default, and then the pods see the NLB's own addresses, which live in the same private subnets
+  as the pods, so no NetworkPolicy could tell a client that came through the NLB from any pod of
+  the VPC; the controller also ignores source ranges "in case preserve client IP is not enabled"
+  (annotations.md, "Access control"). With it on, the pods' NetworkPolicy admits exactly the
+  client CIDRs. (A client that is itself a target of this NLB cannot reach it through the NLB
+  with client IP preservation on: in-cluster clients use the ClusterIP Service.)
 """
 
 from __future__ import annotations
 
 from components.errors import UserError
 from components.serving.api_proxy import HEALTH_PATH, ApiProxyConfig
+
+
+class NlbError(UserError):
+    """A value the controller or the NLB would refuse; ``field`` says which: ``scheme``, ``pre_stop_sleep_s``,
+    ``deregistration_delay`` (preStop + drain), ``idle_timeout_s`` or ``tls`` (a TLS listener's fixed idle timeout)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
 
 LB = "service.beta.kubernetes.io/aws-load-balancer-"
 """Prefix of the controller's Service annotations."""
@@ -34,8 +50,21 @@ IDLE_TIMEOUT_RANGE = (60, 6000)
 TLS_IDLE_TIMEOUT_S = 350
 """The fixed idle timeout of an NLB TLS listener."""
 
+TLS_IDLE_TIMEOUT_SOURCE = "Elastic Load Balancing User Guide, Network Load Balancers, 'Update the TCP idle timeout': the TLS listener's idle timeout is 350 seconds and can't be modified"
+"""Where the fixed TLS idle timeout is documented (quoted in messages)."""
+
 DEREGISTRATION_DELAY_RANGE = (0, 3600)
 """What ``deregistration_delay.timeout_seconds`` accepts."""
+
+EXPOSURE_SCHEMES = {"internal": "internal", "public": "internet-facing"}
+"""The NLB scheme of each exposure that has one."""
+
+
+def scheme_of(exposure: str) -> str:
+    """``internal`` → ``internal``, ``public`` → ``internet-facing``."""
+    if exposure not in EXPOSURE_SCHEMES:
+        raise NlbError("scheme", f"nlb: exposure {exposure!r} has no load balancer; accepted: {', '.join(EXPOSURE_SCHEMES)}")
+    return EXPOSURE_SCHEMES[exposure]
 
 
 def deregistration_delay_s(proxy: ApiProxyConfig, pre_stop_sleep_s: int) -> int:
@@ -64,13 +93,14 @@ def nlb_annotations(
     :raises UserError: for a value the controller or the NLB would refuse, or one that would cut long answers.
     """
     if scheme not in SCHEMES:
-        raise UserError(f"nlb: scheme {scheme!r} is not accepted; accepted: {', '.join(SCHEMES)}")
+        raise NlbError("scheme", f"nlb: scheme {scheme!r} is not accepted; accepted: {', '.join(SCHEMES)}")
     if isinstance(pre_stop_sleep_s, bool) or not isinstance(pre_stop_sleep_s, int) or pre_stop_sleep_s < 0:
-        raise UserError(f"nlb: pre_stop_sleep_s {pre_stop_sleep_s!r} is not accepted; expected a whole number of seconds >= 0")
+        raise NlbError("pre_stop_sleep_s", f"nlb: pre_stop_sleep_s {pre_stop_sleep_s!r} is not accepted; expected a whole number of seconds >= 0")
     delay = deregistration_delay_s(proxy, pre_stop_sleep_s)
     low, high = DEREGISTRATION_DELAY_RANGE
     if not low <= delay <= high:
-        raise UserError(
+        raise NlbError(
+            "deregistration_delay",
             f"nlb: deregistration delay {delay} s (preStop {pre_stop_sleep_s} s + drain {proxy.drain_timeout_s} s) is not accepted; "
             f"the target group takes {low}-{high} s: shorten the drain or the preStop sleep"
         )
@@ -81,15 +111,16 @@ def nlb_annotations(
         f"{LB}healthcheck-protocol": "HTTP",
         f"{LB}healthcheck-port": str(proxy.probe_port),
         f"{LB}healthcheck-path": HEALTH_PATH,
-        f"{LB}target-group-attributes": f"deregistration_delay.timeout_seconds={delay}",
+        f"{LB}target-group-attributes": f"deregistration_delay.timeout_seconds={delay},preserve_client_ip.enabled=true",
     }
     if tls_certificate_arn:
         if idle_timeout_s is not None:
-            raise UserError(f"nlb: idle_timeout_s {idle_timeout_s!r} cannot be set on a TLS listener; its idle timeout is fixed at {TLS_IDLE_TIMEOUT_S} s")
+            raise NlbError("tls", f"nlb: idle_timeout_s {idle_timeout_s!r} cannot be set on a TLS listener; its idle timeout is fixed at {TLS_IDLE_TIMEOUT_S} s ({TLS_IDLE_TIMEOUT_SOURCE})")
         if proxy.max_generation_s > TLS_IDLE_TIMEOUT_S:
-            raise UserError(
+            raise NlbError(
+                "tls",
                 f"nlb: max_generation_s {proxy.max_generation_s} is longer than a TLS listener's fixed {TLS_IDLE_TIMEOUT_S} s idle timeout: "
-                f"a non-streamed answer would be cut; lower it to {TLS_IDLE_TIMEOUT_S} or less (clients stream longer answers), or terminate TLS behind a TCP listener"
+                f"a non-streamed answer would be cut ({TLS_IDLE_TIMEOUT_SOURCE}); lower it to {TLS_IDLE_TIMEOUT_S} or less (clients stream longer answers), or terminate TLS behind a TCP listener"
             )
         annotations[f"{LB}ssl-cert"] = tls_certificate_arn
         annotations[f"{LB}ssl-ports"] = service_port_name
@@ -97,9 +128,10 @@ def nlb_annotations(
     idle = DEFAULT_IDLE_TIMEOUT_S if idle_timeout_s is None else idle_timeout_s
     low, high = IDLE_TIMEOUT_RANGE
     if isinstance(idle, bool) or not isinstance(idle, int) or not low <= idle <= high:
-        raise UserError(f"nlb: idle_timeout_s {idle!r} is not accepted; a TCP listener takes {low}-{high} s")
+        raise NlbError("idle_timeout_s", f"nlb: idle_timeout_s {idle!r} is not accepted; a TCP listener takes {low}-{high} s")
     if idle < proxy.max_generation_s:
-        raise UserError(
+        raise NlbError(
+            "idle_timeout_s",
             f"nlb: idle_timeout_s {idle} is shorter than max_generation_s {proxy.max_generation_s}: "
             "the NLB would close a connection still waiting for a non-streamed answer; raise it"
         )

@@ -225,49 +225,43 @@ class PodKit:
             env.append(secret_env("VLLM_API_KEY", self.secret_names["VLLM_API_KEY"]))
         return env
 
-    def engine_resources(self, extra: Mapping[str, str] | None = None) -> k8s.core.v1.ResourceRequirementsArgs:
-        """Requests = limits (Guaranteed QoS) for the whole node's share, plus ``extra`` (e.g. EFA interfaces)."""
+    def engine_resources(self, extra: Mapping[str, str] | None = None, *, beside_proxy: bool = False) -> k8s.core.v1.ResourceRequirementsArgs:
+        """Requests = limits (Guaranteed QoS) for the whole node's share, plus ``extra`` (e.g. EFA interfaces).
+
+        :param beside_proxy: the pod also runs the API proxy sidecar: its CPU and memory come out of this share
+            (:func:`components.serving.api_pod.engine_share`), so the pod still fits the node.
+        """
+        from components.serving import api_pod  # builds on the serving args, which build on this module
+
         args = self.args
         resources = {**pod_resources(self.instance, args.reserved_cpu, args.reserved_memory_gib), **(extra or {})}
+        if beside_proxy:
+            cpu, memory, _ = node_share(self.instance, args.reserved_cpu, args.reserved_memory_gib)
+            engine_cpu, engine_memory = api_pod.engine_share(cpu, memory, api_pod.proxy_config(args))
+            resources.update(cpu=str(engine_cpu), memory=engine_memory)
         return k8s.core.v1.ResourceRequirementsArgs(
             requests={**resources, "ephemeral-storage": f"{weights_limit_gb(args.contract) + args.cache_size_gib + 64}G"},
             limits=dict(resources),
         )
 
     def probes(self, extra_startup_s: int = 0) -> dict[str, k8s.core.v1.ProbeArgs]:
-        """Startup/liveness on ``/health``, readiness = the model is listed; startup sized from the contract's budget.
+        """The engine's startup, liveness and readiness (``exec`` on loopback: :func:`components.serving.api_pod.engine_probes`).
 
         :param extra_startup_s: time the container may spend before the engine even starts
             loading (a group leader waiting for its workers).
         """
-        contract = self.args.contract
-        api = contract.api
-        readiness = READINESS_SCRIPT.format(port=api.port, path=api.models_path, name=api.served_model_name)
-        return {
-            # Weight staging runs in the init containers, so this budget is the engine's load + warm-up only.
-            "startup_probe": k8s.core.v1.ProbeArgs(
-                http_get=k8s.core.v1.HTTPGetActionArgs(path=api.health_path, port="http"),
-                period_seconds=PROBE_PERIOD_S,
-                timeout_seconds=5,
-                failure_threshold=contract.probe_failure_threshold(PROBE_PERIOD_S, margin_s=600 + extra_startup_s),
-            ),
-            "liveness_probe": k8s.core.v1.ProbeArgs(
-                http_get=k8s.core.v1.HTTPGetActionArgs(path=api.health_path, port="http"),
-                period_seconds=15,
-                timeout_seconds=10,
-                failure_threshold=4,
-            ),
-            "readiness_probe": k8s.core.v1.ProbeArgs(
-                exec_=k8s.core.v1.ExecActionArgs(command=["python3", "-c", readiness]),
-                period_seconds=15,
-                timeout_seconds=10,
-                failure_threshold=2,
-                success_threshold=1,
-            ),
-        }
+        from components.serving import api_pod
+
+        api = self.args.contract.api
+        engine_port = api_pod.proxy_config(self.args).engine_port
+        readiness = READINESS_SCRIPT.format(port=engine_port, path=api.models_path, name=api.served_model_name)
+        # Weight staging runs in the init containers, so the startup budget is the engine's load + warm-up only.
+        return api_pod.engine_probes(self.args, readiness, extra_startup_s)
 
     def api_container(self, **overrides: Any) -> k8s.core.v1.ContainerArgs:
-        """The container serving the OpenAI API (``vllm serve`` with the contract's arguments); ``overrides`` replace ContainerArgs fields."""
+        """The engine serving the OpenAI API behind the proxy (``vllm serve`` on loopback); ``overrides`` replace ContainerArgs fields."""
+        from components.serving import api_pod
+
         args = self.args
         contract = args.contract
         fields: dict[str, Any] = dict(
@@ -276,26 +270,43 @@ class PodKit:
             image_pull_policy=contract.image.pull_policy,
             # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself.
             command=["vllm", "serve"],
-            args=contract.vllm_args(contract.weights.mount_path),
+            args=api_pod.engine_args(args, contract.weights.mount_path),
             env=self.engine_env(),
-            ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=contract.api.port, protocol="TCP")],
-            resources=self.engine_resources(),
+            resources=self.engine_resources(beside_proxy=True),
             **self.probes(),
-            lifecycle=k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(sleep=k8s.core.v1.SleepActionArgs(seconds=args.pre_stop_sleep_s))),
+            lifecycle=api_pod.engine_lifecycle(args),
             security_context=container_security_context(),
             volume_mounts=self.mounts(shm=True),
         )
         fields.update(overrides)
         return k8s.core.v1.ContainerArgs(**fields)
 
-    def pod_spec(self, init_containers: list[k8s.core.v1.ContainerArgs], containers: list[k8s.core.v1.ContainerArgs]) -> k8s.core.v1.PodSpecArgs:
-        """A pod on one whole Capacity Block GPU node: placement, pod security context, ServiceAccount, volumes."""
+    def api_sidecar(self) -> k8s.core.v1.ContainerArgs:
+        """The API proxy container next to the engine (:func:`components.serving.api_pod.sidecar`)."""
+        from components.serving import api_pod
+
+        return api_pod.sidecar(self.args)
+
+    def api_volumes(self) -> list[k8s.core.v1.VolumeArgs]:
+        """The proxy's volumes (its ConfigMap and writable ``emptyDir``), for a pod that runs :meth:`api_sidecar`."""
+        from components.serving import api_pod
+
+        return api_pod.volumes(self.name, self.args)
+
+    def pod_spec(
+        self,
+        init_containers: list[k8s.core.v1.ContainerArgs],
+        containers: list[k8s.core.v1.ContainerArgs],
+        extra_volumes: list[k8s.core.v1.VolumeArgs] | None = None,
+    ) -> k8s.core.v1.PodSpecArgs:
+        """A pod on one whole Capacity Block GPU node: placement, pod security context, ServiceAccount, volumes (plus ``extra_volumes``)."""
+        from components.serving import api_pod
         toleration = labels.GPU_TOLERATION
         return k8s.core.v1.PodSpecArgs(
             service_account_name=self.name,
             automount_service_account_token=False,
             enable_service_links=False,
-            termination_grace_period_seconds=self.args.termination_grace_period_s,
+            termination_grace_period_seconds=api_pod.drain_plan(self.args).grace_s,
             node_selector={**labels.GPU_NODE_SELECTOR, labels.INSTANCE_TYPE_LABEL: self.instance.name},
             tolerations=[k8s.core.v1.TolerationArgs(key=toleration["key"], operator=toleration["operator"], effect=toleration["effect"])],
             security_context=k8s.core.v1.PodSecurityContextArgs(
@@ -307,7 +318,7 @@ class PodKit:
             ),
             init_containers=init_containers,
             containers=containers,
-            volumes=self.volumes(),
+            volumes=[*self.volumes(), *(extra_volumes or [])],
         )
 
 

@@ -4,9 +4,9 @@ Around the Deployment it declares what every serving component declares (namespa
 ServiceAccount, Pod Identity role, Secrets, Service, NetworkPolicies, PDB, scraping:
 :mod:`components.serving.base`); the pod comes from the pod kit
 (:mod:`components.serving.pod_kit`): init containers stage and verify the weights on
-the node's NVMe, then ``vllm serve`` starts with the contract's arguments. The
-Deployment recreates its pods (``Recreate``): a Capacity Block has no spare GPU node
-for a surge.
+the node's NVMe, then ``vllm serve`` starts with the contract's arguments on loopback, behind
+the API proxy sidecar (:mod:`components.serving.api_pod`). A Capacity Block has no spare GPU
+node for a surge, so replicas roll one at a time (:func:`rollout_strategy`).
 
 For a contract whose replica spans several nodes use
 :class:`~components.serving.lws.VllmLeaderWorkerSet`.
@@ -26,8 +26,26 @@ import pulumi_kubernetes as k8s
 from components import labels
 from components.errors import Problems
 from components.kubernetes_provider import require_kubernetes_provider
+from components.serving import api_pod
 from components.serving.args import VllmServingArgs, validate_serving_args
-from components.serving.base import SECRET_ENV_SKIP, VllmServingBase, checkov_skips, scrape_annotations
+from components.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, VllmServingBase, checkov_skips, scrape_annotations
+
+
+def rollout_strategy(replicas: int) -> k8s.apps.v1.DeploymentStrategyArgs:
+    """How a pod-template change rolls out on Capacity Block nodes (no spare GPU node, so never a surge).
+
+    * one replica: ``Recreate`` (the new pod can only schedule on the node the old one frees);
+    * two or more: ``RollingUpdate`` with ``maxSurge: 0, maxUnavailable: 1``: one replica at a time
+      goes, the others keep serving. ``Recreate`` would take every replica down at once: zero tokens
+      on every paid node until the slowest reload ends. The PodDisruptionBudget allows the same one
+      pod (:data:`components.serving.base.PDB_MAX_UNAVAILABLE`), so a node drain and a rollout never take more.
+    """
+    if replicas < 2:
+        return k8s.apps.v1.DeploymentStrategyArgs(type="Recreate")
+    return k8s.apps.v1.DeploymentStrategyArgs(
+        type="RollingUpdate",
+        rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(max_surge=0, max_unavailable=PDB_MAX_UNAVAILABLE),
+    )
 
 
 @dataclass(frozen=True)
@@ -55,7 +73,7 @@ class VllmServer(VllmServingBase):
         kit, selector = foundation.kit, foundation.selector
         pod_labels = {**foundation.common, **selector, "app.kubernetes.io/component": "server", labels.MODEL_LABEL: labels.MODEL}
 
-        pod_annotations = scrape_annotations(args)
+        pod_annotations = {**scrape_annotations(args), **api_pod.template_annotations(args)}
         deployment_annotations = checkov_skips(args, SECRET_ENV_SKIP)
         if not args.await_rollout:
             deployment_annotations["pulumi.com/skipAwait"] = "true"
@@ -65,16 +83,15 @@ class VllmServer(VllmServingBase):
             spec=k8s.apps.v1.DeploymentSpecArgs(
                 replicas=args.replicas,
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
-                # No spare GPU node in a Capacity Block: the old pod must go before the new one can schedule.
-                strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),
+                strategy=rollout_strategy(args.replicas),
                 revision_history_limit=5,
                 progress_deadline_seconds=args.weights_staging_timeout_s + args.contract.startup_budget_s(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=pod_annotations or None),
-                    spec=kit.pod_spec(kit.init_containers(), [kit.api_container()]),
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=pod_annotations),
+                    spec=kit.pod_spec(kit.init_containers(), [kit.api_sidecar(), kit.api_container()], kit.api_volumes()),
                 ),
             ),
-            opts=foundation.in_namespace,
+            opts=foundation.workload,
         )
 
         self._declare_frontend(name, args, foundation, selector)
@@ -98,4 +115,4 @@ def _validate(name: str, args: VllmServerArgs) -> None:
     _problems(name, args).raise_any()
 
 
-__all__ = ["VllmServer", "VllmServerArgs"]
+__all__ = ["VllmServer", "VllmServerArgs", "rollout_strategy"]

@@ -1,0 +1,218 @@
+"""The API side of a serving pod: the proxy sidecar, the engine behind it, its probes and its stop sequence.
+
+:class:`~components.serving.vllm.VllmServer` and the leader of
+:class:`~components.serving.lws.VllmLeaderWorkerSet` run two containers:
+
+* ``api-proxy`` (:mod:`components.serving.api_proxy`): nginx owns the pod's ports: the API
+  (the Service's ``targetPort`` ``http``), the probe port (the NLB health check) and the
+  metrics port (Prometheus from the monitoring namespace);
+* ``vllm``: the engine, bound to ``127.0.0.1:8001`` (:func:`api_proxy.engine_bind_args`),
+  so nothing outside the pod reaches vLLM's unprotected routes.
+
+Probes. The kubelet probes the pod IP, never loopback, so the engine's own probes run
+inside the engine container as ``exec`` probes against ``127.0.0.1``:
+
+* startup: ``GET /health`` until the engine has loaded (the contract's start-up budget);
+* liveness: ``GET /health``. vLLM 0.27.1 answers it from the API server without asking
+  the engine core (``vllm/entrypoints/serve/instrumentator/health.py`` →
+  ``AsyncLLM.check_health``, which only reads the ``errored`` flag), so a busy engine
+  does not fail it; it turns 503 once the engine is dead, and vLLM declares a step dead
+  after ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` (300 s by default, 1800 s in the recipe's
+  pipeline-parallel profile; the multiprocessing executor and the Ray V2 executor built
+  on it wait that long for a step). The failure window is sized from that longest step
+  plus :data:`LIVENESS_MARGIN_S`, so whatever answers ``/health`` (the Python API server,
+  or the Rust frontend ``VLLM_USE_RUST_FRONTEND=1`` runs, whose health handler is compiled
+  into the wheel and not readable here) can stall for as long as one step legitimately
+  runs without a restart that would cost the node an hour of loading; a wedged engine
+  is still restarted within that window after vLLM gives up on it;
+* readiness: the served model is listed by ``GET /v1/models`` (with the API key), every
+  15 s.
+
+The proxy container has its own liveness (``/livez``, nginx itself) and readiness
+(``/health`` through the proxy: the engine answers behind it).
+
+Resources: the sidecar's CPU and memory come out of the engine container's share
+(:func:`engine_share`), so the pod still fits the node and every container has
+requests = limits (Guaranteed QoS).
+
+A pod-template annotation carries the sha256 of the rendered ``nginx.conf``
+(:data:`CONFIG_CHECKSUM_ANNOTATION`): nginx reads its config once, so a change must
+roll the pods.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.serving import api_proxy
+from components.serving.api_proxy import ApiProxyConfig, ApiRoute
+from components.serving.drain import DrainPlan
+
+if TYPE_CHECKING:
+    from components.serving.args import VllmServingArgs
+
+CONFIG_CHECKSUM_ANNOTATION = "kimi-k3.io/api-proxy-config-sha256"
+"""Pod-template annotation holding :func:`api_proxy.config_checksum`."""
+
+STARTUP_PERIOD_S = 10
+"""Period of the engine's startup probe."""
+
+LIVENESS_PERIOD_S = 30
+"""Period of the engine's liveness probe."""
+
+LIVENESS_TIMEOUT_S = 10
+"""How long one liveness ``GET /health`` may take (a Python start plus a loopback request)."""
+
+LIVENESS_MARGIN_S = 120
+"""Seconds the liveness window adds to the engine's longest step: vLLM's own reaction to the step timeout
+(failing the engine, the API server's watchdog noticing within 5 s) and a couple of missed probes."""
+
+HEALTH_SCRIPT = """import sys, urllib.request
+try:
+    with urllib.request.urlopen("http://127.0.0.1:{port}{path}", timeout={timeout}) as resp:
+        sys.exit(0 if resp.status == 200 else 1)
+except Exception as err:
+    print(err, file=sys.stderr)
+    sys.exit(1)
+"""
+"""Exec probe: the engine's ``/health`` on loopback (the kubelet cannot reach 127.0.0.1 of the pod)."""
+
+
+def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
+    """The proxy config of a serving component: the one builder the ConfigMap, the pod and the tests use.
+
+    :raises UserError: for what the proxy's own rules refuse (a route on vLLM's unprotected list,
+        a drain nginx cannot honour...).
+    """
+    return ApiProxyConfig(
+        max_model_len=args.contract.engine.max_model_len,
+        max_generation_s=args.max_generation_s,
+        drain_timeout_s=args.drain_s,
+        inline_media_bytes=args.inline_media_bytes,
+        extra_routes=tuple(ApiRoute.parse(route) for route in args.extra_routes),
+        api_port=args.contract.api.port,
+        cpu=args.proxy_cpu,
+    )
+
+
+def drain_plan(args: VllmServingArgs) -> DrainPlan:
+    """The stop sequence of a serving component's API pods (:mod:`components.serving.drain`)."""
+    return DrainPlan(pre_stop_s=args.pre_stop_sleep_s, drain_s=args.drain_s, grace_period_s=args.termination_grace_period_s)
+
+
+def config_map_name(name: str) -> str:
+    """Name of the proxy's ConfigMap for the serving component ``name``."""
+    return f"{name}-api-proxy"
+
+
+def config_map(name: str, args: VllmServingArgs, labels: dict[str, str], opts: pulumi.ResourceOptions) -> k8s.core.v1.ConfigMap:
+    """The ConfigMap holding the rendered ``nginx.conf`` (immutable: a change rolls the pods through the checksum)."""
+    return k8s.core.v1.ConfigMap(
+        config_map_name(name),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=config_map_name(name), namespace=args.namespace, labels=labels),
+        data=api_proxy.config_map_data(proxy_config(args)),
+        opts=opts,
+    )
+
+
+def engine_share(cpu: int, memory_gib: int, config: ApiProxyConfig) -> tuple[int, str]:
+    """The engine container's CPU and memory once the sidecar's are taken from the node's share."""
+    proxy = api_proxy.container_resources(config)
+    return cpu - int(proxy["cpu"]), f"{memory_gib * 1024 - int(proxy['memory'].removesuffix('Mi'))}Mi"
+
+
+def _exec(script: str) -> k8s.core.v1.ExecActionArgs:
+    return k8s.core.v1.ExecActionArgs(command=["python3", "-c", script])
+
+
+def liveness_failure_threshold(longest_step_s: int) -> int:
+    """Failures in a row before the kubelet restarts the engine: the window covers the longest step plus the margin."""
+    return math.ceil((longest_step_s + LIVENESS_MARGIN_S) / LIVENESS_PERIOD_S)
+
+
+def engine_probes(args: VllmServingArgs, readiness_script: str, extra_startup_s: int = 0) -> dict[str, k8s.core.v1.ProbeArgs]:
+    """Startup, liveness and readiness of the engine container, all ``exec`` against loopback (see the module docstring)."""
+    contract = args.contract
+    config = proxy_config(args)
+    health = HEALTH_SCRIPT.format(port=config.engine_port, path=contract.api.health_path, timeout=LIVENESS_TIMEOUT_S - 2)
+    return {
+        "startup_probe": k8s.core.v1.ProbeArgs(
+            exec_=_exec(health),
+            period_seconds=STARTUP_PERIOD_S,
+            timeout_seconds=LIVENESS_TIMEOUT_S,
+            failure_threshold=contract.probe_failure_threshold(STARTUP_PERIOD_S, margin_s=600 + extra_startup_s),
+        ),
+        "liveness_probe": k8s.core.v1.ProbeArgs(
+            exec_=_exec(health),
+            period_seconds=LIVENESS_PERIOD_S,
+            timeout_seconds=LIVENESS_TIMEOUT_S,
+            failure_threshold=liveness_failure_threshold(contract.execute_model_timeout_s),
+        ),
+        "readiness_probe": k8s.core.v1.ProbeArgs(
+            exec_=_exec(readiness_script),
+            period_seconds=15,
+            timeout_seconds=10,
+            failure_threshold=2,
+            success_threshold=1,
+        ),
+    }
+
+
+def engine_args(args: VllmServingArgs, model_path: str) -> list[str]:
+    """``vllm serve`` arguments behind the proxy: bound to loopback, draining for ``drain_s`` on SIGTERM."""
+    config = proxy_config(args)
+    host, port = api_proxy.ENGINE_HOST, config.engine_port
+    return args.contract.vllm_args(model_path, bind=(host, port), shutdown_timeout_s=args.drain_s)
+
+
+def engine_lifecycle(args: VllmServingArgs) -> k8s.core.v1.LifecycleArgs:
+    """The engine's ``preStop``: a few seconds longer than the proxy's (:data:`components.serving.drain.ENGINE_LAG_S`)."""
+    return k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(sleep=k8s.core.v1.SleepActionArgs(seconds=drain_plan(args).engine_pre_stop_s)))
+
+
+def sidecar(args: VllmServingArgs) -> k8s.core.v1.ContainerArgs:
+    """The ``api-proxy`` container (its ``preStop`` is the drain plan's; it gets SIGQUIT after it)."""
+    return api_proxy.proxy_container(proxy_config(args), pre_stop_sleep_s=drain_plan(args).pre_stop_s, image=args.proxy_image)
+
+
+def volumes(name: str, args: VllmServingArgs) -> list[k8s.core.v1.VolumeArgs]:
+    """The proxy's ConfigMap volume and its writable ``emptyDir``."""
+    return api_proxy.proxy_volumes(proxy_config(args), config_map_name(name))
+
+
+def template_annotations(args: VllmServingArgs) -> dict[str, str]:
+    """Pod-template annotations: the config checksum (a changed ``nginx.conf`` rolls the pods)."""
+    return {CONFIG_CHECKSUM_ANNOTATION: api_proxy.config_checksum(proxy_config(args))}
+
+
+def scrape_annotations(args: VllmServingArgs) -> dict[str, str]:
+    """``prometheus.io/*`` annotations (the proxy's metrics port), unless a ServiceMonitor scrapes the pods."""
+    if args.service_monitor:
+        return {}
+    config = proxy_config(args)
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(config.metrics_port), "prometheus.io/path": api_proxy.METRICS_PATH}
+
+
+__all__ = [
+    "CONFIG_CHECKSUM_ANNOTATION",
+    "HEALTH_SCRIPT",
+    "LIVENESS_MARGIN_S",
+    "LIVENESS_PERIOD_S",
+    "config_map",
+    "config_map_name",
+    "drain_plan",
+    "engine_args",
+    "engine_lifecycle",
+    "engine_probes",
+    "engine_share",
+    "liveness_failure_threshold",
+    "proxy_config",
+    "scrape_annotations",
+    "sidecar",
+    "template_annotations",
+    "volumes",
+]

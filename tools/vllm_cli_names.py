@@ -1,0 +1,173 @@
+"""List the ``vllm serve`` flags and the environment variables a vLLM release reads, from its wheel.
+
+Usage (the wheel from PyPI: ``pip download vllm==0.27.1 --no-deps``)::
+
+    python tools/vllm_cli_names.py vllm-0.27.1-cp38-abi3-manylinux_2_28_x86_64.whl > tests/data/vllm-0.27.1-names.json
+
+Reads the release's own source inside the wheel (nothing is imported: vLLM needs
+torch and a GPU stack), with :mod:`ast`:
+
+* flags: every string literal starting with ``-`` in an ``add_argument(...)`` call of
+  ``vllm/engine/arg_utils.py`` (``EngineArgs.add_cli_args``, ``AsyncEngineArgs``) and
+  ``vllm/entrypoints/openai/cli_args.py`` (``make_arg_parser``), plus one
+  ``--field-name`` per field of ``BaseFrontendArgs``/``FrontendArgs`` (``add_cli_args``
+  there builds ``f"--{key.replace('_', '-')}"`` from each dataclass field). A flag is
+  marked boolean (so ``--no-<flag>`` exists too, ``argparse.BooleanOptionalAction``)
+  when its call passes that action or its field is annotated ``bool`` (``_compute_kwargs``
+  gives every ``bool`` field that action);
+* environment variables: the keys of ``environment_variables`` in ``vllm/envs.py``;
+* value choices of the flags the serving contract gives enumerated values: the
+  ``Literal`` aliases ``MoEBackend`` (``vllm/config/kernel.py``), ``DCPCommBackend``
+  (``vllm/config/parallel.py``), ``CacheDType`` (``vllm/config/cache.py``), the member
+  names of ``AttentionBackendEnum`` (``vllm/v1/attention/backends/registry.py``) and
+  ``MLAPrefillBackendEnum`` (``vllm/v1/attention/backends/mla/prefill/registry.py``),
+  the fields of ``AttentionConfig`` (``vllm/config/attention.py``, the keys of
+  ``--attention-config``), and the tool-call and reasoning parser names registered in
+  ``vllm/tool_parsers/__init__.py`` and ``vllm/reasoning/__init__.py``.
+
+The output records the wheel's name and sha256 and each source file's sha256.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+FLAG_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py")
+FRONTEND_CLASSES = ("BaseFrontendArgs", "FrontendArgs")
+ENVS_FILE = "vllm/envs.py"
+LITERALS = {
+    "moe_backend": ("vllm/config/kernel.py", "MoEBackend"),
+    "dcp_comm_backend": ("vllm/config/parallel.py", "DCPCommBackend"),
+    "kv_cache_dtype": ("vllm/config/cache.py", "CacheDType"),
+}
+ENUMS = {
+    "attention_backend": ("vllm/v1/attention/backends/registry.py", "AttentionBackendEnum"),
+    "mla_prefill_backend": ("vllm/v1/attention/backends/mla/prefill/registry.py", "MLAPrefillBackendEnum"),
+}
+CONFIG_FIELDS = {"attention_config": ("vllm/config/attention.py", "AttentionConfig")}
+PARSER_REGISTRIES = {"tool_call_parser": "vllm/tool_parsers/__init__.py", "reasoning_parser": "vllm/reasoning/__init__.py"}
+
+
+def _strings(node: ast.AST) -> list[str]:
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _is_bool_annotation(annotation: ast.AST | None) -> bool:
+    return annotation is not None and any(isinstance(n, ast.Name) and n.id == "bool" for n in ast.walk(annotation))
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef:
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _fields(cls: ast.ClassDef) -> dict[str, ast.AST]:
+    return {n.target.id: n.annotation for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+
+
+def flags(sources: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """``{"--flag": {"boolean": bool, "aliases": [...]}}`` of ``vllm serve``."""
+    engine_fields = _fields(_class(ast.parse(sources[FLAG_FILES[0]]), "EngineArgs"))
+    found: dict[str, dict[str, Any]] = {}
+    for path in FLAG_FILES:
+        tree = ast.parse(sources[path])
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == "add_argument"):
+                continue
+            names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")]
+            if not names:
+                continue
+            long = next((n for n in names if n.startswith("--")), names[0])
+            explicit_bool = any(kw.arg == "action" and "BooleanOptionalAction" in ast.unparse(kw.value) for kw in call.keywords)
+            field = long[2:].replace("-", "_")
+            entry = found.setdefault(long, {"boolean": False, "aliases": []})
+            entry["boolean"] = entry["boolean"] or explicit_bool or _is_bool_annotation(engine_fields.get(field))
+            entry["aliases"] = sorted(set(entry["aliases"]) | {n for n in names if n != long})
+    cli_tree = ast.parse(sources[FLAG_FILES[1]])
+    for cls_name in FRONTEND_CLASSES:
+        for field, annotation in _fields(_class(cli_tree, cls_name)).items():
+            flag = "--" + field.replace("_", "-")
+            entry = found.setdefault(flag, {"boolean": False, "aliases": []})
+            entry["boolean"] = entry["boolean"] or _is_bool_annotation(annotation)
+    return dict(sorted(found.items()))
+
+
+def env_vars(source: str) -> list[str]:
+    """Keys of ``environment_variables`` in ``vllm/envs.py``."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.AnnAssign, ast.Assign)):
+            continue
+        target: ast.expr = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+        value = node.value
+        if isinstance(target, ast.Name) and target.id == "environment_variables" and isinstance(value, ast.Dict):
+            return sorted(str(k.value) for k in value.keys if isinstance(k, ast.Constant))
+    raise SystemExit("environment_variables not found in vllm/envs.py")
+
+
+def _literal(source: str, alias: str) -> list[str]:
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == alias for t in node.targets):
+            return sorted(set(_strings(node.value)))
+    raise SystemExit(f"{alias} not found")
+
+
+def _enum_members(source: str, name: str) -> list[str]:
+    cls = _class(ast.parse(source), name)
+    return sorted(t.id for n in cls.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name) and t.id.isupper())
+
+
+def _registry_keys(source: str) -> list[str]:
+    """Parser names: the keys of the module's registration dict literals."""
+    tree = ast.parse(source)
+    keys: set[str] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Dict) and node.keys
+            and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys)
+            and all(isinstance(v, ast.Tuple) for v in node.values)
+        ):
+            keys |= {k.value for k in node.keys}  # type: ignore[union-attr]
+    return sorted(keys)
+
+
+def names(wheel: Path) -> dict[str, Any]:
+    """The whole document written to ``tests/data``."""
+    with zipfile.ZipFile(wheel) as zf:
+        wanted = {*FLAG_FILES, ENVS_FILE, *(p for p, _ in LITERALS.values()), *(p for p, _ in ENUMS.values()),
+                  *(p for p, _ in CONFIG_FIELDS.values()), *PARSER_REGISTRIES.values()}
+        sources = {path: zf.read(path).decode() for path in sorted(wanted)}
+        version = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = zf.read(version).decode()
+    release = next(line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Version:"))
+    choices: dict[str, list[str]] = {}
+    for key, (path, alias) in LITERALS.items():
+        choices[key] = _literal(sources[path], alias)
+    for key, (path, enum) in ENUMS.items():
+        choices[key] = _enum_members(sources[path], enum)
+    for key, (path, cls) in CONFIG_FIELDS.items():
+        choices[key] = sorted(_fields(_class(ast.parse(sources[path]), cls)))
+    for key, path in PARSER_REGISTRIES.items():
+        choices[key] = _registry_keys(sources[path])
+    return {
+        "vllm_version": release,
+        "wheel": wheel.name,
+        "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        "sources": {path: hashlib.sha256(text.encode()).hexdigest() for path, text in sources.items()},
+        "flags": flags(sources),
+        "env_vars": env_vars(sources[ENVS_FILE]),
+        "choices": choices,
+    }
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    print(json.dumps(names(Path(sys.argv[1])), indent=1, sort_keys=True))
