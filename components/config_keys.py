@@ -72,7 +72,7 @@ _KEYS = (
     ConfigKey("systemNodeInstanceType", "string", "Instance type of the CPU system node group that runs cluster add-ons.", "m7i.xlarge"),
     ConfigKey("systemNodeCount", "integer", "Nodes in the system node group (2 to 10, spread over the AZs).", 2),
     # --- capacity block / GPU nodes ------------------------------------------
-    ConfigKey("capacityReservationId", "string", "EC2 Capacity Block reservation id (cr- followed by 17 hex digits), bought with 'kimi-k3 capacity purchase'."),
+    ConfigKey("capacityReservationId", "string", "EC2 Capacity Block reservation id (cr- followed by 17 hex digits), bought with 'kimi-k3 capacity purchase'. Required when servingPlatform is eks; a hyperpod stack uses trainingPlanArn instead.", ""),
     ConfigKey("gpuInstanceType", "string", "GPU instance type of the Capacity Block.", "p6-b300.48xlarge"),
     ConfigKey("gpuAmiReleaseVersion", "string", "EKS AL2023 NVIDIA AMI release version to pin (e.g. 1.34.2-20251120). Empty: latest at creation. Required in prod.", ""),
     ConfigKey("gpuRootVolumeGiB", "integer", "Encrypted root volume of GPU nodes in GiB (images and weights live on the RAID0 NVMe).", 200),
@@ -103,6 +103,11 @@ _KEYS = (
     ConfigKey("serviceMonitorEnabled", "boolean", "Create a Prometheus Operator ServiceMonitor (needs its CRDs); otherwise scrape annotations.", False),
     ConfigKey("apiKey", "string", "API key clients must send (Bearer). Set with: pulumi config set --secret kimi-k3:apiKey.", secret=True),
     ConfigKey("huggingFaceToken", "string", "Hugging Face token for gated downloads. Set with --secret. Empty: anonymous.", "", secret=True),
+    # --- serving platform (SageMaker HyperPod) ---------------------------------
+    ConfigKey("servingPlatform", "string", "Where Kimi K3 runs: 'eks' (Capacity Block node group and vLLM on the EKS cluster) or 'hyperpod' (a SageMaker HyperPod cluster orchestrated by the EKS cluster, on a Flexible Training Plan, served by the HyperPod Inference Operator; see docs/hyperpod.md).", "eks"),
+    ConfigKey("trainingPlanArn", "string", "Flexible Training Plan (ARN, or name) backing the HyperPod instance group, bought with 'kimi-k3 hyperpod plans purchase'. Required when servingPlatform is hyperpod.", ""),
+    ConfigKey("hyperpodClusterName", "string", "Name of the SageMaker HyperPod cluster (1-63 letters, digits and '-'). Empty: <project>-<stack>, like the EKS cluster.", ""),
+    ConfigKey("hyperpodEbsVolumeGiB", "integer", "Extra EBS volume per HyperPod instance in GiB (1 to 16384), mounted at /opt/sagemaker: containerd, the kubelet and the operator's weights download live there.", 2048),
 )
 
 CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
@@ -116,6 +121,7 @@ SECTIONS = (
     ("Capacity Block and GPU nodes", ("capacityReservationId", "gpuInstanceType", "gpuAmiReleaseVersion", "gpuRootVolumeGiB", "efaEnabled", "capacityAlertEmail")),
     ("GPU plugins", ("nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion")),
     ("Serving", ("servingImage", "modelId", "modelRevision", "weightsSource", "weightsS3Uri", "weightsSha256Manifest", "tensorParallelSize", "pipelineParallelSize", "gpuMemoryUtilization", "maxModelLen", "kvCacheDtype", "vllmExtraArgs", "engineReadyTimeoutSeconds", "replicas", "exposure", "servingAllowedCidrs", "serviceMonitorEnabled", "apiKey", "huggingFaceToken")),
+    ("Serving platform (SageMaker HyperPod)", ("servingPlatform", "trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolumeGiB")),
 )
 """Keys grouped for the README's reference (every key exactly once)."""
 
