@@ -10,7 +10,9 @@ The package, by job:
 
 - :mod:`~components.offline.engine`: :class:`OfflineEngine` (the mock engine with a recording monitor);
 - :mod:`~components.offline.answers`: canned answers for resources and invokes;
-- :mod:`~components.offline.fixtures`: the Capacity Block reservation a run answers with;
+- :mod:`~components.offline.fixtures`: the Capacity Block reservation (or training plan) a run answers with;
+- :mod:`~components.offline.sagemaker`: the SageMaker client a program reading its training plan gets;
+- :mod:`~components.offline.rules`: apply-time rules of the real system, checked on each registration;
 - :mod:`~components.offline.redaction`: secrets unwrapped for checks, masked for output;
 - :mod:`~components.offline.results`: :class:`PlanResult` and the plan files;
 - :mod:`~components.offline.programs`: running a project's program for one of its stacks.
@@ -27,7 +29,7 @@ Typical use::
 """
 
 from components.offline.engine import InvokeHandler, OfflineEngine, RecordedResource, ResourceHandler
-from components.offline.fixtures import ACCOUNT_ID, ReservationFixture, default_reservation, next_block_start
+from components.offline.fixtures import ACCOUNT_ID, ReservationFixture, default_reservation, default_training_plan, next_block_start, training_plan_arn
 from components.offline.programs import absent_secret_warning, run_project, run_stack, stack_region
 from components.offline.redaction import SECRET_MARK, contains_secret, redact, redact_numbers, reveal
 from components.offline.results import PlanResult, kubernetes_manifest, manifest_file_name, write_plan
@@ -44,6 +46,7 @@ __all__ = [
     "absent_secret_warning",
     "contains_secret",
     "default_reservation",
+    "default_training_plan",
     "kubernetes_manifest",
     "manifest_file_name",
     "next_block_start",
@@ -53,5 +56,6 @@ __all__ = [
     "run_project",
     "run_stack",
     "stack_region",
+    "training_plan_arn",
     "write_plan",
 ]
