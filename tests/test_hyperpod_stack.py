@@ -260,3 +260,20 @@ def test_two_plans_of_the_same_inputs_are_byte_identical(tmp_path, capsys):
         assert cli.main(["plan", "hyperpod", "--quiet", "--now", "2026-12-01T08:00:00Z", "--out", str(out)]) == 0
         digests.append({p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*")) if p.is_file()})
     assert digests[0] == digests[1]
+
+
+def test_another_projects_program_reading_a_plan_gets_the_rehearsed_one(tmp_path):
+    """Someone's own program (docs: "From your own Pulumi program") reads a plan at start: offline it gets one for any name."""
+    from components import project
+    from tests.user_project import write_project
+
+    program = (
+        "import pulumi\n"
+        "from components.training_plan_check import stack_training_plan\n"
+        "plan = stack_training_plan('my-plan', 'us-east-1')\n"
+        "pulumi.export('plan', {'arn': plan.arn, 'state': plan.state, 'azs': list(plan.availability_zones())})\n"
+    )
+    directory = write_project(tmp_path / "my-llm", pulumi_yaml="name: my-llm\nruntime: python\n", program=program,
+                              stacks={"dev": "config:\n  aws:region: us-east-1\n"})
+    result = offline.run_project(project.find_project(directory, directory), "dev", now=NOW)
+    assert result.outputs["plan"] == {"arn": f"arn:aws:sagemaker:us-east-1:{offline.ACCOUNT_ID}:training-plan/my-plan", "state": "Scheduled", "azs": ["us-east-1a"]}
