@@ -68,6 +68,9 @@ VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFI
 NetworkPolicy enforcement (off by default in the add-on), without which the serving stack's
 default-deny policies would be accepted by the API server and silently not applied."""
 
+AUTHENTICATION_MODE = "API"
+"""EKS authentication mode of the cluster: access entries only (no ``aws-auth`` ConfigMap)."""
+
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _VERSION = re.compile(r"^1\.\d{2}$")
 _KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
@@ -344,7 +347,7 @@ class Cluster(pulumi.ComponentResource):
                 vpc_id=args.vpc_id,
                 private_subnet_ids=list(args.private_subnet_ids),
                 public_subnet_ids=list(args.public_subnet_ids) or None,
-                authentication_mode=eks.AuthenticationMode.API,
+                authentication_mode=eks.AuthenticationMode(AUTHENTICATION_MODE),
                 access_entries=access_entries,
                 endpoint_private_access=True,
                 endpoint_public_access=args.endpoint_public_access,
@@ -523,6 +526,7 @@ class Cluster(pulumi.ComponentResource):
 __all__ = [
     "ADDONS_AFTER_NODES",
     "ADDONS_BEFORE_NODES",
+    "AUTHENTICATION_MODE",
     "CLUSTER_ADMIN_POLICY",
     "CLUSTER_VIEW_POLICY",
     "CONTROL_PLANE_LOG_TYPES",

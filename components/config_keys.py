@@ -74,7 +74,7 @@ _KEYS = (
     ConfigKey("systemNodeInstanceType", "string", "Instance type of the CPU system node group that runs cluster add-ons.", "m7i.xlarge"),
     ConfigKey("systemNodeCount", "integer", "Nodes in the system node group (2 to 10, spread over the AZs).", 2),
     # --- capacity block / GPU nodes ------------------------------------------
-    ConfigKey("capacityReservationId", "string", "EC2 Capacity Block reservation id (cr- followed by 17 hex digits), bought with 'kimi-k3 capacity purchase'."),
+    ConfigKey("capacityReservationId", "string", "EC2 Capacity Block reservation id (cr- followed by 17 hex digits), bought with 'kimi-k3 capacity purchase'. Required when servingPlatform is eks; a hyperpod stack uses trainingPlanArn instead.", ""),
     ConfigKey("gpuInstanceType", "string", "GPU instance type of the Capacity Block.", "p6-b300.48xlarge"),
     ConfigKey("gpuAmiReleaseVersion", "string", "EKS AL2023 NVIDIA AMI release version to pin (e.g. 1.34.2-20251120). Empty: latest at creation. Required in prod.", ""),
     ConfigKey("gpuRootVolumeGiB", "integer", "Encrypted root volume of GPU nodes in GiB (images and weights live on the RAID0 NVMe).", 200),
@@ -134,6 +134,11 @@ _KEYS = (
     ConfigKey("clusterViewerRoleArns", "array", "IAM role ARNs granted read-only access to the cluster (EKS access entries with AmazonEKSViewPolicy, cluster-wide), e.g. the CI preview role. A role cannot also be in clusterAdminRoleArns (EKS keeps one access entry per principal).", []),
     ConfigKey("interfaceEndpoints", "array", f"Interface VPC endpoints (private DNS) of a new VPC, by service: {', '.join(INTERFACE_ENDPOINT_SERVICES)}. The default keeps image pulls, credentials (STS, EKS Auth for Pod Identity) and the nodes' EC2 calls off the NAT; add logs once something ships node logs to CloudWatch Logs. Each endpoint bills per AZ-hour. Not used with existingVpcId.", list(DEFAULT_INTERFACE_ENDPOINTS)),
     ConfigKey("weightsKmsKeyArn", "string", "KMS key ARN (arn:aws:kms:<stack region>:<account>:key/<id>) of an SSE-KMS weights bucket (weightsSource s3): the serving pods' role gets kms:Decrypt on it; without it an SSE-KMS bucket answers AccessDenied. Empty: the bucket uses SSE-S3.", ""),
+    # --- serving platform (SageMaker HyperPod) ---------------------------------
+    ConfigKey("servingPlatform", "string", "Where Kimi K3 runs: 'eks' (Capacity Block node group and vLLM on the EKS cluster) or 'hyperpod' (a SageMaker HyperPod cluster orchestrated by the EKS cluster, on a Flexible Training Plan, served by the HyperPod Inference Operator; see docs/hyperpod.md).", "eks"),
+    ConfigKey("trainingPlanArn", "string", "Flexible Training Plan (ARN, or name) backing the HyperPod instance group, bought with 'kimi-k3 hyperpod plans purchase'. Required when servingPlatform is hyperpod.", ""),
+    ConfigKey("hyperpodClusterName", "string", "Name of the SageMaker HyperPod cluster (1-63 letters, digits and '-'). Empty: <project>-<stack>, like the EKS cluster.", ""),
+    ConfigKey("hyperpodEbsVolumeGiB", "integer", "Extra EBS volume per HyperPod instance in GiB (1 to 16384), mounted at /opt/sagemaker: containerd, the kubelet and the operator's weights download live there.", 2048),
 )
 
 CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
@@ -150,6 +155,7 @@ SECTIONS = (
     ("Serving: API proxy, drain and engine profile", ("servingExtraRoutes", "mediaPolicy", "mediaAllowedDomains", "mediaInlineMiB", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds", "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "decodeContextParallel", "servingEnv", "hyperpodRoutingStrategy", "hyperpodLoadBalancerAlgorithm", "hyperpodKvCache", "hyperpodL2CacheBackend", "hyperpodL2CacheUrl")),
     ("Monitoring and alerts", ("prometheusOperatorEnabled", "prometheusSelectorLabels", "monitoringNamespace", "grafanaDashboardNamespace", "alertTtftP99Seconds", "deliveryCheckEnabled")),
     ("Deployment access and private wiring", ("kubeconfigRoleArn", "clusterViewerRoleArns", "interfaceEndpoints", "weightsKmsKeyArn")),
+    ("Serving platform (SageMaker HyperPod)", ("servingPlatform", "trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolumeGiB")),
 )
 """Keys grouped for the README's reference (every key exactly once)."""
 

@@ -50,15 +50,17 @@ def _file_names(releases: list[dict[str, Any]]) -> list[str]:
 
 
 def _render(release: dict[str, Any]) -> str:
-    repository = release["repository"]
+    repository, version = release["repository"], release["version"]
     source = f"--repo {repository} " if repository else ""
+    # A local chart (a path) has no version to ask for: its Chart.yaml is the version.
+    pinned = f"--version {version} " if version else ""
     header = [
         f"# Helm release {release['name']} in namespace {release['namespace']} ({HELM_RELEASE} '{release['resource']}').",
         f"# chart: {release['chart']}",
-        f"# version: {release['version']}",
+        f"# version: {version or '(none: the chart directory is the version)'}",
         f"# repository: {repository or '(none: the chart is an OCI reference or a local path)'}",
         "# The Kubernetes provider renders this chart with exactly these values at apply time; its objects are not in manifests/.",
-        f"# Render them: helm template {release['name']} {release['chart']} {source}--version {release['version']} "
+        f"# Render them: helm template {release['name']} {release['chart']} {source}{pinned}"
         f"--namespace {release['namespace']} -f <this file>",
     ]
     if release["value_files"]:

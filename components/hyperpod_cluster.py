@@ -58,7 +58,8 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import hyperpod_rules
-from components.errors import UserError
+from components.errors import Problems, UserError
+from components.kubernetes_provider import require_kubernetes_provider
 from components.secure_bucket import SecureBucket, SecureBucketArgs
 from components.training_plan_check import TrainingPlanFacts
 
@@ -145,8 +146,6 @@ class HyperPodClusterArgs:
     """ARN of the EKS cluster that orchestrates the HyperPod cluster (``Orchestrator.Eks.ClusterArn``)."""
     eks: hyperpod_rules.EksForHyperPod
     """Kubernetes version, authentication mode and VPC CNI version of that EKS cluster (checked against HyperPod's rules)."""
-    kubernetes_provider: k8s.Provider
-    """Kubernetes provider of that EKS cluster, for the dependencies chart (never the ambient kubeconfig)."""
     region: str
     """AWS region of the clusters."""
     subnet_id: pulumi.Input[str]
@@ -176,55 +175,73 @@ class HyperPodClusterArgs:
     """``NodeRecovery``: ``Automatic`` replaces or reboots faulty nodes; ``None`` only labels them."""
     deep_health_checks: Sequence[str] = DEEP_HEALTH_CHECKS
     """``OnStartDeepHealthChecks`` of the instance group."""
-    native_provider: pulumi.ProviderResource | None = None
-    """``pulumi_aws_native.Provider`` to use (for the stack's region); ``None``: the default provider."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every AWS resource created here."""
 
 
-def validate(name: str, args: HyperPodClusterArgs) -> str:
-    """Check ``args`` (HyperPod's create-time rules included); return the HyperPod cluster name."""
+def validate(name: str, args: HyperPodClusterArgs, opts: pulumi.ResourceOptions | None = None) -> str:
+    """Check ``args`` and ``opts`` (HyperPod's create-time rules included); return the HyperPod cluster name.
 
-    def fail(arg: str, value: Any, accepted: str) -> UserError:
-        return UserError(f"HyperPodCluster {name!r}: {arg}={value!r} is not accepted; {accepted}")
-
-    if not isinstance(args.kubernetes_provider, k8s.Provider):
-        raise UserError(f"HyperPodCluster {name!r}: kubernetes_provider must be the EKS cluster's pulumi_kubernetes.Provider")
+    :raises ComponentInputError: every problem at once, in the args' own names.
+    """
+    problems = Problems("HyperPodCluster", name)
+    reject = problems.reject
+    require_kubernetes_provider(problems, opts)
     if isinstance(args.eks_cluster_arn, str) and not _ARN.match(args.eks_cluster_arn):
-        raise fail("eks_cluster_arn", args.eks_cluster_arn, "an EKS cluster ARN such as arn:aws:eks:us-east-1:123456789012:cluster/kimi-k3")
-    if not isinstance(args.training_plan, TrainingPlanFacts):
-        raise UserError(f"HyperPodCluster {name!r}: training_plan must be TrainingPlanFacts (read_training_plan), got {type(args.training_plan).__name__}")
+        reject("eks_cluster_arn", args.eks_cluster_arn, "an EKS cluster ARN such as arn:aws:eks:us-east-1:123456789012:cluster/kimi-k3")
     cluster_name = args.cluster_name or name
-    hyperpod_rules.check_names(cluster_name, (args.instance_group_name,))
-    hyperpod_rules.check_eks_cluster(args.eks)
-    if args.instance_type != args.instance_type.strip() or not args.instance_type.startswith("ml."):
-        raise fail("instance_type", args.instance_type, "a HyperPod instance type with the ml. prefix, e.g. ml.p6-b300.48xlarge")
+    try:
+        hyperpod_rules.check_names(cluster_name, (args.instance_group_name,))
+    except UserError as err:
+        problems.adopt("cluster_name" if "cluster name" in str(err) else "instance_group_name", err)
+    try:
+        hyperpod_rules.check_eks_cluster(args.eks)
+    except UserError as err:
+        problems.adopt("eks", err)
     if isinstance(args.instance_count, bool) or not isinstance(args.instance_count, int) or args.instance_count < 1:
-        raise fail("instance_count", args.instance_count, "a whole number of at least 1")
-    plan_azs = args.training_plan.availability_zones(args.instance_type)
-    if not plan_azs:
-        raise fail("instance_type", args.instance_type, f"a type training plan {args.training_plan.name} reserves "
-                   f"({', '.join(c.instance_type for c in args.training_plan.capacities) or 'none'})")
-    hyperpod_rules.check_instance_group_subnet(args.instance_group_name, args.subnet_availability_zone, plan_azs)
-    reserved = args.training_plan.instances_in(args.instance_type, args.subnet_availability_zone)
-    if args.instance_count > reserved:
-        raise fail("instance_count", args.instance_count, f"at most {reserved}, what training plan {args.training_plan.name} reserves in {args.subnet_availability_zone}")
+        reject("instance_count", args.instance_count, "a whole number of at least 1")
     if not args.security_group_ids:
-        raise fail("security_group_ids", list(args.security_group_ids), "at least the EKS node security group")
+        reject("security_group_ids", list(args.security_group_ids), "at least the EKS node security group")
     if not isinstance(args.lifecycle_prefix, str) or not _PREFIX.match(args.lifecycle_prefix):
-        raise fail("lifecycle_prefix", args.lifecycle_prefix, "lowercase path segments without leading or trailing '/', e.g. lifecycle/base-config")
+        reject("lifecycle_prefix", args.lifecycle_prefix, "lowercase path segments without leading or trailing '/', e.g. lifecycle/base-config")
     if isinstance(args.ebs_volume_size_gib, bool) or not isinstance(args.ebs_volume_size_gib, int) or not 1 <= args.ebs_volume_size_gib <= 16384:
-        raise fail("ebs_volume_size_gib", args.ebs_volume_size_gib, "1 to 16384 GiB (ClusterEbsVolumeSizeInGB)")
+        reject("ebs_volume_size_gib", args.ebs_volume_size_gib, "1 to 16384 GiB (ClusterEbsVolumeSizeInGB)")
     if args.threads_per_core not in (None, 1, 2):
-        raise fail("threads_per_core", args.threads_per_core, "1, 2 or None")
+        reject("threads_per_core", args.threads_per_core, "1, 2 or None")
     if args.node_recovery not in ("Automatic", "None"):
-        raise fail("node_recovery", args.node_recovery, "Automatic or None")
+        reject("node_recovery", args.node_recovery, "Automatic or None")
     unknown = [c for c in args.deep_health_checks if c not in DEEP_HEALTH_CHECKS]
     if unknown or len(set(args.deep_health_checks)) != len(tuple(args.deep_health_checks)):
-        raise fail("deep_health_checks", list(args.deep_health_checks), f"distinct values among {', '.join(DEEP_HEALTH_CHECKS)}")
-    if args.region not in args.subnet_availability_zone:
-        raise fail("subnet_availability_zone", args.subnet_availability_zone, f"an AZ of {args.region}")
+        reject("deep_health_checks", list(args.deep_health_checks), f"distinct values among {', '.join(DEEP_HEALTH_CHECKS)}")
+    if not args.subnet_availability_zone.startswith(args.region) or len(args.subnet_availability_zone) != len(args.region) + 1:
+        reject("subnet_availability_zone", args.subnet_availability_zone, f"an AZ of {args.region}")
+    if not isinstance(args.training_plan, TrainingPlanFacts):
+        problems.add("training_plan", f"training_plan must be TrainingPlanFacts (read_training_plan), got {type(args.training_plan).__name__}")
+        problems.raise_any()
+    _plan_problems(problems, args)
+    problems.raise_any()
     return cluster_name
+
+
+def _plan_problems(problems: Problems, args: HyperPodClusterArgs) -> None:
+    """What the training plan decides: the instance type, the subnet's AZ, the instance count."""
+    plan = args.training_plan
+    if args.instance_type != args.instance_type.strip() or not args.instance_type.startswith("ml."):
+        problems.reject("instance_type", args.instance_type, "a HyperPod instance type with the ml. prefix, e.g. ml.p6-b300.48xlarge")
+        return
+    plan_azs = plan.availability_zones(args.instance_type)
+    if not plan_azs:
+        reserved_types = ", ".join(c.instance_type for c in plan.capacities) or "none"
+        problems.reject("instance_type", args.instance_type, f"a type training plan {plan.name} reserves ({reserved_types})")
+        return
+    try:
+        hyperpod_rules.check_instance_group_subnet(args.instance_group_name, args.subnet_availability_zone, plan_azs)
+    except UserError as err:
+        problems.adopt("subnet_availability_zone", err)
+        return
+    reserved = plan.instances_in(args.instance_type, args.subnet_availability_zone)
+    if isinstance(args.instance_count, int) and args.instance_count > reserved:
+        problems.reject("instance_count", args.instance_count, f"at most {reserved}, what training plan {plan.name} reserves in {args.subnet_availability_zone}")
 
 
 def _trust_sagemaker() -> str:
@@ -281,17 +298,26 @@ def execution_role_policy(bucket: str, prefix: str, partition: str = "aws") -> s
 class HyperPodCluster(pulumi.ComponentResource):
     """The HyperPod cluster of a ``hyperpod`` stack: see the module docstring for what it declares.
 
+    Providers come through ``opts`` only (:mod:`components.kubernetes_provider`)::
+
+        HyperPodCluster("kimi-k3-hyperpod", args, opts=pulumi.ResourceOptions(
+            providers={"kubernetes": cluster.provider, "aws-native": aws_native.Provider("native", region=region)}))
+
+    The Kubernetes provider (the orchestrating EKS cluster's, for the dependencies chart) is
+    required: the ambient kubeconfig is refused. Without an ``aws-native`` provider the
+    cluster uses the default one, which reads ``aws-native:region`` from the stack config.
+
     Attributes: :attr:`cluster` (``aws-native:sagemaker:Cluster``), :attr:`cluster_arn`,
     :attr:`cluster_name`, :attr:`execution_role`, :attr:`lifecycle_bucket`,
     :attr:`lifecycle_objects`, :attr:`dependencies` (the Helm release).
     """
 
     def __init__(self, name: str, args: HyperPodClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        """Validate ``args`` (nothing is declared if they are wrong), then declare the pieces in order.
+        """Validate ``args`` and ``opts`` (nothing is declared if they are wrong), then declare the pieces in order.
 
-        :raises UserError: one line naming the bad arg, or the HyperPod rule it breaks.
+        :raises ComponentInputError: naming every bad arg, or the HyperPod rule it breaks.
         """
-        cluster_name = validate(name, args)
+        cluster_name = validate(name, args, opts)
         import pulumi_aws_native as aws_native  # lazily: only stacks with a HyperPod cluster load the provider SDK
 
         super().__init__("kimi-k3:index:HyperPodCluster", name, None, opts)
@@ -312,7 +338,7 @@ class HyperPodCluster(pulumi.ComponentResource):
                 # until the HyperPod cluster, declared after this release, brings its instances.
                 skip_await=True,
             ),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.kubernetes_provider),
+            opts=child,
         )
 
         # 2. Lifecycle scripts, in a bucket the managed policy's "sagemaker-*" statement also covers.
@@ -386,11 +412,7 @@ class HyperPodCluster(pulumi.ComponentResource):
                 instance_groups=[group],
                 tags=[aws_native.TagArgs(key=k, value=v) for k, v in sorted(tags.items())],
             ),
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=args.native_provider,
-                depends_on=[self.dependencies, *self.lifecycle_objects, *role_policies],
-            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.dependencies, *self.lifecycle_objects, *role_policies]),
         )
         self.cluster_arn: pulumi.Output[str] = self.cluster.cluster_arn
         self.cluster_name: pulumi.Output[str] = self.cluster.cluster_arn.apply(lambda _: cluster_name)

@@ -2,7 +2,8 @@
 
 Convention (every Kubernetes-touching component: ``GpuNodePlugins``,
 ``LoadBalancerController``, ``LwsController``, ``VllmServer``, ``VllmLeaderWorkerSet``,
-``HyperPodInferenceEndpoint``)::
+``HyperPodInferenceEndpoint``, ``HyperPodCluster`` — which takes its ``aws-native``
+provider the same way)::
 
     GpuNodePlugins("gpu-plugins", GpuNodePluginsArgs(),
                    opts=pulumi.ResourceOptions(providers={"kubernetes": cluster.provider}))

@@ -90,13 +90,14 @@ def _existing_private_subnets(settings: StackSettings) -> dict[str, str]:
     return by_az
 
 
-def _availability_zones(settings: StackSettings, block_az: str) -> tuple[str, ...]:
+def _availability_zones(settings: StackSettings, block_az: str, capacity: str = "Capacity Block") -> tuple[str, ...]:
+    """The network's AZs: the configured ones, or ``block_az`` (where the ``capacity`` is) and the next AZs of the region."""
     net = settings.network
     if net.availability_zones:
         return net.availability_zones
     region_azs = aws.get_availability_zones(state="available").names
     if block_az not in region_azs:
-        raise UserError(f"Capacity Block AZ {block_az} is not an available AZ of {settings.region} ({', '.join(region_azs)})")
+        raise UserError(f"{capacity} AZ {block_az} is not an available AZ of {settings.region} ({', '.join(region_azs)})")
     others = [az for az in region_azs if az != block_az]
     if len(others) + 1 < net.availability_zone_count:
         raise SettingsError("kimi-k3:availabilityZoneCount", net.availability_zone_count, f"at most {len(region_azs)}: the available AZs of {settings.region}")
@@ -123,7 +124,15 @@ def _secret_input(secret: Secret | None) -> pulumi.Output[str] | None:
 
 
 class Platform(pulumi.ComponentResource):
-    """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM."""
+    """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM.
+
+    A ``hyperpod`` stack (``settings.hyperpod``) declares the same network and EKS cluster,
+    then the SageMaker HyperPod pieces instead of the GPU node group and vLLM
+    (:mod:`components.hyperpod_platform`, which this class delegates to).
+    """
+
+    hyperpod: Any = None
+    """The HyperPod composition of a ``hyperpod`` stack (:class:`components.hyperpod_platform.HyperPodServing`), else ``None``."""
 
     def __init__(self, name: str, settings: StackSettings, *, now: datetime, opts: pulumi.ResourceOptions | None = None) -> None:
         """Resolve the stack (:func:`resolve_stack`), then declare every component.
@@ -135,6 +144,9 @@ class Platform(pulumi.ComponentResource):
             scale-up schedule are decided against it.
         :param opts: options of the component itself.
         """
+        if settings.hyperpod is not None:
+            self._compose_hyperpod(name, settings, now=now, opts=opts)
+            return
         resolved = resolve_stack(settings, now)
         for warning in resolved.warnings:
             pulumi.log.warn(warning)
@@ -143,59 +155,9 @@ class Platform(pulumi.ComponentResource):
         self.resolved = resolved
         self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
         tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
-        child = pulumi.ResourceOptions(parent=self)
-        net = settings.network
-
-        if net.existing_vpc_id:
-            self.network = Network.from_existing(
-                f"{name}-network",
-                ExistingNetworkArgs(
-                    vpc_id=net.existing_vpc_id,
-                    private_subnet_ids_by_az=resolved.existing_private_subnets_by_az,
-                    public_subnet_ids=net.existing_public_subnet_ids,
-                    availability_zones=resolved.availability_zones,
-                ),
-                opts=child,
-            )
-        else:
-            self.network = Network(
-                f"{name}-network",
-                NetworkArgs(
-                    cluster_name=self.cluster_name,
-                    availability_zones=resolved.availability_zones,
-                    vpc_cidr=net.vpc_cidr,
-                    nat_mode=net.nat_mode,
-                    flow_log_retention_days=net.flow_log_retention_days,
-                    private_subnet_prefix=net.private_subnet_prefix,
-                    public_subnet_prefix=net.public_subnet_prefix,
-                    region=settings.region,
-                    interface_endpoint_services=settings.deployment.interface_endpoints,
-                    tags=tags,
-                ),
-                opts=child,
-            )
-
+        self._declare_network(name, settings, resolved.availability_zones, resolved.existing_private_subnets_by_az, tags)
+        self._declare_cluster(name, settings, tags)
         c = settings.cluster
-        self.cluster = Cluster(
-            f"{name}-cluster",
-            ClusterArgs(
-                cluster_name=self.cluster_name,
-                version=c.version,
-                vpc_id=self.network.vpc_id,
-                private_subnet_ids=list(self.network.private_subnet_ids_by_az.values()),
-                admin_role_arns=c.admin_role_arns,
-                endpoint_public_access=c.endpoint_public_access,
-                public_access_cidrs=c.public_access_cidrs if c.endpoint_public_access else (),
-                service_cidr=c.service_cidr,
-                log_retention_days=c.log_retention_days,
-                system_node_instance_type=c.system_node_instance_type,
-                system_node_count=c.system_node_count,
-                deletion_protection=settings.production,
-                **self._cluster_access(settings),
-                tags=tags,
-            ),
-            opts=child,
-        )
 
         cap = settings.capacity
         self.gpu_nodes = CapacityBlockNodeGroup(
@@ -298,14 +260,93 @@ class Platform(pulumi.ComponentResource):
             self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
         )
         return DeliveryCheck(f"{name}-delivery-check", args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
+
     @staticmethod
     def _cluster_access(settings: StackSettings) -> dict[str, Any]:
         """Who reaches the cluster: the role the Kubernetes provider assumes and the read-only viewers (docs/access.md)."""
         access = settings.deployment
         return {"kubeconfig_role_arn": access.kubeconfig_role_arn, "viewer_role_arns": access.viewer_role_arns}
 
+    def _declare_network(
+        self, name: str, settings: StackSettings, availability_zones: tuple[str, ...], existing_private_subnets_by_az: dict[str, str], tags: dict[str, str]
+    ) -> None:
+        """The stack's VPC (or the existing one), in ``availability_zones``: the same on both serving platforms."""
+        child = pulumi.ResourceOptions(parent=self)
+        net = settings.network
+        if net.existing_vpc_id:
+            self.network = Network.from_existing(
+                f"{name}-network",
+                ExistingNetworkArgs(
+                    vpc_id=net.existing_vpc_id,
+                    private_subnet_ids_by_az=existing_private_subnets_by_az,
+                    public_subnet_ids=net.existing_public_subnet_ids,
+                    availability_zones=availability_zones,
+                ),
+                opts=child,
+            )
+        else:
+            self.network = Network(
+                f"{name}-network",
+                NetworkArgs(
+                    cluster_name=self.cluster_name,
+                    availability_zones=availability_zones,
+                    vpc_cidr=net.vpc_cidr,
+                    nat_mode=net.nat_mode,
+                    flow_log_retention_days=net.flow_log_retention_days,
+                    private_subnet_prefix=net.private_subnet_prefix,
+                    public_subnet_prefix=net.public_subnet_prefix,
+                    region=settings.region,
+                    interface_endpoint_services=settings.deployment.interface_endpoints,
+                    tags=tags,
+                ),
+                opts=child,
+            )
+
+    def _declare_cluster(self, name: str, settings: StackSettings, tags: dict[str, str]) -> None:
+        """The EKS cluster (the orchestrator on a ``hyperpod`` stack): the same on both serving platforms."""
+        child = pulumi.ResourceOptions(parent=self)
+        c = settings.cluster
+        self.cluster = Cluster(
+            f"{name}-cluster",
+            ClusterArgs(
+                cluster_name=self.cluster_name,
+                version=c.version,
+                vpc_id=self.network.vpc_id,
+                private_subnet_ids=list(self.network.private_subnet_ids_by_az.values()),
+                admin_role_arns=c.admin_role_arns,
+                endpoint_public_access=c.endpoint_public_access,
+                public_access_cidrs=c.public_access_cidrs if c.endpoint_public_access else (),
+                service_cidr=c.service_cidr,
+                log_retention_days=c.log_retention_days,
+                system_node_instance_type=c.system_node_instance_type,
+                system_node_count=c.system_node_count,
+                deletion_protection=settings.production,
+                **self._cluster_access(settings),
+                tags=tags,
+            ),
+            opts=child,
+        )
+
+    def _compose_hyperpod(self, name: str, settings: StackSettings, *, now: datetime, opts: pulumi.ResourceOptions | None) -> None:
+        """A ``hyperpod`` stack: read and check the training plan, then network, EKS and the HyperPod pieces."""
+        from components import hyperpod_platform  # only hyperpod stacks load it (and pulumi-aws-native)
+
+        resolved = hyperpod_platform.resolve_hyperpod_stack(settings, now)
+        for warning in resolved.warnings:
+            pulumi.log.warn(warning)
+        super().__init__("kimi-k3:index:Platform", name, None, opts)
+        self.settings = settings
+        self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
+        tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
+        self._declare_network(name, settings, resolved.availability_zones, resolved.existing_private_subnets_by_az, tags)
+        self._declare_cluster(name, settings, tags)
+        self.hyperpod = hyperpod_platform.HyperPodServing(self, name, settings, resolved, tags)
+        self.register_outputs(self.stack_outputs())
+
     def stack_outputs(self) -> dict[str, Any]:
         """The stack outputs ``__main__.py`` exports."""
+        if self.hyperpod is not None:
+            return self.hyperpod.stack_outputs()
         block = self.resolved.reservation
         start, end = block.window()
         s = self.settings

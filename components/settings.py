@@ -63,6 +63,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """This repository's checkout (its own Pulumi project) when the package runs from a source tree."""
 
 ENVIRONMENTS = ("dev", "staging", "prod")
+SERVING_PLATFORMS = ("eks", "hyperpod")
+"""Values of ``kimi-k3:servingPlatform``: the EKS path (Capacity Block node group, vLLM) or SageMaker HyperPod."""
 SECRET_PLACEHOLDER_PREFIX = "offline-placeholder-for-secret:"
 """Stand-in for ``secure:`` values that cannot be decrypted offline."""
 
@@ -236,6 +238,20 @@ class DeploymentSettings:
 
 
 @dataclass(frozen=True)
+class HyperPodSettings:
+    """A ``hyperpod`` stack's SageMaker HyperPod cluster (``servingPlatform: hyperpod``)."""
+
+    training_plan: str
+    """The Flexible Training Plan backing the instance group: its ARN or name (``trainingPlanArn``)."""
+    cluster_name: str
+    """Name of the HyperPod cluster (``hyperpodClusterName``, default ``<project>-<stack>``)."""
+    instance_type: str
+    """HyperPod instance type of the instance group: ``ml.`` + ``gpuInstanceType``."""
+    ebs_volume_gib: int
+    """Extra EBS volume per instance (``hyperpodEbsVolumeGiB``)."""
+
+
+@dataclass(frozen=True)
 class StackSettings:
     """Everything one stack needs, validated as a whole."""
 
@@ -254,6 +270,10 @@ class StackSettings:
     """Non-fatal findings (e.g. a floating image tag outside prod), shown by the program."""
     monitoring: MonitoringSettings = field(default_factory=MonitoringSettings)
     """Alerts, dashboard and the delivery check."""
+    serving_platform: str = "eks"
+    """``eks`` or ``hyperpod`` (``servingPlatform``)."""
+    hyperpod: HyperPodSettings | None = None
+    """The HyperPod cluster of a ``hyperpod`` stack; ``None`` on the EKS path."""
 
     @property
     def instance(self) -> catalog.InstanceType:
@@ -520,15 +540,17 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     prod = environment == "prod"
     region = _region(values)
 
+    serving_platform = _one_of("servingPlatform", r.get("servingPlatform"), SERVING_PLATFORMS)
     network = _validate_network(r, region)
     cluster = _validate_cluster(r, prod, network)
-    capacity = _validate_capacity(r, prod)
+    capacity = _validate_capacity(r, prod, hyperpod=serving_platform == "hyperpod")
     plugins = _validate_plugins(r)
     serving = _validate_serving(r, prod, region, capacity, network, warnings)
     monitoring = _validate_monitoring(r)
     if monitoring.prometheus_operator:
         serving = dataclasses.replace(serving, service_monitor_enabled=True)
     deployment = _validate_deployment(r, region, network, cluster, serving)
+    hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, f"{project}-{stack}", warnings)
 
     return StackSettings(
         project=project,
@@ -543,6 +565,8 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
         deployment=deployment,
         warnings=tuple(warnings),
         monitoring=monitoring,
+        serving_platform=serving_platform,
+        hyperpod=hyperpod,
     )
 
 
@@ -630,20 +654,23 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
     )
 
 
-def _validate_capacity(r: _Reader, prod: bool) -> CapacitySettings:
+def _validate_capacity(r: _Reader, prod: bool, *, hyperpod: bool = False) -> CapacitySettings:
     reservation = r.get("capacityReservationId")
-    if CAPACITY_BLOCK_OFFERING_ID.fullmatch(reservation):
+    if not reservation and not hyperpod:
+        key = CONFIG_KEYS["capacityReservationId"]
+        raise SettingsError(key.full_name, None, f"it is required: {key.description} Set it with `pulumi config set {key.full_name} <value>`")
+    if reservation and CAPACITY_BLOCK_OFFERING_ID.fullmatch(reservation):
         raise SettingsError(
             _key("capacityReservationId"), reservation,
             "that is a Capacity Block offering id (cb-...), not a reservation: buy it with "
             f"`kimi-k3 capacity purchase {reservation} --count N --days D`, which prints the reservation id (cr- followed by 17 hex digits) to set here",
         )
-    if not CAPACITY_RESERVATION_ID.fullmatch(reservation):
+    if reservation and not CAPACITY_RESERVATION_ID.fullmatch(reservation):
         raise SettingsError(_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
     ami = r.get("gpuAmiReleaseVersion") or None
     if ami and not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", ami):
         raise SettingsError(_key("gpuAmiReleaseVersion"), ami, "expected an EKS AMI release version such as 1.34.2-20251120")
-    if prod and not ami:
+    if prod and not ami and not hyperpod:
         raise SettingsError(_key("gpuAmiReleaseVersion"), None, "required in prod: pin the AL2023 NVIDIA AMI release so node replacements are reproducible")
     email = r.get("capacityAlertEmail") or None
     if email and not EMAIL_LETTER_TLD.fullmatch(email):
@@ -953,3 +980,117 @@ def _validate_deployment(r: _Reader, region: str, network: NetworkSettings, clus
         if serving.contract.weights.source != "s3":
             raise SettingsError(_key("weightsKmsKeyArn"), key_arn, f"only used with {_key('weightsSource')} s3 (the weights come from {serving.contract.weights.source})")
     return DeploymentSettings(kubeconfig_role_arn=role, viewer_role_arns=viewers, interface_endpoints=endpoints, weights_kms_key_arn=key_arn)
+
+
+EKS_ONLY_KEYS = (
+    "capacityReservationId", "gpuAmiReleaseVersion", "gpuRootVolumeGiB", "efaEnabled", "capacityAlertEmail",
+    "nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion",
+    "servingAllowedCidrs", "serviceMonitorEnabled",
+)
+"""Keys only the EKS path reads (Capacity Block node group, GPU plugins, the NLB): a ``hyperpod`` stack warns when one is set."""
+HYPERPOD_ONLY_KEYS = ("trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolumeGiB")
+"""Keys only a ``hyperpod`` stack reads: an ``eks`` stack warns when one is set."""
+
+def _changed_keys(r: _Reader, names: Iterable[str]) -> list[str]:
+    """The keys among ``names`` whose value is not their default (set in the stack file)."""
+    changed = []
+    for name in names:
+        key = CONFIG_KEYS[name]
+        default = tuple(key.default) if isinstance(key.default, list) else key.default
+        if r.get(name) != default:
+            changed.append(key.full_name)
+    return changed
+
+
+_ENDPOINT_ARG_KEYS = {"instance_type": "gpuInstanceType", "replicas": "replicas"}
+"""Which config key sets each argument of the HyperPod endpoint (``components.serving.hyperpod``)."""
+
+
+def _validate_hyperpod(
+    r: _Reader,
+    serving_platform: str,
+    region: str,
+    cluster: ClusterSettings,
+    capacity: CapacitySettings,
+    serving: ServingSettings,
+    default_cluster_name: str,
+    warnings: list[str],
+) -> HyperPodSettings | None:
+    """What HyperPod requires of a ``hyperpod`` stack (each rule's home is named; this layer names the key).
+
+    The rules: :mod:`components.hyperpod_rules` (Kubernetes versions, names), the training
+    plan reference (:func:`components.training_plans.validate_plan_ref`), the instance types
+    a plan can reserve (botocore's SageMaker model) and what the Inference Operator can
+    serve (:func:`components.serving.hyperpod.render_inference_endpoint_config`).
+    """
+    if serving_platform != "hyperpod":
+        stray = _changed_keys(r, HYPERPOD_ONLY_KEYS)
+        if stray:
+            warnings.append(f"{', '.join(stray)} {'apply' if len(stray) > 1 else 'applies'} only to servingPlatform hyperpod; this stack is eks and ignores {'them' if len(stray) > 1 else 'it'}")
+        return None
+    # Imported here: an EKS stack never loads the HyperPod modules.
+    from components import hyperpod_rules, training_plans
+    from components.errors import ComponentInputError
+    from components.serving.hyperpod import render_inference_endpoint_config
+
+    plan = r.get("trainingPlanArn")
+    if not plan:
+        raise SettingsError(
+            _key("trainingPlanArn"), None,
+            "required when servingPlatform is hyperpod: the training plan (ARN or name) backing the instance group; "
+            "buy one with `kimi-k3 hyperpod plans offerings` / `purchase`",
+        )
+    try:
+        training_plans.validate_plan_ref(plan)
+    except UserError:
+        raise SettingsError(_key("trainingPlanArn"), plan, "expected a training plan ARN (arn:aws:sagemaker:<region>:<account>:training-plan/<name>) or name") from None
+    if plan.startswith("arn:") and plan.split(":")[3] != region:
+        raise SettingsError(_key("trainingPlanArn"), plan, f"a training plan of the stack's region {region} (aws:region): HyperPod uses plans of its own region only")
+    try:
+        hyperpod_rules.check_kubernetes_version(cluster.version)
+    except UserError as err:
+        raise SettingsError(_key("clusterVersion"), cluster.version, str(err)) from None
+    cluster_name = r.get("hyperpodClusterName") or default_cluster_name
+    try:
+        hyperpod_rules.check_names(cluster_name, ())
+    except UserError:
+        where = "" if r.get("hyperpodClusterName") else f" (the default <project>-<stack>; set {_key('hyperpodClusterName')})"
+        raise SettingsError(_key("hyperpodClusterName"), cluster_name, f"1-63 letters, digits and '-', starting and ending with a letter or digit{where}") from None
+    instance_type = f"ml.{capacity.instance_type}"
+    plannable = training_plans.supported_instance_types()
+    if instance_type not in plannable:
+        accepted = ", ".join(t[3:] for t in plannable if t[3:] in catalog.INSTANCE_TYPES)
+        raise SettingsError(_key("gpuInstanceType"), capacity.instance_type, f"a type a training plan can reserve for HyperPod (ml.<type>): {accepted}")
+    if serving.exposure != "cluster":
+        raise SettingsError(
+            _key("exposure"), serving.exposure,
+            "a hyperpod stack is reached through the SageMaker endpoint and the load balancer the Inference Operator creates itself; "
+            "exposure applies to servingPlatform eks only: leave it at cluster",
+        )
+    try:
+        render_inference_endpoint_config(
+            serving.contract, instance_type=instance_type, replicas=max(1, serving.replicas), api_key_secret="api-key", s3_region=region,
+        )
+    except ComponentInputError as err:
+        problem = err.problems[0]
+        path = problem.path.removeprefix("contract.")
+        name = _ENDPOINT_ARG_KEYS.get(problem.path) or CONTRACT_KEYS.get(path) or "servingPlatform"
+        value = r.get(name)
+        reason = problem.reason
+        for field_path, key_name in sorted(CONTRACT_KEYS.items(), key=lambda item: -len(item[0])):
+            reason = re.sub(rf"\b(contract\.)?{re.escape(field_path)}\b", key_name, reason)
+        raise SettingsError(_key(name), list(value) if isinstance(value, tuple) else value, f"on servingPlatform hyperpod: {reason}") from None
+    stray = _changed_keys(r, EKS_ONLY_KEYS)
+    if stray:
+        warnings.append(f"{', '.join(stray)} {'apply' if len(stray) > 1 else 'applies'} only to servingPlatform eks; this stack is hyperpod and ignores {'them' if len(stray) > 1 else 'it'}")
+    if serving.contract.weights.sha256_manifest:
+        warnings.append(
+            f"{_key('weightsSha256Manifest')}: the HyperPod path does not verify the weights against it (the Inference Operator fetches "
+            "the pinned revision itself); only the EKS path checks the manifest before serving"
+        )
+    return HyperPodSettings(
+        training_plan=plan,
+        cluster_name=cluster_name,
+        instance_type=instance_type,
+        ebs_volume_gib=_in_range("hyperpodEbsVolumeGiB", r.get("hyperpodEbsVolumeGiB"), 1, 16384),
+    )

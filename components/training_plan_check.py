@@ -13,28 +13,34 @@ from the CloudFormation registry) has neither a ``TrainingPlan`` resource nor a
 ``get_training_plan`` function, so neither a provider invoke nor
 ``aws-native:index:ExtensionResource`` (which creates, never reads) can do it.
 The program therefore calls ``DescribeTrainingPlan`` with boto3 once, at program
-start, through :func:`read_training_plan`, and passes the resulting
+start (:func:`stack_training_plan`, which the ``hyperpod`` stack's platform calls;
+:func:`read_training_plan` for a client of your own), and passes the resulting
 :class:`TrainingPlanFacts` into the composition. Trade-offs, written down:
 
 * it runs in ``pulumi preview`` and in CI like the Capacity Block look-up does, and
   fails the run with one line, before any resource is registered;
-* boto3 does not see the AWS provider's configuration: the caller must build the
-  client for the stack's ``aws:region`` (and ``aws:profile`` if set); an
-  ``aws:assumeRole`` in the stack config is not applied to it;
+* boto3 does not see the AWS provider's configuration: the client is built for the
+  stack's ``aws:region`` with boto3's own credential chain (``AWS_PROFILE``, the
+  environment, the instance role); an ``aws:profile`` or ``aws:assumeRole`` in the
+  stack config is not applied to it;
 * the identity running preview needs ``sagemaker:DescribeTrainingPlan``;
 * the answer is not stored in the Pulumi state (a later ``up`` reads it again);
-* under the offline engine (``kimi-k3 plan``, tests) nothing calls AWS: the facts are
-  built by :func:`rehearsal_facts` (or a test) and passed in instead.
+* under the offline engine (``kimi-k3 plan``, tests) nothing calls AWS: the engine
+  substitutes its own SageMaker client (:func:`answered_by`), which answers with facts
+  built by :func:`rehearsal_facts` (the ``--training-plan-*`` flags) or a test.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from components.errors import UserError
-from components.training_plans import HYPERPOD_TARGET, TrainingPlan, describe_plan
+from components.training_plans import HYPERPOD_TARGET, TrainingPlan, describe_plan, make_client
 
 USABLE_STATES = ("Scheduled", "Active")
 """Plan states in which an instance group can be (or become) backed by the plan."""
@@ -161,6 +167,32 @@ def read_training_plan(sm: Any, name_or_arn: str) -> TrainingPlanFacts:
     return TrainingPlanFacts.from_plan(describe_plan(sm, name_or_arn))
 
 
+SageMakerClientFactory = Callable[[str], Any]
+"""Makes the SageMaker client of a region (boto3's by default; the offline engine substitutes its own)."""
+
+_CLIENT_FACTORY: ContextVar[SageMakerClientFactory | None] = ContextVar("kimi_k3_sagemaker_client_factory", default=None)
+
+
+def stack_training_plan(name_or_arn: str, region: str) -> TrainingPlanFacts:
+    """The stack's training plan, read once at program start in ``region`` (see the module docstring).
+
+    Under ``pulumi preview``/``up`` this is boto3 (:func:`components.training_plans.make_client`);
+    inside :func:`answered_by` (the offline engine) the substituted client answers instead.
+    """
+    factory = _CLIENT_FACTORY.get() or make_client
+    return read_training_plan(factory(region), name_or_arn)
+
+
+@contextlib.contextmanager
+def answered_by(factory: SageMakerClientFactory) -> Iterator[None]:
+    """Run a block with :func:`stack_training_plan` reading through clients made by ``factory``."""
+    token = _CLIENT_FACTORY.set(factory)
+    try:
+        yield
+    finally:
+        _CLIENT_FACTORY.reset(token)
+
+
 def rehearsal_facts(
     arn: str,
     *,
@@ -262,8 +294,10 @@ __all__ = [
     "USABLE_STATES",
     "PlanCapacity",
     "TrainingPlanFacts",
+    "answered_by",
     "check_training_plan",
     "read_training_plan",
     "rehearsal_facts",
+    "stack_training_plan",
     "with_state",
 ]

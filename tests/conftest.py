@@ -82,3 +82,9 @@ def dev_plan() -> offline.PlanResult:
 def prod_plan() -> offline.PlanResult:
     """The prod stack run once through __main__.py under the offline engine."""
     return offline.run_stack("prod", now=NOW, reservation=lambda s: fixture_for(s, availability_zone="us-west-2b", state="active"))
+
+
+@pytest.fixture(scope="session")
+def hyperpod_plan() -> offline.PlanResult:
+    """The hyperpod stack (SageMaker HyperPod on the stack's EKS cluster) run once through __main__.py, its training plan the default fixture."""
+    return offline.run_stack("hyperpod", now=NOW)

@@ -1,75 +1,40 @@
 """components.HyperPodCluster under the offline engine: resources, inputs, order, secure defaults, bad input.
 
-The offline engine has no canned answers for the HyperPod types yet, so this module
-passes them as ``resource_overrides`` (they are what the lead moves into
-``components/offline.py``): ``aws-native:sagemaker:Cluster`` answers like
-``DescribeCluster`` and runs HyperPod's create-time rules on the registration;
-``aws:s3/bucket:Bucket`` answers with a name made from ``bucketPrefix``.
+The offline engine answers ``aws-native:sagemaker:Cluster`` like ``DescribeCluster`` and runs
+HyperPod's create-time rules on the registration (``components/offline/hyperpod_checks.py``);
+``aws:s3/bucket:Bucket`` answers with a name made from ``bucketPrefix``. The providers come
+through ``opts`` (``providers={"kubernetes": ..., "aws-native": ...}``), never as args.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pulumi
-import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
 from components import hyperpod_cluster as hc
 from components import hyperpod_rules, offline
-from components.errors import UserError
+from components.errors import ComponentInputError, UserError
 from components.hyperpod_cluster import HyperPodCluster, HyperPodClusterArgs
 from components.hyperpod_rules import EksForHyperPod
-from components.training_plan_check import PlanCapacity, rehearsal_facts
+from components.training_plan_check import PlanCapacity
 from tests.chart_values import unknown_keys
 from tests.conftest import ROOT
+from tests.hyperpod_builders import EKS_ARN, NODE_SG, PLAN, REGION, SUBNET, SUBNET_AZS, engine, providers
 
-NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
-REGION = "us-east-1"
-EKS_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/kimi-k3-hyperpod"
-SUBNET = "subnet-0aaa0000000000001"
-SUBNET_AZS = {SUBNET: "us-east-1a", "subnet-0bbb0000000000002": "us-east-1b"}
-NODE_SG = "sg-0123456789abcdef0"
-PLAN = rehearsal_facts("arn:aws:sagemaker:us-east-1:123456789012:training-plan/kimi-k3-p6", availability_zone="us-east-1a",
-                       instance_count=2, start=NOW + timedelta(days=1))
 CLUSTER_TYPE = "aws-native:sagemaker:Cluster"
 RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 
 
-def cluster_answer(args) -> dict:
-    """Canned ``aws-native:sagemaker:Cluster`` state; refuses what CreateCluster would."""
-    hyperpod_rules.check_cluster_registration(args.inputs, SUBNET_AZS, {PLAN.arn: PLAN.availability_zones()})
-    cluster_id = hashlib.sha256(args.name.encode()).hexdigest()[:12]
-    return {
-        "clusterArn": f"arn:aws:sagemaker:{REGION}:{offline.ACCOUNT_ID}:cluster/{cluster_id}",
-        "clusterStatus": "InService",
-        "creationTime": "2026-11-30T16:05:00Z",
-        "failureMessage": "",
-        "__id": f"arn:aws:sagemaker:{REGION}:{offline.ACCOUNT_ID}:cluster/{cluster_id}",
-    }
-
-
-def bucket_answer(args) -> dict:
-    """Canned ``aws:s3/bucket:Bucket`` state: S3 appends a unique suffix to ``bucketPrefix``."""
-    name = args.inputs.get("bucket") or args.inputs["bucketPrefix"] + hashlib.sha256(args.name.encode()).hexdigest()[:26]
-    return {"bucket": name, "arn": f"arn:aws:s3:::{name}", "__id": name}
-
-
-OVERRIDES = {CLUSTER_TYPE: cluster_answer, "aws:s3/bucket:Bucket": bucket_answer}
-
-
-def args(**changes) -> HyperPodClusterArgs:
+def args(**changes) -> dict:
     base = dict(
         eks_cluster_arn=EKS_ARN,
         eks=EksForHyperPod("1.34", "API", "v1.20.4-eksbuild.1"),
-        kubernetes_provider=None,  # filled in inside the program (providers are resources)
         region=REGION,
         subnet_id=SUBNET,
         subnet_availability_zone="us-east-1a",
@@ -80,20 +45,16 @@ def args(**changes) -> HyperPodClusterArgs:
         tags={"Project": "kimi-k3"},
     )
     base.update(changes)
-    return base  # type: ignore[return-value]
+    return base
 
 
 def build(**changes) -> offline.PlanResult:
-    engine = offline.OfflineEngine(now=NOW, region=REGION, resource_overrides=OVERRIDES)
-
     def program() -> None:
-        values = args(**changes)
-        provider = values.pop("kubernetes_provider") or k8s.Provider("eks-k8s", kubeconfig="{}")
-        cluster = HyperPodCluster("kimi-hp", HyperPodClusterArgs(kubernetes_provider=provider, **values))
+        cluster = HyperPodCluster("kimi-hp", HyperPodClusterArgs(**args(**changes)), opts=providers())
         pulumi.export("clusterArn", cluster.cluster_arn)
         pulumi.export("clusterName", cluster.cluster_name)
 
-    return engine.run(program)
+    return engine().run(program)
 
 
 @pytest.fixture(scope="module")
@@ -274,31 +235,29 @@ def test_nothing_secret_reaches_aws_resources(plan):
 # --- refusals ------------------------------------------------------------------------
 
 
-def refused(**changes) -> tuple[str, offline.OfflineEngine]:
-    engine = offline.OfflineEngine(now=NOW, region=REGION, resource_overrides=OVERRIDES)
+def refused(opts=providers, **changes) -> tuple[str, offline.OfflineEngine]:
+    run = engine()
 
     def program() -> None:
-        values = args(**changes)
-        values.pop("kubernetes_provider")
-        HyperPodCluster("kimi-hp", HyperPodClusterArgs(kubernetes_provider=k8s.Provider("eks-k8s", kubeconfig="{}"), **values))
+        HyperPodCluster("kimi-hp", HyperPodClusterArgs(**args(**changes)), opts=opts())
 
-    with pytest.raises(UserError) as error:
-        engine.run(program)
+    with pytest.raises(ComponentInputError) as error:
+        run.run(program)
     message = str(error.value)
     assert "\n" not in message
-    assert not [r for r in engine.resources if r.type != "pulumi:providers:kubernetes"], "nothing is declared when args are refused"
-    return message, engine
+    assert not [r for r in run.resources if not r.type.startswith("pulumi:providers:")], "nothing is declared when args are refused"
+    return message, run
 
 
 @pytest.mark.parametrize("changes,message", [
     ({"subnet_availability_zone": "us-east-1b"}, "uses a subnet in us-east-1b, but its training plan's capacity is in us-east-1a"),
-    ({"instance_count": 3}, "instance_count=3 is not accepted; at most 2, what training plan kimi-k3-p6 reserves in us-east-1a"),
+    ({"instance_count": 3}, "instance_count 3 is not accepted; at most 2, what training plan kimi-k3-p6 reserves in us-east-1a"),
     ({"instance_type": "ml.p5en.48xlarge"}, "a type training plan kimi-k3-p6 reserves (ml.p6-b300.48xlarge)"),
     ({"instance_type": "p6-b300.48xlarge"}, "with the ml. prefix"),
     ({"eks": EksForHyperPod("1.35", "API")}, "HyperPod does not support Kubernetes '1.35'"),
     ({"eks": EksForHyperPod("1.34", "CONFIG_MAP")}, "API or API_AND_CONFIG_MAP, not 'CONFIG_MAP'"),
     ({"eks": EksForHyperPod("1.34", "API", "v1.18.0-eksbuild.1")}, "Amazon VPC CNI plugin 1.18.3 or later"),
-    ({"eks_cluster_arn": "kimi-k3"}, "eks_cluster_arn='kimi-k3' is not accepted; an EKS cluster ARN"),
+    ({"eks_cluster_arn": "kimi-k3"}, "eks_cluster_arn 'kimi-k3' is not accepted; an EKS cluster ARN"),
     ({"cluster_name": "kimi_k3"}, "HyperPod cluster name 'kimi_k3' is not accepted"),
     ({"security_group_ids": ()}, "at least the EKS node security group"),
     ({"ebs_volume_size_gib": 20000}, "1 to 16384 GiB"),
@@ -312,31 +271,74 @@ def test_bad_args_are_refused_before_anything_is_declared(changes, message):
     assert message in text
 
 
+def test_every_problem_is_reported_at_once_with_its_property_path():
+    text, _ = refused(instance_count=0, node_recovery="Manual")
+    assert "has 2 problems" in text and "instance_count 0 is not accepted" in text and "node_recovery 'Manual'" in text
+
+
+def test_the_ambient_kubeconfig_is_refused():
+    """No Kubernetes provider in opts: the dependencies chart would go to whatever cluster ~/.kube/config points at."""
+    import pulumi_aws_native as aws_native
+
+    text, _ = refused(opts=lambda: pulumi.ResourceOptions(providers={"aws-native": aws_native.Provider("native", region=REGION)}))
+    assert "opts.providers has no Kubernetes provider" in text
+
+
+def test_children_use_the_providers_given_in_opts(plan):
+    k8s_provider = plan.one("pulumi:providers:kubernetes", "eks-k8s")
+    native = plan.one("pulumi:providers:aws-native", "native")
+    assert plan.one(RELEASE_TYPE).provider.startswith(k8s_provider.urn + "::")
+    assert plan.one(CLUSTER_TYPE).provider.startswith(native.urn + "::")
+
+
 def test_a_plan_split_across_azs_uses_the_subnets_az_only():
     split = replace(PLAN, capacities=(PlanCapacity("ml.p6-b300.48xlarge", 1, "us-east-1a"), PlanCapacity("ml.p6-b300.48xlarge", 3, "us-east-1b")))
     assert "at most 1, what training plan kimi-k3-p6 reserves in us-east-1a" in refused(training_plan=split)[0]
 
 
-def test_the_offline_rule_catches_a_cluster_declared_around_the_component():
-    """What the canned answer enforces when a program declares the cluster itself with the wrong subnet."""
+def declared_around_the_component(with_chart: bool = True, **cluster_inputs) -> str:
+    """Declare ``aws-native:sagemaker:Cluster`` directly (no component checks): what the offline engine's rules refuse."""
+    import pulumi_aws_native as aws_native
+
+    sm = aws_native.sagemaker
+
+    def program() -> None:
+        opts = providers()
+        after: list[pulumi.Resource] = []
+        if with_chart:  # a correct cluster first: it installs the dependencies chart the rule looks for
+            after.append(HyperPodCluster("kimi-hp", HyperPodClusterArgs(**args()), opts=opts))
+        values = dict(
+            cluster_name="raw", orchestrator=sm.ClusterOrchestratorArgs(eks=sm.ClusterOrchestratorEksConfigArgs(cluster_arn=EKS_ARN)),
+            vpc_config=sm.ClusterVpcConfigArgs(security_group_ids=[NODE_SG], subnets=["subnet-0bbb0000000000002"]),
+            instance_groups=[sm.ClusterInstanceGroupArgs(instance_group_name="g", instance_type="ml.p6-b300.48xlarge", instance_count=1,
+                                                         execution_role="arn:aws:iam::123456789012:role/x", training_plan_arn=PLAN.arn)],
+        )
+        values.update(cluster_inputs)
+        sm.Cluster("raw", sm.ClusterArgs(**values), opts=pulumi.ResourceOptions(provider=opts.providers["aws-native"], depends_on=after))
+
+    with pytest.raises(UserError) as error:
+        engine().run(program)
+    return str(error.value)
+
+
+def test_the_offline_engine_refuses_a_cluster_declared_around_the_component():
+    """What CreateCluster refuses and the mocks would accept: the instance group's subnet outside the plan's AZ, an unknown plan."""
+    assert "CreateCluster raw would fail: instance group 'g' uses a subnet in us-east-1b" in declared_around_the_component()
+    import pulumi_aws_native as aws_native
+
+    sm = aws_native.sagemaker
+    unknown = declared_around_the_component(instance_groups=[sm.ClusterInstanceGroupArgs(
+        instance_group_name="g", instance_type="ml.p6-b300.48xlarge", instance_count=1, execution_role="arn:aws:iam::123456789012:role/x",
+        training_plan_arn="arn:aws:sagemaker:us-east-1:123456789012:training-plan/other")])
+    assert "names training plan arn:aws:sagemaker:us-east-1:123456789012:training-plan/other, which does not exist" in unknown
+    no_chart = declared_around_the_component(with_chart=False, vpc_config=sm.ClusterVpcConfigArgs(security_group_ids=[NODE_SG], subnets=[SUBNET]))
+    assert "install the HyperPodHelmChart Helm chart on EKS cluster kimi-k3-hyperpod before a cluster created through the API" in no_chart
+
+
+def test_the_offline_rules_as_functions():
     registration = {"clusterName": "x", "orchestrator": {"eks": {"clusterArn": EKS_ARN}}, "vpcConfig": {"subnets": ["subnet-0bbb0000000000002"]},
                     "instanceGroups": [{"instanceGroupName": "g", "trainingPlanArn": PLAN.arn}]}
     with pytest.raises(UserError, match="uses a subnet in us-east-1b"):
         hyperpod_rules.check_cluster_registration(registration, SUBNET_AZS, {PLAN.arn: PLAN.availability_zones()})
     with pytest.raises(UserError, match="orchestrator.eks.clusterArn"):
         hyperpod_rules.check_cluster_registration({**registration, "orchestrator": {}}, SUBNET_AZS, {})
-
-
-# --- cost of the provider SDK ----------------------------------------------------------
-
-
-def test_eks_stacks_never_import_the_aws_native_sdk():
-    code = (
-        "import sys\n"
-        "from components import offline, platform, hyperpod_cluster, hyperpod_inference\n"
-        "offline.run_stack('dev', now=__import__('datetime').datetime(2026, 11, 30, 16, tzinfo=__import__('datetime').timezone.utc))\n"
-        "print('pulumi_aws_native' in sys.modules)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -12,7 +12,7 @@ from components import offline
 from components.errors import UserError
 from components.hyperpod_cluster import CHART_DIR
 from components.hyperpod_inference import HyperPodInferenceOperator, HyperPodInferenceOperatorArgs
-from tests.test_hyperpod_cluster import NOW, OVERRIDES
+from tests.hyperpod_builders import NOW
 
 REGION = "us-east-1"
 ISSUER = "oidc.eks.us-east-1.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF"
@@ -22,7 +22,7 @@ ADDON_TYPE = "aws:eks/addon:Addon"
 
 
 def build(**changes) -> offline.PlanResult:
-    engine = offline.OfflineEngine(now=NOW, region=REGION, resource_overrides=OVERRIDES)
+    engine = offline.OfflineEngine(now=NOW, region=REGION)
 
     def program() -> None:
         stand_in = pulumi.CustomResource("test:index:HyperPodClusterStandIn", "hp-cluster", {})

@@ -118,16 +118,16 @@ def test_multi_node_stack_uses_a_leader_worker_set_with_efa():
 
 
 @pytest.fixture(scope="module")
-def stack_manifests(dev_plan, prod_plan, tmp_path_factory):
+def stack_manifests(dev_plan, prod_plan, hyperpod_plan, tmp_path_factory):
     directory = tmp_path_factory.mktemp("stack-manifests")
-    for plan in (dev_plan, prod_plan):
+    for plan in (dev_plan, prod_plan, hyperpod_plan):
         write_manifests(plan.kubernetes_objects(), directory / plan.stack)
     return directory
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_every_stack_manifest_passes_strict_schema_validation(stack, dev_plan, prod_plan):
-    plan = {"dev": dev_plan, "prod": prod_plan}[stack]
+@pytest.mark.parametrize("stack", ["dev", "prod", "hyperpod"])
+def test_every_stack_manifest_passes_strict_schema_validation(stack, dev_plan, prod_plan, hyperpod_plan):
+    plan = {"dev": dev_plan, "prod": prod_plan, "hyperpod": hyperpod_plan}[stack]
     manifests = plan.kubernetes_objects()
     assert manifests
     for manifest in manifests:

@@ -185,7 +185,7 @@ def test_yaml_values_are_read_like_the_pulumi_cli_passes_them(tmp_path):
 
 
 def test_missing_stack_file_names_known_stacks():
-    with pytest.raises(SettingsError, match="known stacks: dev, prod"):
+    with pytest.raises(SettingsError, match="known stacks: dev, hyperpod, prod"):
         settings.load_stack("staging")
 
 

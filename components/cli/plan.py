@@ -13,12 +13,13 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from components import clock, offline, policy_verdict, project, stack_lint
+from components import clock, offline, policy_verdict, project, stack_lint, training_plan_rehearsal
 from components.capacity import scaling
 from components.catalog import DEFAULT_GPU_INSTANCE_TYPE
 from components.errors import UserError
 from components.rehearsal import STATES, Rehearsal
 from components.settings import StackSettings
+from components.training_plan_check import TrainingPlanFacts
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +51,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     rehearse.add_argument("--reservation-az", help="AZ of the block, in the stack's region (default: the stack's first AZ)")
     rehearse.add_argument("--reservation-count", type=int, help="instances in the block, 1 to 64 (default: what the stack needs)")
     rehearse.add_argument("--reservation-start", help="start, ISO 8601 UTC (default: the next 11:30 UTC at least 12 hours after --now)")
+    plan = parser.add_argument_group("rehearse the training plan of a hyperpod stack (the offline engine cannot read AWS)")
+    plan.add_argument("--training-plan-state", default="Scheduled", choices=training_plan_rehearsal.STATES)
+    plan.add_argument("--training-plan-az", help="AZ of the plan's capacity, in the stack's region (default: the stack's first AZ)")
+    plan.add_argument("--training-plan-count", type=int, help="instances reserved: 1, 2, 4 ... 64 (default: what the stack needs)")
+    plan.add_argument("--training-plan-type", help="instance type reserved, e.g. ml.p5en.48xlarge (default: ml.<the stack's gpuInstanceType>)")
+    plan.add_argument("--training-plan-start", help="start, ISO 8601 UTC (default: the next 11:30 UTC at least 12 hours after --now)")
     parser.set_defaults(func=run)
 
 
@@ -76,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
     now = clock.parse_moment(args.now, "--now") if args.now is not None else clock.program_now()
     start = clock.parse_moment(args.reservation_start, "--reservation-start") if args.reservation_start is not None else None
     rehearsal = Rehearsal(state=args.reservation_state, availability_zone=args.reservation_az, instance_count=args.reservation_count, start=start)
+    plan_start = clock.parse_moment(args.training_plan_start, "--training-plan-start") if args.training_plan_start is not None else None
+    plan_rehearsal = training_plan_rehearsal.TrainingPlanRehearsal(
+        state=args.training_plan_state, availability_zone=args.training_plan_az, instance_count=args.training_plan_count,
+        instance_type=args.training_plan_type, start=plan_start,
+    )
     proj = project.find_project(args.program, Path.cwd())
     stack = project.short_stack_name(args.stack)
     out = (args.out or proj.directory / "build" / "plan" / stack).resolve()
@@ -92,8 +104,18 @@ def run(args: argparse.Namespace) -> int:
             availability_zone=base.availability_zone, now=now,
         )
 
+    def plan_for_settings(settings: StackSettings) -> TrainingPlanFacts:
+        """A hyperpod stack's training plan: its ARN, instance type and node count, shaped by the flags."""
+        plan_rehearsal.check(settings.region, now)
+        base = offline.default_training_plan(settings, now)
+        (capacity,) = base.capacities
+        return plan_rehearsal.facts(
+            plan_arn=base.arn, instance_type=capacity.instance_type, instance_count=capacity.instance_count,
+            availability_zone=capacity.availability_zone, now=now,
+        )
+
     reservation_for = None if proj.uses_kimi_k3_settings else _any_block(rehearsal, offline.stack_region(stack_config.values), now)
-    result = offline.run_project(proj, args.stack, now=now, reservation=for_settings, reservation_for=reservation_for)
+    result = offline.run_project(proj, args.stack, now=now, reservation=for_settings, reservation_for=reservation_for, training_plan=plan_for_settings)
     verdict = policy.verdict(result.resources)
     try:
         manifests = offline.write_plan(result, out)
@@ -145,6 +167,11 @@ def _facts(result: offline.PlanResult, outputs: dict) -> list[str]:
         lines.append(f"  GPU nodes         {outputs.get('gpuNodes')} x {block.get('instanceType')} ({outputs.get('gpusTotal')} GPUs)")
         if outputs.get("gpuScaling"):
             lines.append(f"  GPU scale-up      {scaling.describe(outputs['gpuScaling'])}")
+    elif outputs.get("trainingPlan"):
+        plan = outputs["trainingPlan"]
+        lines.append(f"  training plan     {plan.get('name')} — {plan.get('state')} (offline fixture), AZ {plan.get('availabilityZone')}")
+        lines.append(f"  plan window       {_when(plan.get('start'))} -> {_when(plan.get('end'))}")
+        lines.append(f"  HyperPod nodes    {outputs.get('gpuNodes')} x {plan.get('instanceType')} ({outputs.get('gpusTotal')} GPUs), cluster {outputs.get('hyperpodClusterName')}")
     elif fixture is not None:
         lines.append(f"  capacity block    {fixture.id} — {fixture.state} (offline fixture), AZ {fixture.availability_zone}, {fixture.instance_count} x {fixture.instance_type}")
         lines.append(f"  block window      {_when(fixture.start.isoformat())} -> {_when(fixture.end.isoformat())}")

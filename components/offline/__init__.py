@@ -10,7 +10,9 @@ The package, by job:
 
 - :mod:`~components.offline.engine`: :class:`OfflineEngine` (the mock engine with a recording monitor);
 - :mod:`~components.offline.answers`: canned answers for resources and invokes;
-- :mod:`~components.offline.fixtures`: the Capacity Block reservation a run answers with;
+- :mod:`~components.offline.fixtures`: the Capacity Block reservation (or training plan) a run answers with;
+- :mod:`~components.offline.sagemaker`: the SageMaker client a program reading its training plan gets;
+- :mod:`~components.offline.hyperpod_checks`: HyperPod's create-time rules, checked on each registration;
 - :mod:`~components.offline.redaction`: secrets unwrapped for checks, masked for output;
 - :mod:`~components.offline.results`: :class:`PlanResult` and the plan files;
 - :mod:`~components.offline.rules`: rules AWS enforces only at apply time, checked on each registration
@@ -30,7 +32,7 @@ Typical use::
 """
 
 from components.offline.engine import InvokeHandler, OfflineEngine, RecordedResource, ResourceHandler
-from components.offline.fixtures import ACCOUNT_ID, ReservationFixture, default_reservation, next_block_start
+from components.offline.fixtures import ACCOUNT_ID, ReservationFixture, default_reservation, default_training_plan, next_block_start, training_plan_arn
 from components.offline.programs import absent_secret_warning, run_project, run_stack, stack_region
 from components.offline.redaction import SECRET_MARK, contains_secret, redact, redact_numbers, reveal
 from components.offline.results import PlanResult, kubernetes_manifest, manifest_file_name, write_plan
@@ -49,6 +51,7 @@ __all__ = [
     "absent_secret_warning",
     "contains_secret",
     "default_reservation",
+    "default_training_plan",
     "kubernetes_manifest",
     "manifest_file_name",
     "next_block_start",
@@ -58,5 +61,6 @@ __all__ = [
     "run_project",
     "run_stack",
     "stack_region",
+    "training_plan_arn",
     "write_plan",
 ]

@@ -93,8 +93,11 @@ def computed_outputs(args: pulumi_mocks.MockResourceArgs, region: str) -> dict:
     if t.startswith("aws:eks/podIdentityAssociation:"):
         return {"associationId": "a-" + stable_hex(args.name, 17), "associationArn": arn(region, "eks", f"podidentityassociation/{inputs.get('clusterName')}/a-{stable_hex(args.name, 17)}")}
     if t.startswith("aws:s3/bucket:"):
-        bucket = inputs.get("bucket") or auto_name(args)
-        return {"bucket": bucket, "arn": f"arn:aws:s3:::{bucket}"}
+        # With bucketPrefix, the provider appends a 26-character unique suffix (terraform id.PrefixedUniqueId).
+        bucket = inputs.get("bucket") or (inputs["bucketPrefix"] + stable_hex(args.name, 26) if inputs.get("bucketPrefix") else auto_name(args))
+        return {"bucket": bucket, "arn": f"arn:aws:s3:::{bucket}", "__id": bucket}
+    if t == "aws-native:sagemaker:Cluster":
+        return hyperpod_cluster_outputs(args, region)
     if t == "kubernetes:core/v1:Service" and (inputs.get("spec") or {}).get("type") == "LoadBalancer":
         meta = inputs.get("metadata") or {}
         scheme = ((meta.get("annotations") or {}).get("service.beta.kubernetes.io/aws-load-balancer-scheme", "internal"))
@@ -104,6 +107,16 @@ def computed_outputs(args: pulumi_mocks.MockResourceArgs, region: str) -> dict:
         service = t.split(":")[1].split("/")[0]
         return {"arn": arn(region, service, f"{args.name}")}
     return {}
+
+def hyperpod_cluster_outputs(args: pulumi_mocks.MockResourceArgs, region: str) -> dict:
+    """What ``DescribeCluster`` answers for a created HyperPod cluster: its ARN (``cluster/`` and 12 characters) and InService.
+
+    The Cloud Control identifier of ``AWS::SageMaker::Cluster`` is its ARN, so that is the id too.
+    """
+    cluster_arn = arn(region, "sagemaker", f"cluster/{stable_hex('sagemaker-cluster:' + args.name, 12)}")
+    groups = [{**group, "currentCount": group.get("instanceCount", 0)} for group in args.inputs.get("instanceGroups") or []]
+    return {"clusterArn": cluster_arn, "clusterStatus": "InService", "instanceGroups": groups, "__id": cluster_arn}
+
 
 def eks_cluster_outputs(args: pulumi_mocks.MockResourceArgs, region: str) -> dict:
     """What the ``eks:index:Cluster`` remote component answers (its children are never created under mocks)."""

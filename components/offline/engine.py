@@ -24,14 +24,15 @@ from pulumi.runtime import settings as runtime_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components import clock
+from components import clock, training_plan_check
 from components.config_keys import PROJECT
 from components.formats import CAPACITY_RESERVATION_ID
-from components.offline import answers
+from components.offline import answers, hyperpod_checks
 from components.offline.fixtures import ReservationFixture
 from components.offline.redaction import redact_numbers, reveal
 from components.offline.results import PlanResult
 from components.offline.rules import ApplyTimeRules
+from components.offline.sagemaker import OfflineSageMaker, TrainingPlanAnswers
 
 InvokeHandler = Callable[[dict], dict]
 """A test's answer to one invoke: its args in, the result out."""
@@ -132,6 +133,12 @@ class OfflineEngine:
     id is not known beforehand (someone's own program) gets ``reservation_for(id)`` for any
     well-formed ``cr-`` id it asks about (the last one asked is the run's ``reservation``).
 
+    ``training_plan`` answers the program's ``DescribeTrainingPlan`` (a ``hyperpod`` stack
+    reads its plan with boto3 at start: :func:`components.training_plan_check.stack_training_plan`)
+    for its ARN and name; ``training_plan_for(ref)`` makes one for any reference instead.
+    Registrations are checked against the rules the real system enforces at apply time
+    (:mod:`components.offline.rules`).
+
     ``invoke_overrides`` and ``resource_overrides`` let a test change one answer
     (e.g. an invoke that fails like AWS would) without subclassing.
 
@@ -151,6 +158,8 @@ class OfflineEngine:
         invoke_overrides: Mapping[str, InvokeHandler] | None = None,
         resource_overrides: Mapping[str, ResourceHandler] | None = None,
         apply_time_rules: bool = True,
+        training_plan: training_plan_check.TrainingPlanFacts | None = None,
+        training_plan_for: Callable[[str], training_plan_check.TrainingPlanFacts] | None = None,
     ) -> None:
         self.now = clock.utc(now)
         self.region = region
@@ -160,10 +169,16 @@ class OfflineEngine:
         self.invoke_overrides = dict(invoke_overrides or {})
         self.resource_overrides = dict(resource_overrides or {})
         self.apply_time_rules = apply_time_rules
+        self.training_plans = TrainingPlanAnswers(plan=training_plan, plan_for=training_plan_for)
         self.monitor: _RecordingMonitor | None = None
         self.invokes: list[tuple[str, dict]] = []
         self.rules: ApplyTimeRules | None = None
         """The apply-time rules of the last run (:mod:`components.offline.rules`), with its timeline."""
+
+    @property
+    def training_plan(self) -> training_plan_check.TrainingPlanFacts | None:
+        """The training plan the run answered with (the last one asked, with ``training_plan_for``)."""
+        return self.training_plans.plan
 
     @property
     def resources(self) -> list[RecordedResource]:
@@ -217,7 +232,7 @@ class OfflineEngine:
             return collect_outputs()
 
         try:
-            with clock.pinned(self.now):
+            with clock.pinned(self.now), training_plan_check.answered_by(lambda region: OfflineSageMaker(self.training_plans, region)):
                 _sync_await(run_pulumi_func(body))
         finally:
             runtime_settings.ROOT.set(None)
@@ -227,13 +242,15 @@ class OfflineEngine:
         warnings = [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING]
         return PlanResult(
             project=project, stack=stack, resources=self.resources, outputs=outputs, warnings=warnings,
-            reservation=self.reservation, now=self.now, region=self.region,
+            reservation=self.reservation, now=self.now, region=self.region, training_plan=self.training_plan,
         )
 
     # -- resources
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str, dict]:
         """Answer a resource registration with an id and realistic outputs."""
+        if args.typ in hyperpod_checks.CHECKED_TYPES:
+            hyperpod_checks.check_registration(args.typ, args.inputs, self.resources, self.existing_subnet_azs, self.training_plans.describe)
         state = dict(args.inputs)
         override = self.resource_overrides.get(args.typ)
         if override is not None:

@@ -1,13 +1,17 @@
-"""What the offline engine answers for the Capacity Block: a reservation placed relative to the run's ``now``."""
+"""What the offline engine answers for the Capacity Block (a reservation) or a hyperpod stack's training plan, placed relative to the run's ``now``."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from components import settings as stack_settings
 from components.config_keys import PROJECT
+
+if TYPE_CHECKING:
+    from components.training_plan_check import TrainingPlanFacts
 
 ACCOUNT_ID = "123456789012"
 """AWS account id the offline engine answers with (AWS documentation's example account)."""
@@ -96,5 +100,28 @@ def default_reservation(settings: stack_settings.StackSettings, now: datetime) -
         instance_type=settings.capacity.instance_type,
         instance_count=settings.nodes_required,
         state="scheduled",
+        start=next_block_start(now),
+    )
+
+
+def training_plan_arn(name_or_arn: str, region: str) -> str:
+    """The ARN a training plan reference names in the offline account (a name gets this account's ARN)."""
+    if name_or_arn.startswith("arn:"):
+        return name_or_arn
+    return f"arn:aws:sagemaker:{region}:{ACCOUNT_ID}:training-plan/{name_or_arn}"
+
+
+def default_training_plan(settings: stack_settings.StackSettings, now: datetime) -> TrainingPlanFacts:
+    """A plausible training plan for a ``hyperpod`` stack at ``now``: its ARN and instance type, as many
+    instances as the stack needs, in its first AZ (or the region's first), scheduled to start at the next
+    11:30 UTC at least 12 hours after ``now`` (like :func:`default_reservation`)."""
+    from components.training_plan_check import rehearsal_facts
+
+    assert settings.hyperpod is not None, "a training plan only backs a hyperpod stack"
+    return rehearsal_facts(
+        training_plan_arn(settings.hyperpod.training_plan, settings.region),
+        availability_zone=(settings.network.availability_zones or (f"{settings.region}a",))[0],
+        instance_type=settings.hyperpod.instance_type,
+        instance_count=settings.nodes_required,
         start=next_block_start(now),
     )

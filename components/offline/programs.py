@@ -15,8 +15,12 @@ from components import project as project_files
 from components import settings as stack_settings
 from components.config_keys import PROJECT
 from components.offline.engine import OfflineEngine
-from components.offline.fixtures import ReservationFixture, default_reservation, next_block_start
+from components.offline.fixtures import ReservationFixture, default_reservation, default_training_plan, next_block_start, training_plan_arn
 from components.offline.results import PlanResult
+from components.training_plan_check import TrainingPlanFacts, rehearsal_facts
+
+TrainingPlanSource = TrainingPlanFacts | Callable[[stack_settings.StackSettings], TrainingPlanFacts]
+"""A ``hyperpod`` stack's training plan offline: the facts, or a function of the stack's settings."""
 
 
 def stack_region(values: Mapping[str, str]) -> str:
@@ -53,6 +57,8 @@ def run_project(
     reservation_for: Callable[[str], ReservationFixture] | None = None,
     config_overrides: Mapping[str, Any] | None = None,
     engine_options: Mapping[str, Any] | None = None,
+    training_plan: TrainingPlanSource | None = None,
+    training_plan_for: Callable[[str], TrainingPlanFacts] | None = None,
 ) -> PlanResult:
     """Run a Pulumi project's program for one of its stacks under the offline engine.
 
@@ -64,6 +70,11 @@ def run_project(
     settings: the Capacity Block look-up answers ``reservation_for(id)`` for whatever
     ``cr-`` id it asks (default: a scheduled one-instance block in the region's first AZ).
     ``now`` is the moment the program sees (:func:`components.clock.program_now`).
+
+    A ``hyperpod`` stack has no Capacity Block: its training plan (``training_plan``, default
+    :func:`~components.offline.fixtures.default_training_plan`) answers its ``DescribeTrainingPlan``.
+    Another project's program gets ``training_plan_for(ref)`` for whatever plan it reads
+    (default: a scheduled one-instance ``ml.p6-b300.48xlarge`` plan in the region's first AZ).
     """
     config = project_files.read_stack_config(project, stack, config_overrides)
     settings = None
@@ -71,7 +82,10 @@ def run_project(
         settings = stack_settings.from_values(config.values, config.secret_keys, project=PROJECT, stack=config.stack)
     project_files.check_declarations(project, config)
     region = settings.region if settings else stack_region(config.values)
-    if settings is not None:
+    if settings is not None and settings.hyperpod is not None:
+        plan = training_plan(settings) if callable(training_plan) else training_plan or default_training_plan(settings, now)
+        engine = OfflineEngine(now=now, region=region, training_plan=plan, **dict(engine_options or {}))
+    elif settings is not None:
         fixture = reservation(settings) if callable(reservation) else reservation or default_reservation(settings, now)
         engine = OfflineEngine(now=now, region=region, reservation=fixture, **dict(engine_options or {}))
     else:
@@ -79,8 +93,14 @@ def run_project(
             def reservation_for(rid: str) -> ReservationFixture:
                 return ReservationFixture(id=rid, availability_zone=f"{region}a", start=next_block_start(now))
 
+        if training_plan_for is None:
+            def training_plan_for(ref: str) -> TrainingPlanFacts:
+                return rehearsal_facts(training_plan_arn(ref, region), availability_zone=f"{region}a", start=next_block_start(now))
+
         fixed = reservation if isinstance(reservation, ReservationFixture) else None
-        engine = OfflineEngine(now=now, region=region, reservation=fixed, reservation_for=reservation_for, **dict(engine_options or {}))
+        engine = OfflineEngine(
+            now=now, region=region, reservation=fixed, reservation_for=reservation_for, training_plan_for=training_plan_for, **dict(engine_options or {})
+        )
     result = engine.run(
         _run_python_program(project.program), config=config.values, secret_keys=config.secret_keys, project=project.name, stack=config.stack
     )
@@ -107,14 +127,17 @@ def run_stack(
     config_overrides: Mapping[str, Any] | None = None,
     engine_options: Mapping[str, Any] | None = None,
     program: Path | None = None,
+    training_plan: TrainingPlanSource | None = None,
 ) -> PlanResult:
     """Run this repository's ``__main__.py`` for ``stacks/Pulumi.<stack>.yaml`` (:func:`run_project` of its project).
 
     ``root`` is another project directory of the same layout; ``program`` another program
     file; ``config_overrides`` (``{"kimi-k3:key": value}``, ``None`` deletes) rehearse
-    other values without editing the stack file.
+    other values without editing the stack file; ``training_plan`` is a ``hyperpod`` stack's plan.
     """
     project = project_files.load_project(root) if root is not None else project_files.library_project()
     if program is not None:
         project = dataclasses.replace(project, program=program)
-    return run_project(project, stack, now=now, reservation=reservation, config_overrides=config_overrides, engine_options=engine_options)
+    return run_project(
+        project, stack, now=now, reservation=reservation, config_overrides=config_overrides, engine_options=engine_options, training_plan=training_plan
+    )

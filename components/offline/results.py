@@ -23,6 +23,7 @@ from components.offline.redaction import redact
 
 if TYPE_CHECKING:
     from components.offline.engine import RecordedResource
+    from components.training_plan_check import TrainingPlanFacts
 
 
 
@@ -44,6 +45,8 @@ class PlanResult:
     """Config keys that were ``secure:`` values (a marked placeholder stood in for each)."""
     region: str | None = None
     """The AWS region the engine answered for."""
+    training_plan: TrainingPlanFacts | None = None
+    """The training plan the engine answered a ``hyperpod`` stack's look-up with."""
 
     def by_type(self, type_: str) -> list[RecordedResource]:
         """All resources of one type token."""

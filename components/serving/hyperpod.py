@@ -154,6 +154,7 @@ def _endpoint_problems(
     s3_region: str | None,
     invocation_endpoint: str,
     mount: str,
+    endpoint_name: str | None = None,
 ) -> None:
     """Add to ``problems`` everything HyperPod cannot run (paths as the caller's API names them)."""
     known = ", ".join(f"ml.{n}" for n in catalog.INSTANCE_TYPES)
@@ -198,6 +199,8 @@ def _endpoint_problems(
     for path, value in (("api_key_secret", api_key_secret), ("hf_token_secret", hf_token_secret)):
         if value is not None and (not isinstance(value, str) or not _DNS_SUBDOMAIN_RE.match(value)):
             problems.reject(path, value, "expected the name of an existing Kubernetes Secret (lowercase DNS name)")
+    if endpoint_name is not None and (not isinstance(endpoint_name, str) or not _MODEL_NAME_RE.match(endpoint_name)):
+        problems.reject("endpoint_name", endpoint_name, "a SageMaker endpoint name: 1-63 letters, digits and '-', starting and ending with a letter or digit")
     if not ABSOLUTE_PATH.match(mount) or mount.rstrip("/") == "" or ".." in mount.split("/"):
         problems.reject("model_mount_path", mount, "expected an absolute directory such as /models/kimi-k3")
     if contract.weights.source != "huggingface":
@@ -220,6 +223,7 @@ def render_inference_endpoint_config(
     invocation_endpoint: str = "v1/chat/completions",
     model_mount_path: str | None = None,
     routing: HyperPodRouting | None = None,
+    endpoint_name: str | None = None,
 ) -> dict[str, Any]:
     """The complete ``InferenceEndpointConfig`` object serving ``contract`` on HyperPod.
 
@@ -242,6 +246,9 @@ def render_inference_endpoint_config(
         container; defaults to the contract's stable path (``/models/kimi-k3``).
     :param routing: the operator's intelligent routing, ALB algorithm and KV-cache offloading
         (:class:`~components.serving.hyperpod_routing.HyperPodRouting`); ``None``: its defaults.
+    :param endpoint_name: ``spec.endpointName``: the operator also registers a SageMaker
+        endpoint of this name (invoked with ``sagemaker-runtime invoke-endpoint``, IAM
+        authenticated); ``None`` registers none (the CRD's default).
     :raises ComponentInputError: with every parameter HyperPod cannot run, notably a
         replica spanning more than one node.
     """
@@ -251,7 +258,7 @@ def render_inference_endpoint_config(
     _endpoint_problems(
         problems, contract, name_path="name", name=name, namespace=namespace,
         instance_type=instance_type, replicas=replicas, api_key_secret=api_key_secret, hf_token_secret=hf_token_secret,
-        s3_region=s3_region, invocation_endpoint=invocation_endpoint, mount=mount,
+        s3_region=s3_region, invocation_endpoint=invocation_endpoint, mount=mount, endpoint_name=endpoint_name,
     )
     problems.raise_any()
     gpus = contract.gpus_per_pod(hyperpod_instance(instance_type).gpus)
@@ -275,12 +282,14 @@ def render_inference_endpoint_config(
 
     startup_period = 10
     health = {"path": api.health_path, "port": api.port}
+    endpoint: dict[str, str] = {"endpointName": endpoint_name} if endpoint_name else {}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "modelName": api.served_model_name,
+            **endpoint,
             "instanceType": instance_type,
             "invocationEndpoint": invocation_endpoint,
             "replicas": replicas,
@@ -341,6 +350,16 @@ class HyperPodInferenceEndpointArgs:
     """Where the operator mounts the weights; defaults to the contract's stable path."""
     routing: HyperPodRouting | None = None
     """The operator's routing and KV-cache options; ``None``: its defaults."""
+    endpoint_name: str | None = None
+    """``spec.endpointName``: the SageMaker endpoint the operator registers; ``None``: none."""
+    api_key: pulumi.Input[str] | None = None
+    """The API key itself (a Pulumi secret): the component declares the Secret (named ``api_key_secret``,
+    default ``<object name>-api-key``) and references it. ``None``: ``api_key_secret`` must already exist (or no key)."""
+    hugging_face_token: pulumi.Input[str] | None = None
+    """A Hugging Face token (a Pulumi secret), declared as a Secret like ``api_key`` (``hf_token_secret``,
+    default ``<object name>-hf-token``); Hugging Face weights only."""
+    create_namespace: bool = False
+    """Declare ``namespace`` too (a stack that owns its serving namespace); ``False``: it must exist."""
 
 
 class HyperPodInferenceEndpoint(pulumi.ComponentResource):
@@ -351,8 +370,12 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
     created here; pass a ``pulumi_kubernetes.Provider`` for its EKS cluster in ``opts``
     (``providers={"kubernetes": provider}``: :mod:`components.kubernetes_provider`).
 
+    With ``api_key`` / ``hugging_face_token`` (Pulumi secrets) it also declares the Opaque
+    Secrets the object references (key ``key``), and with ``create_namespace`` the namespace.
+
     Attributes: :attr:`manifest` (the rendered object, plain data),
-    :attr:`endpoint_config` (the custom resource), :attr:`object_name`, :attr:`namespace`.
+    :attr:`endpoint_config` (the custom resource), :attr:`object_name`, :attr:`namespace`,
+    :attr:`secrets` (the Secrets declared here, by name), :attr:`namespace_resource` (or ``None``).
     """
 
     def __init__(self, name: str, args: HyperPodInferenceEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -365,39 +388,68 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
         """
         problems = Problems("HyperPodInferenceEndpoint", name)
         require_kubernetes_provider(problems, opts)
+        object_name = args.object_name or name
+        hf_weights = isinstance(args.contract, ServingContract) and args.contract.weights.source == "huggingface"
+        api_key_secret = args.api_key_secret or (f"{object_name}-api-key" if args.api_key is not None else None)
+        hf_token_secret = args.hf_token_secret or (f"{object_name}-hf-token" if args.hugging_face_token is not None and hf_weights else None)
         if not isinstance(args.contract, ServingContract):
             problems.reject("contract", type(args.contract).__name__, "expected a ServingContract")
         else:
             _endpoint_problems(
-                problems, args.contract, name_path="object_name", name=args.object_name or name, namespace=args.namespace,
-                instance_type=args.instance_type, replicas=args.replicas, api_key_secret=args.api_key_secret,
-                hf_token_secret=args.hf_token_secret, s3_region=args.s3_region, invocation_endpoint=args.invocation_endpoint,
-                mount=args.model_mount_path or args.contract.weights.mount_path,
+                problems, args.contract, name_path="object_name", name=object_name, namespace=args.namespace,
+                instance_type=args.instance_type, replicas=args.replicas, api_key_secret=api_key_secret,
+                hf_token_secret=hf_token_secret, s3_region=args.s3_region, invocation_endpoint=args.invocation_endpoint,
+                mount=args.model_mount_path or args.contract.weights.mount_path, endpoint_name=args.endpoint_name,
             )
         problems.raise_any()
         manifest = render_inference_endpoint_config(
             args.contract,
-            name=args.object_name or name,
+            name=object_name,
             namespace=args.namespace,
             instance_type=args.instance_type,
             replicas=args.replicas,
-            api_key_secret=args.api_key_secret,
-            hf_token_secret=args.hf_token_secret,
+            api_key_secret=api_key_secret,
+            hf_token_secret=hf_token_secret,
             s3_region=args.s3_region,
             invocation_endpoint=args.invocation_endpoint,
             model_mount_path=args.model_mount_path,
             routing=args.routing,
+            endpoint_name=args.endpoint_name,
         )
         super().__init__("kimi-k3:index:HyperPodInferenceEndpoint", name, None, opts)
         self.manifest: dict[str, Any] = manifest
         self.object_name: str = manifest["metadata"]["name"]
         self.namespace: str = manifest["metadata"]["namespace"]
+        labels = {"app.kubernetes.io/name": self.object_name, "app.kubernetes.io/part-of": "kimi-k3", "app.kubernetes.io/managed-by": "pulumi"}
+        self.namespace_resource: k8s.core.v1.Namespace | None = None
+        in_namespace = pulumi.ResourceOptions(parent=self)
+        if args.create_namespace:
+            self.namespace_resource = k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                # Audit and warn only: the Inference Operator builds the model pods (and their init
+                # containers) itself, so this stack cannot promise they meet the restricted profile.
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=self.namespace, labels={
+                    **labels, "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/warn": "restricted",
+                }),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource])
+        self.secrets: dict[str, k8s.core.v1.Secret] = {}
+        for secret_name, value in ((api_key_secret, args.api_key), (hf_token_secret, args.hugging_face_token)):
+            if secret_name and value is not None:
+                self.secrets[secret_name] = k8s.core.v1.Secret(
+                    f"{name}-{secret_name.removeprefix(self.object_name + '-')}",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(name=secret_name, namespace=self.namespace, labels=labels),
+                    type="Opaque",
+                    string_data={SECRET_KEY: pulumi.Output.secret(value)},
+                    opts=in_namespace,
+                )
         self.endpoint_config = k8s.apiextensions.CustomResource(
             f"{name}-endpoint-config",
             api_version=API_VERSION,
             kind=KIND,
             metadata=k8s.meta.v1.ObjectMetaArgs(name=self.object_name, namespace=self.namespace),
             spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(depends_on=list(self.secrets.values()))),
         )
         self.register_outputs({"objectName": self.object_name, "namespace": self.namespace, "modelName": manifest["spec"]["modelName"]})

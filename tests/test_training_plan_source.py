@@ -1,0 +1,91 @@
+"""The hyperpod stack's preview-time read of its training plan: boto3 DescribeTrainingPlan, checked with Stubber against botocore's model.
+
+Under ``pulumi preview`` the platform calls :func:`stack_training_plan` once, before any
+resource; these tests give it a real botocore SageMaker client whose calls Stubber checks
+(operation, parameters, response shape), instead of the offline engine's stand-in.
+"""
+
+from __future__ import annotations
+
+import botocore.session
+import pytest
+from botocore.stub import Stubber
+
+from components import offline, settings, training_plan_check
+from components.errors import UserError
+from components.offline.sagemaker import OfflineSageMaker
+from components.platform import Platform
+from components.training_plan_check import stack_training_plan
+from tests.conftest import NOW
+
+STACK = settings.load_stack("hyperpod")
+PLAN = offline.default_training_plan(STACK, NOW)
+
+
+def sagemaker(region: str = "us-east-1"):
+    """A real botocore SageMaker client (fake credentials: Stubber answers before anything is signed or sent)."""
+    return botocore.session.get_session().create_client("sagemaker", region_name=region, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
+
+
+def test_the_default_reader_is_boto3_for_the_stacks_region(monkeypatch):
+    client = sagemaker()
+    regions: list[str | None] = []
+
+    def make_client(region):
+        regions.append(region)
+        return client
+
+    monkeypatch.setattr(training_plan_check, "make_client", make_client)
+    with Stubber(client) as stub:
+        stub.add_response("describe_training_plan", PLAN.describe_response(), {"TrainingPlanName": PLAN.arn})
+        assert stack_training_plan(PLAN.arn, "us-east-1") == PLAN
+        stub.assert_no_pending_responses()
+    assert regions == ["us-east-1"]
+
+
+def test_the_offline_engines_answer_has_the_shape_of_the_real_model():
+    """What the engine's stand-in client returns is a DescribeTrainingPlan response botocore accepts (Stubber validates it)."""
+    answers = offline.OfflineEngine(now=NOW, training_plan=PLAN).training_plans
+    response = OfflineSageMaker(answers, "us-east-1").describe_training_plan(TrainingPlanName=PLAN.arn)
+    client = sagemaker()
+    with Stubber(client) as stub:
+        stub.add_response("describe_training_plan", response, {"TrainingPlanName": PLAN.arn})
+        assert training_plan_check.read_training_plan(client, PLAN.arn) == PLAN
+
+
+def platform_reading_through(client, engine: offline.OfflineEngine) -> offline.OfflineEngine:
+    """The hyperpod stack's Platform under ``engine``, its plan read through ``client`` (as under pulumi preview)."""
+
+    def program() -> None:
+        with training_plan_check.answered_by(lambda region: client):
+            Platform("kimi-k3", STACK, now=NOW)
+
+    values, secret_keys = settings.read_stack_file("hyperpod")
+    engine.run(program, config=values, secret_keys=secret_keys, stack="hyperpod")
+    return engine
+
+
+def test_the_stack_reads_its_plan_once_before_declaring_anything():
+    client = sagemaker()
+    with Stubber(client) as stub:
+        stub.add_response("describe_training_plan", PLAN.describe_response(), {"TrainingPlanName": STACK.hyperpod.training_plan})
+        # The engine knows the account's plan too (its create-time rules look the instance group's plan up, as AWS does).
+        engine = platform_reading_through(client, offline.OfflineEngine(now=NOW, region="us-east-1", training_plan=PLAN))
+        stub.assert_no_pending_responses()
+    (group,) = next(r for r in engine.resources if r.type == "aws-native:sagemaker:Cluster").plain_inputs["instanceGroups"]
+    assert group["trainingPlanArn"] == PLAN.arn
+
+
+@pytest.mark.parametrize("code,message,expected", [
+    ("ResourceNotFound", "Training plan kimi-k3-p6 not found", "not found in us-east-1 (Training plan kimi-k3-p6 not found)"),
+    ("AccessDeniedException", "not authorized", "AWS denied sagemaker:DescribeTrainingPlan in us-east-1 (AccessDeniedException)"),
+])
+def test_a_plan_that_cannot_be_read_stops_the_stack_in_one_line_naming_the_key(code, message, expected):
+    client = sagemaker()
+    engine = offline.OfflineEngine(now=NOW, region="us-east-1")
+    with Stubber(client) as stub, pytest.raises(UserError) as error:
+        stub.add_client_error("describe_training_plan", code, message, expected_params={"TrainingPlanName": STACK.hyperpod.training_plan})
+        platform_reading_through(client, engine)
+    text = str(error.value)
+    assert "\n" not in text and text.startswith(f"kimi-k3:trainingPlanArn {STACK.hyperpod.training_plan}: ") and expected in text
+    assert engine.resources == []
