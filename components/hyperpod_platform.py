@@ -213,6 +213,7 @@ class HyperPodServing:
                 hugging_face_token=pulumi.Output.secret(serving.hugging_face_token.value) if serving.hugging_face_token else None,
                 s3_region=region,
                 endpoint_name=hp.cluster_name,
+                routing=serving.hyperpod_routing,
                 create_namespace=True,
             ),
             # The CRD comes with the operator: the object waits for the add-on.

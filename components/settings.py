@@ -986,8 +986,11 @@ EKS_ONLY_KEYS = (
     "capacityReservationId", "gpuAmiReleaseVersion", "gpuRootVolumeGiB", "efaEnabled", "capacityAlertEmail",
     "nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion",
     "servingAllowedCidrs", "serviceMonitorEnabled",
+    "servingExtraRoutes", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds",
+    "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "weightsKmsKeyArn",
+    "prometheusOperatorEnabled", "deliveryCheckEnabled",
 )
-"""Keys only the EKS path reads (Capacity Block node group, GPU plugins, the NLB): a ``hyperpod`` stack warns when one is set."""
+"""Keys only the EKS path reads (Capacity Block node group, GPU plugins, the API proxy and its drain, the NLB, the alerts): a ``hyperpod`` stack warns when one is set."""
 HYPERPOD_ONLY_KEYS = ("trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolumeGiB")
 """Keys only a ``hyperpod`` stack reads: an ``eks`` stack warns when one is set."""
 

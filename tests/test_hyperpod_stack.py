@@ -279,3 +279,21 @@ def test_another_projects_program_reading_a_plan_gets_the_rehearsed_one(tmp_path
                               stacks={"dev": "config:\n  aws:region: us-east-1\n"})
     result = offline.run_project(project.find_project(directory, directory), "dev", now=NOW)
     assert result.outputs["plan"] == {"arn": f"arn:aws:sagemaker:us-east-1:{offline.ACCOUNT_ID}:training-plan/my-plan", "state": "Scheduled", "azs": ["us-east-1a"]}
+
+
+def test_the_operators_routing_and_kv_cache_keys_reach_the_stacks_endpoint():
+    result = offline.run_stack("hyperpod", now=NOW, config_overrides={
+        "kimi-k3:hyperpodRoutingStrategy": "prefixaware", "kimi-k3:hyperpodLoadBalancerAlgorithm": "round_robin", "kimi-k3:hyperpodKvCache": "l1",
+    })
+    spec = result.one(CR).plain_inputs["spec"]
+    assert spec["intelligentRoutingSpec"] == {"enabled": True, "routingStrategy": "prefixaware"}
+    assert spec["loadBalancer"]["routingAlgorithm"] == "round_robin"
+    assert spec["kvCacheSpec"] == {"enableL1Cache": True, "enableL2Cache": False}
+    validate_manifest(result.one(CR).plain_inputs, "1.34")
+
+
+def test_the_api_proxy_drain_and_alert_keys_warn_on_a_hyperpod_stack():
+    """The operator brings its own load balancer and pods: the EKS serving front's keys do nothing here, and the stack says so."""
+    result = offline.run_stack("hyperpod", now=NOW, config_overrides={"kimi-k3:servingDrainSeconds": 600, "kimi-k3:prometheusOperatorEnabled": True})
+    (warning,) = [w for w in result.settings.warnings if "only to servingPlatform eks" in w]
+    assert "kimi-k3:servingDrainSeconds" in warning and "kimi-k3:prometheusOperatorEnabled" in warning
