@@ -11,7 +11,7 @@ from components.weights.hub import HubClient
 from components.weights.s3store import S3Location
 from components.weights.stage import stage
 from tests.fake_hub import FakeHub
-from tests.test_weights_stage import make_repo, s3  # noqa: F401  (s3 is a fixture)
+from tests.weights_builders import make_repo, s3  # noqa: F401  (s3 is a fixture)
 
 PROD = load_stack("prod")
 

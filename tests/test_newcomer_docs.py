@@ -80,3 +80,23 @@ def test_version_comes_from_the_package_metadata(capsys):
     assert capsys.readouterr().out.strip() == f"kimi-k3 {metadata.version('kimi-k3-aws')}"
     proc = subprocess.run([sys.executable, "-m", "components.cli", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == f"kimi-k3 {metadata.version('kimi-k3-aws')}"
+
+
+def _relative_links(path):
+    text = path.read_text()
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if not re.match(r"[a-z]+:", target) and not target.startswith("#"):
+            yield target.split("#", 1)[0]
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name)
+def test_every_relative_link_reaches_a_file_of_the_repository(path):
+    broken = [t for t in _relative_links(path) if not (path.parent / t).exists()]
+    assert broken == []
+
+
+def test_the_readme_names_every_docs_page_and_every_component_package():
+    readme = (ROOT / "README.md").read_text()
+    assert [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"docs/{p.name}" not in readme] == []
+    packages = [p.name for p in sorted((ROOT / "components").iterdir()) if (p / "__init__.py").exists()]
+    assert [name for name in packages if f"`{name}/`" not in readme] == []

@@ -20,7 +20,7 @@ from components.weights.staging_job import WeightsStagingJob, WeightsStagingJobA
 from tests import k8s_checks
 from tests.conftest import NOW
 from tests.fake_hub import FakeHub
-from tests.test_weights_stage import BUCKET, REPO, REV, URI, make_repo
+from tests.weights_builders import BUCKET, REPO, REV, URI, make_repo
 
 IMAGE = "210987654321.dkr.ecr.us-west-2.amazonaws.com/vllm-openai@sha256:" + "9b" * 32
 

@@ -1,4 +1,4 @@
-"""Rules the real system enforces at apply time that Pulumi's mock engine would accept, checked on each registration.
+"""HyperPod's create-time rules (CreateCluster of a HyperPod cluster on EKS), checked by the offline engine on each registration.
 
 The offline engine calls :func:`check_registration` before answering a resource; a
 declaration AWS would refuse fails the run with one line naming the rule and its source,
