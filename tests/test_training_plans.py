@@ -7,7 +7,6 @@ and response is checked against ``sagemaker/2017-07-24/service-2.json`` of botoc
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 import types
@@ -22,6 +21,7 @@ from components import cli
 from components import training_plans as tp
 from components.cli import hyperpod_plans as plans_cli
 from components.errors import UserError
+from tests.aws_stubs import FakeStdin
 
 UTC = UTC
 NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
@@ -34,17 +34,6 @@ OFF_B = "tpo-0f1e2d3c4b5a69788"
 EXT = "tpeo-7f3e2c1b0a9d8e7f6"
 SEARCH = {"InstanceType": "ml.p6-b300.48xlarge", "InstanceCount": 2, "DurationHours": 168, "TargetResources": ["hyperpod-cluster"]}
 _SESSION = botocore.session.get_session()
-
-
-class FakeStdin(io.StringIO):
-    """stdin with a chosen answer to ``isatty()``."""
-
-    def __init__(self, text: str, tty: bool) -> None:
-        super().__init__(text)
-        self._tty = tty
-
-    def isatty(self) -> bool:
-        return self._tty
 
 
 @pytest.fixture(autouse=True)
