@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
 
-from components.cli.argtypes import non_negative_int, positive_float, positive_int
+from components.cli.arguments import non_negative_int, positive_float, positive_int
 from components.errors import UserError
 
 API_KEY_ENV = "KIMI_K3_API_KEY"

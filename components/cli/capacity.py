@@ -8,7 +8,6 @@ action here rather than a side effect of ``pulumi up``. The AWS logic lives in
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,8 @@ from typing import Any
 from components.capacity import assessment, preflight, status
 from components.capacity import aws as capacity_aws
 from components.capacity import offerings as capacity_offerings
-from components.cli.argtypes import whole_number
-from components.errors import UserError
+from components.cli.arguments import add_stack_arguments, whole_number
+from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags
 from components.human_time import duration_text, minute_text
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
@@ -68,16 +67,6 @@ def _query(args: argparse.Namespace, now: datetime) -> capacity_offerings.Offeri
     )
 
 
-def _search_flags(args: argparse.Namespace, region: str) -> str:
-    """The search flags to repeat on a purchase command line."""
-    flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
-    if args.start_after:
-        flags += f" --start-after {args.start_after}"
-    if args.start_before:
-        flags += f" --start-before {args.start_before}"
-    return f"{flags} --region {region}"
-
-
 def cmd_offerings(args: argparse.Namespace) -> int:
     """List offerings, cheapest first."""
     now = utcnow()
@@ -93,17 +82,8 @@ def cmd_offerings(args: argparse.Namespace) -> int:
     for o in offerings:
         rows.append([o.offering_id, o.availability_zone, minute_text(o.start), minute_text(o.end), _days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
     print(_table(rows))
-    print(f"\nTo buy one (irreversible): kimi-k3 capacity purchase OFFERING_ID {_search_flags(args, region)}")
+    print(f"\nTo buy one (irreversible): kimi-k3 capacity purchase OFFERING_ID {search_flags(args, region, 'start_before')}")
     return 0
-
-
-def _confirm(prompt: str) -> bool:
-    """Ask on stdin; True only for an explicit yes."""
-    try:
-        answer = input(prompt)
-    except EOFError:
-        return False
-    return answer.strip().lower() in {"y", "yes"}
 
 
 def cmd_purchase(args: argparse.Namespace) -> int:
@@ -111,16 +91,14 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     capacity_aws.validate_offering_id(args.offering_id)
     now = utcnow()
     query = _query(args, now)
-    if not args.yes and not sys.stdin.isatty():
-        raise UserError("refusing to buy a Capacity Block without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
+    refuse_without_confirmation(args.yes, "buy a Capacity Block")
     clients = capacity_aws.make_clients(args.region)
     offering = capacity_offerings.find_offering(clients.ec2, query, args.offering_id)
     print(f"Offering {offering.offering_id}: {offering.instance_count} x {offering.instance_type} in {offering.availability_zone} ({clients.region})")
     print(f"  window       {minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {_days(offering.duration_hours)}, starts {_relative(offering.start, now, 'in', 'started')}")
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
     print("A Capacity Block purchase cannot be cancelled or refunded.")
-    if not args.yes and not _confirm(f"Buy this Capacity Block for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
-        print("Not purchased.")
+    if not confirmed_payment(args.yes, "Buy this Capacity Block", offering.upfront_fee, offering.currency, "Not purchased."):
         return 1
     reservation = capacity_offerings.purchase_block(clients.ec2, offering.offering_id)
     rid = reservation.reservation_id
@@ -275,8 +253,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("preflight", help="go/no-go checks on a stack's Capacity Block before it starts")
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(p)
     p.set_defaults(func=cmd_preflight)
 
     from components.cli import capacity_extend, capacity_scale_up

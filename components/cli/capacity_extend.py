@@ -8,7 +8,6 @@ AWS call). The rules and AWS calls live in :mod:`components.capacity_extensions`
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,8 @@ from components.capacity import aws as capacity_aws
 from components.capacity import status
 from components.capacity.facts import CapacityBlockFacts
 from components.cli import capacity as capacity_cli
-from components.cli.argtypes import whole_number
+from components.cli.arguments import add_stack_arguments, whole_number
+from components.cli.purchase import confirmed_payment, refuse_without_confirmation
 from components.errors import UserError
 from components.human_time import minute_text
 
@@ -62,8 +62,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
     """Re-find the offering, show the new end and the fee, confirm, buy."""
     ext.validate_extension_offering_id(args.offering_id)
     days = ext.validate_days(args.days)
-    if not args.yes and not sys.stdin.isatty():
-        raise UserError("refusing to buy a Capacity Block extension without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
+    refuse_without_confirmation(args.yes, "buy a Capacity Block extension")
     settings, rid = _stack_block(args.stack, args.program)
     clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
@@ -72,8 +71,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
     print(f"  end          {minute_text(reservation.end)} UTC -> {minute_text(offering.extension_end)} UTC (+{capacity_cli._days(offering.duration_hours)})")
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
     print("An extension cannot be cancelled or refunded; its payment can stay pending for up to 12 hours.")
-    if not args.yes and not capacity_cli._confirm(f"Extend the block for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
-        print("Not extended.")
+    if not confirmed_payment(args.yes, "Extend the block", offering.upfront_fee, offering.currency, "Not extended."):
         return 1
     bought = ext.purchase_extension(clients.ec2, rid, offering.offering_id)
     print(f"\nExtension bought: status {bought.status}; {rid} keeps its id and will end {minute_text(bought.end)} UTC once paid.")
@@ -85,8 +83,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
 def add_subcommands(sub: Any) -> None:
     """Add ``extend-offerings`` and ``extend`` to the ``capacity`` subparsers."""
     p = sub.add_parser("extend-offerings", help="list extensions of a stack's Capacity Block, cheapest first")
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(p)
     p.add_argument("--days", type=whole_number, required=True, help="extension length: 1-14 days, or 21-182 in multiples of 7")
     p.set_defaults(func=cmd_extend_offerings)
 
@@ -96,8 +93,7 @@ def add_subcommands(sub: Any) -> None:
         description="Extend the stack's Capacity Block. --days must be the one the offering was listed with, "
         "so the new end and the fee can be shown again before buying.",
     )
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(p)
     p.add_argument("offering_id", metavar="OFFERING_ID", help="id from `kimi-k3 capacity extend-offerings`")
     p.add_argument("--days", type=whole_number, required=True, help="the length the offering was listed with")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")

@@ -19,9 +19,9 @@ from typing import Any
 from components import training_plans as tp
 from components.capacity.aws import validate_region
 from components.capacity.offerings import parse_when
-from components.cli.argtypes import whole_number
-from components.cli.capacity import _confirm, _relative, _table
-from components.errors import UserError
+from components.cli.arguments import whole_number
+from components.cli.capacity import _relative, _table
+from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags
 from components.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
@@ -57,20 +57,6 @@ def _query(args: argparse.Namespace, now: datetime) -> tp.OfferingQuery:
     )
 
 
-def _search_flags(args: argparse.Namespace, region: str) -> str:
-    flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
-    if args.start_after:
-        flags += f" --start-after {args.start_after}"
-    if args.end_before:
-        flags += f" --end-before {args.end_before}"
-    return f"{flags} --region {region}"
-
-
-def _refuse_without_confirmation(args: argparse.Namespace, what: str) -> None:
-    if not args.yes and not sys.stdin.isatty():
-        raise UserError(f"refusing to {what} without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
-
-
 # --------------------------------------------------------------------------- commands
 
 
@@ -92,7 +78,7 @@ def cmd_offerings(args: argparse.Namespace) -> int:
         rows.append([o.offering_id, ",".join(o.availability_zones) or "-", minute_text(o.start), minute_text(o.end), _hours(o.duration_hours),
                      str(o.instance_count), f"{o.upfront_fee:,.2f}", o.currency])
     print(_table(rows))
-    print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans purchase OFFERING_ID --name NAME {_search_flags(args, region)}")
+    print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans purchase OFFERING_ID --name NAME {search_flags(args, region, 'end_before')}")
     return 0
 
 
@@ -102,7 +88,7 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     tp.validate_plan_name(args.name)
     now = utcnow()
     query = _query(args, now)
-    _refuse_without_confirmation(args, "buy a training plan")
+    refuse_without_confirmation(args.yes, "buy a training plan")
     sm = tp.make_client(args.region)
     offering = tp.find_offering(sm, query, args.offering_id)
     region = sm.meta.region_name
@@ -112,11 +98,8 @@ def cmd_purchase(args: argparse.Namespace) -> int:
           f"starts {_relative(offering.start, now, 'in', 'started')}", file=out)
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}", file=out)
     print("A training plan purchase is a payment that this tool cannot undo.", file=out)
-    if not args.yes:
-        sys.stdout.flush()
-        if not _confirm(f"Buy training plan {args.name} for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
-            print("Not purchased.", file=out)
-            return 1
+    if not confirmed_payment(args.yes, f"Buy training plan {args.name}", offering.upfront_fee, offering.currency, "Not purchased.", out):
+        return 1
     arn = tp.create_plan(sm, args.name, offering.offering_id)
     if args.json:
         _print_json({"trainingPlanArn": arn, "name": args.name, "offering": offering})
@@ -184,7 +167,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
     if args.region is not None:
         validate_region(args.region)
     if args.offering:
-        _refuse_without_confirmation(args, "extend a training plan")
+        refuse_without_confirmation(args.yes, "extend a training plan")
     sm = tp.make_client(args.region)
     plan = tp.describe_plan(sm, args.plan)
     out = sys.stderr if args.json else sys.stdout
@@ -209,11 +192,8 @@ def cmd_extend(args: argparse.Namespace) -> int:
     print(f"  extension    {minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {_hours(offering.duration_hours)}, in {offering.availability_zone or '?'}", file=out)
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}", file=out)
     print("An extension is a payment that this tool cannot undo.", file=out)
-    if not args.yes:
-        sys.stdout.flush()
-        if not _confirm(f"Extend {plan.name} for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
-            print("Not extended.", file=out)
-            return 1
+    if not confirmed_payment(args.yes, f"Extend {plan.name}", offering.upfront_fee, offering.currency, "Not extended.", out):
+        return 1
     extensions = tp.extend_plan(sm, offering.offering_id)
     if args.json:
         _print_json({"trainingPlanArn": plan.arn, "extensions": extensions})

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from components.cli.argtypes import positive_float
+from components.cli.arguments import add_stack_arguments, positive_float
 from components.errors import UserError
 
 DEFAULT_TIMEOUT_S = 7200
@@ -115,8 +115,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "the GPU nodes joined / Ready / GPUs allocatable and each serving pod's phase (Kubernetes API). "
         "Exit 0 when every replica is ready, 1 when not (or on --timeout), 2 for a usage error.",
     )
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(p)
     p.add_argument("--kubeconfig", type=Path, metavar="FILE", help="kubeconfig of the stack's cluster (default: `pulumi stack output kubeconfig --show-secrets`)")
     p.add_argument("--context", help="kubeconfig context to use (default: its current context)")
     p.add_argument("--namespace", help="namespace of the serving pods (default: the serving components', kimi-serving)")

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import TextIO
 
 from components import verify
-from components.cli.argtypes import positive_float, positive_int
+from components.cli.arguments import positive_float, positive_int
 from components.errors import UserError
 
 API_KEY_ENV = "KIMI_K3_API_KEY"

@@ -1,4 +1,4 @@
-"""argparse ``type=`` converters shared by the ``kimi-k3`` commands.
+"""argparse pieces shared by the ``kimi-k3`` commands: ``type=`` converters and the STACK/--program pair.
 
 argparse prefixes the message with the flag (``argument --requests: '0' must be at
 least 1``) and exits 2; range rules that belong to a domain (Capacity Block counts,
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 
 def whole_number(text: str) -> int:
@@ -46,4 +47,13 @@ def positive_float(text: str) -> float:
     return value
 
 
-__all__ = ["non_negative_int", "positive_float", "positive_int", "whole_number"]
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """``STACK`` (the stack name) and ``--program DIR`` (where the Pulumi project is), as every stack command takes them."""
+    parser.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    parser.add_argument(
+        "--program", type=Path, metavar="DIR",
+        help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up",
+    )
+
+
+__all__ = ["add_stack_arguments", "non_negative_int", "positive_float", "positive_int", "whole_number"]
