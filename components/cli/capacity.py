@@ -16,7 +16,7 @@ from components.capacity import assessment, preflight, status
 from components.capacity import aws as capacity_aws
 from components.capacity import offerings as capacity_offerings
 from components.cli.arguments import add_stack_arguments, whole_number
-from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags
+from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags, stack_config_hint
 from components.human_time import duration_text, minute_text
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
@@ -104,10 +104,7 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     rid = reservation.reservation_id
     stack = args.stack or "STACK"
     print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}).")
-    print(f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):")
-    print(f"  {CONFIG_KEY}: {rid}")
-    print("or run:")
-    print(f"  pulumi config set {CONFIG_KEY} {rid} -s {stack}")
+    print(stack_config_hint(CONFIG_KEY, rid, stack))
     print(f"Before the block starts, run: kimi-k3 capacity preflight {stack}")
     return 0
 

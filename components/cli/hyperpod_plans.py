@@ -21,7 +21,7 @@ from components.capacity.aws import validate_region
 from components.capacity.offerings import parse_when
 from components.cli.arguments import whole_number
 from components.cli.capacity import _relative, _table
-from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags
+from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags, stack_config_hint
 from components.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
@@ -106,10 +106,7 @@ def cmd_purchase(args: argparse.Namespace) -> int:
         return 0
     stack = args.stack or "STACK"
     print(f"\nPurchased: training plan {args.name} ({arn}); it becomes Scheduled once the payment is through.")
-    print(f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):")
-    print(f"  {CONFIG_KEY}: {arn}")
-    print("or run:")
-    print(f"  pulumi config set {CONFIG_KEY} {arn} -s {stack}")
+    print(stack_config_hint(CONFIG_KEY, arn, stack))
     print(f"Check it with: kimi-k3 hyperpod plans status {args.name} --region {region}")
     return 0
 

@@ -42,6 +42,16 @@ def confirmed_payment(yes: bool, question: str, fee: Decimal, currency: str, ref
     return False
 
 
+def stack_config_hint(key: str, value: str, stack: str) -> str:
+    """How to put a bought id into the stack: the stack file line, or the ``pulumi config set`` command."""
+    return "\n".join((
+        f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):",
+        f"  {key}: {value}",
+        "or run:",
+        f"  pulumi config set {key} {value} -s {stack}",
+    ))
+
+
 def search_flags(args: argparse.Namespace, region: str, *bounds: str) -> str:
     """The search flags to repeat on a purchase command line (``bounds``: the optional window flags' dests)."""
     flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
@@ -51,4 +61,4 @@ def search_flags(args: argparse.Namespace, region: str, *bounds: str) -> str:
     return f"{flags} --region {region}"
 
 
-__all__ = ["confirm", "confirmed_payment", "refuse_without_confirmation", "search_flags"]
+__all__ = ["confirm", "confirmed_payment", "refuse_without_confirmation", "search_flags", "stack_config_hint"]
