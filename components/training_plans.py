@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from components.capacity.aws import translate_aws_error, validate_region
+from components.capacity.aws import translate_aws_error, translated_errors, validate_region
 from components.clock import utc
 from components.errors import UserError
 from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee, optional_utc
@@ -100,15 +100,9 @@ def translate_sagemaker_error(exc: BaseException, region: str | None = None) -> 
     return translate_aws_error(exc, region)
 
 
-@contextlib.contextmanager
-def sagemaker_errors(region: str | None = None) -> Iterator[None]:
-    """Context manager: re-raise any botocore error as a one-line :class:`UserError`."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        yield
-    except (BotoCoreError, ClientError) as exc:
-        raise translate_sagemaker_error(exc, region) from None
+def sagemaker_errors(region: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """Context manager: re-raise any botocore error as a one-line :class:`UserError` (:func:`translate_sagemaker_error`)."""
+    return translated_errors(translate_sagemaker_error, region)
 
 
 def make_client(region: str | None) -> Any:
