@@ -30,7 +30,7 @@ from components.capacity.facts import CapacityBlockFacts
 from components.capacity.offerings import valid_duration_days
 from components.clock import utc
 from components.errors import UserError
-from components.reserved_capacity import fee
+from components.reserved_capacity import fee, offering_by_id
 
 EXTENDABLE_STATES = ("active", "scheduled")
 """Reservation states in which a block can be extended."""
@@ -179,12 +179,11 @@ def find_extension_offerings(ec2: Any, reservation_id: str, days: int) -> tuple[
 def find_extension_offering(ec2: Any, reservation_id: str, days: int, offering_id: str) -> ExtensionOffering:
     """The offering ``offering_id`` among the current ones, or UserError when it is gone."""
     validate_extension_offering_id(offering_id)
-    for offering in find_extension_offerings(ec2, reservation_id, days):
-        if offering.offering_id == offering_id:
-            return offering
-    raise UserError(
+    return offering_by_id(
+        find_extension_offerings(ec2, reservation_id, days),
+        offering_id,
         f"extension offering {offering_id} is not among the current {days}-day offerings for {reservation_id}: "
-        f"extensions are not guaranteed and go first come, first served; run `kimi-k3 capacity extend-offerings` again"
+        f"extensions are not guaranteed and go first come, first served; run `kimi-k3 capacity extend-offerings` again",
     )
 
 

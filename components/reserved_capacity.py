@@ -9,10 +9,11 @@ in :mod:`components.capacity.offerings` and :mod:`components.training_plans`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from components.clock import utc
 from components.errors import UserError
@@ -50,6 +51,25 @@ def checked_start_after(start_after: datetime | None, now: datetime) -> datetime
     return start_after
 
 
+class _HasOfferingId(Protocol):
+    @property
+    def offering_id(self) -> str: ...
+
+
+OfferingT = TypeVar("OfferingT", bound=_HasOfferingId)
+
+
+def offering_by_id(offerings: Iterable[OfferingT], offering_id: str, gone: str) -> OfferingT:
+    """The offering ``offering_id`` among the current ``offerings``; UserError ``gone`` when it is not offered (any more).
+
+    Offerings go first come, first served, so every purchase finds its offering again right before buying.
+    """
+    for offering in offerings:
+        if offering.offering_id == offering_id:
+            return offering
+    raise UserError(gone)
+
+
 def fee(value: Any) -> Decimal:
     """An ``UpfrontFee`` as a Decimal: missing or empty is 0, anything unparsable NaN (shown, never hidden)."""
     try:
@@ -63,4 +83,4 @@ def optional_utc(value: datetime | None) -> datetime | None:
     return utc(value) if value else None
 
 
-__all__ = ["PROJECT_TAG", "CapacitySearch", "checked_start_after", "fee", "optional_utc"]
+__all__ = ["PROJECT_TAG", "CapacitySearch", "checked_start_after", "fee", "offering_by_id", "optional_utc"]

@@ -38,7 +38,7 @@ from typing import Any
 from components.capacity.aws import translate_aws_error, translated_errors, validate_region
 from components.clock import utc
 from components.errors import UserError
-from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee, optional_utc
+from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee, offering_by_id, optional_utc
 
 HYPERPOD_TARGET = "hyperpod-cluster"
 """``TargetResources`` value of plans that can back a HyperPod instance group."""
@@ -450,12 +450,11 @@ def search_offerings(sm: Any, query: OfferingQuery) -> tuple[PlanOffering, ...]:
 def find_offering(sm: Any, query: OfferingQuery, offering_id: str) -> PlanOffering:
     """The offering ``offering_id`` among those ``query`` returns now, or UserError if it is gone."""
     validate_offering_id(offering_id)
-    for offering in search_offerings(sm, query):
-        if offering.offering_id == offering_id:
-            return offering
-    raise UserError(
+    return offering_by_id(
+        search_offerings(sm, query),
+        offering_id,
         f"offering {offering_id} is not among the current training plan offerings for {query.count} x {query.instance_type}, "
-        f"{query.days} days in {_region(sm)}: offerings change; run `kimi-k3 hyperpod plans offerings` with the same flags again"
+        f"{query.days} days in {_region(sm)}: offerings change; run `kimi-k3 hyperpod plans offerings` with the same flags again",
     )
 
 
@@ -504,11 +503,12 @@ def find_extension_offering(sm: Any, plan: TrainingPlan, offering_id: str, days:
     """The extension offering ``offering_id`` for ``plan``, or UserError if it is not offered (any more)."""
     if not isinstance(offering_id, str) or not offering_id.strip():
         raise UserError("--offering is empty; pass an id from `kimi-k3 hyperpod plans extend PLAN`")
-    for offering in search_extension_offerings(sm, plan, days):
-        if offering.offering_id == offering_id:
-            return offering
-    raise UserError(f"extension offering {offering_id} is not offered for training plan {plan.name} now; "
-                    f"run `kimi-k3 hyperpod plans extend {plan.name}` again to list the current ones")
+    return offering_by_id(
+        search_extension_offerings(sm, plan, days),
+        offering_id,
+        f"extension offering {offering_id} is not offered for training plan {plan.name} now; "
+        f"run `kimi-k3 hyperpod plans extend {plan.name}` again to list the current ones",
+    )
 
 
 def extend_plan(sm: Any, offering_id: str) -> tuple[Extension, ...]:

@@ -20,7 +20,7 @@ from components.capacity.facts import CapacityBlockFacts
 from components.clock import utc as _utc
 from components.errors import UserError
 from components.formats import INSTANCE_TYPE
-from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee
+from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee, offering_by_id
 
 MAX_START_AHEAD = timedelta(weeks=8)
 """Capacity Blocks can start at most this far ahead."""
@@ -145,13 +145,12 @@ def find_offerings(ec2: Any, query: OfferingQuery) -> tuple[Offering, ...]:
 def find_offering(ec2: Any, query: OfferingQuery, offering_id: str) -> Offering:
     """The offering ``offering_id`` among those ``query`` returns, or UserError if it is gone."""
     validate_offering_id(offering_id)
-    for offering in find_offerings(ec2, query):
-        if offering.offering_id == offering_id:
-            return offering
-    raise UserError(
+    return offering_by_id(
+        find_offerings(ec2, query),
+        offering_id,
         f"offering {offering_id} is not among the current offerings for {query.count} x "
         f"{query.instance_type}, {query.days} days in {ec2.meta.region_name}: offerings go first come, "
-        "first served; run `kimi-k3 capacity offerings` with the same flags again"
+        "first served; run `kimi-k3 capacity offerings` with the same flags again",
     )
 
 
