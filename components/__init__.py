@@ -12,8 +12,7 @@ providers.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from components.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "Network": "components.network",
@@ -60,15 +59,4 @@ _EXPORTS = {
     "SettingsError": "components.errors",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'components' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports("components", _EXPORTS)

@@ -42,7 +42,7 @@ from components.capacity.assessment import ARGS_TERMS, BlockNeeds, assess, failu
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 from components.capacity.scaling import SCALE_UP_MARGIN, ScalingPlan, scaling_plan
-from components.delivery_check import cloudwatch_key_statement, cloudwatch_topic_statement
+from components.delivery_check import TOPIC_KEY_ACTIONS, cloudwatch_key_statement, cloudwatch_topic_statement, service_statement
 from components.errors import Problems
 from components.formats import CAPACITY_RESERVATION_ID, EMAIL
 from components.gpu_node_repair import gpu_node_repair_config
@@ -392,22 +392,16 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
             opts=child,
         )
         rule_opts = pulumi.ResourceOptions(parent=self)
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-self-ingress",
-            security_group_id=group.id,
-            referenced_security_group_id=group.id,
-            ip_protocol="-1",
-            description="All traffic from the EFA group itself",
-            opts=rule_opts,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-self-egress",
-            security_group_id=group.id,
-            referenced_security_group_id=group.id,
-            ip_protocol="-1",
-            description="All traffic to the EFA group itself",
-            opts=rule_opts,
-        )
+        rules = ((aws.vpc.SecurityGroupIngressRule, "ingress", "from"), (aws.vpc.SecurityGroupEgressRule, "egress", "to"))
+        for rule, direction, preposition in rules:
+            rule(
+                f"{name}-efa-self-{direction}",
+                security_group_id=group.id,
+                referenced_security_group_id=group.id,
+                ip_protocol="-1",
+                description=f"All traffic {preposition} the EFA group itself",
+                opts=rule_opts,
+            )
         return group
 
     def _node_role(self, name: str, tags: Mapping[str, str], child: pulumi.ResourceOptions) -> pulumi.Output[str]:
@@ -470,14 +464,9 @@ def _topic_policy(topic_arn: str, rule_arn: str, account_id: str) -> str:
         {
             "Version": "2012-10-17",
             "Statement": [
-                {
-                    "Sid": "CapacityBlockEvents",
-                    "Effect": "Allow",
-                    "Principal": {"Service": "events.amazonaws.com"},
-                    "Action": "sns:Publish",
-                    "Resource": topic_arn,
-                    "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
-                },
+                service_statement(
+                    "CapacityBlockEvents", "events.amazonaws.com", "sns:Publish", topic_arn, {"ArnEquals": {"aws:SourceArn": rule_arn}}
+                ),
                 cloudwatch_topic_statement(topic_arn, account_id),
             ],
         }
@@ -496,14 +485,10 @@ def _alerts_key_policy(partition: str, account_id: str) -> str:
                     "Action": "kms:*",
                     "Resource": "*",
                 },
-                {
-                    "Sid": "EventBridgePublishesToTopic",
-                    "Effect": "Allow",
-                    "Principal": {"Service": "events.amazonaws.com"},
-                    "Action": ["kms:GenerateDataKey*", "kms:Decrypt"],
-                    "Resource": "*",
-                    "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
-                },
+                service_statement(
+                    "EventBridgePublishesToTopic", "events.amazonaws.com", TOPIC_KEY_ACTIONS, "*",
+                    {"StringEquals": {"aws:SourceAccount": account_id}},
+                ),
                 cloudwatch_key_statement(account_id),
             ],
         }

@@ -21,14 +21,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from components.capacity.assessment import FAIL, OK, WARN, Finding
 from components.capacity.aws import aws_errors, validate_reservation_id
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.offerings import valid_duration_days
+from components.clock import utc
 from components.errors import UserError
+from components.reserved_capacity import fee, offering_by_id
 
 EXTENDABLE_STATES = ("active", "scheduled")
 """Reservation states in which a block can be extended."""
@@ -49,19 +51,8 @@ EKS_SCALEDOWN_BEFORE_END = timedelta(minutes=40)
 """EKS's scale-down runs this long before the reservation's end (EKS user guide, capacity-blocks-mng)."""
 
 
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _fee(text: Any) -> Decimal:
-    try:
-        return Decimal(str(text if text is not None else "0"))
-    except InvalidOperation:
-        return Decimal("NaN")
-
-
 def _when(moment: datetime | None) -> str:
-    return "-" if moment is None else _utc(moment).strftime("%Y-%m-%d %H:%M UTC")
+    return "-" if moment is None else utc(moment).strftime("%Y-%m-%d %H:%M UTC")
 
 
 # --------------------------------------------------------------------------- rules (pure)
@@ -90,7 +81,7 @@ def check_extendable(reservation: CapacityBlockFacts, now: datetime) -> None:
         raise UserError(f"{rid} is {reservation.state}; only active or scheduled Capacity Blocks can be extended")
     if reservation.end is None:
         raise UserError(f"{rid} has no end date; a Capacity Block always has one")
-    end, now = _utc(reservation.end), _utc(now)
+    end, now = utc(reservation.end), utc(now)
     if end - now > EARLIEST_BEFORE_END:
         raise UserError(
             f"{rid} ends {_when(end)}: extensions open 56 days before the end, on {_when(end - EARLIEST_BEFORE_END)}"
@@ -126,10 +117,10 @@ class ExtensionOffering:
             instance_type=item.get("InstanceType", ""),
             instance_count=int(item.get("InstanceCount", 0)),
             availability_zone=item.get("AvailabilityZone", ""),
-            extension_start=_utc(item["CapacityBlockExtensionStartDate"]),
-            extension_end=_utc(item["CapacityBlockExtensionEndDate"]),
+            extension_start=utc(item["CapacityBlockExtensionStartDate"]),
+            extension_end=utc(item["CapacityBlockExtensionEndDate"]),
             duration_hours=int(item.get("CapacityBlockExtensionDurationHours", 0)),
-            upfront_fee=_fee(item.get("UpfrontFee")),
+            upfront_fee=fee(item.get("UpfrontFee")),
             currency=item.get("CurrencyCode", ""),
         )
 
@@ -153,7 +144,7 @@ class Extension:
     def from_api(cls, item: Mapping[str, Any]) -> Extension:
         """Build from one ``CapacityBlockExtensions`` entry."""
         def when(key: str) -> datetime | None:
-            return _utc(item[key]) if item.get(key) is not None else None
+            return utc(item[key]) if item.get(key) is not None else None
 
         return cls(
             reservation_id=item.get("CapacityReservationId", ""),
@@ -163,7 +154,7 @@ class Extension:
             start=when("CapacityBlockExtensionStartDate"),
             end=when("CapacityBlockExtensionEndDate"),
             duration_hours=int(item.get("CapacityBlockExtensionDurationHours", 0)),
-            upfront_fee=_fee(item.get("UpfrontFee")),
+            upfront_fee=fee(item.get("UpfrontFee")),
             currency=item.get("CurrencyCode", ""),
         )
 
@@ -188,12 +179,11 @@ def find_extension_offerings(ec2: Any, reservation_id: str, days: int) -> tuple[
 def find_extension_offering(ec2: Any, reservation_id: str, days: int, offering_id: str) -> ExtensionOffering:
     """The offering ``offering_id`` among the current ones, or UserError when it is gone."""
     validate_extension_offering_id(offering_id)
-    for offering in find_extension_offerings(ec2, reservation_id, days):
-        if offering.offering_id == offering_id:
-            return offering
-    raise UserError(
+    return offering_by_id(
+        find_extension_offerings(ec2, reservation_id, days),
+        offering_id,
         f"extension offering {offering_id} is not among the current {days}-day offerings for {reservation_id}: "
-        f"extensions are not guaranteed and go first come, first served; run `kimi-k3 capacity extend-offerings` again"
+        f"extensions are not guaranteed and go first come, first served; run `kimi-k3 capacity extend-offerings` again",
     )
 
 
@@ -242,7 +232,7 @@ def extension_status(history: Iterable[Extension], now: datetime) -> Finding | N
         deadline = (newest.purchased + PAYMENT_PENDING_LIMIT) if newest.purchased else None
         left = ""
         if deadline is not None:
-            remaining = deadline - _utc(now)
+            remaining = deadline - utc(now)
             left = f" (fails if not paid by {_when(deadline)}, {max(remaining, timedelta(0)) // timedelta(minutes=1)} min from now)"
         return Finding(WARN, "extension", f"{days} extension to {_when(newest.end)} is payment-pending{left}; the block still ends at {_when(newest.start)}.")
     if newest.status == "payment-failed":
@@ -273,7 +263,7 @@ def check_scaledown_action(autoscaling: Any, asg_name: str, block_end: datetime,
     """
     from botocore.exceptions import ClientError
 
-    expected = _utc(block_end) - EKS_SCALEDOWN_BEFORE_END
+    expected = utc(block_end) - EKS_SCALEDOWN_BEFORE_END
     region = autoscaling.meta.region_name
     actions: list[Mapping[str, Any]] = []
     with aws_errors(region):
@@ -289,10 +279,10 @@ def check_scaledown_action(autoscaling: Any, asg_name: str, block_end: datetime,
             raise
     scaledown = [a for a in actions if a.get("ScheduledActionName") == EKS_SCALEDOWN_ACTION]
     if not scaledown:
-        if _utc(now) >= expected:
+        if utc(now) >= expected:
             return Finding(OK, "scale-down", f"the EKS scale-down time ({_when(expected)}) has passed; no action left on {asg_name}.")
         return Finding(WARN, "scale-down", f"no '{EKS_SCALEDOWN_ACTION}' action on {asg_name}; expected at {_when(expected)}.")
-    times = sorted(_utc(when) for a in scaledown if (when := a.get("StartTime") or a.get("Time")))
+    times = sorted(utc(when) for a in scaledown if (when := a.get("StartTime") or a.get("Time")))
     if not times:
         return Finding(WARN, "scale-down", f"the EKS scale-down action on {asg_name} has no start time.")
     first = times[0]

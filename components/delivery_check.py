@@ -102,28 +102,34 @@ def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
     problems.raise_any()
 
 
+TOPIC_KEY_ACTIONS = ["kms:GenerateDataKey*", "kms:Decrypt"]
+"""What a service needs of an encrypted topic's KMS key to publish to it (SNS developer guide, sns-key-management)."""
+
+
+def service_statement(sid: str, service: str, action: str | list[str], resource: str, condition: dict[str, Any]) -> dict[str, Any]:
+    """A resource-policy statement allowing the AWS service principal ``service`` ``action`` on ``resource`` under ``condition``."""
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Principal": {"Service": service},
+        "Action": action,
+        "Resource": resource,
+        "Condition": condition,
+    }
+
+
 def cloudwatch_topic_statement(topic_arn: str, account_id: str) -> dict[str, Any]:
     """Topic-policy statement letting this account's CloudWatch alarms publish to ``topic_arn``."""
-    return {
-        "Sid": "CloudWatchAlarms",
-        "Effect": "Allow",
-        "Principal": {"Service": "cloudwatch.amazonaws.com"},
-        "Action": "sns:Publish",
-        "Resource": topic_arn,
-        "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
-    }
+    return service_statement(
+        "CloudWatchAlarms", "cloudwatch.amazonaws.com", "sns:Publish", topic_arn, {"StringEquals": {"aws:SourceAccount": account_id}}
+    )
 
 
 def cloudwatch_key_statement(account_id: str) -> dict[str, Any]:
     """Key-policy statement letting CloudWatch use the topic's KMS key to publish."""
-    return {
-        "Sid": "CloudWatchPublishesToTopic",
-        "Effect": "Allow",
-        "Principal": {"Service": "cloudwatch.amazonaws.com"},
-        "Action": ["kms:GenerateDataKey*", "kms:Decrypt"],
-        "Resource": "*",
-        "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
-    }
+    return service_statement(
+        "CloudWatchPublishesToTopic", "cloudwatch.amazonaws.com", TOPIC_KEY_ACTIONS, "*", {"StringEquals": {"aws:SourceAccount": account_id}}
+    )
 
 
 def _scheduler_policy(partition: str, region: str, account: str, asg_name: str, alarm_name: str) -> str:

@@ -115,37 +115,36 @@ _PP_ENV = (
     ("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "1800"),
 )
 
+def _blackwell(
+    strategy: str, gpu_memory_utilization: float, *, tuning_args: tuple[str, ...], env: tuple[tuple[str, str], ...],
+    decode_context_parallel: bool,
+) -> EngineRecipe:
+    """A Blackwell profile: what the recipe sets for every Blackwell layout (1M context, FP8 KV with its
+    attention config, fastsafetensors, vLLM's own MoE backend) with the layout's own values."""
+    return EngineRecipe(
+        name=f"blackwell/{strategy}",
+        generation="blackwell",
+        strategy=strategy,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=1_048_576,
+        kv_cache_dtype="fp8",
+        load_format="fastsafetensors",
+        moe_backend="auto",
+        tuning_args=tuning_args,
+        env=env,
+        fp8_kv_attention_config=True,
+        decode_context_parallel=decode_context_parallel,
+    )
+
+
 RECIPES = MappingProxyType(
     {
         r.name: r
         for r in (
-            EngineRecipe(
-                name=f"blackwell/{SINGLE_NODE}",
-                generation="blackwell",
-                strategy=SINGLE_NODE,
-                gpu_memory_utilization=0.95,
-                max_model_len=1_048_576,
-                kv_cache_dtype="fp8",
-                load_format="fastsafetensors",
-                moe_backend="auto",
-                tuning_args=(),
-                env=_BLACKWELL_ENV,
-                fp8_kv_attention_config=True,
-                decode_context_parallel=True,
-            ),
-            EngineRecipe(
-                name=f"blackwell/{MULTI_NODE_PP}",
-                generation="blackwell",
-                strategy=MULTI_NODE_PP,
-                # The strategy's 0.90: the flashinfer TRTLLM MXFP4 MoE kernel's workspace OOMs a B200 at 0.95.
-                gpu_memory_utilization=0.90,
-                max_model_len=1_048_576,
-                kv_cache_dtype="fp8",
-                load_format="fastsafetensors",
-                moe_backend="auto",
-                tuning_args=("--max-num-batched-tokens", "8192"),
-                env=(*_PP_ENV, *_BLACKWELL_ENV),
-                fp8_kv_attention_config=True,
+            _blackwell(SINGLE_NODE, 0.95, tuning_args=(), env=_BLACKWELL_ENV, decode_context_parallel=True),
+            # The strategy's 0.90: the flashinfer TRTLLM MXFP4 MoE kernel's workspace OOMs a B200 at 0.95.
+            _blackwell(
+                MULTI_NODE_PP, 0.90, tuning_args=("--max-num-batched-tokens", "8192"), env=(*_PP_ENV, *_BLACKWELL_ENV),
                 decode_context_parallel=False,
             ),
             EngineRecipe(

@@ -30,6 +30,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
+from components.controller_release import controller_release
 from components.errors import Problems
 from components.formats import CHART_VERSION, REGION, VPC_ID
 from components.helm_values import deep_merge
@@ -174,19 +175,14 @@ class LoadBalancerController(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.values = controller_values(args, image_tag)
-        self.release = k8s.helm.v3.Release(
+        self.release = controller_release(
             f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name=RELEASE_NAME,
-                chart=CHART,
-                version=args.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=REPOSITORY),
-                namespace=NAMESPACE,
-                create_namespace=False,
-                values=self.values,
-                cleanup_on_fail=True,
-                timeout=600,
-            ),
+            release_name=RELEASE_NAME,
+            chart=CHART,
+            version=args.version,
+            repository=REPOSITORY,
+            namespace=NAMESPACE,
+            values=self.values,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.identity.association]),
         )
         self.role_arn = self.identity.role_arn

@@ -31,6 +31,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import catalog, labels
+from components.controller_release import controller_release
 from components.errors import Problems
 from components.formats import CHART_VERSION, DNS_LABEL
 from components.helm_values import deep_merge
@@ -124,18 +125,13 @@ class LwsController(pulumi.ComponentResource):
             ),
             opts=k8s_opts,
         )
-        self.release = k8s.helm.v3.Release(
+        self.release = controller_release(
             f"{name}-release",
-            k8s.helm.v3.ReleaseArgs(
-                name=RELEASE_NAME,
-                chart=CHART_REF,
-                version=args.version,
-                namespace=args.namespace,
-                create_namespace=False,
-                values=self.values,
-                cleanup_on_fail=True,
-                timeout=600,
-            ),
+            release_name=RELEASE_NAME,
+            chart=CHART_REF,
+            version=args.version,
+            namespace=args.namespace,
+            values=self.values,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource]),
         )
         self.namespace = pulumi.Output.from_input(args.namespace)

@@ -17,6 +17,7 @@ not cause a VPC (or any sub-resources) to be created"; ``DefaultVpc`` in
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -218,29 +219,23 @@ class Network(pulumi.ComponentResource):
         # Adopt the default security group with no rules, so nothing can use it by accident.
         aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=vpc.id, ingress=[], egress=[], tags=tags("default-sg"), opts=child)
 
-        private_subnets: dict[str, aws.ec2.Subnet] = {}
-        public_subnets: dict[str, aws.ec2.Subnet] = {}
-        for az in self.availability_zones:
-            private_subnets[az] = aws.ec2.Subnet(
-                f"{name}-private-{az}",
-                vpc_id=vpc.id,
-                availability_zone=az,
-                cidr_block=str(plan.private[az]),
-                map_public_ip_on_launch=False,
-                tags=tags(f"private-{az}", {**cluster_tag, "kubernetes.io/role/internal-elb": "1"}),
-                opts=child,
-            )
-        for az in self.availability_zones:
-            # Load balancers get their public addresses from the ELB service, not from the subnet.
-            public_subnets[az] = aws.ec2.Subnet(
-                f"{name}-public-{az}",
-                vpc_id=vpc.id,
-                availability_zone=az,
-                cidr_block=str(plan.public[az]),
-                map_public_ip_on_launch=False,
-                tags=tags(f"public-{az}", {**cluster_tag, "kubernetes.io/role/elb": "1"}),
-                opts=child,
-            )
+        def subnets(kind: str, cidrs: Mapping[str, ipaddress.IPv4Network], elb_role: str) -> dict[str, aws.ec2.Subnet]:
+            # No public IPs even on the public subnets: load balancers get theirs from the ELB service.
+            return {
+                az: aws.ec2.Subnet(
+                    f"{name}-{kind}-{az}",
+                    vpc_id=vpc.id,
+                    availability_zone=az,
+                    cidr_block=str(cidrs[az]),
+                    map_public_ip_on_launch=False,
+                    tags=tags(f"{kind}-{az}", {**cluster_tag, elb_role: "1"}),
+                    opts=child,
+                )
+                for az in self.availability_zones
+            }
+
+        private_subnets = subnets("private", plan.private, "kubernetes.io/role/internal-elb")
+        public_subnets = subnets("public", plan.public, "kubernetes.io/role/elb")
         self.private_subnet_ids_by_az = {az: s.id for az, s in private_subnets.items()}
         self.public_subnet_ids = pulumi.Output.all(*(s.id for s in public_subnets.values())).apply(list)
 

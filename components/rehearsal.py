@@ -35,6 +35,27 @@ def last_block_boundary(now: datetime) -> datetime:
     return boundary if boundary < now else boundary - timedelta(days=1)
 
 
+def rehearsed_start(start: datetime | None, now: datetime, *, ended: bool, running: bool, duration: timedelta) -> datetime:
+    """Start of a rehearsed window: ``start`` when given; else ended at, started at, or starting after the 11:30 UTC boundaries."""
+    if start is not None:
+        return start
+    if ended:
+        return last_block_boundary(now) - duration
+    if running:
+        return last_block_boundary(now)
+    return next_block_start(now)
+
+
+def refuse_unended_start(flag: str, state: str, what: str, start: datetime | None, duration: timedelta, now: datetime) -> None:
+    """UserError naming ``FLAG-start`` when a window rehearsed as ended (``FLAG-state STATE``) would not have ended by ``now``."""
+    if start is not None and start + duration >= now:
+        raise UserError(
+            f"{flag}-start {start:%Y-%m-%dT%H:%M:%SZ} is not accepted with {flag}-state {state}: the {what} would end "
+            f"at {start + duration:%Y-%m-%d %H:%M} UTC, not before now ({now:%Y-%m-%d %H:%M} UTC); "
+            f"give a start more than {duration.days} days before now, or leave it out"
+        )
+
+
 @dataclass(frozen=True)
 class Rehearsal:
     """How the rehearsed Capacity Block looks; ``None`` fields take the stack's defaults."""
@@ -64,22 +85,12 @@ class Rehearsal:
         count = self.instance_count
         if count is not None and not 1 <= count <= MAX_INSTANCES:
             raise UserError(f"--reservation-count {count} is not accepted; a Capacity Block holds 1 to {MAX_INSTANCES} instances")
-        if self.state == "expired" and self.start is not None and self.start + BLOCK_DURATION >= now:
-            raise UserError(
-                f"--reservation-start {self.start:%Y-%m-%dT%H:%M:%SZ} is not accepted with --reservation-state expired: the block would end "
-                f"at {self.start + BLOCK_DURATION:%Y-%m-%d %H:%M} UTC, not before now ({now:%Y-%m-%d %H:%M} UTC); "
-                "give a start more than 7 days before now, or leave it out"
-            )
+        if self.state == "expired":
+            refuse_unended_start("--reservation", self.state, "block", self.start, BLOCK_DURATION, now)
 
     def window_start(self, now: datetime) -> datetime:
         """Start of the rehearsed block at ``now``."""
-        if self.start is not None:
-            return self.start
-        if self.state == "expired":
-            return last_block_boundary(now) - BLOCK_DURATION
-        if self.state == "active":
-            return last_block_boundary(now)
-        return next_block_start(now)
+        return rehearsed_start(self.start, now, ended=self.state == "expired", running=self.state == "active", duration=BLOCK_DURATION)
 
     def fixture(self, *, reservation_id: str, instance_type: str, instance_count: int, availability_zone: str, now: datetime) -> ReservationFixture:
         """The offline answer for one reservation id; the other arguments are the stack's defaults."""
@@ -94,4 +105,4 @@ class Rehearsal:
         )
 
 
-__all__ = ["BLOCK_DURATION", "STATES", "Rehearsal", "last_block_boundary"]
+__all__ = ["BLOCK_DURATION", "STATES", "Rehearsal", "last_block_boundary", "refuse_unended_start", "rehearsed_start"]

@@ -19,8 +19,7 @@ from datetime import datetime, timedelta
 
 from components.errors import UserError
 from components.formats import AVAILABILITY_ZONE
-from components.offline.fixtures import next_block_start
-from components.rehearsal import last_block_boundary
+from components.rehearsal import refuse_unended_start, rehearsed_start
 from components.training_plan_check import TrainingPlanFacts, rehearsal_facts
 from components.training_plans import PLAN_INSTANCE_COUNTS
 
@@ -29,6 +28,9 @@ STATES = ("Scheduled", "Active", "Pending", "Expired", "Failed")
 
 PLAN_DURATION = timedelta(days=7)
 """Length of a rehearsed plan."""
+
+ENDED_STATES = ("Expired", "Failed")
+"""States whose rehearsed plan ended at the last 11:30 UTC before ``now``."""
 
 
 @dataclass(frozen=True)
@@ -62,22 +64,12 @@ class TrainingPlanRehearsal:
         kind = self.instance_type
         if kind is not None and (not kind.startswith("ml.") or kind != kind.strip()):
             raise UserError(f"--training-plan-type {kind!r} is not accepted; expected a HyperPod instance type such as ml.p6-b300.48xlarge")
-        if self.state in ("Expired", "Failed") and self.start is not None and self.start + PLAN_DURATION >= now:
-            raise UserError(
-                f"--training-plan-start {self.start:%Y-%m-%dT%H:%M:%SZ} is not accepted with --training-plan-state {self.state}: the plan "
-                f"would end at {self.start + PLAN_DURATION:%Y-%m-%d %H:%M} UTC, not before now ({now:%Y-%m-%d %H:%M} UTC); "
-                "give a start more than 7 days before now, or leave it out"
-            )
+        if self.state in ENDED_STATES:
+            refuse_unended_start("--training-plan", self.state, "plan", self.start, PLAN_DURATION, now)
 
     def window_start(self, now: datetime) -> datetime:
         """Start of the rehearsed plan at ``now``."""
-        if self.start is not None:
-            return self.start
-        if self.state in ("Expired", "Failed"):
-            return last_block_boundary(now) - PLAN_DURATION
-        if self.state == "Active":
-            return last_block_boundary(now)
-        return next_block_start(now)
+        return rehearsed_start(self.start, now, ended=self.state in ENDED_STATES, running=self.state == "Active", duration=PLAN_DURATION)
 
     def facts(self, *, plan_arn: str, instance_type: str, instance_count: int, availability_zone: str, now: datetime) -> TrainingPlanFacts:
         """The offline answer for the stack's plan; the other arguments are the stack's defaults."""

@@ -29,20 +29,19 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-from components.capacity.aws import translate_aws_error, validate_region
+from components.capacity.aws import translate_aws_error, translated_errors, validate_region
+from components.clock import utc
 from components.errors import UserError
+from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee, offering_by_id, optional_utc
 
 HYPERPOD_TARGET = "hyperpod-cluster"
 """``TargetResources`` value of plans that can back a HyperPod instance group."""
-
-PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
-"""Tag put on every training plan bought through this tool."""
 
 MAX_DURATION_HOURS = 87600
 """Upper bound of ``DurationHours`` in the SageMaker model."""
@@ -101,15 +100,9 @@ def translate_sagemaker_error(exc: BaseException, region: str | None = None) -> 
     return translate_aws_error(exc, region)
 
 
-@contextlib.contextmanager
-def sagemaker_errors(region: str | None = None) -> Iterator[None]:
-    """Context manager: re-raise any botocore error as a one-line :class:`UserError`."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        yield
-    except (BotoCoreError, ClientError) as exc:
-        raise translate_sagemaker_error(exc, region) from None
+def sagemaker_errors(region: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """Context manager: re-raise any botocore error as a one-line :class:`UserError` (:func:`translate_sagemaker_error`)."""
+    return translated_errors(translate_sagemaker_error, region)
 
 
 def make_client(region: str | None) -> Any:
@@ -156,30 +149,12 @@ def validate_offering_id(value: str) -> str:
     return value
 
 
-def _utc(value: datetime) -> datetime:
-    """Make a datetime timezone-aware in UTC (naive values are taken as UTC)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 @dataclass(frozen=True)
-class OfferingQuery:
+class OfferingQuery(CapacitySearch):
     """A validated search for training plan offerings for a HyperPod cluster."""
 
-    instance_type: str
-    """HyperPod instance type, e.g. ``ml.p6-b300.48xlarge``."""
-    count: int
-    """Instances to reserve."""
-    days: int
-    """Duration in whole days."""
-    start_after: datetime | None = None
-    """Earliest start (UTC)."""
     end_before: datetime | None = None
     """Latest end (UTC)."""
-
-    @property
-    def duration_hours(self) -> int:
-        """The duration as ``DurationHours``."""
-        return self.days * 24
 
     def request(self) -> dict[str, Any]:
         """Parameters for ``search_training_plan_offerings``."""
@@ -212,13 +187,10 @@ def build_offering_query(
         raise UserError(f"--count {count!r} is not accepted; training plans reserve {', '.join(map(str, PLAN_INSTANCE_COUNTS))} instances")
     if isinstance(days, bool) or not isinstance(days, int) or days not in PLAN_DAYS:
         raise UserError(f"--days {days!r} is not accepted; training plans last 1 to 182 days in 1-day steps")
-    now = _utc(now)
-    if start_after is not None:
-        start_after = _utc(start_after)
-        if start_after < now:
-            raise UserError(f"--start-after {start_after:%Y-%m-%d %H:%M} UTC is in the past; omit it to search from now")
+    now = utc(now)
+    start_after = checked_start_after(start_after, now)
     if end_before is not None:
-        end_before = _utc(end_before)
+        end_before = utc(end_before)
         earliest_end = (start_after or now) + timedelta(days=days)
         if end_before < earliest_end:
             raise UserError(
@@ -230,13 +202,6 @@ def build_offering_query(
 
 
 # --------------------------------------------------------------------------- results
-
-
-def _fee(value: Any) -> Decimal:
-    try:
-        return Decimal(str(value if value not in (None, "") else "0"))
-    except InvalidOperation:
-        return Decimal("NaN")
 
 
 def _hours(item: Mapping[str, Any]) -> float:
@@ -265,13 +230,12 @@ class ReservedCapacity:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> ReservedCapacity:
         """Build from a ``ReservedCapacityOffering`` or a ``ReservedCapacitySummary``."""
-        start, end = item.get("StartTime"), item.get("EndTime")
         return cls(
             instance_type=item.get("InstanceType", ""),
             instance_count=int(item.get("InstanceCount", item.get("TotalInstanceCount", 0))),
             availability_zone=item.get("AvailabilityZone", ""),
-            start=_utc(start) if start else None,
-            end=_utc(end) if end else None,
+            start=optional_utc(item.get("StartTime")),
+            end=optional_utc(item.get("EndTime")),
             status=item.get("Status", ""),
             availability_zone_id=item.get("AvailabilityZoneId", ""),
         )
@@ -307,7 +271,7 @@ class PlanOffering:
             offering_id=item["TrainingPlanOfferingId"],
             target_resources=tuple(item.get("TargetResources", ())),
             duration_hours=_hours(item),
-            upfront_fee=_fee(item.get("UpfrontFee")),
+            upfront_fee=fee(item.get("UpfrontFee")),
             currency=item.get("CurrencyCode", ""),
             capacities=tuple(ReservedCapacity.from_api(c) for c in item.get("ReservedCapacityOfferings", ())),
         )
@@ -371,16 +335,15 @@ class TrainingPlan:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> TrainingPlan:
         """Build from a ``DescribeTrainingPlan`` response (or a ``TrainingPlanSummary``)."""
-        start, end = item.get("StartTime"), item.get("EndTime")
         return cls(
             arn=item["TrainingPlanArn"],
             name=item.get("TrainingPlanName", ""),
             status=item.get("Status", "Unknown"),
             status_message=item.get("StatusMessage", ""),
-            start=_utc(start) if start else None,
-            end=_utc(end) if end else None,
+            start=optional_utc(item.get("StartTime")),
+            end=optional_utc(item.get("EndTime")),
             duration_hours=_hours(item),
-            upfront_fee=_fee(item.get("UpfrontFee")),
+            upfront_fee=fee(item.get("UpfrontFee")),
             currency=item.get("CurrencyCode", ""),
             total_instances=int(item.get("TotalInstanceCount", 0)),
             available_instances=int(item.get("AvailableInstanceCount", 0)),
@@ -423,14 +386,13 @@ class ExtensionOffering:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> ExtensionOffering:
         """Build from one ``TrainingPlanExtensionOfferings`` entry."""
-        start, end = item.get("StartDate"), item.get("EndDate")
         return cls(
             offering_id=item["TrainingPlanExtensionOfferingId"],
             availability_zone=item.get("AvailabilityZone", ""),
-            start=_utc(start) if start else None,
-            end=_utc(end) if end else None,
+            start=optional_utc(item.get("StartDate")),
+            end=optional_utc(item.get("EndDate")),
             duration_hours=int(item.get("DurationHours", 0)),
-            upfront_fee=_fee(item.get("UpfrontFee")),
+            upfront_fee=fee(item.get("UpfrontFee")),
             currency=item.get("CurrencyCode", ""),
         )
 
@@ -457,14 +419,13 @@ class Extension:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> Extension:
         """Build from one ``TrainingPlanExtensions`` entry."""
-        start, end = item.get("StartDate"), item.get("EndDate")
         return cls(
             offering_id=item["TrainingPlanExtensionOfferingId"],
             status=item.get("Status", ""),
             payment_status=item.get("PaymentStatus", ""),
-            start=_utc(start) if start else None,
-            end=_utc(end) if end else None,
-            upfront_fee=_fee(item.get("UpfrontFee")),
+            start=optional_utc(item.get("StartDate")),
+            end=optional_utc(item.get("EndDate")),
+            upfront_fee=fee(item.get("UpfrontFee")),
             currency=item.get("CurrencyCode", ""),
         )
 
@@ -489,12 +450,11 @@ def search_offerings(sm: Any, query: OfferingQuery) -> tuple[PlanOffering, ...]:
 def find_offering(sm: Any, query: OfferingQuery, offering_id: str) -> PlanOffering:
     """The offering ``offering_id`` among those ``query`` returns now, or UserError if it is gone."""
     validate_offering_id(offering_id)
-    for offering in search_offerings(sm, query):
-        if offering.offering_id == offering_id:
-            return offering
-    raise UserError(
+    return offering_by_id(
+        search_offerings(sm, query),
+        offering_id,
         f"offering {offering_id} is not among the current training plan offerings for {query.count} x {query.instance_type}, "
-        f"{query.days} days in {_region(sm)}: offerings change; run `kimi-k3 hyperpod plans offerings` with the same flags again"
+        f"{query.days} days in {_region(sm)}: offerings change; run `kimi-k3 hyperpod plans offerings` with the same flags again",
     )
 
 
@@ -543,11 +503,12 @@ def find_extension_offering(sm: Any, plan: TrainingPlan, offering_id: str, days:
     """The extension offering ``offering_id`` for ``plan``, or UserError if it is not offered (any more)."""
     if not isinstance(offering_id, str) or not offering_id.strip():
         raise UserError("--offering is empty; pass an id from `kimi-k3 hyperpod plans extend PLAN`")
-    for offering in search_extension_offerings(sm, plan, days):
-        if offering.offering_id == offering_id:
-            return offering
-    raise UserError(f"extension offering {offering_id} is not offered for training plan {plan.name} now; "
-                    f"run `kimi-k3 hyperpod plans extend {plan.name}` again to list the current ones")
+    return offering_by_id(
+        search_extension_offerings(sm, plan, days),
+        offering_id,
+        f"extension offering {offering_id} is not offered for training plan {plan.name} now; "
+        f"run `kimi-k3 hyperpod plans extend {plan.name}` again to list the current ones",
+    )
 
 
 def extend_plan(sm: Any, offering_id: str) -> tuple[Extension, ...]:

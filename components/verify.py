@@ -345,6 +345,22 @@ def check_models(client: openai.OpenAI, model: str = DEFAULT_MODEL) -> CheckResu
     return _guarded("models", client, body)
 
 
+def _chat_request(model: str, max_tokens: int) -> dict[str, Any]:
+    """The chat and stream checks' request: the fixed prompt, greedy decoding."""
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": CHAT_PROMPT}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+
+
+def _no_answer(what: str, finish_reason: str | None, reasoning_chars: int) -> str:
+    """``WHAT (finish_reason X[, N chars of reasoning only])`` for a check that got no answer text."""
+    reasoning = f", {reasoning_chars} chars of reasoning only" if reasoning_chars else ""
+    return f"{what} (finish_reason {finish_reason}{reasoning})"
+
+
 def check_chat(
     client: openai.OpenAI, model: str = DEFAULT_MODEL, max_tokens: int = DEFAULT_MAX_TOKENS
 ) -> CheckResult:
@@ -356,12 +372,7 @@ def check_chat(
 
     def body() -> CheckResult:
         start = time.perf_counter()
-        response = client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": CHAT_PROMPT}],
-            max_tokens=max_tokens,
-            temperature=0,
-        )
+        response = client.chat.completions.create(**_chat_request(model, max_tokens))
         latency = time.perf_counter() - start
         tokens = response.usage.completion_tokens if response.usage else None
         rate = tokens / latency if tokens and latency > 0 else None
@@ -372,10 +383,7 @@ def check_chat(
         content = choice.message.content or ""
         reasoning = _reasoning_of(choice.message)
         if not content.strip():
-            why = f"empty answer (finish_reason {choice.finish_reason}"
-            if reasoning:
-                why += f", {len(reasoning)} chars of reasoning only"
-            why += ")"
+            why = _no_answer("empty answer", choice.finish_reason, len(reasoning))
             if choice.finish_reason == "length":
                 why += "; raise --max-tokens"
             return CheckResult("chat", False, why, latency, None, rate, tokens, source)
@@ -401,12 +409,7 @@ def check_stream(
     def body() -> CheckResult:
         start = time.perf_counter()
         stream = client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": CHAT_PROMPT}],
-            max_tokens=max_tokens,
-            temperature=0,
-            stream=True,
-            stream_options={"include_usage": True},
+            **_chat_request(model, max_tokens), stream=True, stream_options={"include_usage": True}
         )
         first: float | None = None
         last: float | None = None
@@ -441,10 +444,7 @@ def check_stream(
             rate = (tokens - 1) / (last - first)
         text = "".join(answer)
         if not text.strip():
-            why = f"stream produced no answer (finish_reason {finish}"
-            if reasoning_chars:
-                why += f", {reasoning_chars} chars of reasoning only"
-            why += ")"
+            why = _no_answer("stream produced no answer", finish, reasoning_chars)
             return CheckResult("stream", False, why, latency, ttft, rate, tokens or None, source)
         detail = f"answer {_excerpt(text, 40)}, {tokens} tokens ({source})"
         if finish is None:

@@ -6,6 +6,7 @@ Import the fixtures into a test module by name (``from tests.aws_stubs import ec
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 import types
@@ -54,6 +55,24 @@ def quotas() -> Iterator[tuple[Any, Stubber]]:
 def autoscaling() -> Iterator[tuple[Any, Stubber]]:
     """A stubbed Auto Scaling client and its Stubber."""
     yield from stubbed("autoscaling")
+
+
+@contextlib.contextmanager
+def installed_client(monkeypatch: pytest.MonkeyPatch, module: Any, stubbed_client: Any) -> Iterator[tuple[Stubber, list[str | None]]]:
+    """``stubbed_client`` as what ``module.make_client(region)`` returns, with its Stubber and the regions asked for.
+
+    Every queued answer must be used by the end of the block.
+    """
+    regions: list[str | None] = []
+
+    def make_client(region: str | None) -> Any:
+        regions.append(region)
+        return stubbed_client
+
+    monkeypatch.setattr(module, "make_client", make_client)
+    with Stubber(stubbed_client) as stub:
+        yield stub, regions
+        stub.assert_no_pending_responses()
 
 
 class FakeStdin(io.StringIO):

@@ -42,9 +42,9 @@ def block_facts(**changes: Any) -> CapacityBlockFacts:
     return CapacityBlockFacts(**values)
 
 
-def stack_config(**changes: Any) -> dict[str, str]:
-    """The dev stack's config in wire form, with changes (short keys get ``kimi-k3:``; None deletes a key)."""
-    values, _ = settings.read_stack_file("dev")
+def stack_config(stack: str = "dev", **changes: Any) -> dict[str, str]:
+    """The committed ``stack``'s config in wire form, with changes (short keys get ``kimi-k3:``; None deletes a key)."""
+    values, _ = settings.read_stack_file(stack)
     for key, value in changes.items():
         full = key if ":" in key else f"kimi-k3:{key}"
         if value is None:

@@ -353,6 +353,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routes -------------------------------------------------------------
 
+    def _admitted(self, method: str, body: Any) -> bool:
+        """Record the request, then answer 401 without the key or the configured non-JSON reply; True: go on."""
+        authorized = self._authorized()
+        self.fake.record(ReceivedRequest(method, self.path, body, authorized))
+        if not authorized:
+            self._send_json(401, {"error": "Unauthorized"})
+            return False
+        return not self._send_non_json()
+
     def do_GET(self) -> None:
         """``/health`` (no auth, like vLLM) and ``/v1/models``."""
         if self.path == "/health":
@@ -363,12 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self._unprotected("GET"):
             return
-        authorized = self._authorized()
-        self.fake.record(ReceivedRequest("GET", self.path, None, authorized))
-        if not authorized:
-            self._send_json(401, {"error": "Unauthorized"})
-            return
-        if self._send_non_json():
+        if not self._admitted("GET", None):
             return
         if self.path != "/v1/models":
             self._error(404, f"Not Found: {self.path}", "NotFoundError")
@@ -396,13 +400,8 @@ class _Handler(BaseHTTPRequestHandler):
         """``/v1/chat/completions``: plain, streamed and tool-calling answers."""
         if self._unprotected("POST"):
             return
-        authorized = self._authorized()
         body = self._read_body()
-        self.fake.record(ReceivedRequest("POST", self.path, body, authorized))
-        if not authorized:
-            self._send_json(401, {"error": "Unauthorized"})
-            return
-        if self._send_non_json():
+        if not self._admitted("POST", body):
             return
         if self.path == "/v1/completions":
             self._text_completion(body)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from components.capacity import aws as capacity_aws
-from components.cli import capacity as capacity_cli
+from components.human_time import duration_text
 from tests.aws_stubs import FakeStdin, aws, cli_env, client, no_aws  # noqa: F401 - fixtures
 from tests.aws_stubs import run_capacity as run
 from tests.capacity_builders import BLOCK_ID, NOW, OFF_A, OFF_B, REGION, RID, START, UTC, api_extension
@@ -309,6 +309,6 @@ def test_preflight_access_denied_is_a_user_error(aws, stack, capsys):
 
 
 def test_time_formatting():
-    assert capacity_cli.format_delta(timedelta(days=9, hours=3, minutes=30)) == "9d 3h 30m"
-    assert capacity_cli.format_delta(timedelta(minutes=-45)) == "45m"
-    assert capacity_cli.format_delta(timedelta(hours=2)) == "2h 0m"
+    assert duration_text(timedelta(days=9, hours=3, minutes=30)) == "9d 3h 30m"
+    assert duration_text(timedelta(minutes=-45)) == "45m"
+    assert duration_text(timedelta(hours=2)) == "2h 0m"

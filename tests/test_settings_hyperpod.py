@@ -6,20 +6,14 @@ import pytest
 
 from components import settings, training_plans
 from components.errors import SettingsError
+from tests.builders import stack_config
 
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/kimi-k3-p6"
 
 
 def hyperpod(**changes) -> settings.StackSettings:
     """The committed hyperpod stack's settings with changes (short keys get ``kimi-k3:``; None deletes a key)."""
-    values, _ = settings.read_stack_file("hyperpod")
-    for key, value in changes.items():
-        full = key if ":" in key else f"kimi-k3:{key}"
-        if value is None:
-            values.pop(full, None)
-        else:
-            values[full] = value if isinstance(value, str) else settings._to_wire(value)
-    return settings.from_values(values, {"kimi-k3:apiKey"}, stack="hyperpod")
+    return settings.from_values(stack_config("hyperpod", **changes), {"kimi-k3:apiKey"}, stack="hyperpod")
 
 
 def refused(**changes) -> SettingsError:

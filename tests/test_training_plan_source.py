@@ -7,7 +7,6 @@ resource; these tests give it a real botocore SageMaker client whose calls Stubb
 
 from __future__ import annotations
 
-import botocore.session
 import pytest
 from botocore.stub import Stubber
 
@@ -16,27 +15,17 @@ from components.errors import UserError
 from components.offline.sagemaker import OfflineSageMaker
 from components.platform import Platform
 from components.training_plan_check import stack_training_plan
+from tests.aws_stubs import client as aws_client
+from tests.aws_stubs import installed_client
 from tests.conftest import NOW
 
 STACK = settings.load_stack("hyperpod")
 PLAN = offline.default_training_plan(STACK, NOW)
 
 
-def sagemaker(region: str = "us-east-1"):
-    """A real botocore SageMaker client (fake credentials: Stubber answers before anything is signed or sent)."""
-    return botocore.session.get_session().create_client("sagemaker", region_name=region, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
-
-
 def test_the_default_reader_is_boto3_for_the_stacks_region(monkeypatch):
-    client = sagemaker()
-    regions: list[str | None] = []
-
-    def make_client(region):
-        regions.append(region)
-        return client
-
-    monkeypatch.setattr(training_plan_check, "make_client", make_client)
-    with Stubber(client) as stub:
+    client = aws_client("sagemaker")
+    with installed_client(monkeypatch, training_plan_check, client) as (stub, regions):
         stub.add_response("describe_training_plan", PLAN.describe_response(), {"TrainingPlanName": PLAN.arn})
         assert stack_training_plan(PLAN.arn, "us-east-1") == PLAN
         stub.assert_no_pending_responses()
@@ -47,7 +36,7 @@ def test_the_offline_engines_answer_has_the_shape_of_the_real_model():
     """What the engine's stand-in client returns is a DescribeTrainingPlan response botocore accepts (Stubber validates it)."""
     answers = offline.OfflineEngine(now=NOW, training_plan=PLAN).training_plans
     response = OfflineSageMaker(answers, "us-east-1").describe_training_plan(TrainingPlanName=PLAN.arn)
-    client = sagemaker()
+    client = aws_client("sagemaker")
     with Stubber(client) as stub:
         stub.add_response("describe_training_plan", response, {"TrainingPlanName": PLAN.arn})
         assert training_plan_check.read_training_plan(client, PLAN.arn) == PLAN
@@ -66,7 +55,7 @@ def platform_reading_through(client, engine: offline.OfflineEngine) -> offline.O
 
 
 def test_the_stack_reads_its_plan_once_before_declaring_anything():
-    client = sagemaker()
+    client = aws_client("sagemaker")
     with Stubber(client) as stub:
         stub.add_response("describe_training_plan", PLAN.describe_response(), {"TrainingPlanName": STACK.hyperpod.training_plan})
         # The engine knows the account's plan too (its create-time rules look the instance group's plan up, as AWS does).
@@ -81,7 +70,7 @@ def test_the_stack_reads_its_plan_once_before_declaring_anything():
     ("AccessDeniedException", "not authorized", "AWS denied sagemaker:DescribeTrainingPlan in us-east-1 (AccessDeniedException)"),
 ])
 def test_a_plan_that_cannot_be_read_stops_the_stack_in_one_line_naming_the_key(code, message, expected):
-    client = sagemaker()
+    client = aws_client("sagemaker")
     engine = offline.OfflineEngine(now=NOW, region="us-east-1")
     with Stubber(client) as stub, pytest.raises(UserError) as error:
         stub.add_client_error("describe_training_plan", code, message, expected_params={"TrainingPlanName": STACK.hyperpod.training_plan})

@@ -7,14 +7,12 @@ and response is checked against ``sagemaker/2017-07-24/service-2.json`` of botoc
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 import types
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-import botocore.session
 import pytest
 from botocore.stub import Stubber
 
@@ -22,6 +20,8 @@ from components import cli
 from components import training_plans as tp
 from components.cli import hyperpod_plans as plans_cli
 from components.errors import UserError
+from tests.aws_stubs import SESSION, FakeStdin, installed_client
+from tests.aws_stubs import client as aws_client
 
 UTC = UTC
 NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
@@ -33,18 +33,6 @@ OFF_A = "tpo-0a1b2c3d4e5f67890"
 OFF_B = "tpo-0f1e2d3c4b5a69788"
 EXT = "tpeo-7f3e2c1b0a9d8e7f6"
 SEARCH = {"InstanceType": "ml.p6-b300.48xlarge", "InstanceCount": 2, "DurationHours": 168, "TargetResources": ["hyperpod-cluster"]}
-_SESSION = botocore.session.get_session()
-
-
-class FakeStdin(io.StringIO):
-    """stdin with a chosen answer to ``isatty()``."""
-
-    def __init__(self, text: str, tty: bool) -> None:
-        super().__init__(text)
-        self._tty = tty
-
-    def isatty(self) -> bool:
-        return self._tty
 
 
 @pytest.fixture(autouse=True)
@@ -55,17 +43,9 @@ def pinned_clock(monkeypatch):
 @pytest.fixture
 def sm(monkeypatch):
     """A stubbed SageMaker client, installed as the client factory's result."""
-    client = _SESSION.create_client("sagemaker", region_name=REGION, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
-    regions: list[str | None] = []
-
-    def factory(region):
-        regions.append(region)
-        return client
-
-    monkeypatch.setattr(tp, "make_client", factory)
-    with Stubber(client) as stub:
+    client = aws_client("sagemaker")
+    with installed_client(monkeypatch, tp, client) as (stub, regions):
         yield types.SimpleNamespace(stub=stub, client=client, regions=regions)
-        stub.assert_no_pending_responses()
 
 
 @pytest.fixture
@@ -108,7 +88,7 @@ def plan(status="Scheduled", start=START, targets=("hyperpod-cluster",), az="us-
 
 
 def test_the_operations_exist_in_botocores_sagemaker_model():
-    model = _SESSION.get_service_model("sagemaker")
+    model = SESSION.get_service_model("sagemaker")
     for op in ("SearchTrainingPlanOfferings", "CreateTrainingPlan", "DescribeTrainingPlan", "ExtendTrainingPlan", "DescribeTrainingPlanExtensionHistory"):
         assert op in model.operation_names
     assert list(model.operation_model("ExtendTrainingPlan").input_shape.required_members) == ["TrainingPlanExtensionOfferingId"]
@@ -375,7 +355,7 @@ def test_extend_interactive_no(sm, capsys, monkeypatch):
 
 
 def test_extension_history_reads_every_page():
-    client = _SESSION.create_client("sagemaker", region_name=REGION, aws_access_key_id="AKIAEXAMPLE", aws_secret_access_key="x")
+    client = aws_client("sagemaker")
     item = {"TrainingPlanExtensionOfferingId": EXT, "Status": "Active", "PaymentStatus": "Paid", "UpfrontFee": "1", "CurrencyCode": "USD"}
     with Stubber(client) as stub:
         stub.add_response("describe_training_plan_extension_history", {"TrainingPlanExtensions": [item], "NextToken": "t"}, {"TrainingPlanArn": ARN})

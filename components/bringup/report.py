@@ -18,6 +18,7 @@ from components.bringup.pods import VERIFYING, WEIGHTS, PodView
 from components.capacity.assessment import Finding
 from components.capacity.facts import CapacityBlockFacts
 from components.clock import utc
+from components.human_time import duration_text, minute_text
 
 SCHEMA = "kimi-k3-status/1"
 """``schema`` of the JSON document; bumped when a field changes meaning."""
@@ -128,22 +129,6 @@ def _pod_json(p: PodView, now: datetime) -> dict[str, Any]:
 # --------------------------------------------------------------------------- for people
 
 
-def delta(value: timedelta) -> str:
-    """``6d 23h 25m`` (sign dropped)."""
-    minutes = int(abs(value).total_seconds() // 60)
-    days, rest = divmod(minutes, 1440)
-    hours, mins = divmod(rest, 60)
-    parts = [f"{days}d"] if days else []
-    if days or hours:
-        parts.append(f"{hours}h")
-    parts.append(f"{mins}m")
-    return " ".join(parts)
-
-
-def _ts(moment: datetime | None) -> str:
-    return "-" if moment is None else utc(moment).strftime("%Y-%m-%d %H:%M")
-
-
 def bar(done: float, total: float, elapsed_s: float, *, unit: str = "B", rate: float | None = None, width: int = 20) -> str:
     """A tqdm progress bar as text (tqdm's own meter, so the figures read like every other tqdm bar)."""
     scale = unit == "B"
@@ -162,13 +147,13 @@ def _block_lines(report: BringUp, now: datetime) -> list[str]:
     lines = [f"Capacity Block {b.reservation_id}: {b.state}, {b.instance_count} x {b.instance_type} in {b.availability_zone}"]
     if b.start is not None and b.end is not None:
         start, end = utc(b.start), utc(b.end)
-        when = f"starts in {delta(start - now)}" if start > now else f"started {delta(now - start)} ago"
-        left = f"ends in {delta(end - now)}" if end > now else f"ended {delta(now - end)} ago"
-        lines.append(f"  window      {_ts(start)} -> {_ts(end)} UTC, {when}, {left}")
+        when = f"starts in {duration_text(start - now)}" if start > now else f"started {duration_text(now - start)} ago"
+        left = f"ends in {duration_text(end - now)}" if end > now else f"ended {duration_text(now - end)} ago"
+        lines.append(f"  window      {minute_text(start)} -> {minute_text(end)} UTC, {when}, {left}")
         if start <= now < end:
             used = (now - start).total_seconds()
             meter = tqdm.format_meter(used, (end - start).total_seconds(), used, bar_format="{percentage:3.0f}%|{bar:20}|")
-            lines.append(f"  elapsed     {meter} {delta(now - start)} of {delta(end - start)}")
+            lines.append(f"  elapsed     {meter} {duration_text(now - start)} of {duration_text(end - start)}")
     for label, finding in (("extension", report.extension), ("scale-down", report.scaledown)):
         if finding is not None:
             lines.append(f"  {label:<11} {finding.level} {finding.message}")
@@ -181,7 +166,7 @@ def _node_lines(report: BringUp, now: datetime) -> list[str]:
         return ["GPU nodes: not read"]
     lines = [f"GPU nodes: {n.joined} of {n.reserved} joined, {n.ready} Ready, {n.gpus_allocatable} GPUs allocatable"]
     for node in n.nodes:
-        age = f"joined {delta(now - node.created)} ago" if node.created else ""
+        age = f"joined {duration_text(now - node.created)} ago" if node.created else ""
         health = f"  {'; '.join(node.unhealthy)}" if node.unhealthy else ""
         lines.append(f"  {node.name:<44} {'Ready' if node.ready else 'NotReady':<8} {node.gpus_allocatable} GPUs  {age}{health}".rstrip())
     return lines
@@ -207,7 +192,7 @@ def _pod_line(p: PodView, now: datetime) -> list[str]:
 def render(report: BringUp) -> list[str]:
     """The snapshot as lines for a terminal."""
     now = utc(report.now)
-    lines = [f"kimi-k3 status {report.stack} at {_ts(now)} UTC"]
+    lines = [f"kimi-k3 status {report.stack} at {minute_text(now)} UTC"]
     lines += _block_lines(report, now)
     lines += _node_lines(report, now)
     lines.append(f"Serving pods in {report.namespace}: {report.replicas_ready} of {report.replicas_expected} replicas ready")
@@ -235,4 +220,4 @@ def summary_line(report: BringUp) -> str:
     return f"{now:%H:%M:%S} block {block}; {nodes}; {phases}; {report.replicas_ready}/{report.replicas_expected} ready"
 
 
-__all__ = ["HOPELESS_STATES", "SCHEMA", "BringUp", "bar", "delta", "render", "summary_line"]
+__all__ = ["HOPELESS_STATES", "SCHEMA", "BringUp", "bar", "render", "summary_line"]

@@ -10,7 +10,7 @@ the one place that creates clients (tests replace it). botocore is imported lazi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,14 +79,19 @@ def translate_aws_error(exc: BaseException, region: str | None = None) -> UserEr
 
 
 @contextlib.contextmanager
-def aws_errors(region: str | None = None) -> Iterator[None]:
-    """Context manager: re-raise any botocore error as a one-line :class:`UserError`."""
+def translated_errors(translate: Callable[[BaseException, str | None], UserError], region: str | None = None) -> Iterator[None]:
+    """Context manager: re-raise any botocore error as the one-line :class:`UserError` ``translate`` makes of it."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         yield
     except (BotoCoreError, ClientError) as exc:
-        raise translate_aws_error(exc, region) from None
+        raise translate(exc, region) from None
+
+
+def aws_errors(region: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """Context manager: re-raise any botocore error as a one-line :class:`UserError` (:func:`translate_aws_error`)."""
+    return translated_errors(translate_aws_error, region)
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,7 @@ __all__ = [
     "aws_errors",
     "make_clients",
     "translate_aws_error",
+    "translated_errors",
     "validate_offering_id",
     "validate_region",
     "validate_reservation_id",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from components.capacity.assessment import INSTANCE_PLATFORM
@@ -20,9 +20,7 @@ from components.capacity.facts import CapacityBlockFacts
 from components.clock import utc as _utc
 from components.errors import UserError
 from components.formats import INSTANCE_TYPE
-
-PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
-"""Tag put on every Capacity Block reservation bought through this tool."""
+from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee, offering_by_id
 
 MAX_START_AHEAD = timedelta(weeks=8)
 """Capacity Blocks can start at most this far ahead."""
@@ -45,19 +43,11 @@ def parse_when(text: str, flag: str) -> datetime:
 
 
 @dataclass(frozen=True)
-class OfferingQuery:
+class OfferingQuery(CapacitySearch):
     """A validated search for Capacity Block offerings."""
 
-    instance_type: str
-    count: int
-    days: int
-    start_after: datetime | None = None
     start_before: datetime | None = None
-
-    @property
-    def duration_hours(self) -> int:
-        """The duration as ``CapacityDurationHours``."""
-        return self.days * 24
+    """Latest start (UTC)."""
 
     def request(self) -> dict[str, Any]:
         """Parameters for ``describe_capacity_block_offerings``.
@@ -95,12 +85,9 @@ def build_offering_query(
         raise UserError(f"--count {count} is not accepted; a Capacity Block holds 1 to {MAX_INSTANCES} instances")
     now = _utc(now)
     latest = now + MAX_START_AHEAD
-    if start_after is not None:
-        start_after = _utc(start_after)
-        if start_after < now:
-            raise UserError(f"--start-after {start_after:%Y-%m-%d %H:%M} UTC is in the past; omit it to search from now")
-        if start_after > latest:
-            raise UserError(f"--start-after must be within 8 weeks (before {latest:%Y-%m-%d %H:%M} UTC)")
+    start_after = checked_start_after(start_after, now)
+    if start_after is not None and start_after > latest:
+        raise UserError(f"--start-after must be within 8 weeks (before {latest:%Y-%m-%d %H:%M} UTC)")
     if start_before is not None:
         start_before = _utc(start_before)
         if start_before <= now:
@@ -129,10 +116,6 @@ class Offering:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> Offering:
         """Build from one ``CapacityBlockOfferings`` entry."""
-        try:
-            fee = Decimal(item.get("UpfrontFee", "0"))
-        except InvalidOperation:
-            fee = Decimal("NaN")
         return cls(
             offering_id=item["CapacityBlockOfferingId"],
             instance_type=item.get("InstanceType", ""),
@@ -141,7 +124,7 @@ class Offering:
             start=_utc(item["StartDate"]),
             end=_utc(item["EndDate"]),
             duration_hours=int(item.get("CapacityBlockDurationHours", 0)),
-            upfront_fee=fee,
+            upfront_fee=fee(item.get("UpfrontFee")),
             currency=item.get("CurrencyCode", ""),
         )
 
@@ -162,13 +145,12 @@ def find_offerings(ec2: Any, query: OfferingQuery) -> tuple[Offering, ...]:
 def find_offering(ec2: Any, query: OfferingQuery, offering_id: str) -> Offering:
     """The offering ``offering_id`` among those ``query`` returns, or UserError if it is gone."""
     validate_offering_id(offering_id)
-    for offering in find_offerings(ec2, query):
-        if offering.offering_id == offering_id:
-            return offering
-    raise UserError(
+    return offering_by_id(
+        find_offerings(ec2, query),
+        offering_id,
         f"offering {offering_id} is not among the current offerings for {query.count} x "
         f"{query.instance_type}, {query.days} days in {ec2.meta.region_name}: offerings go first come, "
-        "first served; run `kimi-k3 capacity offerings` with the same flags again"
+        "first served; run `kimi-k3 capacity offerings` with the same flags again",
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
 
+from components.cli.arguments import non_negative_int, positive_float, positive_int
 from components.errors import UserError
 
 API_KEY_ENV = "KIMI_K3_API_KEY"
@@ -40,39 +41,6 @@ def duration_sample_count(duration_s: float, max_concurrency: int) -> int:
     """How many distinct requests to prepare for a --duration run (before the token budget)."""
     wanted = math.ceil(duration_s * max_concurrency * DURATION_REQUESTS_PER_SLOT_S)
     return max(2 * max_concurrency, min(wanted, MAX_DURATION_SAMPLES))
-
-
-def _positive_int(text: str) -> int:
-    """A whole number >= 1 (argparse names the flag in its message)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    """A whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    """A finite number > 0 (argparse names the flag in its message)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number greater than 0")
-    return value
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -133,21 +101,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="comma-separated load levels: requests kept in flight (default: {})".format(",".join(map(str, DEFAULT_CONCURRENCY))),
     )
     amount = parser.add_mutually_exclusive_group()
-    amount.add_argument("--requests", type=_positive_int, default=None, metavar="N",
+    amount.add_argument("--requests", type=positive_int, default=None, metavar="N",
                         help=f"requests per level (default: {DEFAULT_REQUESTS})")
-    amount.add_argument("--duration", type=_positive_float, default=None, metavar="S",
+    amount.add_argument("--duration", type=positive_float, default=None, metavar="S",
                         help="seconds per level instead of a request count")
     parser.add_argument("--model", default="Kimi-K3", help="served model name (default: %(default)s)")
     parser.add_argument(
-        "--price-per-hour", type=_positive_float, default=DEFAULT_PRICE_PER_INSTANCE_HOUR_USD,
+        "--price-per-hour", type=positive_float, default=DEFAULT_PRICE_PER_INSTANCE_HOUR_USD,
         metavar="USD", help="instance-hour price for the cost column (default: %(default)g, p6-b300 Capacity Block)",
     )
-    parser.add_argument("--instances", type=_positive_int, default=1, metavar="N",
+    parser.add_argument("--instances", type=positive_int, default=1, metavar="N",
                         help="instances serving the endpoint; the cost multiplies by it (default: 1)")
-    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed for the sampled lengths and AIPerf (default: 0)")
-    parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="S",
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed for the sampled lengths and AIPerf (default: 0)")
+    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help="seconds one request may take before it counts as an error (default: %(default)g)")
-    parser.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="AIPerf worker processes (default: AIPerf sizes them to the machine)")
     parser.set_defaults(func=run)
     parser.error = _refuse

@@ -8,7 +8,6 @@ action here rather than a side effect of ``pulumi up``. The AWS logic lives in
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,9 @@ from typing import Any
 from components.capacity import assessment, preflight, status
 from components.capacity import aws as capacity_aws
 from components.capacity import offerings as capacity_offerings
-from components.errors import UserError
+from components.cli.arguments import add_stack_arguments, whole_number
+from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags, stack_config_hint
+from components.human_time import duration_text, minute_text
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
 CONFIG_KEY = "kimi-k3:capacityReservationId"
@@ -30,29 +31,12 @@ def utcnow() -> datetime:
 # --------------------------------------------------------------------------- formatting
 
 
-def format_delta(delta: timedelta) -> str:
-    """``9d 3h 30m`` style duration (sign dropped; callers say "in"/"ago")."""
-    minutes = int(abs(delta).total_seconds() // 60)
-    days, rem = divmod(minutes, 1440)
-    hours, mins = divmod(rem, 60)
-    parts = [f"{days}d"] if days else []
-    if days or hours:
-        parts.append(f"{hours}h")
-    parts.append(f"{mins}m")
-    return " ".join(parts)
-
-
 def _relative(when: datetime | None, now: datetime, future: str, past: str) -> str:
     """"in 2d 1h 0m" / "3h 5m ago" relative to ``now``."""
     if when is None:
         return "-"
     delta = when - now
-    return f"{future} {format_delta(delta)}" if delta > timedelta(0) else f"{past} {format_delta(delta)} ago"
-
-
-def _ts(when: datetime | None) -> str:
-    """A UTC timestamp to the minute."""
-    return "-" if when is None else when.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    return f"{future} {duration_text(delta)}" if delta > timedelta(0) else f"{past} {duration_text(delta)} ago"
 
 
 def _days(hours: int) -> str:
@@ -83,16 +67,6 @@ def _query(args: argparse.Namespace, now: datetime) -> capacity_offerings.Offeri
     )
 
 
-def _search_flags(args: argparse.Namespace, region: str) -> str:
-    """The search flags to repeat on a purchase command line."""
-    flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
-    if args.start_after:
-        flags += f" --start-after {args.start_after}"
-    if args.start_before:
-        flags += f" --start-before {args.start_before}"
-    return f"{flags} --region {region}"
-
-
 def cmd_offerings(args: argparse.Namespace) -> int:
     """List offerings, cheapest first."""
     now = utcnow()
@@ -106,19 +80,10 @@ def cmd_offerings(args: argparse.Namespace) -> int:
         return 0
     rows = [["OFFERING", "AZ", "START (UTC)", "END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
     for o in offerings:
-        rows.append([o.offering_id, o.availability_zone, _ts(o.start), _ts(o.end), _days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
+        rows.append([o.offering_id, o.availability_zone, minute_text(o.start), minute_text(o.end), _days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
     print(_table(rows))
-    print(f"\nTo buy one (irreversible): kimi-k3 capacity purchase OFFERING_ID {_search_flags(args, region)}")
+    print(f"\nTo buy one (irreversible): kimi-k3 capacity purchase OFFERING_ID {search_flags(args, region, 'start_before')}")
     return 0
-
-
-def _confirm(prompt: str) -> bool:
-    """Ask on stdin; True only for an explicit yes."""
-    try:
-        answer = input(prompt)
-    except EOFError:
-        return False
-    return answer.strip().lower() in {"y", "yes"}
 
 
 def cmd_purchase(args: argparse.Namespace) -> int:
@@ -126,25 +91,20 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     capacity_aws.validate_offering_id(args.offering_id)
     now = utcnow()
     query = _query(args, now)
-    if not args.yes and not sys.stdin.isatty():
-        raise UserError("refusing to buy a Capacity Block without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
+    refuse_without_confirmation(args.yes, "buy a Capacity Block")
     clients = capacity_aws.make_clients(args.region)
     offering = capacity_offerings.find_offering(clients.ec2, query, args.offering_id)
     print(f"Offering {offering.offering_id}: {offering.instance_count} x {offering.instance_type} in {offering.availability_zone} ({clients.region})")
-    print(f"  window       {_ts(offering.start)} UTC -> {_ts(offering.end)} UTC, {_days(offering.duration_hours)}, starts {_relative(offering.start, now, 'in', 'started')}")
+    print(f"  window       {minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {_days(offering.duration_hours)}, starts {_relative(offering.start, now, 'in', 'started')}")
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
     print("A Capacity Block purchase cannot be cancelled or refunded.")
-    if not args.yes and not _confirm(f"Buy this Capacity Block for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
-        print("Not purchased.")
+    if not confirmed_payment(args.yes, "Buy this Capacity Block", offering.upfront_fee, offering.currency, "Not purchased."):
         return 1
     reservation = capacity_offerings.purchase_block(clients.ec2, offering.offering_id)
     rid = reservation.reservation_id
     stack = args.stack or "STACK"
     print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}).")
-    print(f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):")
-    print(f"  {CONFIG_KEY}: {rid}")
-    print("or run:")
-    print(f"  pulumi config set {CONFIG_KEY} {rid} -s {stack}")
+    print(stack_config_hint(CONFIG_KEY, rid, stack))
     print(f"Before the block starts, run: kimi-k3 capacity preflight {stack}")
     return 0
 
@@ -156,7 +116,7 @@ def _print_one(view: status.ReservationView, now: datetime) -> None:
     print(f"{r.reservation_id}  {r.state}  ({r.reservation_type})")
     print(f"  instance type  {r.instance_type}")
     print(f"  AZ             {az}")
-    print(f"  window         {_ts(r.start)} UTC -> {_ts(r.end)} UTC")
+    print(f"  window         {minute_text(r.start)} UTC -> {minute_text(r.end)} UTC")
     print(f"  start          {_relative(r.start, now, 'in', 'started')}")
     print(f"  end            {_relative(r.end, now, 'in', 'ended')}")
     print(f"  instances      {r.instance_count} reserved, {r.in_use} in use, {r.available_instances} available")
@@ -186,8 +146,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             when = _relative(r.start, now, "starts in", "started")
         else:
             when = _relative(r.end, now, "ends in", "ended")
-        rows.append([r.reservation_id, r.state, r.instance_type, r.availability_zone, _ts(r.start), _ts(r.end), when, f"{r.in_use}/{r.instance_count}"])
-    print(f"Capacity Block reservations in {clients.region} (now {_ts(now)} UTC):")
+        rows.append([r.reservation_id, r.state, r.instance_type, r.availability_zone, minute_text(r.start), minute_text(r.end), when, f"{r.in_use}/{r.instance_count}"])
+    print(f"Capacity Block reservations in {clients.region} (now {minute_text(now)} UTC):")
     print(_table(rows))
     return 0
 
@@ -226,7 +186,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         vcpus_per_node=_vcpus(s.capacity.instance_type),
         availability_zones=_network_azs(s),
     )
-    print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {_ts(now)} UTC:")
+    print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {minute_text(now)} UTC:")
     for c in report.checks:
         print(f"{c.level:<4}  {c.code}: {c.message}")
     exists = report.reservation_id and not any(c.code == "reservation" and c.level == assessment.FAIL for c in report.checks)
@@ -248,19 +208,11 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- wiring
 
 
-def _positive_int(text: str) -> int:
-    """argparse type for integers (range checks happen in components.capacity.offerings)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
 def _add_search_flags(p: argparse.ArgumentParser, required: bool) -> None:
     """Flags shared by ``offerings`` and ``purchase`` (purchase re-finds the offering with them)."""
     p.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE, help=f"EC2 instance type (default {DEFAULT_INSTANCE_TYPE})")
-    p.add_argument("--count", type=_positive_int, required=required, help="instances in the block, 1-64")
-    p.add_argument("--days", type=_positive_int, required=required, help="duration: 1-14 days, or 21-182 in multiples of 7")
+    p.add_argument("--count", type=whole_number, required=required, help="instances in the block, 1-64")
+    p.add_argument("--days", type=whole_number, required=required, help="duration: 1-14 days, or 21-182 in multiples of 7")
     p.add_argument("--start-after", metavar="ISO", help="earliest start, e.g. 2026-06-10 or 2026-06-10T11:30Z (within 8 weeks)")
     p.add_argument("--start-before", metavar="ISO", help="latest start (within 8 weeks)")
 
@@ -298,8 +250,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("preflight", help="go/no-go checks on a stack's Capacity Block before it starts")
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(p)
     p.set_defaults(func=cmd_preflight)
 
     from components.cli import capacity_extend, capacity_scale_up

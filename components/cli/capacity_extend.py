@@ -8,7 +8,6 @@ AWS call). The rules and AWS calls live in :mod:`components.capacity_extensions`
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,10 @@ from components.capacity import aws as capacity_aws
 from components.capacity import status
 from components.capacity.facts import CapacityBlockFacts
 from components.cli import capacity as capacity_cli
+from components.cli.arguments import add_stack_arguments, whole_number
+from components.cli.purchase import confirmed_payment, refuse_without_confirmation
 from components.errors import UserError
+from components.human_time import minute_text
 
 
 def _stack_block(stack: str, program: Path | None = None) -> tuple[Any, str]:
@@ -44,13 +46,13 @@ def cmd_extend_offerings(args: argparse.Namespace) -> int:
     clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offerings = ext.find_extension_offerings(clients.ec2, rid, days)
-    print(f"Extensions of {rid} ({reservation.instance_count} x {reservation.instance_type}, ends {capacity_cli._ts(reservation.end)} UTC) by {days} days:")
+    print(f"Extensions of {rid} ({reservation.instance_count} x {reservation.instance_type}, ends {minute_text(reservation.end)} UTC) by {days} days:")
     if not offerings:
         print("No extension offerings: extensions are not guaranteed; try another duration or later.")
         return 0
     rows = [["OFFERING", "NEW END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
     for o in offerings:
-        rows.append([o.offering_id, capacity_cli._ts(o.extension_end), capacity_cli._days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
+        rows.append([o.offering_id, minute_text(o.extension_end), capacity_cli._days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
     print(capacity_cli._table(rows))
     print(f"\nTo buy one (irreversible): kimi-k3 capacity extend {args.stack} OFFERING_ID --days {days}")
     return 0
@@ -60,21 +62,19 @@ def cmd_extend(args: argparse.Namespace) -> int:
     """Re-find the offering, show the new end and the fee, confirm, buy."""
     ext.validate_extension_offering_id(args.offering_id)
     days = ext.validate_days(args.days)
-    if not args.yes and not sys.stdin.isatty():
-        raise UserError("refusing to buy a Capacity Block extension without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
+    refuse_without_confirmation(args.yes, "buy a Capacity Block extension")
     settings, rid = _stack_block(args.stack, args.program)
     clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offering = ext.find_extension_offering(clients.ec2, rid, days, args.offering_id)
     print(f"Extension {offering.offering_id} of {rid}: {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}")
-    print(f"  end          {capacity_cli._ts(reservation.end)} UTC -> {capacity_cli._ts(offering.extension_end)} UTC (+{capacity_cli._days(offering.duration_hours)})")
+    print(f"  end          {minute_text(reservation.end)} UTC -> {minute_text(offering.extension_end)} UTC (+{capacity_cli._days(offering.duration_hours)})")
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
     print("An extension cannot be cancelled or refunded; its payment can stay pending for up to 12 hours.")
-    if not args.yes and not capacity_cli._confirm(f"Extend the block for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
-        print("Not extended.")
+    if not confirmed_payment(args.yes, "Extend the block", offering.upfront_fee, offering.currency, "Not extended."):
         return 1
     bought = ext.purchase_extension(clients.ec2, rid, offering.offering_id)
-    print(f"\nExtension bought: status {bought.status}; {rid} keeps its id and will end {capacity_cli._ts(bought.end)} UTC once paid.")
+    print(f"\nExtension bought: status {bought.status}; {rid} keeps its id and will end {minute_text(bought.end)} UTC once paid.")
     print(f"When the payment has succeeded, run `pulumi up -s {args.stack}`: outputs, alert rules and the dashboard re-derive the end from the reservation.")
     print(f"Then check EKS's scale-down action moved: kimi-k3 status {args.stack}")
     return 0
@@ -83,9 +83,8 @@ def cmd_extend(args: argparse.Namespace) -> int:
 def add_subcommands(sub: Any) -> None:
     """Add ``extend-offerings`` and ``extend`` to the ``capacity`` subparsers."""
     p = sub.add_parser("extend-offerings", help="list extensions of a stack's Capacity Block, cheapest first")
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
-    p.add_argument("--days", type=capacity_cli._positive_int, required=True, help="extension length: 1-14 days, or 21-182 in multiples of 7")
+    add_stack_arguments(p)
+    p.add_argument("--days", type=whole_number, required=True, help="extension length: 1-14 days, or 21-182 in multiples of 7")
     p.set_defaults(func=cmd_extend_offerings)
 
     p = sub.add_parser(
@@ -94,9 +93,8 @@ def add_subcommands(sub: Any) -> None:
         description="Extend the stack's Capacity Block. --days must be the one the offering was listed with, "
         "so the new end and the fee can be shown again before buying.",
     )
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(p)
     p.add_argument("offering_id", metavar="OFFERING_ID", help="id from `kimi-k3 capacity extend-offerings`")
-    p.add_argument("--days", type=capacity_cli._positive_int, required=True, help="the length the offering was listed with")
+    p.add_argument("--days", type=whole_number, required=True, help="the length the offering was listed with")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
     p.set_defaults(func=cmd_extend)

@@ -9,13 +9,13 @@ within the block's window).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from components import nodegroup_scaling as scaling
 from components.capacity import aws as capacity_aws
 from components.capacity.status import describe_reservation
 from components.cli import capacity as capacity_cli
+from components.cli.arguments import add_stack_arguments
 from components.errors import UserError
 
 
@@ -55,8 +55,7 @@ def add_subcommand(sub: Any) -> None:
         description="Set the stack's Capacity Block node group to the reserved count now (EKS UpdateNodegroupConfig). "
         "Refused unless the block is active and more than 40 minutes from its end.",
     )
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(p)
     p.add_argument("--count", type=int, help="nodes to ask for (default: the block's reserved count)")
     p.add_argument("--cluster", help="EKS cluster name (default: the stack's, kimi-k3-STACK)")
     p.add_argument("--dry-run", action="store_true", help="show what would change, send nothing")

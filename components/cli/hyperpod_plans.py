@@ -19,8 +19,10 @@ from typing import Any
 from components import training_plans as tp
 from components.capacity.aws import validate_region
 from components.capacity.offerings import parse_when
-from components.cli.capacity import _confirm, _relative, _table, _ts
-from components.errors import UserError
+from components.cli.arguments import whole_number
+from components.cli.capacity import _relative, _table
+from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags, stack_config_hint
+from components.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
 """The HyperPod instance type that holds one Kimi K3 replica."""
@@ -55,20 +57,6 @@ def _query(args: argparse.Namespace, now: datetime) -> tp.OfferingQuery:
     )
 
 
-def _search_flags(args: argparse.Namespace, region: str) -> str:
-    flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
-    if args.start_after:
-        flags += f" --start-after {args.start_after}"
-    if args.end_before:
-        flags += f" --end-before {args.end_before}"
-    return f"{flags} --region {region}"
-
-
-def _refuse_without_confirmation(args: argparse.Namespace, what: str) -> None:
-    if not args.yes and not sys.stdin.isatty():
-        raise UserError(f"refusing to {what} without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
-
-
 # --------------------------------------------------------------------------- commands
 
 
@@ -87,10 +75,10 @@ def cmd_offerings(args: argparse.Namespace) -> int:
         return 0
     rows = [["OFFERING", "AZ", "START (UTC)", "END (UTC)", "DURATION", "INSTANCES", "UPFRONT FEE", "CURRENCY"]]
     for o in offerings:
-        rows.append([o.offering_id, ",".join(o.availability_zones) or "-", _ts(o.start), _ts(o.end), _hours(o.duration_hours),
+        rows.append([o.offering_id, ",".join(o.availability_zones) or "-", minute_text(o.start), minute_text(o.end), _hours(o.duration_hours),
                      str(o.instance_count), f"{o.upfront_fee:,.2f}", o.currency])
     print(_table(rows))
-    print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans purchase OFFERING_ID --name NAME {_search_flags(args, region)}")
+    print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans purchase OFFERING_ID --name NAME {search_flags(args, region, 'end_before')}")
     return 0
 
 
@@ -100,31 +88,25 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     tp.validate_plan_name(args.name)
     now = utcnow()
     query = _query(args, now)
-    _refuse_without_confirmation(args, "buy a training plan")
+    refuse_without_confirmation(args.yes, "buy a training plan")
     sm = tp.make_client(args.region)
     offering = tp.find_offering(sm, query, args.offering_id)
     region = sm.meta.region_name
     out = sys.stderr if args.json else sys.stdout
     print(f"Offering {offering.offering_id}: {offering.instance_count} x {query.instance_type} in {','.join(offering.availability_zones) or '?'} ({region})", file=out)
-    print(f"  window       {_ts(offering.start)} UTC -> {_ts(offering.end)} UTC, {_hours(offering.duration_hours)}, "
+    print(f"  window       {minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {_hours(offering.duration_hours)}, "
           f"starts {_relative(offering.start, now, 'in', 'started')}", file=out)
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}", file=out)
     print("A training plan purchase is a payment that this tool cannot undo.", file=out)
-    if not args.yes:
-        sys.stdout.flush()
-        if not _confirm(f"Buy training plan {args.name} for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
-            print("Not purchased.", file=out)
-            return 1
+    if not confirmed_payment(args.yes, f"Buy training plan {args.name}", offering.upfront_fee, offering.currency, "Not purchased.", out):
+        return 1
     arn = tp.create_plan(sm, args.name, offering.offering_id)
     if args.json:
         _print_json({"trainingPlanArn": arn, "name": args.name, "offering": offering})
         return 0
     stack = args.stack or "STACK"
     print(f"\nPurchased: training plan {args.name} ({arn}); it becomes Scheduled once the payment is through.")
-    print(f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):")
-    print(f"  {CONFIG_KEY}: {arn}")
-    print("or run:")
-    print(f"  pulumi config set {CONFIG_KEY} {arn} -s {stack}")
+    print(stack_config_hint(CONFIG_KEY, arn, stack))
     print(f"Check it with: kimi-k3 hyperpod plans status {args.name} --region {region}")
     return 0
 
@@ -133,7 +115,7 @@ def _print_plan(plan: tp.TrainingPlan, now: datetime) -> None:
     print(f"{plan.name}  {plan.status}" + (f"  ({plan.status_message})" if plan.status_message else ""))
     print(f"  arn            {plan.arn}")
     print(f"  for            {', '.join(plan.target_resources) or '-'}")
-    print(f"  window         {_ts(plan.start)} UTC -> {_ts(plan.end)} UTC, {_hours(plan.duration_hours)}")
+    print(f"  window         {minute_text(plan.start)} UTC -> {minute_text(plan.end)} UTC, {_hours(plan.duration_hours)}")
     print(f"  start          {_relative(plan.start, now, 'in', 'started')}")
     print(f"  end            {_relative(plan.end, now, 'in', 'ended')}")
     print(f"  instances      {plan.total_instances} reserved, {plan.in_use_instances} in use, "
@@ -141,7 +123,7 @@ def _print_plan(plan: tp.TrainingPlan, now: datetime) -> None:
     print(f"  upfront fee    {plan.upfront_fee:,.2f} {plan.currency}")
     for c in plan.capacities:
         az = f"{c.availability_zone} ({c.availability_zone_id})" if c.availability_zone_id else c.availability_zone
-        print(f"  capacity       {c.instance_count} x {c.instance_type} in {az}, {c.status}, {_ts(c.start)} -> {_ts(c.end)} UTC")
+        print(f"  capacity       {c.instance_count} x {c.instance_type} in {az}, {c.status}, {minute_text(c.start)} -> {minute_text(c.end)} UTC")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -170,8 +152,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = [["PLAN", "STATUS", "FOR", "START (UTC)", "END (UTC)", "STARTS/ENDS", "IN USE/RESERVED"]]
     for p in plans:
         when = _relative(p.start, now, "starts in", "started") if p.start and p.start > now else _relative(p.end, now, "ends in", "ended")
-        rows.append([p.name, p.status, ",".join(p.target_resources) or "-", _ts(p.start), _ts(p.end), when, f"{p.in_use_instances}/{p.total_instances}"])
-    print(f"Training plans in {region} (now {_ts(now)} UTC):")
+        rows.append([p.name, p.status, ",".join(p.target_resources) or "-", minute_text(p.start), minute_text(p.end), when, f"{p.in_use_instances}/{p.total_instances}"])
+    print(f"Training plans in {region} (now {minute_text(now)} UTC):")
     print(_table(rows))
     return 0
 
@@ -182,7 +164,7 @@ def cmd_extend(args: argparse.Namespace) -> int:
     if args.region is not None:
         validate_region(args.region)
     if args.offering:
-        _refuse_without_confirmation(args, "extend a training plan")
+        refuse_without_confirmation(args.yes, "extend a training plan")
     sm = tp.make_client(args.region)
     plan = tp.describe_plan(sm, args.plan)
     out = sys.stderr if args.json else sys.stdout
@@ -191,33 +173,30 @@ def cmd_extend(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(offerings)
             return 0
-        print(f"Extension offerings for training plan {plan.name} ({plan.status}, ends {_ts(plan.end)} UTC), cheapest first:")
+        print(f"Extension offerings for training plan {plan.name} ({plan.status}, ends {minute_text(plan.end)} UTC), cheapest first:")
         if not offerings:
             print("No extension offerings now. Capacity for an extension is not guaranteed; try another duration later.")
             return 0
         rows = [["EXTENSION OFFERING", "AZ", "START (UTC)", "NEW END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
         for o in offerings:
-            rows.append([o.offering_id, o.availability_zone or "-", _ts(o.start), _ts(o.end), _hours(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
+            rows.append([o.offering_id, o.availability_zone or "-", minute_text(o.start), minute_text(o.end), _hours(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
         print(_table(rows))
         days = f" --days {args.days}" if args.days else ""
         print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans extend {plan.name} --offering EXTENSION_OFFERING{days} --region {sm.meta.region_name}")
         return 0
     offering = tp.find_extension_offering(sm, plan, args.offering, args.days)
-    print(f"Extend training plan {plan.name} (ends {_ts(plan.end)} UTC) with {offering.offering_id}:", file=out)
-    print(f"  extension    {_ts(offering.start)} UTC -> {_ts(offering.end)} UTC, {_hours(offering.duration_hours)}, in {offering.availability_zone or '?'}", file=out)
+    print(f"Extend training plan {plan.name} (ends {minute_text(plan.end)} UTC) with {offering.offering_id}:", file=out)
+    print(f"  extension    {minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {_hours(offering.duration_hours)}, in {offering.availability_zone or '?'}", file=out)
     print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}", file=out)
     print("An extension is a payment that this tool cannot undo.", file=out)
-    if not args.yes:
-        sys.stdout.flush()
-        if not _confirm(f"Extend {plan.name} for {offering.upfront_fee:,.2f} {offering.currency}? Type 'yes' to buy: "):
-            print("Not extended.", file=out)
-            return 1
+    if not confirmed_payment(args.yes, f"Extend {plan.name}", offering.upfront_fee, offering.currency, "Not extended.", out):
+        return 1
     extensions = tp.extend_plan(sm, offering.offering_id)
     if args.json:
         _print_json({"trainingPlanArn": plan.arn, "extensions": extensions})
         return 0
     for e in extensions:
-        print(f"Extended: {e.offering_id} {_ts(e.start)} -> {_ts(e.end)} UTC, status {e.status or '-'}, payment {e.payment_status or '-'}.")
+        print(f"Extended: {e.offering_id} {minute_text(e.start)} -> {minute_text(e.end)} UTC, status {e.status or '-'}, payment {e.payment_status or '-'}.")
     print(f"The plan keeps its ARN; no stack change is needed. Check it with: kimi-k3 hyperpod plans status {plan.name}")
     return 0
 
@@ -225,17 +204,10 @@ def cmd_extend(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- wiring
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
 def _search_flags_to(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE, help=f"HyperPod instance type (default {DEFAULT_INSTANCE_TYPE})")
-    p.add_argument("--count", type=_int, required=True, help="instances to reserve: 1, 2, 4, 8, 16, 32 or 64")
-    p.add_argument("--days", type=_int, required=True, help="duration: 1 to 182 days")
+    p.add_argument("--count", type=whole_number, required=True, help="instances to reserve: 1, 2, 4, 8, 16, 32 or 64")
+    p.add_argument("--days", type=whole_number, required=True, help="duration: 1 to 182 days")
     p.add_argument("--start-after", metavar="ISO", help="earliest start, e.g. 2026-06-10 or 2026-06-10T11:30Z")
     p.add_argument("--end-before", metavar="ISO", help="latest end")
 
@@ -275,7 +247,7 @@ def build_parser(prog: str = "kimi-k3 hyperpod plans") -> argparse.ArgumentParse
 
     p = sub.add_parser("extend", help="list extension offerings of a plan, or buy one with --offering (irreversible)")
     p.add_argument("plan", metavar="PLAN", help="plan name or ARN")
-    p.add_argument("--days", type=_int, help="length of the extension in whole days (default: every length offered)")
+    p.add_argument("--days", type=whole_number, help="length of the extension in whole days (default: every length offered)")
     p.add_argument("--offering", metavar="EXTENSION_OFFERING", help="buy this extension offering (from the listing)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
     _common(p)

@@ -22,22 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from components.cli.arguments import add_stack_arguments, positive_float
 from components.errors import UserError
 
 DEFAULT_TIMEOUT_S = 7200
 """``--wait`` gives up after this long by default (a cold start is estimated at ~30-90 min, docs/weights.md)."""
 DEFAULT_INTERVAL_S = 15.0
 """Seconds between two polls (the staging steps print a progress line every 15 s)."""
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; expected seconds above 0")
-    return value
 
 
 def stack_kubeconfig(stack: str, project_dir: Path) -> dict[str, Any]:
@@ -124,14 +115,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "the GPU nodes joined / Ready / GPUs allocatable and each serving pod's phase (Kubernetes API). "
         "Exit 0 when every replica is ready, 1 when not (or on --timeout), 2 for a usage error.",
     )
-    p.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
-    p.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(p)
     p.add_argument("--kubeconfig", type=Path, metavar="FILE", help="kubeconfig of the stack's cluster (default: `pulumi stack output kubeconfig --show-secrets`)")
     p.add_argument("--context", help="kubeconfig context to use (default: its current context)")
     p.add_argument("--namespace", help="namespace of the serving pods (default: the serving components', kimi-serving)")
     p.add_argument("--wait", action="store_true", help="poll until the endpoint is ready (exit 0), the block cannot serve, or --timeout (exit 1)")
-    p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="S", help=f"with --wait: give up after S seconds (default {DEFAULT_TIMEOUT_S})")
-    p.add_argument("--interval", type=_seconds, default=DEFAULT_INTERVAL_S, metavar="S", help=f"with --wait: seconds between polls (default {DEFAULT_INTERVAL_S:g})")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="S", help=f"with --wait: give up after S seconds (default {DEFAULT_TIMEOUT_S})")
+    p.add_argument("--interval", type=positive_float, default=DEFAULT_INTERVAL_S, metavar="S", help=f"with --wait: seconds between polls (default {DEFAULT_INTERVAL_S:g})")
     p.add_argument("--json", action="store_true", help="print the (final) snapshot as one JSON document")
     p.set_defaults(func=cmd_status)
     return p

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -48,13 +49,18 @@ def redact(value: Any) -> Any:
     return value
 
 
+def _map_leaves(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with the same dicts and lists, every other value replaced by ``leaf(value)``."""
+    if isinstance(value, dict):
+        return {k: _map_leaves(v, leaf) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_leaves(v, leaf) for v in value]
+    return leaf(value)
+
+
 def _mask(value: Any) -> Any:
     """Keep the shape of a secret value (so manifests stay valid) but hide every leaf."""
-    if isinstance(value, dict):
-        return {k: _mask(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    return SECRET_MARK
+    return _map_leaves(value, lambda _leaf: SECRET_MARK)
 
 
 def contains_secret(value: Any) -> bool:
@@ -70,10 +76,4 @@ def contains_secret(value: Any) -> bool:
 
 def redact_numbers(value: Any) -> Any:
     """Turn whole floats (the mock wire's numbers) back into ints, recursively."""
-    if isinstance(value, dict):
-        return {k: redact_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_numbers(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+    return _map_leaves(value, lambda leaf: int(leaf) if isinstance(leaf, float) and leaf.is_integer() else leaf)

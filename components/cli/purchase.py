@@ -1,0 +1,64 @@
+"""What every ``kimi-k3`` command that pays for capacity asks before it buys.
+
+Capacity Block purchases and extensions and training plan purchases and extensions
+cannot be undone, so each shows the offer, then needs ``--yes`` or an explicit ``yes``
+typed at a terminal; without a terminal and without ``--yes`` it refuses before any
+AWS call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from decimal import Decimal
+from typing import TextIO
+
+from components.errors import UserError
+
+
+def refuse_without_confirmation(yes: bool, what: str) -> None:
+    """UserError unless ``--yes`` was given or stdin is a terminal that can answer the question."""
+    if not yes and not sys.stdin.isatty():
+        raise UserError(f"refusing to {what} without confirmation: stdin is not a terminal; pass --yes to confirm non-interactively")
+
+
+def confirm(prompt: str) -> bool:
+    """Ask on stdin; True only for an explicit yes."""
+    try:
+        answer = input(prompt)
+    except EOFError:
+        return False
+    return answer.strip().lower() in {"y", "yes"}
+
+
+def confirmed_payment(yes: bool, question: str, fee: Decimal, currency: str, refused: str, out: TextIO | None = None) -> bool:
+    """True to go ahead: ``--yes``, or ``yes`` typed to "QUESTION for FEE CURRENCY?"; else prints ``refused`` and is False."""
+    if yes:
+        return True
+    sys.stdout.flush()
+    if confirm(f"{question} for {fee:,.2f} {currency}? Type 'yes' to buy: "):
+        return True
+    print(refused, file=out or sys.stdout)
+    return False
+
+
+def stack_config_hint(key: str, value: str, stack: str) -> str:
+    """How to put a bought id into the stack: the stack file line, or the ``pulumi config set`` command."""
+    return "\n".join((
+        f"Put it into the stack config (stacks/Pulumi.{stack}.yaml):",
+        f"  {key}: {value}",
+        "or run:",
+        f"  pulumi config set {key} {value} -s {stack}",
+    ))
+
+
+def search_flags(args: argparse.Namespace, region: str, *bounds: str) -> str:
+    """The search flags to repeat on a purchase command line (``bounds``: the optional window flags' dests)."""
+    flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
+    for dest in ("start_after", *bounds):
+        if getattr(args, dest):
+            flags += f" --{dest.replace('_', '-')} {getattr(args, dest)}"
+    return f"{flags} --region {region}"
+
+
+__all__ = ["confirm", "confirmed_payment", "refuse_without_confirmation", "search_flags", "stack_config_hint"]

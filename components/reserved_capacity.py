@@ -1,0 +1,86 @@
+"""What the two ways of reserving GPUs ahead share: EC2 Capacity Blocks and SageMaker training plans.
+
+Both are bought from an offering found by instance type, instance count, whole days and
+an earliest start (EC2 ``DescribeCapacityBlockOfferings``; SageMaker
+``SearchTrainingPlanOfferings``), both answer with fees as decimal strings and times as
+datetimes, and both purchases carry the project's tag. The service-specific bounds stay
+in :mod:`components.capacity.offerings` and :mod:`components.training_plans`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any, Protocol, TypeVar
+
+from components.clock import utc
+from components.errors import UserError
+
+PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
+"""Tag put on every Capacity Block reservation and training plan bought through this tool."""
+
+
+@dataclass(frozen=True)
+class CapacitySearch:
+    """The part of an offering search both services take: what, how many, how long, from when."""
+
+    instance_type: str
+    """Instance type to reserve (``p6-b300.48xlarge``; SageMaker: ``ml.p6-b300.48xlarge``)."""
+    count: int
+    """Instances to reserve."""
+    days: int
+    """Duration in whole days."""
+    start_after: datetime | None = None
+    """Earliest start (UTC)."""
+
+    @property
+    def duration_hours(self) -> int:
+        """The duration in hours, the unit both APIs take."""
+        return self.days * 24
+
+
+def checked_start_after(start_after: datetime | None, now: datetime) -> datetime | None:
+    """``--start-after`` made UTC; UserError when it lies before ``now``."""
+    if start_after is None:
+        return None
+    start_after = utc(start_after)
+    if start_after < utc(now):
+        raise UserError(f"--start-after {start_after:%Y-%m-%d %H:%M} UTC is in the past; omit it to search from now")
+    return start_after
+
+
+class _HasOfferingId(Protocol):
+    @property
+    def offering_id(self) -> str: ...
+
+
+OfferingT = TypeVar("OfferingT", bound=_HasOfferingId)
+
+
+def offering_by_id(offerings: Iterable[OfferingT], offering_id: str, gone: str) -> OfferingT:
+    """The offering ``offering_id`` among the current ``offerings``; UserError ``gone`` when it is not offered (any more).
+
+    Offerings go first come, first served, so every purchase finds its offering again right before buying.
+    """
+    for offering in offerings:
+        if offering.offering_id == offering_id:
+            return offering
+    raise UserError(gone)
+
+
+def fee(value: Any) -> Decimal:
+    """An ``UpfrontFee`` as a Decimal: missing or empty is 0, anything unparsable NaN (shown, never hidden)."""
+    try:
+        return Decimal(str(value if value not in (None, "") else "0"))
+    except InvalidOperation:
+        return Decimal("NaN")
+
+
+def optional_utc(value: datetime | None) -> datetime | None:
+    """An API time made UTC, or None when the answer has none."""
+    return utc(value) if value else None
+
+
+__all__ = ["PROJECT_TAG", "CapacitySearch", "checked_start_after", "fee", "offering_by_id", "optional_utc"]
