@@ -6,8 +6,7 @@ the components pull in the Kubernetes provider only when used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from components.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "ApiContract": "components.serving.contracts",
@@ -27,15 +26,4 @@ _EXPORTS = {
     "VllmServerArgs": "components.serving.vllm",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'components.serving' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports("components.serving", _EXPORTS)

@@ -174,6 +174,8 @@ ROUTE_METHODS = ("GET", "POST")
 _PATH_RE = re.compile(r"^(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+$")
 _NOT_FOUND_BODY = '{"error":{"message":"Not Found","type":"NotFoundError","code":404}}'
 _TOO_LARGE_BODY = '{"error":{"message":"Request body too large","type":"RequestEntityTooLarge","code":413}}'
+_NOT_FOUND_ELSEWHERE = ("        location / {", f"            return 404 '{_NOT_FOUND_BODY}';", "        }")
+"""The last location of every server block: whatever no other location allows is a 404 that never reaches vLLM."""
 
 
 @dataclass(frozen=True, order=True)
@@ -401,9 +403,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         f"            return 413 '{_TOO_LARGE_BODY}';",
         "        }",
         *api_locations,
-        "        location / {",
-        f"            return 404 '{_NOT_FOUND_BODY}';",
-        "        }",
+        *_NOT_FOUND_ELSEWHERE,
         "    }",
         "",
         "    # Probes (kubelet, NLB health check): vLLM's /health and the proxy's own liveness.",
@@ -419,9 +419,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         f"            {_method_guard(['GET'])}",
         "            return 200 '{\"status\":\"ok\"}';",
         "        }",
-        "        location / {",
-        f"            return 404 '{_NOT_FOUND_BODY}';",
-        "        }",
+        *_NOT_FOUND_ELSEWHERE,
         "    }",
         "",
         "    # Metrics (Prometheus from the monitoring namespace): GET /metrics only.",
@@ -433,9 +431,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         "            proxy_read_timeout 30s;",
         f"            proxy_pass {upstream}{METRICS_PATH};",
         "        }",
-        "        location / {",
-        f"            return 404 '{_NOT_FOUND_BODY}';",
-        "        }",
+        *_NOT_FOUND_ELSEWHERE,
         "    }",
         "}",
     ]
