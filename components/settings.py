@@ -1153,6 +1153,7 @@ def _validate_time_to_serve(
     cache when ``dockerHubPullThroughSecretArn`` is set.
     """
     from components.weights import WeightsError, bucket, compile_cache, image_pull, node_sync, staging_job
+    from components.weights.estimate import image_in_region
     from components.weights.s3store import S3Location
 
     contract = serving.contract
@@ -1232,13 +1233,18 @@ def _validate_time_to_serve(
         assert match is not None  # pull_through_cache_rule_args checked the shape
         if match.group(1) != region:
             raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region}: ECR reads the credentials of a pull-through cache rule in the rule's own region")
-        upstream = contract.image.image
         try:
-            rewritten = image_pull.through_cache(upstream, match.group(2), region)
-        except UserError as err:
-            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"set only with a Docker Hub {_key('servingImage')} ({err})") from None
-        contract = dataclasses.replace(contract, image=ImageContract.parse(rewritten))
-        serving = dataclasses.replace(serving, contract=contract)
+            rewritten = image_pull.through_cache(contract.image.image, match.group(2), region)
+        except UserError:
+            if not image_in_region(contract.image.reference.repository, region):
+                warnings.append(
+                    f"{_key('dockerHubPullThroughSecretArn')}: {_key('servingImage')} {contract.image.image} is neither a Docker Hub image nor in ECR in {region}, "
+                    "so it is pulled as it is, from outside the region; the pull-through cache rule serves Docker Hub images only"
+                )
+        else:
+            upstream = contract.image.image
+            contract = dataclasses.replace(contract, image=ImageContract.parse(rewritten))
+            serving = dataclasses.replace(serving, contract=contract)
 
     settings = TimeToServeSettings(
         staging_job=staging, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,

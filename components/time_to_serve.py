@@ -27,6 +27,7 @@ from components import catalog, labels
 from components.errors import Problems
 from components.gpu_plugins import PRIVILEGED_NAMESPACE_LABELS
 from components.kubernetes_provider import require_kubernetes_provider
+from components.serving.base import FLOATING_TAG_SKIP
 from components.settings import StackSettings
 from components.weights import estimate, image_pull, node_local, node_sync
 from components.weights.bucket import WeightsBucket, WeightsBucketArgs
@@ -47,6 +48,15 @@ NODE_CLEANUP_IMAGE_SKIP = (
     "CKV_K8S_43=the node-cleanup controller's release image is pinned by tag outside prod (kimi-k3:nodeCleanupImage); "
     "prod requires a digest (its digest cannot be resolved offline: mirror it and pin it)"
 )
+
+
+def prepull_annotations(image: str) -> dict[str, str]:
+    """The pre-pull DaemonSet's annotations: no await (its pods come with the block's nodes), the reasoned checkov skips,
+    and the floating-tag one for a tag-pinned image (settings allow it outside prod only)."""
+    annotations = {"pulumi.com/skipAwait": "true", **image_pull.PREPULL_CHECKOV_SKIPS}
+    if "@sha256:" not in image:
+        annotations[f"checkov.io/skip{len(image_pull.PREPULL_CHECKOV_SKIPS) + 1}"] = FLOATING_TAG_SKIP
+    return annotations
 
 
 def hasher_of(verify_hasher: str) -> str:
@@ -224,7 +234,7 @@ class TimeToServe(pulumi.ComponentResource):
             )
             self.prepull = k8s.apps.v1.DaemonSet(
                 f"{name}-prepull",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=PREPULL_NAME, namespace=PREPULL_NAMESPACE, labels=pod_labels, annotations={"pulumi.com/skipAwait": "true", **image_pull.PREPULL_CHECKOV_SKIPS}),
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=PREPULL_NAME, namespace=PREPULL_NAMESPACE, labels=pod_labels, annotations=prepull_annotations(args.engine_image)),
                 spec=image_pull.prepull_daemonset_spec(args.engine_image, pod_labels, args.instance_type),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[prepull_ns]),
             )
