@@ -1181,6 +1181,10 @@ def _validate_time_to_serve(
             raise SettingsError(_key("compileCacheS3Uri"), cache_uri, "expected s3://bucket/prefix/ with a trailing slash (the caches' role reads and writes only that prefix)") from None
         if not location.prefix:
             raise SettingsError(_key("compileCacheS3Uri"), cache_uri, "expected a non-empty prefix, s3://bucket/prefix/: the caches' role reads and writes only that prefix")
+        if weights.source != "s3":
+            raise SettingsError(_key("compileCacheS3Uri"), cache_uri, f"only with {_key('weightsSource')} s3: the serving pods' Pod Identity role (which reads and writes the caches) exists for S3 weights")
+        if contract.engine.pipeline_parallel_size != 1:
+            raise SettingsError(_key("compileCacheS3Uri"), cache_uri, f"single-node replicas only ({_key('pipelineParallelSize')} 1): each rank of a LeaderWorkerSet compiles its own cache")
         if weights.s3_uri and (cache_uri.startswith(weights.s3_uri) or weights.s3_uri.startswith(cache_uri)):
             raise SettingsError(_key("compileCacheS3Uri"), cache_uri, f"a prefix apart from {_key('weightsS3Uri')} {weights.s3_uri}: the serving pods write caches there, and must not write weights")
         try:
