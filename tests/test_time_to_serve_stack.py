@@ -251,3 +251,57 @@ def test_the_readiness_guard_waits_for_the_warm_up_marker(tmp_path):
     assert run() == 1
     Path(tmp_path / "warmed").write_text("1\n")
     assert run() == 0
+
+
+# --- the prod pod's sync container, run for real -----------------------------
+
+FAKE_AWS = r"""#!/bin/sh
+# fake aws: `configure set` is recorded; `s3 cp` / `s3 sync` copy from $FAKE_BUCKET (a directory), temp file + rename as the CRT client does.
+echo "$*" >> "$FAKE_LOG"
+case "$1 $2" in
+  "configure set") exit 0 ;;
+  "s3 cp") cp "$FAKE_BUCKET/${3#s3://bucket/prefix/}" "$4"; exit 0 ;;
+  "s3 ls") exit 0 ;;
+  "s3 sync") (cd "$FAKE_BUCKET" && find . -type f) | while read -r f; do mkdir -p "$(dirname "$f")"; cp "$FAKE_BUCKET/$f" "$f.tmp1"; mv "$f.tmp1" "$f"; done; exit 0 ;;
+esac
+echo "fake aws: unexpected $*" >&2; exit 2
+"""
+
+
+def test_the_prod_sync_container_prunes_other_revisions_and_a_recreated_pod_skips_the_transfer(prod_plan, tmp_path):
+    import hashlib
+
+    fetch = containers(serving_workload(prod_plan)["spec"]["template"]["spec"], "initContainers")["fetch-weights"]
+    bucket = tmp_path / "bucket"
+    (bucket / "sub").mkdir(parents=True)
+    files = {"model-00001.safetensors": os.urandom(1 << 20), "sub/config.json": b"{}"}
+    for path, content in files.items():
+        (bucket / path).write_bytes(content)
+    (bucket / "SHA256SUMS").write_text("".join(f"{hashlib.sha256(c).hexdigest()}  {p}\n" for p, c in files.items()))
+    root = tmp_path / "volume"
+    old = root / ("9" * 40)
+    old.mkdir(parents=True)
+    (old / "model-00001.safetensors").write_bytes(b"old revision")
+    (root / "lost+found").mkdir()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "aws").write_text(FAKE_AWS)
+    (bindir / "aws").chmod(0o755)
+    pod_env = {k: v for k, v in env(fetch).items() if isinstance(v, str)}
+    pod_env.update(
+        WEIGHTS_ROOT=str(root), WEIGHTS_DIR=str(root / REVISION), WEIGHTS_S3_URI="s3://bucket/prefix/", HOME=str(tmp_path), TMPDIR=str(tmp_path),
+        PATH=f"{bindir}:{os.environ['PATH']}", FAKE_BUCKET=str(bucket), FAKE_LOG=str(tmp_path / "aws.log"), VERIFY_WORKERS="2",
+    )
+    first = subprocess.run(fetch["command"], env=pod_env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert not old.exists() and (root / "lost+found").is_dir()  # another revision pruned, nothing else touched
+    assert all((root / REVISION / p).read_bytes() == c for p, c in files.items())
+    assert f"configure set default.s3.target_bandwidth {fetch_target(fetch)}" in (tmp_path / "aws.log").read_text()
+    (tmp_path / "aws.log").write_text("")
+    again = subprocess.run(fetch["command"], env=pod_env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "weights already synced and verified on this node" in again.stdout
+    assert "s3 sync" not in (tmp_path / "aws.log").read_text()
+
+
+def fetch_target(fetch: dict) -> str:
+    return env(fetch)["TARGET_BANDWIDTH"]
