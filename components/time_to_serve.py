@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -88,29 +88,16 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     )
 
 
+WARNING_KEYS = {"ready_timeout": "kimi-k3:engineReadyTimeoutSeconds", "block_window": "kimi-k3:capacityReservationId", "huggingface": "kimi-k3:weightsSource"}
+"""The config key each of the estimate's warnings (:func:`components.weights.estimate.startup_warnings`) concerns."""
+
+
 def estimate_lines(settings: StackSettings, block_hours: float | None) -> tuple[list[str], list[str]]:
     """``(lines, warnings)``: the time-to-first-token and cost lines, and the warnings (ready timeout, block window,
-    Hugging Face direct) with the config key they concern."""
+    Hugging Face direct), each led by the config key it concerns."""
     x = startup_inputs(settings)
-    lines = estimate.format_estimates(x)
-    warnings: list[str] = []
-    timeout = estimate.check_ready_timeout(settings.serving.contract.engine.ready_timeout_s, x)
-    if timeout:
-        warnings.append(f"kimi-k3:engineReadyTimeoutSeconds: {timeout}")
-    if block_hours is not None:
-        window = estimate.block_window_warning(block_hours, x)
-        if window:
-            warnings.append(f"kimi-k3:capacityReservationId: {window}")
-    if x.weights_source == "huggingface":
-        cold = estimate.estimate_case(x, "cold").minutes
-        staged = estimate.estimate_case(replace(x, weights_source="s3", crt_target_bandwidth=True, verify="overlapped", hasher="openssl"), "cold").minutes
-        gb = x.weights_bytes / 1e9 * x.nodes
-        nat = estimate.FIGURES["nat_data_processing"]
-        warnings.append(
-            f"kimi-k3:weightsSource: huggingface downloads through the NAT gateway: ~{cold:.0f} min to first token (staged in S3: ~{staged:.0f}) "
-            f"and ~{gb:,.0f} GB of NAT data processing per start (~${gb * nat.value:,.0f} at ${nat.value}/GB, estimate); stage them with `kimi-k3 weights stage`"
-        )
-    return lines, warnings
+    warnings = estimate.startup_warnings(x, settings.serving.contract.engine.ready_timeout_s, block_hours)
+    return estimate.format_estimates(x), [f"{WARNING_KEYS[topic]}: {text}" for topic, text in warnings]
 
 
 def user_data_parts(settings: StackSettings) -> tuple[tuple[str, str], ...]:

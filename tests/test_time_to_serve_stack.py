@@ -195,7 +195,7 @@ def test_dev_from_hugging_face_keeps_the_download_and_warns(dev_plan):
     assert serving_workload(dev_plan)["kind"] == "Deployment"
     assert not objects(dev_plan, "StorageClass") and not objects(dev_plan, "Job")
     assert "FastImagePull" not in user_data(dev_plan)  # no pinned AMI release in dev
-    assert any(w.startswith("kimi-k3:weightsSource: huggingface downloads through the NAT gateway: ~82 min") for w in dev_plan.warnings)
+    assert any(w.startswith("kimi-k3:weightsSource: weights come from Hugging Face through the NAT gateway: ~82 min") for w in dev_plan.warnings)
     assert dev_plan.plain_outputs()["timeToFirstToken"][0] == "time to first token: cold 82 min, warm 82 min, pod re-created 73 min, container restart 9 min"
 
 
