@@ -79,7 +79,7 @@ USER_DATA_BOUNDARY = "KIMI-K3-NODEADM"
 _TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 
 
-def nodeadm_user_data() -> str:
+def nodeadm_user_data(extra_parts: Sequence[tuple[str, str]] = ()) -> str:
     """The launch template's user data: one nodeadm ``NodeConfig`` that RAID0s the instance store.
 
     nodeadm (AL2023) reads MIME multi-part user data and merges every
@@ -88,6 +88,8 @@ def nodeadm_user_data() -> str:
     ``spec.instance.localStorage`` (schema: awslabs/amazon-eks-ami ``nodeadm/doc/api.md``,
     ``LocalStorageStrategy`` enum RAID0 | RAID10 | Mount). With RAID0, containerd and the
     kubelet (images, emptyDirs, the weights cache) live on the 30 TB of local NVMe.
+    ``extra_parts`` are further ``(content type, body)`` MIME parts after it (another
+    ``application/node.eks.aws`` NodeConfig, which nodeadm merges, or a ``text/x-shellscript``).
     Returned base64-encoded, as ``LaunchTemplate.user_data`` expects.
     """
     node_config = "\n".join(
@@ -111,6 +113,7 @@ def nodeadm_user_data() -> str:
             "",
             node_config,
             "",
+            *(line for content_type, body in extra_parts for line in (f"--{USER_DATA_BOUNDARY}", f"Content-Type: {content_type}", "", body.rstrip("\n"), "")),
             f"--{USER_DATA_BOUNDARY}--",
             "",
         ]
@@ -211,6 +214,8 @@ class CapacityBlockNodeGroupArgs:
     """Nodes the stack needs (replicas x nodes per replica); the block must reserve at least this many."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every resource, the instances and their volumes."""
+    user_data_parts: Sequence[tuple[str, str]] = ()
+    """Extra ``(content type, body)`` MIME parts of the launch template's user data (:func:`nodeadm_user_data`)."""
 
 
 class CapacityBlockNodeGroup(pulumi.ComponentResource):
@@ -274,7 +279,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
                     ),
                 )
             ],
-            user_data=nodeadm_user_data(),
+            user_data=nodeadm_user_data(args.user_data_parts),
             network_interfaces=(
                 efa_network_interfaces(catalog.INSTANCE_TYPES[args.instance_type], interface_groups)
                 if args.efa_enabled

@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components import stack_terms
+from components import stack_terms, time_to_serve
 from components.capacity.assessment import BlockNeeds, assess, verdict
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
@@ -180,6 +180,7 @@ class Platform(pulumi.ComponentResource):
                 alert_email=cap.alert_email,
                 nodes_required=settings.nodes_required,
                 tags=tags,
+                user_data_parts=time_to_serve.user_data_parts(settings),
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
         )
@@ -218,6 +219,9 @@ class Platform(pulumi.ComponentResource):
         if settings.nodes_per_replica > 1:
             self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(), opts=in_cluster)
             serving_deps.append(self.lws_controller)
+        self.time_to_serve = self._declare_time_to_serve(name, in_cluster, tags)
+        if self.time_to_serve is not None:
+            serving_deps.append(self.time_to_serve)
         serving_args: dict[str, Any] = dict(
             contract=resolved.contract,
             api_key=_secret_input(serving.api_key),
@@ -232,6 +236,7 @@ class Platform(pulumi.ComponentResource):
             service_monitor=serving.service_monitor_enabled,
             **serving_scrape_fields(settings),
             weights_kms_key_arn=settings.deployment.weights_kms_key_arn,
+            startup=time_to_serve.serving_startup(settings, multi_node=settings.nodes_per_replica > 1),
             **serving_front_args(serving),
         )
         serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
@@ -244,6 +249,23 @@ class Platform(pulumi.ComponentResource):
         self.monitoring = self._declare_monitoring(name, in_cluster)
         self.delivery_check = self._declare_delivery_check(name, now, tags)
         self.register_outputs(self.stack_outputs())
+
+    def _declare_time_to_serve(self, name: str, in_cluster: pulumi.ResourceOptions, tags: dict[str, str]) -> time_to_serve.TimeToServe | None:
+        """Weights bucket, staging Job, node-local storage, image pre-pull and pull-through cache (the ``Time to serve`` keys),
+        and the start-up estimate's warnings (:mod:`components.time_to_serve`)."""
+        s = self.settings
+        start, end = self.resolved.reservation.window()
+        lines, warnings = time_to_serve.estimate_lines(s, (end - start).total_seconds() / 3600)
+        self.startup_estimate = lines
+        for warning in warnings:
+            pulumi.log.warn(warning)
+        args = time_to_serve.args_from_settings(
+            s, cluster_name=self.cluster.cluster_name, node_role_name=self.cluster.node_role.name,
+            hugging_face_token=_secret_input(s.serving.hugging_face_token), tags=tags,
+        )
+        if not time_to_serve.declares_anything(args):
+            return None
+        return time_to_serve.TimeToServe(f"{name}-time-to-serve", args, opts=in_cluster)
 
     def _declare_monitoring(self, name: str, in_cluster: pulumi.ResourceOptions) -> ServingMonitoring | None:
         """The PrometheusRule and the dashboard (``kimi-k3:prometheusOperatorEnabled``), keyed on the reservation as it is now."""
@@ -380,4 +402,5 @@ class Platform(pulumi.ComponentResource):
             "servingNamespace": self.server.namespace,
             "servingService": self.server.service_name,
             **contract_summary(self.resolved.contract),
+            "timeToFirstToken": list(self.startup_estimate),
         }

@@ -124,8 +124,8 @@ def test_the_sandbox_runs_the_bytes_the_prod_plan_ships(prod_plan, dev_plan):
     assert _plan_config_text(prod_plan) == render_nginx_conf(STACK_CONFIG)
     assert _plan_config_text(dev_plan) == render_nginx_conf(stack_proxy_config("dev"))
     assert STACK_CONFIG.api_port == 8000 and STACK_CONFIG.engine_port == 8001
-    (deployment,) = [m for m in prod_plan.kubernetes_objects() if m["kind"] == "Deployment"]
-    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    (workload,) = [m for m in prod_plan.kubernetes_objects() if m["kind"] in ("Deployment", "StatefulSet") and m["metadata"]["name"] == "kimi-k3-serving"]
+    annotations = workload["spec"]["template"]["metadata"]["annotations"]
     assert annotations[api_pod.CONFIG_CHECKSUM_ANNOTATION] == api_proxy.config_checksum(STACK_CONFIG)
 
 

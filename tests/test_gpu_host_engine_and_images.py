@@ -115,7 +115,8 @@ def test_without_a_region_the_charts_image_stays_and_an_unlisted_region_is_refus
 
 
 def test_the_stack_pulls_the_efa_image_from_its_own_region():
-    overrides = {"kimi-k3:efaEnabled": "true", "aws:region": "us-west-2", "kimi-k3:availabilityZones": ["us-west-2a", "us-west-2b"]}
+    overrides = {"kimi-k3:efaEnabled": "true", "aws:region": "us-west-2", "kimi-k3:availabilityZones": ["us-west-2a", "us-west-2b"],
+                 "kimi-k3:dockerHubPullThroughSecretArn": ""}  # the dev stack's secret is in us-east-1
     result = offline.run_stack("dev", now=NOW, reservation=lambda s: fixture_for(s, availability_zone="us-west-2a"), config_overrides=overrides)
     (efa,) = [r for r in result.by_type(RELEASE) if r.plain_inputs["chart"] == "aws-efa-k8s-device-plugin"]
     assert efa.plain_inputs["values"]["image"]["repository"] == "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin"

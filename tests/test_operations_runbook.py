@@ -13,7 +13,7 @@ import botocore.session
 import pytest
 from botocore import xform_name
 
-from components import catalog, cli, labels
+from components import catalog, cli, labels, time_to_serve
 from components.bench import report as bench_report
 from components.observability import alerts
 from components.settings import load_stack
@@ -105,7 +105,7 @@ def _op_name(service: str, cli_name: str) -> str:
 
 
 def test_the_phase_table_is_the_estimate_of_the_prod_stack():
-    cold = estimate.estimate_case(estimate.inputs_from_settings(load_stack("prod")), "cold")
+    cold = estimate.estimate_case(time_to_serve.startup_inputs(load_stack("prod")), "cold")
     rows = re.findall(r"^\| ([a-zA-Z][^|]+?) \| (\d+\.\d) \|", RUNBOOK, re.M)
     assert rows == [(p.name, f"{p.minutes:.1f}") for p in cold.phases]
     assert f"| **total** | **{cold.minutes:.1f}** |" in RUNBOOK
@@ -128,7 +128,7 @@ def test_the_cost_table_is_the_catalogs_block_price():
 
 def test_the_cost_of_a_start_is_the_estimates():
     for stack, cases in (("dev", ("cold",)), ("prod", ("cold", "pod re-created", "container restart"))):
-        x = estimate.inputs_from_settings(load_stack(stack))
+        x = time_to_serve.startup_inputs(load_stack(stack))  # the mechanisms the stack declares
         price = estimate.block_price(x.instance_type).value
         for case in cases:
             cost = estimate.estimate_case(x, case).cost_usd(price, x.nodes)

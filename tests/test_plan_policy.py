@@ -21,7 +21,9 @@ TAG = "vllm/vllm-openai:kimi-k3"
 
 def _dev_project(tmp_path, policy_document: dict | str | None):
     """The repository's program with its dev stack (a floating image tag) and the given policy config."""
-    project = copy_library_project(tmp_path / "project", {"dev": library_stack("dev")}, policy=False)
+    # Without the dev stack's pull-through cache and pre-pull: the rules below are checked on the serving Deployment's two images.
+    stack = "".join(line for line in library_stack("dev").splitlines(keepends=True) if "dockerHubPullThroughSecretArn" not in line and "imagePrePull" not in line)
+    project = copy_library_project(tmp_path / "project", {"dev": stack}, policy=False)
     if policy_document is not None:
         (project / "policy" / "config").mkdir(parents=True)
         text = policy_document if isinstance(policy_document, str) else json.dumps(policy_document)
@@ -38,24 +40,24 @@ def test_a_mandatory_violation_fails_the_plan_and_names_policy_resource_and_mess
     out = tmp_path / "out"
     assert _plan(project, out) == 1
     printed = capsys.readouterr().out
-    assert "FAILED, 2 mandatory violations" in printed  # the vllm container and the fetch-weights init container
+    assert "FAILED, 3 mandatory violations" in printed  # the vllm and warm-up containers and the fetch-weights init container
     lines = [line for line in printed.splitlines() if line.strip().startswith("[mandatory]")]
-    assert len(lines) == 2
-    for line, container in zip(lines, ("containers[vllm]", "initContainers[fetch-weights]"), strict=False):
+    assert len(lines) == 3
+    for line, container in zip(lines, ("containers[vllm]", "containers[warmup]", "initContainers[fetch-weights]"), strict=True):
         assert f"[mandatory] {DIGEST_RULE} — kubernetes:apps/v1:Deployment 'kimi-k3-serving-deployment':" in line
         assert f"{container}: image '{TAG}' is not pinned by digest" in line
     # the plan is still written, for the reviewer, with the verdict beside it
     assert (out / "resources.json").is_file()
     verdict = json.loads((out / "policy.json").read_text())
     assert verdict["passed"] is False and verdict["config"] == str(project / "policy" / "config" / "dev.json")
-    assert [(v["policy"], v["level"], v["name"]) for v in verdict["violations"]] == [(DIGEST_RULE, "mandatory", "kimi-k3-serving-deployment")] * 2
+    assert [(v["policy"], v["level"], v["name"]) for v in verdict["violations"]] == [(DIGEST_RULE, "mandatory", "kimi-k3-serving-deployment")] * 3
 
 
 def test_the_same_violation_as_advisory_is_listed_and_passes(tmp_path, capsys):
     project = _dev_project(tmp_path, {DIGEST_RULE: {"enforcementLevel": "advisory", "requireDigestPinnedImages": True}})
     assert _plan(project, tmp_path / "out") == 0
     printed = capsys.readouterr().out
-    assert "passed, 2 advisory findings" in printed
+    assert "passed, 3 advisory findings" in printed
     assert f"[advisory] {DIGEST_RULE} — kubernetes:apps/v1:Deployment 'kimi-k3-serving-deployment'" in printed
 
 
@@ -76,7 +78,7 @@ def test_without_a_policy_config_the_packs_defaults_apply(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("document", "findings"),
-    [({"all": "disabled"}, "passed, 0 advisory findings"), ({"all": "advisory"}, "passed, 2 advisory findings")],
+    [({"all": "disabled"}, "passed, 0 advisory findings"), ({"all": "advisory"}, "passed, 3 advisory findings")],
 )
 def test_all_sets_every_level(tmp_path, capsys, document, findings):
     assert _plan(_dev_project(tmp_path, document), tmp_path / "out") == 0

@@ -180,7 +180,7 @@ def test_another_projects_stack_is_not_held_to_kimi_k3_settings(tmp_path, capsys
 
 def _user_copy_of_the_program(tmp_path) -> Path:
     """A user's directory with this repository's program and a stack of their own (region us-east-2)."""
-    dev = library_stack("dev").replace("aws:region: us-east-1", "aws:region: us-east-2").replace("kimi-k3:maxModelLen: 262144", "kimi-k3:maxModelLen: 131072")
+    dev = library_stack("dev").replace("aws:region: us-east-1", "aws:region: us-east-2").replace("secretsmanager:us-east-1:", "secretsmanager:us-east-2:").replace("kimi-k3:maxModelLen: 262144", "kimi-k3:maxModelLen: 131072")
     return copy_library_project(tmp_path / "user", {"dev": dev, "prod": library_stack("prod").replace("kimi-k3:maxModelLen: 262144", "kimi-k3:maxModelLen: 65536")})
 
 

@@ -27,6 +27,7 @@ def test_dev_stack_composes_the_single_node_path(dev_plan):
     assert _component_types(dev_plan) == {
         "kimi-k3:index:Platform", "kimi-k3:index:Network", "kimi-k3:index:Cluster", "kimi-k3:index:CapacityBlockNodeGroup",
         "kimi-k3:index:GpuNodePlugins", "kimi-k3:index:VllmServer", "kimi-k3:index:DeliveryCheck",
+        "kimi-k3:index:TimeToServe",  # the dev stack's ECR pull-through cache and image pre-pull (docs/weights.md)
     }
     assert dev_plan.by_type("kubernetes:apps/v1:Deployment")
     assert not dev_plan.by_type("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")

@@ -109,6 +109,6 @@ def test_plan_lines_for_the_real_stacks():
     assert not any(line.startswith("warning: weights come from Hugging Face") for line in lines)
     dev = est.plan_lines(load_stack("dev"))
     assert any(line.startswith("warning: weights come from Hugging Face through the NAT gateway: ~") for line in dev)
-    assert not est.inputs_from_settings(load_stack("dev")).image_in_region  # Docker Hub
+    assert est.inputs_from_settings(load_stack("dev")).image_in_region  # Docker Hub through the stack's ECR pull-through cache
     on = est.inputs_from_settings(prod, crt_target_bandwidth=True, verify="overlapped", hasher="openssl", verify_workers=64, compile_cache=True, node_local_weights=True, image_prepull=True, fast_image_pull=True)
     assert est.estimate_case(on, "cold").minutes < est.estimate_case(est.inputs_from_settings(prod), "cold").minutes / 1.8

@@ -18,6 +18,7 @@ from components.errors import UserError
 from components.weights import POD_MODULES
 from components.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs, staging_policy
 from tests import k8s_checks
+from tests.builders import in_cluster
 from tests.conftest import NOW
 from tests.fake_hub import FakeHub
 from tests.weights_builders import BUCKET, REPO, REV, URI, make_repo
@@ -33,7 +34,7 @@ def args(**changes) -> WeightsStagingJobArgs:
 
 def render(**changes) -> offline.PlanResult:
     def program() -> None:
-        job = WeightsStagingJob("weights", args(**changes))
+        job = WeightsStagingJob("weights", args(**changes), opts=in_cluster())
         pulumi.export("job", job.job_name)
 
     return offline.OfflineEngine(now=NOW).run(program)

@@ -7,6 +7,7 @@ the parser it adds sets ``func`` to a callable ``(args) -> int``.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import sys
 from collections.abc import Sequence
@@ -61,6 +62,21 @@ def one_line(err: BaseException) -> str:
     return text
 
 
+def _close_idle_event_loops() -> None:
+    """Close the asyncio loops a program stopped by a user error leaves open (Pulumi's synchronous invokes make one per thread).
+
+    Left to the interpreter's shutdown, a loop may be collected after its self-pipe socket, and its ``__del__`` then
+    prints an "Exception ignored ... Invalid file descriptor" traceback after the one-line error.
+    """
+    import asyncio
+    import gc
+
+    atexit.unregister(_close_idle_event_loops)
+    for obj in gc.get_objects():
+        if isinstance(obj, asyncio.AbstractEventLoop) and not obj.is_running() and not obj.is_closed():
+            obj.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status (0 ok, 1 check failed, 2 user error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -73,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (UserError, pulumi.InputPropertiesError) as err:
         print(f"kimi-k3: error: {one_line(err)}", file=sys.stderr)
+        atexit.register(_close_idle_event_loops)  # at exit, before the interpreter tears the sockets down
         return 2
     except KeyboardInterrupt:
         print("kimi-k3: interrupted", file=sys.stderr)

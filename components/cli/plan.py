@@ -178,6 +178,8 @@ def _facts(result: offline.PlanResult, outputs: dict) -> list[str]:
     for key, label in (("endpoint", "endpoint"), ("servedModelName", "served model"), ("image", "image"), ("modelRevision", "model revision")):
         if key in outputs:
             lines.append(f"  {label:<17} {outputs[key]}")
+    # The start-up estimate with the mechanisms the stack declares (components.time_to_serve; docs/weights.md).
+    lines += [f"  {line}" for line in outputs.get("timeToFirstToken") or []]
     return lines
 
 

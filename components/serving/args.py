@@ -23,6 +23,7 @@ from components.serving.api_proxy import PROXY_IMAGE, ApiRoute, ProxyConfigError
 from components.serving.contracts import EXPOSURES, ContractError, ServingContract
 from components.serving.drain import DrainError
 from components.serving.pod_kit import AWS_CLI_IMAGE, node_share
+from components.weights.serving_pod import ServingStartup
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ class VllmServingArgs:
     """Whole CPUs of the proxy sidecar (taken from the engine's share of the node)."""
     init_image: str = AWS_CLI_IMAGE
     """Image of the S3 staging init container (needs ``aws``, ``sh``, ``sha256sum``, ``split``)."""
+    startup: ServingStartup | None = None
+    """Time-to-serve wiring (:class:`components.weights.serving_pod.ServingStartup`): node-side sync at line rate,
+    node-local weights (a StatefulSet), compile-cache restore and the warm-up-then-save sidecar. ``None``: the plain pod."""
     await_rollout: bool = False
     """Make ``pulumi up`` wait for the pods to be ready (off: a block may start days later, loads take an hour)."""
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -164,9 +168,24 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
     if args.tls_certificate_arn is not None and not re.match(r"^arn:aws[\w-]*:acm:[\w-]+:\d{12}:certificate/[\w-]+$", args.tls_certificate_arn):
         problems.reject("tls_certificate_arn", args.tls_certificate_arn, "expected an ACM certificate ARN")
     _front_problems(args, problems)
+    _startup_problems(args, problems)
     if args.init_image and "@sha256:" not in args.init_image and ":" not in args.init_image.rsplit("/", 1)[-1]:
         problems.reject("init_image", args.init_image, "expected an image with a tag or a digest")
     return nodes
+
+
+def _startup_problems(args: VllmServingArgs, problems: Problems) -> None:
+    """What the time-to-serve wiring cannot do with these args."""
+    startup = args.startup
+    if startup is None:
+        return
+    if startup.node_local_storage_class is not None and args.contract.weights.source != "s3":
+        problems.reject("startup.node_local_storage_class", startup.node_local_storage_class, "only with S3 weights (the node-side sync keeps one verified directory per revision)")
+    if startup.compile_cache_s3_uri is not None:
+        if not args.contract.image.pinned:
+            problems.reject("startup.compile_cache_s3_uri", startup.compile_cache_s3_uri, "only with an image pinned by digest (caches are keyed on the exact build)")
+        if args.contract.weights.source != "s3":
+            problems.reject("startup.compile_cache_s3_uri", startup.compile_cache_s3_uri, "only with S3 weights (the pod's Pod Identity role exists for them)")
 
 
 _DRAIN_FIELDS = {"pre_stop_s": "pre_stop_sleep_s", "drain_s": "drain_s", "grace_period_s": "termination_grace_period_s"}

@@ -42,7 +42,10 @@ import pulumi_kubernetes as k8s
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from components.serving import api_pod, api_proxy, nlb
 from components.serving.args import VllmServingArgs
-from components.serving.pod_kit import PodKit
+from components.serving.pod_kit import PodKit, startup_code_config_map
+from components.weights import pod_files
+from components.weights.compile_cache import compile_cache_policy
+from components.weights.s3store import S3Location
 
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 """Link-local address of the EKS Pod Identity Agent (credentials for the S3 init container)."""
@@ -152,13 +155,20 @@ class VllmServingBase(pulumi.ComponentResource):
                 return json.dumps(weights_policy(bucket, prefix, args.aws_partition, key))
 
             document = pulumi.Output.from_input(args.weights_kms_key_arn).apply(policy)
+            inline: dict[str, pulumi.Input[str]] = {"read-weights": document}
+            cache = args.startup.compile_cache_s3_uri if args.startup is not None else None
+            if cache is not None:
+                cache_location = S3Location.parse(cache)
+                inline["compile-cache"] = pulumi.Output.from_input(args.weights_kms_key_arn).apply(
+                    lambda key: json.dumps(compile_cache_policy(cache_location.bucket, cache_location.prefix, args.aws_partition, key))
+                )
             self.weights_role = PodIdentityRole(
                 f"{name}-weights",
                 PodIdentityRoleArgs(
                     cluster_name=args.cluster_name,
                     namespace=ns,
                     service_account=name,
-                    inline_policies={"read-weights": document},
+                    inline_policies=inline,
                     tags={"kimi-k3/component": "vllm-server"},
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
@@ -184,7 +194,18 @@ class VllmServingBase(pulumi.ComponentResource):
             secret_names["HF_TOKEN"] = f"{name}-hf-token"
             self.hf_token_secret = opaque_secret(f"{name}-hf-token", args.hugging_face_token)
         self.api_proxy_config_map = api_pod.config_map(name, args, {**common, **selector}, in_ns)
-        workload = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource, self.api_proxy_config_map])
+        workload_deps: list[pulumi.Resource] = [self.namespace_resource, self.api_proxy_config_map]
+        self.startup_code_config_map = None
+        if args.startup is not None and args.startup.needs_code:
+            # The warm-up sidecar and the cache restore run the project's pod-side modules from this ConfigMap.
+            self.startup_code_config_map = k8s.core.v1.ConfigMap(
+                f"{name}-startup-code",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=startup_code_config_map(name), namespace=ns, labels={**common, **selector}),
+                data=pod_files.config_map_data(),
+                opts=in_ns,
+            )
+            workload_deps.append(self.startup_code_config_map)
+        workload = pulumi.ResourceOptions(parent=self, depends_on=workload_deps)
         return Foundation(common=common, selector=selector, kit=PodKit(name, args, secret_names), in_namespace=in_ns, workload=workload)
 
     def _declare_frontend(self, name: str, args: VllmServingArgs, foundation: Foundation, api_selector: Mapping[str, str]) -> None:

@@ -31,6 +31,7 @@ import pulumi_kubernetes as k8s
 from components import catalog, labels
 from components.serving.contracts import ServingContract
 from components.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
+from components.weights import compile_cache, node_local, node_sync, serving_pod
 
 if TYPE_CHECKING:
     from components.serving.args import VllmServingArgs
@@ -125,6 +126,11 @@ def kit_env_names(contract: ServingContract) -> frozenset[str]:
     return frozenset({*HOME_ENV, *SERVER_CACHE_ENV, *contract.vllm_env(), *SECRET_ENV})
 
 
+def startup_code_config_map(name: str) -> str:
+    """Name of the ConfigMap holding the pod-side modules of the serving component ``name``."""
+    return f"{name}-startup-code"
+
+
 @dataclass(frozen=True)
 class PodKit:
     """The pieces of a serving pod, for one component.
@@ -145,23 +151,41 @@ class PodKit:
         """Catalog facts of the GPU instance type the pods run on."""
         return catalog.INSTANCE_TYPES[self.args.instance_type]
 
+    @property
+    def node_local_weights(self) -> bool:
+        """The weights volume is a node-local claim of the StatefulSet (``args.startup``), not an ``emptyDir``."""
+        return self.args.startup is not None and self.args.startup.node_local_storage_class is not None
+
     def volumes(self) -> list[k8s.core.v1.VolumeArgs]:
-        """Weights, ``/dev/shm``, writable HOME and ``/tmp`` (all ``emptyDir``; see the module docstring)."""
+        """Weights, ``/dev/shm``, writable HOME and ``/tmp`` (all ``emptyDir``; see the module docstring).
+
+        With node-local weights the ``models`` volume comes from the StatefulSet's claim template instead;
+        with ``args.startup`` needing code, the pod-side modules' ConfigMap is added.
+        """
         args = self.args
-        return [
+        models = [] if self.node_local_weights else [
             # On RAID0 nodes every emptyDir is on the instance-store NVMe (see the module docstring).
             k8s.core.v1.VolumeArgs(name="models", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{weights_limit_gb(args.contract)}G")),
+        ]
+        code = [serving_pod.code_volume(startup_code_config_map(self.name))] if args.startup is not None and args.startup.needs_code else []
+        return [
+            *models,
+            *code,
             k8s.core.v1.VolumeArgs(name="shm", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(medium="Memory", size_limit=f"{args.shm_size_gib}Gi")),
             k8s.core.v1.VolumeArgs(name="home", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{args.cache_size_gib}Gi")),
             k8s.core.v1.VolumeArgs(name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Gi")),
         ]
 
     def mounts(self, shm: bool = False) -> list[k8s.core.v1.VolumeMountArgs]:
-        """Mounts of the weights, HOME and ``/tmp`` volumes (and ``/dev/shm`` for the engine containers)."""
+        """Mounts of the weights, HOME and ``/tmp`` volumes (and ``/dev/shm`` for the engine containers).
+
+        Node-local weights: only this revision's directory of the volume (``subPath``), so two revisions never mix.
+        """
         mounts = {"models": self.args.contract.weights.mount_path, "home": HOME, "tmp": "/tmp"}
         if shm:
             mounts["shm"] = "/dev/shm"
-        return [k8s.core.v1.VolumeMountArgs(name=v, mount_path=p) for v, p in mounts.items()]
+        sub_path = self.args.contract.weights.revision if self.node_local_weights else None
+        return [k8s.core.v1.VolumeMountArgs(name=v, mount_path=p, sub_path=sub_path if v == "models" else None) for v, p in mounts.items()]
 
     def security_context(self) -> k8s.core.v1.SecurityContextArgs:
         """The security context of every container (:func:`container_security_context`)."""
@@ -177,6 +201,8 @@ class PodKit:
             requests={"cpu": "32", "memory": "64Gi"}, limits={"cpu": "32", "memory": "64Gi"}
         )
         init_containers = []
+        if args.startup is not None and weights.source == "s3":
+            return self._startup_init_containers()
         # One staging container: the AWS CLI syncing the S3 prefix, or the engine image
         # downloading the pinned Hugging Face snapshot.
         if weights.source == "s3":
@@ -218,6 +244,77 @@ class PodKit:
             )
         return init_containers
 
+    def _startup_init_containers(self) -> list[k8s.core.v1.ContainerArgs]:
+        """``args.startup``: the node-side sync (verification overlapping it), then the compile-cache restore."""
+        args = self.args
+        startup = args.startup
+        weights = args.contract.weights
+        assert startup is not None and args.aws_region is not None and weights.s3_uri is not None  # checked by the caller and the args' validation
+        cpus = node_sync.init_cpus(self.instance, args.reserved_cpu)
+        node_local_weights = self.node_local_weights
+        env = serving_pod.sync_env(
+            startup=startup, weights_s3_uri=weights.s3_uri, mount_path=weights.mount_path, revision=weights.revision,
+            sha256_manifest=weights.sha256_manifest or "SHA256SUMS", instance_type=self.instance.name, cpus=cpus, region=str(args.aws_region),
+        )
+        mounts = self.mounts()
+        if node_local_weights:
+            mounts = [k8s.core.v1.VolumeMountArgs(name="models", mount_path=serving_pod.WEIGHTS_ROOT), *(m for m in mounts if m.name != "models")]
+        resources = {"cpu": str(cpus), "memory": "64Gi"}
+        containers = [
+            k8s.core.v1.ContainerArgs(
+                name="fetch-weights",
+                image=args.init_image,
+                image_pull_policy="IfNotPresent",
+                command=["/bin/sh", "-c", serving_pod.sync_script(node_local_weights)],
+                env=plain_env({**HOME_ENV, **env}),
+                resources=k8s.core.v1.ResourceRequirementsArgs(requests=resources, limits=resources),
+                security_context=container_security_context(),
+                volume_mounts=mounts,
+            )
+        ]
+        cache_uri = self.compile_cache_uri()
+        if cache_uri is not None:
+            containers.append(serving_pod.cache_restore_container(
+                image=args.contract.image.image, pull_policy=args.contract.image.pull_policy, cache_uri=cache_uri, cache_dirs=self.cache_dirs(),
+                region=str(args.aws_region), home_env=HOME_ENV, mounts=[m for m in self.mounts() if m.name in ("home", "tmp")], security_context=container_security_context(),
+            ))
+        return containers
+
+    def cache_dirs(self) -> list[str]:
+        """The compile/JIT cache directories the pod redirects (what the cache saves and restores)."""
+        return compile_cache.cache_dirs_from_env({**HOME_ENV, **SERVER_CACHE_ENV})
+
+    def compile_cache_uri(self) -> str | None:
+        """``s3://…/<key>.tar`` of this pod's caches: keyed on image digest, revision, engine args and env, GPU, AMI release."""
+        from components.serving import api_pod
+
+        args = self.args
+        if args.startup is None:
+            return None
+        contract = args.contract
+        inputs = compile_cache.CacheKeyInputs(
+            image=contract.image.image, model_revision=contract.weights.revision, engine_args=tuple(api_pod.engine_args(args, contract.weights.mount_path)),
+            engine_env=contract.vllm_env(), gpu=self.instance.gpu, ami_release_version=args.startup.ami_release_version,
+        )
+        return serving_pod.cache_object_uri(args.startup, inputs)
+
+    def warmup_sidecar(self) -> k8s.core.v1.ContainerArgs | None:
+        """The warm-up-then-save sidecar (``args.startup.warmup``), else ``None``."""
+        from components.serving import api_pod
+
+        args = self.args
+        if args.startup is None or not args.startup.warmup:
+            return None
+        api = args.contract.api
+        key = self.secret_names.get("VLLM_API_KEY")
+        return serving_pod.warmup_container(
+            image=args.contract.image.image, pull_policy=args.contract.image.pull_policy,
+            engine_url=f"http://127.0.0.1:{api_pod.proxy_config(args).engine_port}", served_model_name=api.served_model_name,
+            region=str(args.aws_region or ""), home_env=HOME_ENV, cache_uri=self.compile_cache_uri(), cache_dirs=self.cache_dirs(),
+            api_key_env=secret_env("VLLM_API_KEY", key) if key else None,
+            mounts=[m for m in self.mounts() if m.name in ("home", "tmp")], security_context=container_security_context(),
+        )
+
     def engine_env(self, extra: Mapping[str, str] | None = None, *, with_api_key: bool = True) -> list[k8s.core.v1.EnvVarArgs]:
         """Environment of a container running vLLM code: writable caches, the contract's env, ``extra``, the API key (secretKeyRef)."""
         env = plain_env({**HOME_ENV, **SERVER_CACHE_ENV, **self.args.contract.vllm_env(), **(extra or {})})
@@ -238,6 +335,9 @@ class PodKit:
         if beside_proxy:
             cpu, memory, _ = node_share(self.instance, args.reserved_cpu, args.reserved_memory_gib)
             engine_cpu, engine_memory = api_pod.engine_share(cpu, memory, api_pod.proxy_config(args))
+            if args.startup is not None and args.startup.warmup:  # the warm-up sidecar's share comes out of the engine's too
+                engine_cpu -= int(serving_pod.WARMUP_RESOURCES["cpu"])
+                engine_memory = f"{int(engine_memory.removesuffix('Mi')) - int(serving_pod.WARMUP_RESOURCES['memory'].removesuffix('Gi')) * 1024}Mi"
             resources.update(cpu=str(engine_cpu), memory=engine_memory)
         return k8s.core.v1.ResourceRequirementsArgs(
             requests={**resources, "ephemeral-storage": f"{weights_limit_gb(args.contract) + args.cache_size_gib + 64}G"},
@@ -255,6 +355,8 @@ class PodKit:
         api = self.args.contract.api
         engine_port = api_pod.proxy_config(self.args).engine_port
         readiness = READINESS_SCRIPT.format(port=engine_port, path=api.models_path, name=api.served_model_name)
+        if self.args.startup is not None and self.args.startup.warmup:
+            readiness = serving_pod.readiness_guard(readiness)
         # Weight staging runs in the init containers, so the startup budget is the engine's load + warm-up only.
         return api_pod.engine_probes(self.args, readiness, extra_startup_s)
 
@@ -309,7 +411,7 @@ class PodKit:
             termination_grace_period_seconds=api_pod.drain_plan(self.args).grace_s,
             node_selector={**labels.GPU_NODE_SELECTOR, labels.INSTANCE_TYPE_LABEL: self.instance.name},
             tolerations=[k8s.core.v1.TolerationArgs(key=toleration["key"], operator=toleration["operator"], effect=toleration["effect"])],
-            security_context=k8s.core.v1.PodSecurityContextArgs(
+            security_context=node_local.pod_security_context(RUN_AS_USER) if self.node_local_weights else k8s.core.v1.PodSecurityContextArgs(
                 run_as_non_root=True,
                 run_as_user=RUN_AS_USER,
                 run_as_group=RUN_AS_USER,

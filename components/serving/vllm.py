@@ -28,7 +28,10 @@ from components.errors import Problems
 from components.kubernetes_provider import require_kubernetes_provider
 from components.serving import api_pod
 from components.serving.args import VllmServingArgs, validate_serving_args
-from components.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, VllmServingBase, checkov_skips, scrape_annotations
+from components.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
+from components.serving.pod_kit import weights_limit_gb
+from components.weights import node_local, pod_files
+from components.weights.serving_pod import WARMUP_CHECKOV_SKIPS
 
 
 def rollout_strategy(replicas: int) -> k8s.apps.v1.DeploymentStrategyArgs:
@@ -74,9 +77,24 @@ class VllmServer(VllmServingBase):
         pod_labels = {**foundation.common, **selector, "app.kubernetes.io/component": "server", labels.MODEL_LABEL: labels.MODEL}
 
         pod_annotations = {**scrape_annotations(args), **api_pod.template_annotations(args)}
-        deployment_annotations = checkov_skips(args, SECRET_ENV_SKIP)
+        warmup = kit.warmup_sidecar()
+        if args.startup is not None and args.startup.needs_code:
+            pod_annotations["kimi-k3.io/startup-code-sha256"] = pod_files.content_hash()  # a code change rolls the pods
+        deployment_annotations = checkov_skips(args, SECRET_ENV_SKIP, *(WARMUP_CHECKOV_SKIPS if warmup else ()))
         if not args.await_rollout:
             deployment_annotations["pulumi.com/skipAwait"] = "true"
+        containers = [kit.api_sidecar(), kit.api_container(), *([warmup] if warmup else [])]
+        template = k8s.core.v1.PodTemplateSpecArgs(
+            metadata=k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=pod_annotations),
+            spec=kit.pod_spec(kit.init_containers(), containers, kit.api_volumes()),
+        )
+        self.deployment: k8s.apps.v1.Deployment | None = None
+        self.stateful_set: k8s.apps.v1.StatefulSet | None = None
+        if kit.node_local_weights:
+            self.stateful_set = node_local_stateful_set(name, args, foundation, pod_labels, deployment_annotations, template)
+            self._declare_frontend(name, args, foundation, selector)
+            self._register()
+            return
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=args.namespace, labels=pod_labels, annotations=deployment_annotations),
@@ -86,16 +104,43 @@ class VllmServer(VllmServingBase):
                 strategy=rollout_strategy(args.replicas),
                 revision_history_limit=5,
                 progress_deadline_seconds=args.weights_staging_timeout_s + args.contract.startup_budget_s(),
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=pod_labels, annotations=pod_annotations),
-                    spec=kit.pod_spec(kit.init_containers(), [kit.api_sidecar(), kit.api_container()], kit.api_volumes()),
-                ),
+                template=template,
             ),
             opts=foundation.workload,
         )
 
         self._declare_frontend(name, args, foundation, selector)
         self._register()
+
+
+def node_local_stateful_set(
+    name: str, args: VllmServerArgs, foundation: Foundation, pod_labels: dict[str, str], annotations: dict[str, str], template: k8s.core.v1.PodTemplateSpecArgs,
+) -> k8s.apps.v1.StatefulSet:
+    """The workload with node-local weights: a StatefulSet whose claim template binds each replica to a volume on its node.
+
+    A re-created pod gets the same claim, hence the same node and the verified files (no transfer).
+    Claims go with the set and on scale-down (:func:`components.weights.node_local.claim_retention_policy`);
+    the node-cleanup controller deletes a claim whose node is gone, so the pod schedules elsewhere.
+    Updates roll one pod at a time (the StatefulSet default), as :func:`rollout_strategy` does.
+    """
+    startup = args.startup
+    assert startup is not None and startup.node_local_storage_class is not None
+    return k8s.apps.v1.StatefulSet(
+        f"{name}-statefulset",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=args.namespace, labels=pod_labels, annotations=annotations),
+        spec=k8s.apps.v1.StatefulSetSpecArgs(
+            replicas=args.replicas,
+            selector=k8s.meta.v1.LabelSelectorArgs(match_labels=foundation.selector),
+            service_name=f"{name}-metrics",  # the headless metrics Service (clusterIP None) governs the set
+            pod_management_policy="Parallel",
+            update_strategy=k8s.apps.v1.StatefulSetUpdateStrategyArgs(type="RollingUpdate"),
+            revision_history_limit=5,
+            persistent_volume_claim_retention_policy=node_local.claim_retention_policy(),
+            volume_claim_templates=[node_local.weights_claim_template(startup.node_local_storage_class, weights_limit_gb(args.contract))],
+            template=template,
+        ),
+        opts=foundation.workload,
+    )
 
 
 def _problems(name: str, args: VllmServerArgs) -> Problems:
@@ -115,4 +160,4 @@ def _validate(name: str, args: VllmServerArgs) -> None:
     _problems(name, args).raise_any()
 
 
-__all__ = ["VllmServer", "VllmServerArgs", "rollout_strategy"]
+__all__ = ["VllmServer", "VllmServerArgs", "node_local_stateful_set", "rollout_strategy"]

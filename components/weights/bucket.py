@@ -60,16 +60,20 @@ class WeightsBucketArgs:
     """Tags on the bucket."""
 
 
+def validate(args: WeightsBucketArgs) -> None:
+    """Refuse a bucket S3 would refuse (name rules) or a lifecycle out of bounds, as one line naming the field."""
+    if not _BUCKET.match(args.bucket_name or "") or ".." in args.bucket_name:
+        raise UserError(f"weights bucket: bucket_name {args.bucket_name!r} is not accepted; expected 3-63 lower-case letters, digits, '.' or '-'")
+    if not 1 <= args.abort_incomplete_days <= 365 or not 1 <= args.noncurrent_version_days <= 3650:
+        raise UserError("weights bucket: abort_incomplete_days must be 1-365 and noncurrent_version_days 1-3650")
+
+
 class WeightsBucket(pulumi.ComponentResource):
     """The bucket the weights and compile caches live in. Outputs: ``bucket_name``, ``bucket_arn``."""
 
     def __init__(self, name: str, args: WeightsBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        if not _BUCKET.match(args.bucket_name or "") or ".." in args.bucket_name:
-            raise UserError(f"weights bucket: bucket_name {args.bucket_name!r} is not accepted; expected 3-63 lower-case letters, digits, '.' or '-'")
-        if not 1 <= args.abort_incomplete_days <= 365 or not 1 <= args.noncurrent_version_days <= 3650:
-            raise UserError("weights bucket: abort_incomplete_days must be 1-365 and noncurrent_version_days 1-3650")
+        validate(args)
         super().__init__("kimi-k3:index:WeightsBucket", name, None, opts)
-        pulumi.ResourceOptions(parent=self)
         self.bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket_name, force_destroy=False, tags={"kimi-k3/component": "weights", **args.tags}, opts=pulumi.ResourceOptions(parent=self, protect=args.protect))
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.bucket])
         self.public_access = aws.s3.BucketPublicAccessBlock(

@@ -349,7 +349,8 @@ def image_in_region(image_repository: str, region: str) -> bool:
 
 def inputs_from_settings(settings, **mechanisms) -> StartupInputs:
     """:class:`StartupInputs` of a stack (``components.settings.StackSettings``); ``mechanisms`` override
-    the switches (default: :data:`TODAYS_MECHANISMS`, until the stack has keys for them)."""
+    the switches (default: :data:`TODAYS_MECHANISMS`, the pod before these mechanisms;
+    ``components.time_to_serve.startup_inputs`` passes the ones the stack declares)."""
     values = dict(
         instance_type=settings.capacity.instance_type,
         nodes=settings.nodes_required,
@@ -361,24 +362,37 @@ def inputs_from_settings(settings, **mechanisms) -> StartupInputs:
     return StartupInputs(**values)
 
 
-def plan_lines(settings, block_hours: float | None = None, **mechanisms) -> list[str]:
-    """What ``kimi-k3 plan`` should print: the estimate line, the cost line, and any warning."""
-    x = inputs_from_settings(settings, **mechanisms)
-    lines = format_estimates(x)
-    warning = check_ready_timeout(settings.serving.contract.engine.ready_timeout_s, x)
+STAGED_PATH = dict(weights_source="s3", crt_target_bandwidth=True, verify="overlapped", hasher="openssl")
+"""What staging the weights in S3 changes for a Hugging Face stack: the node-side sync of :mod:`.node_sync`."""
+
+
+def startup_warnings(x: StartupInputs, ready_timeout_s: int, block_hours: float | None = None) -> list[tuple[str, str]]:
+    """``(topic, warning)`` pairs: ``ready_timeout`` (:func:`check_ready_timeout`), ``block_window``
+    (:func:`block_window_warning`) and ``huggingface`` (weights through the NAT: modelled time and NAT cost)."""
+    out: list[tuple[str, str]] = []
+    warning = check_ready_timeout(ready_timeout_s, x)
     if warning:
-        lines.append(f"warning: {warning}")
+        out.append(("ready_timeout", warning))
     if block_hours is not None:
         window = block_window_warning(block_hours, x)
         if window:
-            lines.append(f"warning: {window}")
+            out.append(("block_window", window))
     if x.weights_source == "huggingface":
         cold = estimate_case(x, "cold").minutes
-        staged = estimate_case(replace(x, weights_source="s3"), "cold").minutes
+        staged = estimate_case(replace(x, **STAGED_PATH), "cold").minutes  # type: ignore[arg-type]  # fields of StartupInputs
         gb = x.weights_bytes / 1e9 * x.nodes
         nat = FIGURES["nat_data_processing"]
-        lines.append(
-            f"warning: weights come from Hugging Face through the NAT gateway: ~{cold:.0f} min to first token (staged in S3: ~{staged:.0f}), "
-            f"and ~{gb:,.0f} GB of NAT data processing per start (~${gb * nat.value:,.0f} at ${nat.value}/GB, estimate); stage them with `kimi-k3 weights stage`"
-        )
+        out.append((
+            "huggingface",
+            f"weights come from Hugging Face through the NAT gateway: ~{cold:.0f} min to first token (staged in S3: ~{staged:.0f}), "
+            f"and ~{gb:,.0f} GB of NAT data processing per start (~${gb * nat.value:,.0f} at ${nat.value}/GB, estimate); stage them with `kimi-k3 weights stage`",
+        ))
+    return out
+
+
+def plan_lines(settings, block_hours: float | None = None, **mechanisms) -> list[str]:
+    """The estimate line, the cost line and any warning (``warning: ...``) for a stack."""
+    x = inputs_from_settings(settings, **mechanisms)
+    lines = format_estimates(x)
+    lines += [f"warning: {w}" for _, w in startup_warnings(x, settings.serving.contract.engine.ready_timeout_s, block_hours)]
     return lines

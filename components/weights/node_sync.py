@@ -123,6 +123,10 @@ echo "synced and verified $files files from $WEIGHTS_S3_URI in $(( $(date +%s) -
 """Shell of the sync init container (POSIX sh; the AWS CLI image has ``aws``, coreutils, ``grep``)."""
 
 
+HASHERS = ("auto", "openssl", "sha256sum")
+"""Accepted ``VERIFY_HASHER`` values: ``auto`` takes ``openssl`` when the image has it, else ``sha256sum``."""
+
+
 def target_bandwidth_bytes_per_s(instance_type: str) -> int:
     """``default.s3.target_bandwidth`` for ``instance_type``: the catalog's Gbps as whole bytes per second.
 
@@ -142,8 +146,8 @@ def verify_workers(cpus: int) -> int:
 
 def node_sync_env(*, weights_s3_uri: str, weights_dir: str, sha256_manifest: str, instance_type: str, cpus: int, hasher: str = "auto") -> dict[str, str]:
     """Environment of the sync init container (with :data:`NODE_SYNC_SCRIPT` as ``sh -c``)."""
-    if hasher not in ("auto", "openssl", "sha256sum"):
-        raise UserError(f"node sync: hasher {hasher!r} is not accepted; accepted: auto, openssl, sha256sum")
+    if hasher not in HASHERS:
+        raise UserError(f"node sync: hasher {hasher!r} is not accepted; accepted: {', '.join(HASHERS)}")
     if not weights_s3_uri.endswith("/"):
         raise UserError(f"node sync: weights_s3_uri {weights_s3_uri!r} must end with '/'")
     return {
@@ -180,4 +184,4 @@ def crt_fallback_minutes(bytes_total: float, efficiency: float = 1.0) -> float:
     return bytes_total / (catalog.CRT_FALLBACK_GBPS.value * 1e9 / 8 * efficiency) / 60
 
 
-__all__ = ["NODE_SYNC_SCRIPT", "crt_fallback_minutes", "init_cpus", "node_sync_env", "sync_minutes", "target_bandwidth_bytes_per_s", "verify_workers"]
+__all__ = ["HASHERS", "NODE_SYNC_SCRIPT", "crt_fallback_minutes", "init_cpus", "node_sync_env", "sync_minutes", "target_bandwidth_bytes_per_s", "verify_workers"]

@@ -15,6 +15,9 @@ region (the cluster's), as a Kubernetes Job:
 The Job is resumable (``backoffLimit`` retries resume where the last attempt stopped) and its
 name carries the revision, so a new revision is a new Job. ``pulumi up`` does not wait for it
 (``pulumi.com/skipAwait``); ``kimi-k3 weights stage STACK --wait`` follows the prefix.
+
+Kubernetes provider: through ``opts`` (``providers={"kubernetes": provider}``), as every
+component (:mod:`components.kubernetes_provider`); the AWS role uses the AWS provider the same way.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import labels
-from components.errors import UserError
+from components.errors import Problems, UserError
 from components.formats import DNS_LABEL
+from components.kubernetes_provider import require_kubernetes_provider
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from components.weights import pod_files
 from components.weights.manifest import DEFAULT_SHA256SUMS
@@ -106,8 +110,6 @@ class WeightsStagingJobArgs:
     """Pod retries; each resumes where the previous one stopped."""
     allow_floating_tag: bool = False
     """Accept an image without a digest (dev only)."""
-    provider: k8s.Provider | None = None
-    """Kubernetes provider of the children."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels on every object."""
 
@@ -209,19 +211,22 @@ class WeightsStagingJob(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: WeightsStagingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(args)
+        problems = Problems("WeightsStagingJob", name)
+        require_kubernetes_provider(problems, opts)
+        problems.raise_any()
         super().__init__("kimi-k3:index:WeightsStagingJob", name, None, opts)
         match = S3_URI.match(args.s3_uri)
         assert match is not None  # validate() refused anything else
         bucket, prefix = match.group(1), match.group(2)
         common = {"app.kubernetes.io/part-of": "kimi-k3", "app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/name": "weights-stage", **args.labels}
         ns = args.namespace
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        k8s_opts = pulumi.ResourceOptions(parent=self)
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=ns, labels={**common, **{f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "audit", "warn")}}),
             opts=k8s_opts,
         )
-        in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace_resource])
+        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource])
         sa = "weights-stage"
         self.service_account = k8s.core.v1.ServiceAccount(f"{name}-service-account", metadata=k8s.meta.v1.ObjectMetaArgs(name=sa, namespace=ns, labels=common), automount_service_account_token=False, opts=in_ns)
         document = pulumi.Output.from_input(args.kms_key_arn).apply(lambda key: json.dumps(staging_policy(bucket, prefix, args.aws_partition, key)))
@@ -265,7 +270,7 @@ class WeightsStagingJob(pulumi.ComponentResource):
             f"{name}-job",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name_of_job, namespace=ns, labels=common, annotations=skip),
             spec=job_spec(args, sa, "weights-stage-code", token_secret, common),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace_resource, self.config_map, self.role], delete_before_replace=True),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource, self.config_map, self.role], delete_before_replace=True),
         )
         self.job_name = pulumi.Output.from_input(name_of_job)
         self.namespace = pulumi.Output.from_input(ns)

@@ -1,0 +1,163 @@
+"""The serving pod's time-to-serve pieces: node-side sync, compile-cache restore, warm-up-then-save sidecar.
+
+:class:`ServingStartup` is what a serving component is told (``VllmServingArgs.startup``);
+``None`` there keeps the pod as it was (AWS CLI sync + a ``sha256sum`` pass, ``emptyDir``). The
+builders here return SDK ``*Args`` the pod kit (:mod:`components.serving.pod_kit`) puts into the
+pod:
+
+* :func:`sync_container`: :data:`~components.weights.node_sync.NODE_SYNC_SCRIPT` (CRT client at
+  the catalog's target bandwidth, verification overlapping the transfer, a verified marker),
+  with the node-local volume's root mounted and :data:`~components.weights.node_local.PRUNE_SCRIPT`
+  first, so each revision lives in its own directory (the engine mounts only that one, as a
+  ``subPath``);
+* :func:`cache_restore_container`: ``podmain cache-restore`` before the engine;
+* :func:`warmup_container`: ``podmain warmup-then-save`` beside the engine; it writes
+  :data:`WARMUP_MARKER`, which the readiness probe requires (:func:`readiness_guard`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi_kubernetes as k8s
+
+from components.errors import UserError
+from components.weights import compile_cache, node_local, node_sync, pod_files
+
+WEIGHTS_ROOT = "/weights"
+"""Where the sync container mounts the node-local volume's root (one directory per revision under it)."""
+WARMUP_MARKER = "/tmp/.kimi-k3-warmed-up"
+"""Written by the warm-up sidecar after the first completion; on the pod's ``/tmp`` ``emptyDir``, shared with the engine."""
+CODE_VOLUME = "kimi-k3-code"
+"""Name of the ConfigMap volume holding the pod-side modules (:mod:`components.weights.pod_files`)."""
+WARMUP_RESOURCES = {"cpu": "1", "memory": "4Gi"}
+"""Requests = limits of the warm-up sidecar (it tars a few GB of caches once); taken from the engine's share."""
+RESTORE_RESOURCES = {"cpu": "4", "memory": "8Gi"}
+"""Requests = limits of the cache restore init container (an init container's request does not add to the pod's)."""
+
+
+@dataclass(frozen=True)
+class ServingStartup:
+    """How a serving pod starts (docs/weights.md). Every field has its rule's home in ``components.weights``."""
+
+    verify_hasher: str = "auto"
+    """``VERIFY_HASHER`` of the node sync (:data:`components.weights.node_sync.HASHERS`)."""
+    node_local_storage_class: str | None = None
+    """StorageClass of node-local weight volumes: the workload becomes a StatefulSet claiming one; ``None``: ``emptyDir``."""
+    compile_cache_s3_uri: str | None = None
+    """``s3://bucket/prefix/`` of the compile/JIT caches; ``None``: no restore, no save."""
+    ami_release_version: str | None = None
+    """AMI release of the GPU nodes (the driver: part of the cache key)."""
+    warmup: bool = True
+    """Run the warm-up sidecar and make readiness wait for its marker."""
+
+    def __post_init__(self) -> None:
+        if self.verify_hasher not in node_sync.HASHERS:
+            raise UserError(f"serving startup: verify_hasher {self.verify_hasher!r} is not accepted; accepted: {', '.join(node_sync.HASHERS)}")
+        if self.compile_cache_s3_uri is not None and not self.warmup:
+            raise UserError("serving startup: compile_cache_s3_uri needs warmup: the sidecar saves the caches once the replica is warmed up")
+
+    @property
+    def needs_code(self) -> bool:
+        """The pod runs the project's pod-side modules (a ConfigMap volume)."""
+        return self.warmup or self.compile_cache_s3_uri is not None
+
+
+def cache_object_uri(startup: ServingStartup, inputs: compile_cache.CacheKeyInputs) -> str | None:
+    """``s3://…/<key>.tar`` of this pod's caches, or ``None`` without a cache prefix."""
+    if startup.compile_cache_s3_uri is None:
+        return None
+    return compile_cache.cache_object_uri(startup.compile_cache_s3_uri, compile_cache.cache_key(inputs))
+
+
+def _env(values: Mapping[str, str]) -> list[k8s.core.v1.EnvVarArgs]:
+    return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()]
+
+
+def sync_script(node_local_weights: bool) -> str:
+    """The sync container's shell: prune other revisions first when the volume outlives the pod."""
+    return node_local.PRUNE_SCRIPT + node_sync.NODE_SYNC_SCRIPT if node_local_weights else node_sync.NODE_SYNC_SCRIPT
+
+
+def sync_env(*, startup: ServingStartup, weights_s3_uri: str, mount_path: str, revision: str, sha256_manifest: str, instance_type: str, cpus: int, region: str) -> dict[str, str]:
+    """Environment of the sync container (``node_sync_env`` plus the region and, node-local, the prune inputs)."""
+    node_local_weights = startup.node_local_storage_class is not None
+    weights_dir = node_local.revision_dir(WEIGHTS_ROOT, revision) if node_local_weights else mount_path
+    env = {"AWS_REGION": region, **node_sync.node_sync_env(
+        weights_s3_uri=weights_s3_uri, weights_dir=weights_dir, sha256_manifest=sha256_manifest, instance_type=instance_type, cpus=cpus, hasher=startup.verify_hasher,
+    )}
+    if node_local_weights:
+        env.update(WEIGHTS_ROOT=WEIGHTS_ROOT, KEEP_REVISION=revision)
+    return env
+
+
+def code_mount() -> k8s.core.v1.VolumeMountArgs:
+    """The pod-side modules, read-only at :data:`components.weights.pod_files.MOUNT_PATH`."""
+    return k8s.core.v1.VolumeMountArgs(name=CODE_VOLUME, mount_path=pod_files.MOUNT_PATH, read_only=True)
+
+
+def code_volume(config_map_name: str) -> k8s.core.v1.VolumeArgs:
+    """The ConfigMap volume of the pod-side modules."""
+    return pod_files.volume(CODE_VOLUME, config_map_name)
+
+
+def _python_container(name: str, action: str, *, image: str, pull_policy: str, env: Mapping[str, str], extra_env: Sequence[k8s.core.v1.EnvVarArgs], resources: Mapping[str, str],
+                      mounts: Sequence[k8s.core.v1.VolumeMountArgs], security_context: k8s.core.v1.SecurityContextArgs) -> k8s.core.v1.ContainerArgs:
+    return k8s.core.v1.ContainerArgs(
+        name=name,
+        image=image,
+        image_pull_policy=pull_policy,
+        command=["python3", "-m", "components.weights.podmain", action],
+        env=[*_env({**pod_files.POD_ENV, **env}), *extra_env],
+        resources=k8s.core.v1.ResourceRequirementsArgs(requests=dict(resources), limits=dict(resources)),
+        security_context=security_context,
+        volume_mounts=[*mounts, code_mount()],
+    )
+
+
+def cache_restore_container(*, image: str, pull_policy: str, cache_uri: str, cache_dirs: Sequence[str], region: str, home_env: Mapping[str, str],
+                            mounts: Sequence[k8s.core.v1.VolumeMountArgs], security_context: k8s.core.v1.SecurityContextArgs) -> k8s.core.v1.ContainerArgs:
+    """Init container restoring the caches of this key before the engine starts (a miss or an error: logged, the engine compiles)."""
+    env = {**home_env, "AWS_REGION": region, "CACHE_S3_URI": cache_uri, "CACHE_DIRS": ":".join(cache_dirs)}
+    return _python_container("restore-compile-cache", "cache-restore", image=image, pull_policy=pull_policy, env=env, extra_env=(), resources=RESTORE_RESOURCES, mounts=mounts, security_context=security_context)
+
+
+def warmup_container(*, image: str, pull_policy: str, engine_url: str, served_model_name: str, region: str, home_env: Mapping[str, str], cache_uri: str | None, cache_dirs: Sequence[str],
+                     api_key_env: k8s.core.v1.EnvVarArgs | None, mounts: Sequence[k8s.core.v1.VolumeMountArgs], security_context: k8s.core.v1.SecurityContextArgs) -> k8s.core.v1.ContainerArgs:
+    """The sidecar: wait for ``/health``, send the warm-up completion, write :data:`WARMUP_MARKER`, save the caches, idle."""
+    env = {**home_env, "AWS_REGION": region, "VLLM_URL": engine_url, "SERVED_MODEL_NAME": served_model_name, "WARMUP_MARKER": WARMUP_MARKER}
+    if cache_uri is not None:
+        env.update(CACHE_S3_URI=cache_uri, CACHE_DIRS=":".join(cache_dirs))
+    return _python_container(
+        "warmup", "warmup-then-save", image=image, pull_policy=pull_policy, env=env, extra_env=[api_key_env] if api_key_env else [],
+        resources=WARMUP_RESOURCES, mounts=mounts, security_context=security_context,
+    )
+
+
+def readiness_guard(script: str) -> str:
+    """``script`` (a Python readiness check) preceded by a check of the warm-up marker: no client before the warm-up request."""
+    return f"import os, sys\nif not os.path.exists({WARMUP_MARKER!r}):\n    sys.exit(1)\n{script}"
+
+
+WARMUP_CHECKOV_SKIPS = (
+    "CKV_K8S_8=the warm-up sidecar idles after its one request and the cache save; the engine's probes cover the pod",
+    "CKV_K8S_9=the warm-up sidecar receives no traffic; the pod's readiness is the engine's, which waits for the sidecar's marker",
+)
+"""Reasons for the checkov skips the sidecar needs (no probes on an idle helper container)."""
+
+
+__all__ = [
+    "CODE_VOLUME",
+    "WARMUP_CHECKOV_SKIPS",
+    "WARMUP_MARKER",
+    "WEIGHTS_ROOT",
+    "ServingStartup",
+    "cache_object_uri",
+    "cache_restore_container",
+    "code_volume",
+    "readiness_guard",
+    "sync_env",
+    "sync_script",
+    "warmup_container",
+]

@@ -1,0 +1,101 @@
+"""The ``Time to serve`` keys: each mistake is one line naming the key, the value and what is accepted;
+the rules come from their homes in ``components.weights`` (staging Job, bucket, cache key, FastImagePull
+vs the AMI release, the ECR pull-through rule)."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.errors import SettingsError
+from components.settings import load_stack
+from components.time_to_serve import estimate_lines
+from tests.builders import DIGEST, load_stack_settings
+
+S3 = {"weightsSource": "s3", "weightsS3Uri": "s3://acme-weights-us-east-1/kimi/3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20/", "dockerHubPullThroughSecretArn": None}
+PINNED = {**S3, "servingImage": f"123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-openai@{DIGEST}"}
+SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/docker-hub-Ab1Cd2"
+
+
+@pytest.mark.parametrize("changes, key, words", [
+    (dict(weightsStagingJob=True), "kimi-k3:weightsStagingJob", "needs kimi-k3:weightsSource s3"),
+    (dict(PINNED, compileCacheS3Uri="s3://acme-weights-us-east-1/cache"), "kimi-k3:compileCacheS3Uri", "trailing slash"),
+    (dict(PINNED, compileCacheS3Uri="s3://acme-weights-us-east-1/"), "kimi-k3:compileCacheS3Uri", "non-empty prefix"),
+    (dict(PINNED, compileCacheS3Uri="s3://acme-weights-us-east-1/kimi/"), "kimi-k3:compileCacheS3Uri", "apart from kimi-k3:weightsS3Uri"),
+    (dict(S3, compileCacheS3Uri="s3://acme-weights-us-east-1/cache/"), "kimi-k3:compileCacheS3Uri", "pinned by digest"),
+    (dict(compileCacheS3Uri="s3://acme-weights-us-east-1/cache/"), "kimi-k3:compileCacheS3Uri", "only with kimi-k3:weightsSource s3"),
+    (dict(PINNED, compileCacheS3Uri="s3://acme-weights-us-east-1/cache/", pipelineParallelSize=2, efaEnabled=True), "kimi-k3:compileCacheS3Uri", "single-node replicas only"),
+    (dict(S3, nodeLocalWeights=True, pipelineParallelSize=2, efaEnabled=True), "kimi-k3:nodeLocalWeights", "single-node replicas only"),
+    (dict(S3, weightsBucketName="other-bucket"), "kimi-k3:weightsBucketName", "acme-weights-us-east-1"),
+    (dict(S3, weightsBucketName="Bad_Bucket"), "kimi-k3:weightsBucketName", "3-63 lower-case"),
+    (dict(nodeLocalWeights=True), "kimi-k3:nodeLocalWeights", "needs kimi-k3:weightsSource s3"),
+    (dict(fastImagePull=True), "kimi-k3:fastImagePull", "needs a pinned AMI release"),
+    (dict(fastImagePull=True, gpuAmiReleaseVersion="1.34.4-20260505"), "kimi-k3:fastImagePull", "amazon-eks-ami#2712"),
+    (dict(fastImagePull=True, gpuAmiReleaseVersion="1.33.0-20250701"), "kimi-k3:fastImagePull", "from v20250813 on"),
+    (dict(dockerHubPullThroughSecretArn="arn:aws:secretsmanager:us-east-1:123456789012:secret:dockerhub"), "kimi-k3:dockerHubPullThroughSecretArn", "ecr-pullthroughcache/"),
+    (dict(dockerHubPullThroughSecretArn=SECRET.replace("us-east-1", "eu-west-1")), "kimi-k3:dockerHubPullThroughSecretArn", "stack's region us-east-1"),
+    (dict(weightsVerifyHasher="md5"), "kimi-k3:weightsVerifyHasher", "accepted: auto, openssl, sha256sum"),
+    (dict(nodeCleanupImage="not a reference"), "kimi-k3:nodeCleanupImage", "repo:tag"),
+])
+def test_a_mistake_is_one_line_naming_the_key(changes, key, words):
+    with pytest.raises(SettingsError) as caught:
+        load_stack_settings(**changes)
+    message = str(caught.value)
+    assert "\n" not in message and key in message and words in message, message
+
+
+def test_prod_refuses_a_node_cleanup_image_by_tag():
+    with pytest.raises(SettingsError, match=r"kimi-k3:nodeCleanupImage: .*v2.9.0.* prod requires an image pinned by digest"):
+        load_stack_settings("prod", **PINNED, nodeLocalWeights=True)
+
+
+def test_the_staging_job_in_prod_needs_a_digest_and_dev_accepts_a_tag():
+    dev = load_stack_settings(**S3, weightsStagingJob=True)
+    assert dev.time_to_serve.staging_job
+    assert load_stack_settings("prod", **PINNED, weightsStagingJob=True).time_to_serve.staging_job
+
+
+def test_a_docker_hub_image_is_pulled_through_the_cache_in_region():
+    s = load_stack_settings(dockerHubPullThroughSecretArn=SECRET)
+    assert s.serving.contract.image.image == "123456789012.dkr.ecr.us-east-1.amazonaws.com/docker-hub/vllm/vllm-openai:kimi-k3"
+    assert s.time_to_serve.pull_through_upstream_image == "vllm/vllm-openai:kimi-k3"
+
+
+def test_an_image_from_elsewhere_is_left_alone_with_a_warning():
+    s = load_stack_settings(dockerHubPullThroughSecretArn=SECRET, servingImage="ghcr.io/acme/vllm:kimi-k3")
+    assert s.serving.contract.image.image == "ghcr.io/acme/vllm:kimi-k3"
+    assert any(w.startswith("kimi-k3:dockerHubPullThroughSecretArn: kimi-k3:servingImage ghcr.io/acme/vllm:kimi-k3 is neither") for w in s.warnings)
+
+
+def test_a_release_with_a_reported_node_problem_warns_naming_the_ami_key():
+    s = load_stack_settings(gpuAmiReleaseVersion="1.34.4-20260520")
+    assert any(w.startswith("kimi-k3:gpuAmiReleaseVersion: AMI release 1.34.4-20260520") and "#2729" in w for w in s.warnings)
+
+
+def test_the_committed_stacks_turn_the_mechanisms_on():
+    prod = load_stack("prod").time_to_serve
+    assert prod.staging_job and prod.node_local_weights and prod.image_prepull and prod.fast_image_pull
+    assert prod.compile_cache_s3_uri == "s3://acme-ml-weights-us-west-2/compile-cache/" and prod.bucket_name == "acme-ml-weights-us-west-2"
+    dev = load_stack("dev").time_to_serve
+    assert dev.image_prepull and dev.pull_through_secret_arn and not dev.node_local_weights  # Hugging Face direct: no node-side S3 sync
+
+
+def test_a_ready_timeout_below_the_estimate_warns_naming_the_key():
+    s = load_stack_settings("prod", **PINNED, engineReadyTimeoutSeconds=900)
+    _, warnings = estimate_lines(s, block_hours=24)
+    (warning,) = [w for w in warnings if "engineReadyTimeoutSeconds" in w]
+    assert warning.startswith("kimi-k3:engineReadyTimeoutSeconds: engine ready timeout 900 s is shorter than the cold start estimate")
+    _, fine = estimate_lines(load_stack("prod"), block_hours=24)
+    assert not any("engineReadyTimeoutSeconds" in w for w in fine)  # 3600 s covers the cold engine phases + 10 min
+
+
+def test_a_block_too_short_to_serve_is_a_warning():
+    _, warnings = estimate_lines(load_stack("prod"), block_hours=1)
+    assert any(w.startswith("kimi-k3:capacityReservationId: a 1 h block cannot serve") for w in warnings)
+    _, week = estimate_lines(load_stack("prod"), block_hours=24 * 7)
+    assert not any("capacityReservationId" in w for w in week)
+
+
+def test_hugging_face_direct_warns_with_its_modelled_time_and_nat_cost():
+    _, warnings = estimate_lines(load_stack("dev"), block_hours=24 * 7)
+    (warning,) = [w for w in warnings if w.startswith("kimi-k3:weightsSource")]
+    assert "~82 min to first token" in warning and "1,700 GB of NAT data processing" in warning and "kimi-k3 weights stage" in warning
