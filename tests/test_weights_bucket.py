@@ -9,7 +9,8 @@ import pytest
 
 from components import offline
 from components.errors import UserError
-from components.weights.bucket import WeightsBucket, WeightsBucketArgs, tls_only_policy
+from components.secure_bucket import tls_only_policy
+from components.weights.bucket import WeightsBucket, WeightsBucketArgs
 from tests.conftest import NOW
 
 

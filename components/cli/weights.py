@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components.cli.arguments import positive_int
 from components.errors import SettingsError, UserError
 from components.settings import StackSettings, load_stack
 from components.weights import WeightsError
@@ -179,16 +180,6 @@ def _stage_here(args: argparse.Namespace, settings: StackSettings, uri: str, sum
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not accepted; expected 1 or more")
-    return value
-
-
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``weights`` with its ``stage`` and ``status`` subcommands."""
     parser = subparsers.add_parser(
@@ -212,9 +203,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             p.add_argument("--deep", action="store_true", help="also read every staged object back and compare its sha256 (reads every byte)")
         else:
             p.add_argument("--here", action="store_true", help="copy from this machine (inside AWS, in the stack's region)")
-            p.add_argument("--workers", type=_positive, default=8, help="files copied at once with --here (default 8)")
-            p.add_argument("--attempts", type=_positive, default=3, help="downloads of a file before giving up on a checksum failure (default 3)")
+            p.add_argument("--workers", type=positive_int, default=8, help="files copied at once with --here (default 8)")
+            p.add_argument("--attempts", type=positive_int, default=3, help="downloads of a file before giving up on a checksum failure (default 3)")
             p.add_argument("--wait", action="store_true", help="without --here: poll the prefix until it is complete")
-            p.add_argument("--interval", type=_positive, default=30, help="seconds between polls with --wait (default 30)")
-            p.add_argument("--timeout", type=_positive, default=6 * 3600, help="seconds to wait with --wait (default 6 h)")
+            p.add_argument("--interval", type=positive_int, default=30, help="seconds between polls with --wait (default 30)")
+            p.add_argument("--timeout", type=positive_int, default=6 * 3600, help="seconds to wait with --wait (default 6 h)")
     return parser

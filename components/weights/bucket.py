@@ -10,7 +10,6 @@ accident: ``protect`` is on unless the caller turns it off.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,27 +18,9 @@ import pulumi
 import pulumi_aws as aws
 
 from components.errors import UserError
+from components.secure_bucket import tls_only_policy
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-
-
-def tls_only_policy(bucket_arn: str) -> str:
-    """Bucket policy denying every request that does not use TLS."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "DenyInsecureTransport",
-                    "Effect": "Deny",
-                    "Principal": "*",
-                    "Action": "s3:*",
-                    "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }
-            ],
-        }
-    )
 
 
 @dataclass(frozen=True)
