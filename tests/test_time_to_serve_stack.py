@@ -91,6 +91,9 @@ def test_prod_serves_from_a_stateful_set_on_node_local_volumes(prod_plan):
     (models,) = [m for m in engine["volumeMounts"] if m["name"] == "models"]
     assert models == {"name": "models", "mountPath": catalog.MODEL_MOUNT_PATH, "subPath": REVISION}  # one directory per revision
     assert not objects(prod_plan, "Deployment", "kimi-k3-serving")
+    # The weights are the claim's: the engine's ephemeral storage is its caches and scratch only.
+    claim_gb = int(claim["spec"]["resources"]["requests"]["storage"].removesuffix("G"))
+    assert int(engine["resources"]["requests"]["ephemeral-storage"].removesuffix("G")) < claim_gb / 4
 
 
 def test_prod_declares_the_node_local_storage_and_its_cleanup(prod_plan):

@@ -157,3 +157,25 @@ def test_the_warm_up_waits_for_health_first(tmp_path):
     calls = []
     assert not warmup.wait_healthy("http://127.0.0.1:9", deadline_s=0.05, poll_s=0.01, sleep=lambda s: calls.append(s))
     assert calls
+
+
+def test_after_an_engine_restart_the_sidecar_unmarks_the_pod_and_warms_the_new_engine_up(tmp_path):
+    """The marker survives a container restart (``/tmp`` is the pod's): the restarted engine must not be Ready unwarmed."""
+    marker = tmp_path / "warm"
+    with FakeOpenAIServer(api_key="sk-test") as server:
+        server.behaviour.served_model = "Kimi-K3"
+        assert warmup.warm_up_and_mark(server.url, "Kimi-K3", str(marker), api_key="sk-test", sleep=lambda s: None)
+        first = len(server.chat_requests())
+        warmup.rewarm_after_restarts(server.url, "Kimi-K3", str(marker), api_key="sk-test", sleep=lambda s: None, rounds=3)
+        assert len(server.chat_requests()) == first and marker.exists()  # healthy: nothing to do
+
+        seen = []
+
+        def restart_then_recover(seconds):
+            # The engine restarts (503) on the first poll, is back by the next one.
+            seen.append(marker.exists())
+            server.behaviour.health_status = 503 if len(seen) == 1 else 200
+
+        warmup.rewarm_after_restarts(server.url, "Kimi-K3", str(marker), api_key="sk-test", sleep=restart_then_recover, rounds=1)
+        assert len(server.chat_requests()) == first + 1 and marker.exists()  # warmed up again, marked again
+        assert seen[0] is True and False in seen  # unmarked while the new engine came up

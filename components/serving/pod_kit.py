@@ -339,8 +339,11 @@ class PodKit:
                 engine_cpu -= int(serving_pod.WARMUP_RESOURCES["cpu"])
                 engine_memory = f"{int(engine_memory.removesuffix('Mi')) - int(serving_pod.WARMUP_RESOURCES['memory'].removesuffix('Gi')) * 1024}Mi"
             resources.update(cpu=str(engine_cpu), memory=engine_memory)
+        # Weights on a node-local volume are the claim's, not the pod's ephemeral storage.
+        node_local = args.startup is not None and args.startup.node_local_storage_class is not None
+        weights_gb = 0 if node_local else weights_limit_gb(args.contract)
         return k8s.core.v1.ResourceRequirementsArgs(
-            requests={**resources, "ephemeral-storage": f"{weights_limit_gb(args.contract) + args.cache_size_gib + 64}G"},
+            requests={**resources, "ephemeral-storage": f"{weights_gb + args.cache_size_gib + 64}G"},
             limits=dict(resources),
         )
 

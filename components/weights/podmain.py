@@ -10,7 +10,8 @@ comes from the environment the pod spec sets:
   ``CACHE_DIRS`` (colon-separated directories), ``AWS_REGION``;
 * ``warmup-then-save``: as ``cache-save`` plus ``VLLM_URL``, ``SERVED_MODEL_NAME``,
   ``WARMUP_MARKER`` and ``VLLM_API_KEY`` — the sidecar that sends the warm-up request once
-  the engine answers, marks the pod ready-to-serve, saves the caches, then idles.
+  the engine answers, marks the pod ready-to-serve, saves the caches, then watches the engine
+  and warms it up again after a container restart.
 
 Exit status: 0 done, 1 failed (the message is on stderr). ``cache-*`` and the sidecar never
 fail the pod: a cache problem costs start-up time, not serving.
@@ -19,6 +20,7 @@ fail the pod: a cache problem costs start-up time, not serving.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -92,7 +94,8 @@ def _warmup_then_save() -> int:
     )
     if os.environ.get("CACHE_S3_URI"):
         compile_cache.save_or_log(_s3(), _env("CACHE_S3_URI"), [d for d in _env("CACHE_DIRS").split(":") if d])
-    warmup.idle()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    warmup.rewarm_after_restarts(_env("VLLM_URL"), _env("SERVED_MODEL_NAME"), _env("WARMUP_MARKER"), api_key=os.environ.get("VLLM_API_KEY") or None)
     return 0
 
 

@@ -125,7 +125,7 @@ def cache_restore_container(*, image: str, pull_policy: str, cache_uri: str, cac
 
 def warmup_container(*, image: str, pull_policy: str, engine_url: str, served_model_name: str, region: str, home_env: Mapping[str, str], cache_uri: str | None, cache_dirs: Sequence[str],
                      api_key_env: k8s.core.v1.EnvVarArgs | None, mounts: Sequence[k8s.core.v1.VolumeMountArgs], security_context: k8s.core.v1.SecurityContextArgs) -> k8s.core.v1.ContainerArgs:
-    """The sidecar: wait for ``/health``, send the warm-up completion, write :data:`WARMUP_MARKER`, save the caches, idle."""
+    """The sidecar: wait for ``/health``, send the warm-up completion, write :data:`WARMUP_MARKER`, save the caches, then unmark and re-warm after each engine restart."""
     env = {**home_env, "AWS_REGION": region, "VLLM_URL": engine_url, "SERVED_MODEL_NAME": served_model_name, "WARMUP_MARKER": WARMUP_MARKER}
     if cache_uri is not None:
         env.update(CACHE_S3_URI=cache_uri, CACHE_DIRS=":".join(cache_dirs))
@@ -141,7 +141,7 @@ def readiness_guard(script: str) -> str:
 
 
 WARMUP_CHECKOV_SKIPS = (
-    "CKV_K8S_8=the warm-up sidecar idles after its one request and the cache save; the engine's probes cover the pod",
+    "CKV_K8S_8=the warm-up sidecar only polls the engine after its request and the cache save; the engine's probes cover the pod",
     "CKV_K8S_9=the warm-up sidecar receives no traffic; the pod's readiness is the engine's, which waits for the sidecar's marker",
 )
 """Reasons for the checkov skips the sidecar needs (no probes on an idle helper container)."""

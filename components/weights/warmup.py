@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 import urllib.error
@@ -91,8 +90,24 @@ def warm_up_and_mark(base_url: str, model: str, marker: str, api_key: str | None
     return False
 
 
-def idle() -> None:
-    """Stay alive until the pod stops (a sidecar that exits would be restarted)."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    while True:
-        signal.pause()
+def rewarm_after_restarts(base_url: str, model: str, marker: str, api_key: str | None = None, poll_s: float = 10, sleep=time.sleep, rounds: int | None = None) -> None:
+    """After the first warm-up: when the engine stops answering ``/health`` (its container restarted), unmark the pod
+    and warm the new engine up before the readiness probe lets clients in again.
+
+    The marker lives in the pod's ``/tmp`` ``emptyDir``, which survives a container restart: without this the
+    restarted engine would be Ready on its first health check and its first client would pay the lazy initialisation.
+    An engine start takes minutes, far longer than ``poll_s``, so the watcher sees every restart.
+
+    :param rounds: polls before returning (``None``: until the pod stops); for tests.
+    """
+    polled = 0
+    while rounds is None or polled < rounds:
+        polled += 1
+        sleep(poll_s)
+        if _get(f"{base_url}/health", timeout_s=5) == 200:
+            continue
+        if os.path.exists(marker):
+            os.remove(marker)
+            print("warm-up: the engine stopped answering /health (restarted?); the pod is unready until it is warmed up again", file=sys.stderr, flush=True)
+        warm_up_and_mark(base_url, model, marker, api_key=api_key, sleep=sleep)
+
