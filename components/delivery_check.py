@@ -40,6 +40,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.capacity.scaling import SCALE_UP_MARGIN
 from components.errors import Problems
 
 METRIC_NAMESPACE = "AWS/AutoScaling"
@@ -71,6 +72,9 @@ class DeliveryCheckArgs:
     """Metric period (group metrics are published every minute once collection is on)."""
     evaluation_periods: int = 5
     """Consecutive periods below the reserved count before the alarm (a replaced node does not page)."""
+    create_margin: timedelta = SCALE_UP_MARGIN
+    """How long after ``now`` the switch-on schedule is created at the latest (it comes after the GPU node group in a
+    first ``pulumi up``; :data:`components.capacity.scaling.SCALE_UP_MARGIN`): it never fires earlier than that."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every resource."""
 
@@ -78,6 +82,12 @@ class DeliveryCheckArgs:
 def checks_from(args: DeliveryCheckArgs) -> datetime:
     """When the check starts counting: the block's start plus the grace time."""
     return args.block_start.astimezone(UTC) + args.grace
+
+
+def switch_on_at(args: DeliveryCheckArgs) -> datetime:
+    """When the one-time schedule switches the alarm's actions on: :func:`checks_from`, but never before the schedule
+    exists (a one-time schedule whose time has passed at create is refused, or never fires: the alarm would stay silent)."""
+    return max(checks_from(args), args.now.astimezone(UTC) + args.create_margin)
 
 
 def scheduler_at(moment: datetime) -> str:
@@ -242,7 +252,7 @@ class DeliveryCheck(pulumi.ComponentResource):
             self.enable_actions_schedule = aws.scheduler.Schedule(
                 f"{name}-enable-alarm-actions",
                 description=f"Switch on the delivery alarm {alarm_name} at the block's start + grace",
-                schedule_expression=scheduler_at(checks_from(args)),
+                schedule_expression=scheduler_at(switch_on_at(args)),
                 schedule_expression_timezone="UTC",
                 flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
                 target=aws.scheduler.ScheduleTargetArgs(

@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from components import offline
+from components import delivery_check, offline
+from components.capacity.scaling import SCALE_UP_MARGIN
+from components.cli import main
 from components.delivery_check import DeliveryCheck, DeliveryCheckArgs, cloudwatch_key_statement, cloudwatch_topic_statement
 from components.errors import UserError
 
@@ -99,3 +101,21 @@ def test_policy_statements_for_the_encrypted_topic():
     assert topic["Principal"] == key["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
     assert topic["Action"] == "sns:Publish" and topic["Resource"] == TOPIC
     assert set(key["Action"]) == {"kms:GenerateDataKey*", "kms:Decrypt"}
+
+
+def test_a_block_starting_during_up_gets_its_switch_when_the_schedule_exists():
+    """The switch is created ~26 minutes into a first `up` (after the GPU node group): never scheduled before that."""
+    now = START - timedelta(minutes=5)
+    switch = run(now).one(SCHEDULE, "delivery-enable-alarm-actions").plain_inputs
+    assert switch["scheduleExpression"] == f"at({now + SCALE_UP_MARGIN:%Y-%m-%dT%H:%M:%S})"  # not start + 20 min
+
+
+def test_the_stack_rehearsal_of_a_block_starting_in_five_minutes_passes_the_one_time_schedule_rule(tmp_path, monkeypatch, capsys):
+    """Without the margin the offline engine refuses the switch (``rules.one_time_schedule_fires_after_creation``)."""
+    flags = ["plan", "dev", "--quiet", "--now", "2026-12-01T08:00:00Z", "--reservation-start", "2026-12-01T08:05:00Z"]
+    assert main([*flags, "--out", str(tmp_path / "a")]) == 0
+    monkeypatch.setattr(delivery_check, "switch_on_at", delivery_check.checks_from)
+    capsys.readouterr()
+    assert main([*flags, "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "'kimi-k3-delivery-check-enable-alarm-actions': scheduleExpression at(2026-12-01T08:25:00) (UTC) has passed when the schedule is created" in err

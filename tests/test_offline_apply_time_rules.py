@@ -8,7 +8,7 @@ the default (surge) strategy.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pulumi
 import pulumi_aws as aws
@@ -170,3 +170,29 @@ def test_a_margin_shorter_than_the_chain_fails_the_plan_like_autoscaling_would()
         offline.OfflineEngine(now=NOW, reservation=fixture).run(lambda: _cluster_and_gpu_nodes(timedelta(0)))
     result = offline.OfflineEngine(now=NOW, reservation=fixture).run(lambda: _cluster_and_gpu_nodes(SCALE_UP_MARGIN))
     assert result.one(SCHEDULE).plain_inputs["startTime"] == "2026-11-30T16:45:00Z"
+
+
+# --- an EventBridge Scheduler one-time schedule must fire after it is created --------------------------
+
+
+def _one_time(name: str, at: datetime, depends_on: list[pulumi.Resource] | None = None) -> aws.scheduler.Schedule:
+    return aws.scheduler.Schedule(
+        name, schedule_expression=f"at({at:%Y-%m-%dT%H:%M:%S})", schedule_expression_timezone="UTC",
+        flexible_time_window={"mode": "OFF"}, target={"arn": "arn:aws:scheduler:::aws-sdk:cloudwatch:enableAlarmActions", "role_arn": "arn:aws:iam::123456789012:role/s"},
+        opts=pulumi.ResourceOptions(depends_on=depends_on or []),
+    )
+
+
+def test_a_one_time_schedule_whose_time_passes_before_it_is_created_is_refused_with_its_source():
+    def program() -> None:
+        cluster = aws.eks.Cluster("cp", role_arn="arn:aws:iam::123456789012:role/eks", vpc_config={"subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa"]})
+        _one_time("switch", NOW + timedelta(minutes=10), depends_on=[cluster])
+
+    with pytest.raises(ApplyTimeRuleError) as refused:
+        _run(program)
+    message = str(refused.value)
+    assert "aws:scheduler/schedule:Schedule 'switch': scheduleExpression at(2026-11-30T16:10:00) (UTC) has passed when the schedule is created" in message
+    assert "EventBridge Scheduler user guide, schedule-types" in message
+    _run(lambda: _one_time("switch", NOW + timedelta(minutes=10)))  # created at once: fires after
+    _run(lambda: aws.scheduler.Schedule("rate", schedule_expression="rate(10 minutes)", flexible_time_window={"mode": "OFF"},
+                                        target={"arn": "arn:aws:scheduler:::aws-sdk:autoscaling:enableMetricsCollection", "role_arn": "arn:aws:iam::123456789012:role/s"}))

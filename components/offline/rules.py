@@ -15,7 +15,10 @@ The rules (each a function below):
   don't want to change the minimum size … Defaults to 0");
 - :func:`capacity_block_updates_without_surge` — a ``CAPACITY_BLOCK`` managed node group
   must update with the ``MINIMAL`` strategy (EKS API reference, NodegroupUpdateConfig; EKS
-  user guide, managed-node-update-behavior).
+  user guide, managed-node-update-behavior);
+- :func:`one_time_schedule_fires_after_creation` — an EventBridge Scheduler one-time
+  schedule (``at(...)``) must fire after it is created (reported refused at create; a schedule
+  that never fires is as bad).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from components.errors import UserError
 from components.offline.timeline import Moment, Registration, Timeline
 
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
+SCHEDULER_SCHEDULE = "aws:scheduler/schedule:Schedule"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
 SCHEDULE_IN_THE_PAST_SOURCE = (
@@ -44,6 +48,12 @@ MINIMAL_UPDATE_SOURCE = (
     "EKS API reference, NodegroupUpdateConfig.updateStrategy: the default strategy 'launches the new instances first, "
     "before terminating the old instances', the minimal one 'terminates the old instances before launching the new "
     "instances … useful … with hardware accelerators such as GPUs'; EKS user guide, managed-node-update-behavior"
+)
+
+ONE_TIME_SCHEDULE_SOURCE = (
+    "EventBridge Scheduler user guide, schedule-types, 'One-time schedules': an at() schedule invokes its target once, "
+    "at the time given; a time that has passed at create is rejected (DefangLabs/pulumi-defang cd/program/selfdestruct_aws.go, "
+    "PR #425: 'AWS rejects a fire time in the past at create')"
 )
 
 
@@ -136,7 +146,27 @@ def capacity_block_updates_without_surge(registration: Registration, moment: Mom
     )
 
 
-RULES: tuple[Rule, ...] = (schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge)
+def one_time_schedule_fires_after_creation(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse an EventBridge Scheduler ``at(...)`` schedule whose time is not after the moment its create call is made."""
+    if registration.type != SCHEDULER_SCHEDULE:
+        return None
+    expression = registration.inputs.get("scheduleExpression")
+    if not isinstance(expression, str) or not expression.startswith("at("):
+        return None
+    fires = datetime.strptime(expression, "at(%Y-%m-%dT%H:%M:%S)").replace(tzinfo=UTC)
+    if fires > moment.starts:
+        return None
+    elapsed = (moment.starts - timeline.now).total_seconds()
+    return (
+        f"scheduleExpression {expression} (UTC) has passed when the schedule is created: in a first `pulumi up` starting at "
+        f"{_when(timeline.now)} its create call comes at {_when(moment.starts)} ({_minutes(elapsed)} later); it would be "
+        f"refused, or never invoke its target ({ONE_TIME_SCHEDULE_SOURCE})"
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge, one_time_schedule_fires_after_creation,
+)
 """Every apply-time rule the offline engine enforces."""
 
 
@@ -164,6 +194,7 @@ class ApplyTimeRules:
 
 __all__ = [
     "MINIMAL_UPDATE_SOURCE",
+    "ONE_TIME_SCHEDULE_SOURCE",
     "RULES",
     "SCHEDULE_IN_THE_PAST_SOURCE",
     "SCHEDULE_SIZE_DEFAULT_SOURCE",
@@ -171,6 +202,7 @@ __all__ = [
     "ApplyTimeRules",
     "RuleViolation",
     "capacity_block_updates_without_surge",
+    "one_time_schedule_fires_after_creation",
     "parse_schedule_time",
     "schedule_sets_only_what_it_names",
     "schedule_starts_in_the_future",
