@@ -16,11 +16,12 @@ import argparse
 import math
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
 
+from components import clock
 from components.cli.arguments import non_negative_int, positive_float, positive_int
 from components.errors import UserError
 
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
     from components.bench import aiperf_run, profiles, report, tokenizer
 
     out = out or sys.stdout
-    started_at = now or datetime.now(UTC)
+    started_at = now or clock.program_now()
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV, "")
     if not api_key:
         raise UserError(f"no API key: pass --api-key or set {API_KEY_ENV}")

@@ -8,10 +8,11 @@ action here rather than a side effect of ``pulumi up``. The AWS logic lives in
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from components import clock
 from components.capacity import assessment, preflight, status
 from components.capacity import aws as capacity_aws
 from components.capacity import offerings as capacity_offerings
@@ -24,8 +25,8 @@ CONFIG_KEY = "kimi-k3:capacityReservationId"
 
 
 def utcnow() -> datetime:
-    """The current time in UTC (tests replace this to pin the clock)."""
-    return datetime.now(UTC)
+    """The command's "now" (:func:`components.clock.program_now`, read once per command; tests replace this to pin it)."""
+    return clock.program_now()
 
 
 # --------------------------------------------------------------------------- formatting

@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from components import clock
 from components import training_plans as tp
 from components.capacity.aws import validate_region
 from components.capacity.offerings import parse_when
@@ -27,12 +28,12 @@ from components.human_time import minute_text
 DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
 """The HyperPod instance type that holds one Kimi K3 replica."""
 CONFIG_KEY = "kimi-k3:trainingPlanArn"
-"""Stack config key a HyperPod stack reads the plan from (proposed; see docs/hyperpod.md)."""
+"""Stack config key a HyperPod stack reads its plan from (docs/hyperpod.md)."""
 
 
 def utcnow() -> datetime:
-    """The current time in UTC (tests replace this to pin the clock)."""
-    return datetime.now(UTC)
+    """The command's "now" (:func:`components.clock.program_now`, read once per command; tests replace this to pin it)."""
+    return clock.program_now()
 
 
 def _hours(hours: float) -> str:
