@@ -294,6 +294,9 @@ def test_the_operators_routing_and_kv_cache_keys_reach_the_stacks_endpoint():
 
 def test_the_api_proxy_drain_and_alert_keys_warn_on_a_hyperpod_stack():
     """The operator brings its own load balancer and pods: the EKS serving front's keys do nothing here, and the stack says so."""
-    result = offline.run_stack("hyperpod", now=NOW, config_overrides={"kimi-k3:servingDrainSeconds": 600, "kimi-k3:prometheusOperatorEnabled": True})
+    result = offline.run_stack("hyperpod", now=NOW, config_overrides={
+        "kimi-k3:servingDrainSeconds": 600, "kimi-k3:prometheusOperatorEnabled": True, "kimi-k3:imagePrePull": True,
+    })
     (warning,) = [w for w in result.settings.warnings if "only to servingPlatform eks" in w]
-    assert "kimi-k3:servingDrainSeconds" in warning and "kimi-k3:prometheusOperatorEnabled" in warning
+    assert all(key in warning for key in ("kimi-k3:servingDrainSeconds", "kimi-k3:prometheusOperatorEnabled", "kimi-k3:imagePrePull"))
+    assert not result.by_type("kubernetes:apps/v1:DaemonSet")  # the pre-pull is the EKS path's
