@@ -57,6 +57,9 @@ def test_verify_step_and_a_step_without_progress_lines():
     assert hf.phase == pods.WEIGHTS and "no progress reported" in hf.detail and hf.progress is None
     verify = k.pod("a", created=CREATED, node_name=NODE, init=[DONE, k.container_status("verify-weights", k.running(NOW - timedelta(minutes=2)))])
     assert pods.classify(verify, now=NOW).phase == pods.VERIFYING
+    restore = k.pod("a", created=CREATED, node_name=NODE, init=[DONE, k.container_status("restore-compile-cache", k.running(NOW - timedelta(seconds=30)))])
+    view = pods.classify(restore, now=NOW)
+    assert view.phase == pods.CACHE_RESTORE and view.detail == "restore-compile-cache: restoring the compile and JIT caches from S3 for 0m 30s"
 
 
 def test_a_failed_init_container_names_its_exit_and_last_line():

@@ -24,11 +24,12 @@ from components.clock import utc
 from components.weights.progress import DEFAULT_INTERVAL_S, Progress, last_progress
 
 SCHEDULING, IMAGE_PULL, WEIGHTS, VERIFYING, INIT = "scheduling", "image pull", "weights", "verifying", "init"
+CACHE_RESTORE = "compile cache restore"
 ENGINE_LOADING, WARMING_UP, READY, FAILED, TERMINATING = "engine loading", "warming up", "ready", "failed", "terminating"
-PHASES = (SCHEDULING, WEIGHTS, VERIFYING, INIT, IMAGE_PULL, ENGINE_LOADING, WARMING_UP, READY, FAILED, TERMINATING)
+PHASES = (SCHEDULING, WEIGHTS, VERIFYING, CACHE_RESTORE, INIT, IMAGE_PULL, ENGINE_LOADING, WARMING_UP, READY, FAILED, TERMINATING)
 """Phases in the order a pod goes through them (failed and terminating can come at any point)."""
 
-INIT_PHASES = {"fetch-weights": WEIGHTS, "verify-weights": VERIFYING}
+INIT_PHASES = {"fetch-weights": WEIGHTS, "verify-weights": VERIFYING, "restore-compile-cache": CACHE_RESTORE}
 """Init containers of the serving pods (``components.serving.pod_kit``) and the phase each one is."""
 
 ENGINE_CONTAINER = "vllm"
@@ -197,7 +198,7 @@ def classify(pod: Mapping[str, Any], log: Sequence[str] = (), *, now: datetime) 
             tail = _last_line(log)
             running = f" for {_duration((now - since).total_seconds())}" if since else ""
             if cs.get("started"):
-                return PodView(**base, phase=WARMING_UP, detail=f"engine up{running}, not ready yet (readiness: the model listed by /v1/models)", since=since, container=ENGINE_CONTAINER)
+                return PodView(**base, phase=WARMING_UP, detail=f"engine up{running}, not ready yet (readiness: the model listed by /v1/models and, with the warm-up sidecar, its first request done)", since=since, container=ENGINE_CONTAINER)
             return PodView(**base, phase=ENGINE_LOADING, detail=f"engine loading{running}" + (f": {tail}" if tail else ""), since=since, container=ENGINE_CONTAINER)
         if "terminated" in state:
             return PodView(**base, phase=FAILED, detail=f"vllm {_terminated(state)}", since=None, container=ENGINE_CONTAINER, problem=True)
@@ -214,6 +215,8 @@ def _duration(seconds: float) -> str:
 
 def _init_detail(container: str, phase: str, progress: Progress | None, since: datetime | None, now: datetime) -> str:
     running = f" for {_duration((now - since).total_seconds())}" if since else ""
+    if phase == CACHE_RESTORE:  # a few GB, no progress lines: a miss or an error is logged and the engine compiles
+        return f"{container}: restoring the compile and JIT caches from S3{running}"
     if progress is None:
         what = {WEIGHTS: "copying the weights", VERIFYING: "verifying the weights"}.get(phase, "running")
         return f"{container}: {what}{running} (no progress reported)"
