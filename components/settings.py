@@ -1224,7 +1224,10 @@ def _validate_time_to_serve(
     try:
         warnings.extend(f"{_key('gpuAmiReleaseVersion')}: {w}" for w in image_pull.check_fast_image_pull(capacity.ami_release_version, fast))
     except UserError as err:
-        raise SettingsError(_key("fastImagePull"), True, f"not accepted with {_key('gpuAmiReleaseVersion')} {capacity.ami_release_version or '(unset)'}: {err}") from None
+        reason = re.sub(r"^FastImagePull is not accepted on AMI release \S+: ", "", str(err))  # the key and release are named here
+        raise SettingsError(
+            _key("fastImagePull"), True, f"with {_key('gpuAmiReleaseVersion')} {capacity.ami_release_version or '(unset)'}: {reason}",
+        ) from None
 
     secret_arn = r.get("dockerHubPullThroughSecretArn") or None
     upstream = None
