@@ -95,6 +95,15 @@ def _minutes(delta_seconds: float) -> str:
     return f"{delta_seconds / 60:.0f} minutes"
 
 
+def _create_call(moment: Moment, timeline: Timeline) -> str:
+    """When a first ``pulumi up`` makes the resource's create call, against the run's start."""
+    elapsed = (moment.starts - timeline.now).total_seconds()
+    return (
+        f"in a first `pulumi up` starting at {_when(timeline.now)} its create call comes at {_when(moment.starts)} "
+        f"({_minutes(elapsed)} later, after what it depends on; create times in components/offline/create_times.py)"
+    )
+
+
 def parse_schedule_time(value: str) -> datetime:
     """A scheduled action's ``YYYY-MM-DDThh:mm:ssZ`` time (the only format the provider accepts)."""
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
@@ -109,12 +118,9 @@ def schedule_starts_in_the_future(registration: Registration, moment: Moment, ti
         return None
     if parse_schedule_time(start) > moment.starts:
         return None
-    elapsed = (moment.starts - timeline.now).total_seconds()
     return (
-        f"startTime {start} is not in the future when the scheduled action is created: in a first `pulumi up` "
-        f"starting at {_when(timeline.now)} its create call comes at {_when(moment.starts)} ({_minutes(elapsed)} later, "
-        f"after what it depends on; create times in components/offline/create_times.py), and AutoScaling refuses an "
-        f"action in the past ({SCHEDULE_IN_THE_PAST_SOURCE})"
+        f"startTime {start} is not in the future when the scheduled action is created: {_create_call(moment, timeline)}, "
+        f"and AutoScaling refuses an action in the past ({SCHEDULE_IN_THE_PAST_SOURCE})"
     )
 
 
@@ -156,11 +162,9 @@ def one_time_schedule_fires_after_creation(registration: Registration, moment: M
     fires = datetime.strptime(expression, "at(%Y-%m-%dT%H:%M:%S)").replace(tzinfo=UTC)
     if fires > moment.starts:
         return None
-    elapsed = (moment.starts - timeline.now).total_seconds()
     return (
-        f"scheduleExpression {expression} (UTC) has passed when the schedule is created: in a first `pulumi up` starting at "
-        f"{_when(timeline.now)} its create call comes at {_when(moment.starts)} ({_minutes(elapsed)} later); it would be "
-        f"refused, or never invoke its target ({ONE_TIME_SCHEDULE_SOURCE})"
+        f"scheduleExpression {expression} (UTC) has passed when the schedule is created: {_create_call(moment, timeline)}; "
+        f"it would be refused, or never invoke its target ({ONE_TIME_SCHEDULE_SOURCE})"
     )
 
 
