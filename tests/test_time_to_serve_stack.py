@@ -21,6 +21,7 @@ from components.serving.vllm import VllmServer, VllmServerArgs
 from components.weights import compile_cache, estimate, image_pull, node_local, node_sync, serving_pod
 from components.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs
 from tests.conftest import NOW
+from tests.weights_builders import seeded_bytes
 
 PROD_BUCKET = "acme-ml-weights-us-west-2"
 REVISION = "3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20"
@@ -277,7 +278,7 @@ def test_the_prod_sync_container_prunes_other_revisions_and_a_recreated_pod_skip
     fetch = containers(serving_workload(prod_plan)["spec"]["template"]["spec"], "initContainers")["fetch-weights"]
     bucket = tmp_path / "bucket"
     (bucket / "sub").mkdir(parents=True)
-    files = {"model-00001.safetensors": os.urandom(1 << 20), "sub/config.json": b"{}"}
+    files = {"model-00001.safetensors": seeded_bytes(1 << 20, "model-00001"), "sub/config.json": b"{}"}
     for path, content in files.items():
         (bucket / path).write_bytes(content)
     (bucket / "SHA256SUMS").write_text("".join(f"{hashlib.sha256(c).hexdigest()}  {p}\n" for p, c in files.items()))

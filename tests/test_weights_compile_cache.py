@@ -13,6 +13,7 @@ from moto import mock_aws
 from components.weights import WeightsError, podmain, warmup
 from components.weights import compile_cache as cc
 from tests.fake_openai_server import FakeOpenAIServer
+from tests.weights_builders import seeded_bytes
 
 BUCKET = "acme-ml-weights-us-west-2"
 PREFIX_URI = f"s3://{BUCKET}/compile-cache/"
@@ -80,7 +81,7 @@ def fill(root, tag: bytes) -> list[str]:
     with open(f"{dirs[0]}/torch_compile_cache/1517964802/rank_0_0/computation_graph.py", "wb") as fh:
         fh.write(b"graph " + tag)
     with open(f"{dirs[1]}/kernel.cubin", "wb") as fh:
-        fh.write(os.urandom(9 << 20) + tag)  # more than one part
+        fh.write(seeded_bytes(9 << 20, "compile-cache") + tag)  # more than one part
     return dirs
 
 

@@ -14,6 +14,7 @@ from components import catalog
 from components.errors import UserError
 from components.weights.manifest import Manifest, ManifestEntry
 from components.weights.node_sync import NODE_SYNC_SCRIPT, crt_fallback_minutes, node_sync_env, sync_minutes, target_bandwidth_bytes_per_s, verify_workers
+from tests.weights_builders import corrupted, seeded_bytes
 
 FAKE_AWS = r"""#!/bin/sh
 # fake aws: configure set records; s3 cp/sync copy from $FAKE_BUCKET (a directory) via temp file + rename.
@@ -37,11 +38,11 @@ echo "fake aws: unexpected $*" >&2; exit 2
 def bucket(tmp_path: Path, corrupt: str | None = None) -> tuple[Path, dict[str, bytes]]:
     root = tmp_path / "bucket"
     root.mkdir()
-    files = {"model-00001.safetensors": os.urandom(3 << 20), "model-00002.safetensors": os.urandom(1 << 20), "sub/config.json": b"{}", "tokenizer.json": os.urandom(1000)}
+    files = {"model-00001.safetensors": seeded_bytes(3 << 20, "model-00001"), "model-00002.safetensors": seeded_bytes(1 << 20, "model-00002"), "sub/config.json": b"{}", "tokenizer.json": seeded_bytes(1000, "tokenizer")}
     manifest = Manifest("m/x", "0" * 40, tuple(ManifestEntry(p, len(c), hashlib.sha256(c).hexdigest()) for p, c in files.items()))
     for path, content in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_bytes(content if path != corrupt else b"X" + content[1:])
+        (root / path).write_bytes(content if path != corrupt else corrupted(content))
     (root / "SHA256SUMS").write_text(manifest.sha256sums())
     # the sync delivers the small files first and the biggest last, as a listing in key order might
     (root / ".order").write_text("\n".join(["SHA256SUMS", "sub/config.json", "tokenizer.json", "model-00002.safetensors", "model-00001.safetensors"]))

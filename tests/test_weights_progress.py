@@ -11,6 +11,7 @@ import pytest
 
 from components.weights import progress
 from components.weights.node_sync import NODE_SYNC_SCRIPT, node_sync_env
+from tests.weights_builders import seeded_bytes
 
 # fake aws: like the CRT client (temp file + rename per file); `s3 ls --summarize` totals the bucket directory.
 FAKE_AWS = r"""#!/bin/sh
@@ -38,7 +39,7 @@ echo "fake aws: unexpected $*" >&2; exit 2
 def make_bucket(tmp_path: Path) -> tuple[Path, int]:
     root = tmp_path / "bucket"
     root.mkdir()
-    files = {"model-00001.safetensors": os.urandom(3 << 20), "model-00002.safetensors": os.urandom(2 << 20), "config.json": b"{}"}
+    files = {"model-00001.safetensors": seeded_bytes(3 << 20, "model-00001"), "model-00002.safetensors": seeded_bytes(2 << 20, "model-00002"), "config.json": b"{}"}
     for path, content in files.items():
         (root / path).write_bytes(content)
     (root / "SHA256SUMS").write_text("".join(f"{hashlib.sha256(c).hexdigest()}  {p}\n" for p, c in files.items()))

@@ -9,7 +9,6 @@ staged, status reports each category with bytes; the S3 calls carry the checksum
 from __future__ import annotations
 
 import hashlib
-import os
 import zlib
 
 import boto3
@@ -23,7 +22,7 @@ from components.weights.s3store import S3Location, b64_crc32, upload_verified
 from components.weights.stage import MISMATCHED, MISSING, STAGED, stage, survey
 from components.weights.status import WeightsStatus, deep_check, format_status
 from tests.fake_hub import FakeHub
-from tests.weights_builders import BUCKET, PART, REPO, REV, URI, make_repo, s3  # noqa: F401  (s3 is a fixture)
+from tests.weights_builders import BUCKET, PART, REPO, REV, URI, corrupted, make_repo, s3, seeded_bytes  # noqa: F401  (s3 is a fixture)
 
 
 @pytest.fixture()
@@ -142,7 +141,7 @@ def test_deep_status_catches_content_changed_behind_matching_metadata(hub, s3):
     loc = S3Location.parse(URI)
     path = "model-00002-of-00002.safetensors"
     good = hub.repo.files[path]
-    evil = b"\1" + good[1:]
+    evil = corrupted(good)
     sha = hashlib.sha256(good).hexdigest()
     mpu = s3.create_multipart_upload(Bucket=BUCKET, Key=loc.key(path), ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT", Metadata={"sha256": sha})
     part = s3.upload_part(Bucket=BUCKET, Key=loc.key(path), UploadId=mpu["UploadId"], PartNumber=1, Body=evil, ChecksumCRC32=b64_crc32(zlib.crc32(evil)))
@@ -175,7 +174,7 @@ def test_a_prefix_holding_another_revision_is_refused(hub, s3):
 def test_upload_calls_carry_full_object_crc32_per_part_and_whole_file_checked_by_the_s3_model():
     """moto stores but does not check checksums; the Stubber checks our calls against botocore's S3 model."""
     client = boto3.client("s3", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
-    data = os.urandom((8 << 20) + 10)
+    data = seeded_bytes((8 << 20) + 10, "w.safetensors")
     parts = [data[: 8 << 20], data[8 << 20 :]]
     loc = S3Location.parse(URI)
     key = loc.key("w.safetensors")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import os
+import random
 
 import boto3
 import pytest
@@ -18,6 +18,16 @@ URI = f"s3://{BUCKET}/moonshotai/Kimi-K3/{REV}/"
 PART = 8 << 20
 
 
+def seeded_bytes(size: int, seed: str) -> bytes:
+    """Bytes that look random but are the same on every run, so a failure reproduces."""
+    return random.Random(seed).randbytes(size)
+
+
+def corrupted(content: bytes) -> bytes:
+    """The same content with its first byte flipped: always different, whatever that byte was."""
+    return bytes([content[0] ^ 0xFF]) + content[1:]
+
+
 def make_repo() -> FakeRepo:
     rng = hashlib.sha256(b"seed").digest()
     big = (rng * ((20 << 20) // len(rng) + 1))[: (20 << 20) + 123]  # 3 parts of 8 MiB
@@ -25,7 +35,7 @@ def make_repo() -> FakeRepo:
         "config.json": b'{"model_type": "kimi_k3"}\n',
         "tokenizer_config.json": b'{"x": 1}\n',
         "model-00001-of-00002.safetensors": big,
-        "model-00002-of-00002.safetensors": os.urandom(3 << 20),
+        "model-00002-of-00002.safetensors": seeded_bytes(3 << 20, "model-00002"),
         "sub/modeling_kimi.py": b"print('remote code')\n",
     }
     return FakeRepo(REPO, REV, files, lfs={"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"})
