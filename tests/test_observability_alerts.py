@@ -218,22 +218,22 @@ def test_uncorrectable_memory_errors(tmp_path):
     ])
 
 
-def test_thermal_throttling(tmp_path):
-    desc = "Clocks held back for temperature 30% of the time: cooling or hardware problem."
+@pytest.mark.parametrize(
+    ("metric", "alert", "at", "throttled", "below", "severity", "summary", "desc"),
+    [
+        # 0.3 s of thermal throttling per second = 1.8e10 ns per minute; 0.05 s/s stays quiet
+        (metrics.DCGM_THERMAL_VIOLATION, "KimiK3GpuThermalThrottling", "25m", "0+18000000000x40", "0+3000000000x40", "warning",
+         f"Thermal throttling on {GPU_WHERE}", "Clocks held back for temperature 30% of the time: cooling or hardware problem."),
+        # 0.6 s/s at the power cap fires; 0.3 s/s stays quiet
+        (metrics.DCGM_POWER_VIOLATION, "KimiK3GpuPowerThrottling", "70m", "0+36000000000x100", "0+18000000000x100", "info",
+         f"Power throttling on {GPU_WHERE}", "At the power cap 60% of the time over 30m: the board runs below its rated clocks."),
+    ],
+    ids=["thermal", "power"],
+)
+def test_throttling_fires_only_above_its_share_of_time(tmp_path, metric, alert, at, throttled, below, severity, summary, desc):
     run_cases(tmp_path, [
-        # 0.3 s of throttling per second = 1.8e10 ns per minute
-        case([series(metrics.DCGM_THERMAL_VIOLATION, GPU, "0+18000000000x40")],
-             ("25m", "KimiK3GpuThermalThrottling", fired("warning", GPU_LABELS, f"Thermal throttling on {GPU_WHERE}", desc))),
-        case([series(metrics.DCGM_THERMAL_VIOLATION, GPU, "0+3000000000x40")], ("25m", "KimiK3GpuThermalThrottling", [])),
-    ])
-
-
-def test_power_throttling(tmp_path):
-    desc = "At the power cap 60% of the time over 30m: the board runs below its rated clocks."
-    run_cases(tmp_path, [
-        case([series(metrics.DCGM_POWER_VIOLATION, GPU, "0+36000000000x100")],
-             ("70m", "KimiK3GpuPowerThrottling", fired("info", GPU_LABELS, f"Power throttling on {GPU_WHERE}", desc))),
-        case([series(metrics.DCGM_POWER_VIOLATION, GPU, "0+18000000000x100")], ("70m", "KimiK3GpuPowerThrottling", [])),
+        case([series(metric, GPU, throttled)], (at, alert, fired(severity, GPU_LABELS, summary, desc))),
+        case([series(metric, GPU, below)], (at, alert, [])),
     ])
 
 
