@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:
 
 import components.cli as cli  # noqa: E402
 from components.bench import aiperf_run, profiles, report  # noqa: E402
+from tests.cli_helpers import assert_one_line_error  # noqa: E402
 from tests.fake_openai_server import FakeOpenAIServer  # noqa: E402
 
 KEY = "sk-bench-7d41c09e5b"
@@ -291,7 +292,7 @@ def test_bad_lengths_file_is_one_line(
     status, _out, err = bench(capsys, "--endpoint", "http://127.0.0.1:9", "--api-key", KEY, "--out",
                              str(tmp_path / "out"), "--lengths", str(path))
     assert status == 2
-    assert err.count("\n") == 1 and err.startswith(f"kimi-k3: error: --lengths {path}: ")
+    assert assert_one_line_error(err).startswith(f"kimi-k3: error: --lengths {path}: ")
     assert message in err, err
     assert not (tmp_path / "out").exists()
 
@@ -316,7 +317,7 @@ def test_bad_flags_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     """Bad flags: exit 2 and one line saying which flag, the value and what is accepted; no usage dump."""
     status, out, err = bench(capsys, "--endpoint", "http://127.0.0.1:9", "--api-key", KEY, "--out", str(tmp_path), *argv)
     assert status == 2
-    assert err.count("\n") == 1 and err.startswith("kimi-k3: error: "), err
+    assert_one_line_error(err)
     assert message in err, err
     assert "usage:" not in err and KEY not in out + err
 

@@ -28,6 +28,7 @@ from tests import k8s_checks
 from tests.builders import REVISION, S3_URI, in_cluster, serving_contract
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
 from tests.conftest import NOW
+from tests.refusals import assert_refused_before_declaring
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
 API_KEY = "sk-test-api-key-lws-51e0"
@@ -406,17 +407,11 @@ def test_checkov_finds_nothing_and_every_skip_has_a_reason(checkov_report, plans
 
 
 def test_a_single_node_contract_is_refused_with_a_pointer_to_vllm_server():
-    engine = offline.OfflineEngine(now=NOW)
-    with pytest.raises(UserError, match="use VllmServer"):
-        engine.run(lambda: VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(contract=contract(pp=1)))))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(contract=contract(pp=1)))), "use VllmServer")
 
 
 def test_vllm_server_refuses_multi_node_and_points_here():
-    engine = offline.OfflineEngine(now=NOW)
-    with pytest.raises(UserError, match="VllmLeaderWorkerSet"):
-        engine.run(lambda: VllmServer("kimi", VllmServerArgs(**base_args())))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: VllmServer("kimi", VllmServerArgs(**base_args())), "VllmLeaderWorkerSet")
 
 
 @pytest.mark.parametrize(
@@ -433,10 +428,7 @@ def test_vllm_server_refuses_multi_node_and_points_here():
     ],
 )
 def test_bad_args_stop_before_anything_is_declared(changes, message):
-    engine = offline.OfflineEngine(now=NOW)
-    with pytest.raises(UserError, match=message):
-        engine.run(lambda: VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(**changes))))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**base_args(**changes))), message)
 
 
 def test_children_are_parented_named_after_the_component_and_use_the_provider_in_opts():

@@ -30,6 +30,7 @@ ARGS = alerts.AlertRulesArgs(block=BLOCK, weights_budget_s=1800, startup_budget_
 
 VLLM = 'model_name="Kimi-K3", engine="0", namespace="kimi-serving", pod="kimi-0", job="kimi", instance="10.0.1.5:8000"'
 VLLM_LABELS = {"namespace": "kimi-serving", "pod": "kimi-0"}
+POD = 'namespace="kimi-serving", pod="kimi-0", uid="0c5a"'  # kube-state-metrics labels of the same pod
 GPU = 'gpu="3", UUID="GPU-5e1f", Hostname="ip-10-0-1-5", modelName="NVIDIA B300"'
 GPU_LABELS = {"gpu": "3", "UUID": "GPU-5e1f", "Hostname": "ip-10-0-1-5", "modelName": "NVIDIA B300"}
 GPU_WHERE = "GPU 3 (GPU-5e1f) on ip-10-0-1-5"
@@ -37,6 +38,9 @@ GPU_WHERE = "GPU 3 (GPU-5e1f) on ip-10-0-1-5"
 
 def series(name: str, labels: str, values: str) -> dict:
     return {"series": f"{name}{{{labels}}}", "values": values}
+
+
+POD_STARTED = series(metrics.KSM_POD_START, POD, "0x60")  # kimi-0 started at time 0
 
 
 def case(series_list, *checks) -> dict:
@@ -173,17 +177,15 @@ def test_stall_fires_when_requests_wait_and_no_token_is_generated(tmp_path):
 
 
 def test_replica_not_ready_only_after_the_startup_budget(tmp_path):
-    pod = 'namespace="kimi-serving", pod="kimi-0", uid="0c5a"'
     desc = ("kimi-0 is past its startup budget (1800s) and not ready: health checks fail; "
             "see kubectl describe pod and the vllm container log.")
-    started = series(metrics.KSM_POD_START, pod, "0x60")
     run_cases(tmp_path, [
-        case([started, series(metrics.KSM_POD_READY, f'{pod}, condition="true"', "0x60")],
+        case([POD_STARTED, series(metrics.KSM_POD_READY, f'{POD}, condition="true"', "0x60")],
              ("25m", "KimiK3ReplicaNotReady", []),  # still within the startup budget
              ("40m", "KimiK3ReplicaNotReady", fired("critical", VLLM_LABELS, "Kimi K3 serving pod kimi-0 is not ready", desc))),
-        case([started, series(metrics.KSM_POD_READY, f'{pod}, condition="true"', "1x60")], ("40m", "KimiK3ReplicaNotReady", [])),
-        case([series(metrics.KSM_POD_START, pod.replace("kimi-serving", "other"), "0x60"),
-              series(metrics.KSM_POD_READY, f'{pod.replace("kimi-serving", "other")}, condition="true"', "0x60")],
+        case([POD_STARTED, series(metrics.KSM_POD_READY, f'{POD}, condition="true"', "1x60")], ("40m", "KimiK3ReplicaNotReady", [])),
+        case([series(metrics.KSM_POD_START, POD.replace("kimi-serving", "other"), "0x60"),
+              series(metrics.KSM_POD_READY, f'{POD.replace("kimi-serving", "other")}, condition="true"', "0x60")],
              ("40m", "KimiK3ReplicaNotReady", [])),
     ])
 
@@ -216,22 +218,22 @@ def test_uncorrectable_memory_errors(tmp_path):
     ])
 
 
-def test_thermal_throttling(tmp_path):
-    desc = "Clocks held back for temperature 30% of the time: cooling or hardware problem."
+@pytest.mark.parametrize(
+    ("metric", "alert", "at", "throttled", "below", "severity", "summary", "desc"),
+    [
+        # 0.3 s of thermal throttling per second = 1.8e10 ns per minute; 0.05 s/s stays quiet
+        (metrics.DCGM_THERMAL_VIOLATION, "KimiK3GpuThermalThrottling", "25m", "0+18000000000x40", "0+3000000000x40", "warning",
+         f"Thermal throttling on {GPU_WHERE}", "Clocks held back for temperature 30% of the time: cooling or hardware problem."),
+        # 0.6 s/s at the power cap fires; 0.3 s/s stays quiet
+        (metrics.DCGM_POWER_VIOLATION, "KimiK3GpuPowerThrottling", "70m", "0+36000000000x100", "0+18000000000x100", "info",
+         f"Power throttling on {GPU_WHERE}", "At the power cap 60% of the time over 30m: the board runs below its rated clocks."),
+    ],
+    ids=["thermal", "power"],
+)
+def test_throttling_fires_only_above_its_share_of_time(tmp_path, metric, alert, at, throttled, below, severity, summary, desc):
     run_cases(tmp_path, [
-        # 0.3 s of throttling per second = 1.8e10 ns per minute
-        case([series(metrics.DCGM_THERMAL_VIOLATION, GPU, "0+18000000000x40")],
-             ("25m", "KimiK3GpuThermalThrottling", fired("warning", GPU_LABELS, f"Thermal throttling on {GPU_WHERE}", desc))),
-        case([series(metrics.DCGM_THERMAL_VIOLATION, GPU, "0+3000000000x40")], ("25m", "KimiK3GpuThermalThrottling", [])),
-    ])
-
-
-def test_power_throttling(tmp_path):
-    desc = "At the power cap 60% of the time over 30m: the board runs below its rated clocks."
-    run_cases(tmp_path, [
-        case([series(metrics.DCGM_POWER_VIOLATION, GPU, "0+36000000000x100")],
-             ("70m", "KimiK3GpuPowerThrottling", fired("info", GPU_LABELS, f"Power throttling on {GPU_WHERE}", desc))),
-        case([series(metrics.DCGM_POWER_VIOLATION, GPU, "0+18000000000x100")], ("70m", "KimiK3GpuPowerThrottling", [])),
+        case([series(metric, GPU, throttled)], (at, alert, fired(severity, GPU_LABELS, summary, desc))),
+        case([series(metric, GPU, below)], (at, alert, [])),
     ])
 
 
@@ -288,21 +290,19 @@ def test_an_extension_moves_every_end_keyed_alert(tmp_path):
 
 
 def test_weights_transfer_over_budget(tmp_path):
-    pod = 'namespace="kimi-serving", pod="kimi-0", uid="0c5a"'
     desc = ("kimi-0 has been staging the weights for 40m 0s (budget 1800s): "
             "check the fetch-weights log for throughput and errors.")
-    start = series(metrics.KSM_POD_START, pod, "0x60")
     run_cases(tmp_path, [
-        case([start, series(metrics.KSM_INIT_RUNNING, f'{pod}, container="fetch-weights"', "1x60")],
+        case([POD_STARTED, series(metrics.KSM_INIT_RUNNING, f'{POD}, container="fetch-weights"', "1x60")],
              ("20m", "KimiK3WeightsTransferOverBudget", []),
              ("40m", "KimiK3WeightsTransferOverBudget",
               fired("warning", VLLM_LABELS, "Weights staging of kimi-0 runs past its budget", desc))),
-        case([start, series(metrics.KSM_INIT_RUNNING, f'{pod}, container="fetch-weights"', "0x60"),
-              series(metrics.KSM_INIT_RUNNING, f'{pod}, container="verify-weights"', "1x60")],
+        case([POD_STARTED, series(metrics.KSM_INIT_RUNNING, f'{POD}, container="fetch-weights"', "0x60"),
+              series(metrics.KSM_INIT_RUNNING, f'{POD}, container="verify-weights"', "1x60")],
              ("40m", "KimiK3WeightsTransferOverBudget",
               fired("warning", VLLM_LABELS, "Weights staging of kimi-0 runs past its budget", desc))),
-        case([start, series(metrics.KSM_INIT_RUNNING, f'{pod}, container="fetch-weights"', "0x60"),
-              series(metrics.KSM_INIT_RUNNING, f'{pod}, container="verify-weights"', "0x60")],
+        case([POD_STARTED, series(metrics.KSM_INIT_RUNNING, f'{POD}, container="fetch-weights"', "0x60"),
+              series(metrics.KSM_INIT_RUNNING, f'{POD}, container="verify-weights"', "0x60")],
              ("40m", "KimiK3WeightsTransferOverBudget", [])),  # staging done: the engine is loading
     ])
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-import pytest
-
 from components import offline
-from components.errors import SettingsError
 from components.observability import alerts, dashboard
 from components.observability.dcgm_counters import ENABLED_BEYOND_DEFAULT
 from components.settings import from_values
@@ -139,25 +136,6 @@ def test_the_monitoring_keys_reach_the_objects():
     # the serving pods admit scrapes from the monitoring namespace
     policies = [m for m in objects(plan, "NetworkPolicy") if m["metadata"]["namespace"] == "kimi-serving"]
     assert "observability" in json.dumps(policies)
-
-
-@pytest.mark.parametrize(
-    "changes, key, accepted",
-    [
-        ({"prometheusSelectorLabels": '["release"]'}, "kimi-k3:prometheusSelectorLabels", "expected key=value Kubernetes labels"),
-        ({"prometheusSelectorLabels": '["release=a", "release=b"]'}, "kimi-k3:prometheusSelectorLabels", "each label key once"),
-        ({"prometheusSelectorLabels": '["bad key=x"]'}, "kimi-k3:prometheusSelectorLabels", "expected key=value"),
-        ({"monitoringNamespace": "Monitoring"}, "kimi-k3:monitoringNamespace", "a Kubernetes namespace name"),
-        ({"monitoringNamespace": ""}, "kimi-k3:monitoringNamespace", "a Kubernetes namespace name"),
-        ({"grafanaDashboardNamespace": "grafana_ns"}, "kimi-k3:grafanaDashboardNamespace", "a Kubernetes namespace name"),
-        ({"alertTtftP99Seconds": "0"}, "kimi-k3:alertTtftP99Seconds", "accepted: 1 to 600"),
-    ],
-)
-def test_bad_monitoring_values_are_one_line_naming_the_key(changes, key, accepted):
-    with pytest.raises(SettingsError) as info:
-        from_values(stack_config(**changes), {"kimi-k3:apiKey"})
-    message = str(info.value)
-    assert key in message and accepted in message and "\n" not in message
 
 
 def test_the_operator_turns_the_service_monitors_on_and_the_dashboard_namespace_follows_the_monitoring_one():

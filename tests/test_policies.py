@@ -145,6 +145,11 @@ def _service(name: str, ranges: list[str] | None) -> k8s.core.v1.Service:
     )
 
 
+def _eks(name: str, **changes: Any) -> eks.Cluster:
+    """A ``pulumi_eks`` cluster named ``name`` in the test VPC's private subnets; ``changes`` add to its args."""
+    return eks.Cluster(name, eks.ClusterArgs(name=name, vpc_id="vpc-0abc", private_subnet_ids=SUBNETS, **changes))
+
+
 def _aws_eks(name: str, *, public: bool, cidrs: list[str] | None, logs: list[str], key: str | None) -> aws.eks.Cluster:
     return aws.eks.Cluster(
         name,
@@ -183,37 +188,11 @@ def _declare() -> None:
     aws.ec2.PlacementGroup("ok-pg", strategy="spread")
     aws.ec2.PlacementGroup("bad-pg", strategy="cluster")
 
-    eks.Cluster(
-        "ok-eks",
-        eks.ClusterArgs(
-            name="ok-eks",
-            vpc_id="vpc-0abc",
-            private_subnet_ids=SUBNETS,
-            endpoint_private_access=True,
-            endpoint_public_access=False,
-            enabled_cluster_log_types=ALL_LOGS,
-            encryption_config_key_arn=KMS,
-            skip_default_node_group=True,
-        ),
-    )
-    eks.Cluster(
-        "ok-eks-public-restricted",
-        eks.ClusterArgs(
-            name="ok-eks-public-restricted",
-            vpc_id="vpc-0abc",
-            private_subnet_ids=SUBNETS,
-            endpoint_public_access=True,
-            public_access_cidrs=["203.0.113.0/24"],
-            enabled_cluster_log_types=ALL_LOGS,
-            encryption_config_key_arn=KMS,
-            skip_default_node_group=True,
-        ),
-    )
-    eks.Cluster(
-        "bad-eks-world",
-        eks.ClusterArgs(name="bad-eks-world", vpc_id="vpc-0abc", private_subnet_ids=SUBNETS, endpoint_public_access=True, public_access_cidrs=["0.0.0.0/0"], enabled_cluster_log_types=["api", "audit"]),
-    )
-    eks.Cluster("bad-eks-defaults", eks.ClusterArgs(name="bad-eks-defaults", vpc_id="vpc-0abc", private_subnet_ids=SUBNETS))
+    hardened = dict(enabled_cluster_log_types=ALL_LOGS, encryption_config_key_arn=KMS, skip_default_node_group=True)
+    _eks("ok-eks", endpoint_private_access=True, endpoint_public_access=False, **hardened)
+    _eks("ok-eks-public-restricted", endpoint_public_access=True, public_access_cidrs=["203.0.113.0/24"], **hardened)
+    _eks("bad-eks-world", endpoint_public_access=True, public_access_cidrs=["0.0.0.0/0"], enabled_cluster_log_types=["api", "audit"])
+    _eks("bad-eks-defaults")
     _aws_eks("ok-aws-eks", public=True, cidrs=["203.0.113.0/24"], logs=ALL_LOGS, key=KMS)
     _aws_eks("bad-aws-eks", public=True, cidrs=["10.0.0.0/8", "0.0.0.0/0"], logs=["api"], key=None)
 

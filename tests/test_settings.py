@@ -122,6 +122,14 @@ BAD_VALUES = [
     ({"existingPrivateSubnetIds": ["subnet-0a1b2c3d4e5f67890"]}, "kimi-k3:existingPrivateSubnetIds", "only used together with existingVpcId"),
     ({"existingVpcId": "vpc-1"}, "kimi-k3:existingVpcId", "VPC id"),
     ({"apiKey": None}, "kimi-k3:apiKey", "pulumi config set --secret"),
+    # monitoring (components/observability)
+    ({"prometheusSelectorLabels": '["release"]'}, "kimi-k3:prometheusSelectorLabels", "expected key=value Kubernetes labels"),
+    ({"prometheusSelectorLabels": '["release=a", "release=b"]'}, "kimi-k3:prometheusSelectorLabels", "each label key once"),
+    ({"prometheusSelectorLabels": '["bad key=x"]'}, "kimi-k3:prometheusSelectorLabels", "expected key=value"),
+    ({"monitoringNamespace": "Monitoring"}, "kimi-k3:monitoringNamespace", "a Kubernetes namespace name"),
+    ({"monitoringNamespace": ""}, "kimi-k3:monitoringNamespace", "a Kubernetes namespace name"),
+    ({"grafanaDashboardNamespace": "grafana_ns"}, "kimi-k3:grafanaDashboardNamespace", "a Kubernetes namespace name"),
+    ({"alertTtftP99Seconds": "0"}, "kimi-k3:alertTtftP99Seconds", "accepted: 1 to 600"),
 ]
 
 

@@ -21,6 +21,7 @@ from components.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
 from tests.builders import IMAGE, REVISION, S3_URI, in_cluster, serving_contract
 from tests.conftest import NOW
+from tests.refusals import assert_refused_before_declaring
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
 API_KEY = "sk-test-api-key-0f3c9a"
@@ -256,10 +257,7 @@ def test_hugging_face_token_only_reaches_the_download_container(plans):
     ],
 )
 def test_bad_args_stop_before_anything_is_declared(changes, message):
-    engine = offline.OfflineEngine(now=NOW)
-    with pytest.raises(UserError, match=message):
-        engine.run(lambda: VllmServer("kimi", VllmServerArgs(**base_args(**changes))))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: VllmServer("kimi", VllmServerArgs(**base_args(**changes))), message)
 
 
 def test_serving_without_a_key_is_possible_when_asked_for():

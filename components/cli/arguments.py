@@ -49,7 +49,7 @@ def positive_float(text: str) -> float:
 
 def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     """``STACK`` (the stack name) and ``--program DIR`` (where the Pulumi project is), as every stack command takes them."""
-    parser.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod")
+    parser.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod: Pulumi.STACK.yaml in the project's stackConfigDir")
     parser.add_argument(
         "--program", type=Path, metavar="DIR",
         help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up",

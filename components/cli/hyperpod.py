@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from components import project
+from components.cli.arguments import add_stack_arguments
 from components.errors import UserError
 from components.serving.hyperpod import DEFAULT_INSTANCE_TYPE, SECRET_KEY, render_inference_endpoint_config
 
@@ -53,8 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     parser.__class__ = _WithPlans
     parser.plans_parser = hyperpod_plans.build_parser(f"{parser.prog} plans")
-    parser.add_argument("stack", help="stack name: Pulumi.STACK.yaml in the project's stackConfigDir")
-    parser.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up")
+    add_stack_arguments(parser)
     parser.add_argument("--out", type=Path, help="write the YAML to this file instead of standard output")
     parser.add_argument("--name", default="kimik3", help="metadata.name of the object (default: kimik3)")
     parser.add_argument("--namespace", default="default", help="namespace of the object (default: default)")

@@ -16,6 +16,7 @@ from pathlib import Path
 from components import clock, offline, policy_verdict, project, stack_lint, training_plan_rehearsal
 from components.capacity import scaling
 from components.catalog import DEFAULT_GPU_INSTANCE_TYPE
+from components.cli.arguments import add_stack_arguments
 from components.errors import UserError
 from components.rehearsal import STATES, Rehearsal
 from components.settings import StackSettings
@@ -34,8 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "exit 1 on a mandatory violation. Secret config values are replaced by marked placeholders and never written."
         ),
     )
-    parser.add_argument("stack", help="stack name: Pulumi.STACK.yaml in the project's stackConfigDir")
-    parser.add_argument("--program", type=Path, metavar="DIR", help="directory of the Pulumi program (its Pulumi.yaml); default: the current project")
+    add_stack_arguments(parser)
     parser.add_argument("--out", type=Path, metavar="DIR", help="output directory (default: <project>/build/plan/STACK)")
     parser.add_argument("--quiet", action="store_true", help="print only the key facts, not the resource tree")
     parser.add_argument(

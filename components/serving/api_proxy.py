@@ -53,6 +53,7 @@ import pulumi_kubernetes as k8s
 from components import catalog
 from components.errors import UserError
 from components.formats import DNS_LABEL
+from components.serving.pod_kit import container_security_context
 
 PROXY_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.30.1@sha256:6f5c8f8836fce1eba7daa6b4f0dbfe7aa742be47e1b15386a67be7a3dbd06086"
 """nginx 1.30.1 (stable branch), the unprivileged build of nginxinc/docker-nginx-unprivileged.
@@ -543,16 +544,7 @@ def proxy_container(config: ApiProxyConfig, *, pre_stop_sleep_s: int, image: str
             period_seconds=10, timeout_seconds=5, failure_threshold=6,
         ),
         lifecycle=k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(sleep=k8s.core.v1.SleepActionArgs(seconds=pre_stop_sleep_s))),
-        security_context=k8s.core.v1.SecurityContextArgs(
-            run_as_non_root=True,
-            run_as_user=PROXY_RUN_AS_USER,
-            run_as_group=PROXY_RUN_AS_USER,
-            allow_privilege_escalation=False,
-            privileged=False,
-            read_only_root_filesystem=True,
-            capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-        ),
+        security_context=container_security_context(PROXY_RUN_AS_USER),
         volume_mounts=[
             k8s.core.v1.VolumeMountArgs(name=CONFIG_VOLUME, mount_path=CONFIG_DIR, read_only=True),
             k8s.core.v1.VolumeMountArgs(name=TMP_VOLUME, mount_path=RUNTIME_DIR),

@@ -94,12 +94,13 @@ def weights_limit_gb(contract: ServingContract) -> int:
     return math.ceil(contract.weights.expected_size_gb * 1.15)
 
 
-def container_security_context() -> k8s.core.v1.SecurityContextArgs:
-    """Every container: non-root UID, no privilege escalation, every capability dropped, read-only root, RuntimeDefault seccomp."""
+def container_security_context(run_as_user: int = RUN_AS_USER) -> k8s.core.v1.SecurityContextArgs:
+    """Every container: non-root UID (``run_as_user``, also its group), no privilege escalation, every
+    capability dropped, read-only root, RuntimeDefault seccomp."""
     return k8s.core.v1.SecurityContextArgs(
         run_as_non_root=True,
-        run_as_user=RUN_AS_USER,
-        run_as_group=RUN_AS_USER,
+        run_as_user=run_as_user,
+        run_as_group=run_as_user,
         allow_privilege_escalation=False,
         privileged=False,
         read_only_root_filesystem=True,
