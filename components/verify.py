@@ -62,6 +62,9 @@ WEATHER_TOOL: dict[str, Any] = {
 
 CHECK_NAMES = ("models", "chat", "stream", "tool_call", "refused_route")
 
+TOOL_CHOICES = ("auto", "required")
+"""``tool_choice`` values the tool-call check sends (``auto`` needs vLLM's ``--enable-auto-tool-choice``)."""
+
 TOOL_CALL_ATTEMPTS = 2
 """The tool-call check runs again once before it fails: vLLM's Kimi K3 recipe notes that "K3 occasionally
 emit[s] a tool-call format its own parser doesn't expect" and suggests schema validation and a retry
@@ -507,8 +510,8 @@ def check_tool_call(
     ``tool_choice`` is ``"auto"`` (needs vLLM's ``--enable-auto-tool-choice``
     and ``--tool-call-parser``) or ``"required"``.
     """
-    if tool_choice not in ("auto", "required"):
-        raise ValueError(f"tool_choice must be 'auto' or 'required', not {tool_choice!r}")
+    if tool_choice not in TOOL_CHOICES:
+        raise ValueError(f"tool_choice must be one of {TOOL_CHOICES}, not {tool_choice!r}")
     function = WEATHER_TOOL["function"]
 
     def body() -> CheckResult:

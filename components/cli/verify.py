@@ -63,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "--tool-choice",
-        choices=("auto", "required"),
+        choices=verify.TOOL_CHOICES,
         default="auto",
         help="tool_choice for the tool-call check (default: %(default)s)",
     )
