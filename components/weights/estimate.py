@@ -104,25 +104,26 @@ class CaseEstimate:
     case: str
     phases: tuple[Phase, ...]
 
+    def _lane_minutes(self) -> dict[str, dict[str, float]]:
+        """Minutes of each lane of each block (phases outside a block are in none)."""
+        blocks: dict[str, dict[str, float]] = {}
+        for p in self.phases:
+            if p.block:
+                lanes = blocks.setdefault(p.block, {})
+                lanes[p.lane] = lanes.get(p.lane, 0.0) + p.minutes
+        return blocks
+
     @property
     def minutes(self) -> float:
         """Critical path: phases outside a block add up; a block adds its longest lane."""
         total = sum(p.minutes for p in self.phases if not p.block)
-        lanes: dict[str, dict[str, float]] = {}
-        for p in self.phases:
-            if p.block:
-                lanes.setdefault(p.block, {}).setdefault(p.lane, 0.0)
-                lanes[p.block][p.lane] += p.minutes
-        return total + sum(max(block.values()) for block in lanes.values())
+        return total + sum(max(lanes.values()) for lanes in self._lane_minutes().values())
 
     def on_critical_path(self, phase: Phase) -> bool:
         """False for a phase in a block lane that is not the longest (it is hidden)."""
         if not phase.block:
             return True
-        lanes: dict[str, float] = {}
-        for p in self.phases:
-            if p.block == phase.block:
-                lanes[p.lane] = lanes.get(p.lane, 0.0) + p.minutes
+        lanes = self._lane_minutes()[phase.block]
         return lanes[phase.lane] == max(lanes.values())
 
     def cost_usd(self, price_per_hour: float, nodes: int) -> float:
@@ -312,22 +313,19 @@ def mechanisms_needed(x: StartupInputs, targets: dict[str, float]) -> dict[str, 
         "fast_image_pull": "nodeadm FastImagePull",
         "image_in_region": "image in region (ECR / pull-through cache)",
     }
+    alternatives: list[tuple[dict[str, object], str]] = [({name: True}, label) for name, label in toggles.items() if not getattr(x, name)]
+    if x.verify != "overlapped":
+        alternatives.append(({"verify": "overlapped"}, "verification overlapping the sync"))
     out: dict[str, list[str]] = {}
     base = estimate_all(x)
     for case, target in targets.items():
         if base[case].minutes <= target:
             continue
         helps = []
-        for field_name, label in toggles.items():
-            if getattr(x, field_name):
-                continue
-            saved = base[case].minutes - estimate_case(replace(x, **{field_name: True}), case).minutes  # type: ignore[arg-type]  # the toggles are bool fields
+        for changes, label in alternatives:
+            saved = base[case].minutes - estimate_case(replace(x, **changes), case).minutes  # type: ignore[arg-type]  # fields of StartupInputs
             if saved > 0.05:
                 helps.append(f"{label} (-{saved:.1f} min)")
-        if x.verify != "overlapped":
-            saved = base[case].minutes - estimate_case(replace(x, verify="overlapped"), case).minutes
-            if saved > 0.05:
-                helps.append(f"verification overlapping the sync (-{saved:.1f} min)")
         if x.weights_source == "huggingface":
             saved = base[case].minutes - estimate_case(replace(x, weights_source="s3"), case).minutes
             helps.append(f"weights staged in S3 (-{saved:.1f} min)")
