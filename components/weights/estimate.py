@@ -188,6 +188,13 @@ def _engine_phases(x: StartupInputs, compile_key: str) -> list[Phase]:
     ]
 
 
+def _restored_engine_phases(x: StartupInputs, caches_in_s3: bool) -> list[Phase]:
+    """The engine's phases in a new pod: a cache hit after restoring the caches from S3, else a cold compile."""
+    if caches_in_s3:
+        return [_p("cache_restore", name="compile cache restore"), *_engine_phases(x, "compile_warm")]
+    return _engine_phases(x, "compile_cold")
+
+
 def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
     """The phases of ``case`` (one of :data:`CASES`) for inputs ``x``."""
     if x.instance_type not in catalog.STARTUP_FACTS:
@@ -205,18 +212,13 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
             transfer = [replace(p, block="node-prep", lane="weights") for p in transfer]
         phases += transfer
         phases.append(_image_phase(x))
-        warm = case == "warm" and x.compile_cache
-        if warm:
-            phases.append(_p("cache_restore", name="compile cache restore"))
-        phases += _engine_phases(x, "compile_warm" if warm else "compile_cold")
+        phases += _restored_engine_phases(x, case == "warm" and x.compile_cache)
     elif case == "pod re-created":
         phases.append(_p("old_pod_drain", name="old pod drains"))
         phases.append(_p("pod_start", name="pod start"))
         if not x.node_local_weights:
             phases += _transfer_phases(x)
-        if x.compile_cache:
-            phases.append(_p("cache_restore", name="compile cache restore"))
-        phases += _engine_phases(x, "compile_warm" if x.compile_cache else "compile_cold")
+        phases += _restored_engine_phases(x, x.compile_cache)
     else:
         phases.append(_p("restart_backoff", name="restart back-off"))
         phases += _engine_phases(x, "compile_warm")  # HOME (emptyDir) keeps the caches across a container restart
