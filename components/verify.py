@@ -62,6 +62,9 @@ WEATHER_TOOL: dict[str, Any] = {
 
 CHECK_NAMES = ("models", "chat", "stream", "tool_call", "refused_route")
 
+TOOL_CHOICES = ("auto", "required")
+"""``tool_choice`` values the tool-call check sends (``auto`` needs vLLM's ``--enable-auto-tool-choice``)."""
+
 TOOL_CALL_ATTEMPTS = 2
 """The tool-call check runs again once before it fails: vLLM's Kimi K3 recipe notes that "K3 occasionally
 emit[s] a tool-call format its own parser doesn't expect" and suggests schema validation and a retry
@@ -149,6 +152,18 @@ class CheckResult:
     tokens_source: str | None = None
     attempts: int = 1
     """Requests the check made (the tool-call check retries once)."""
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What a run of the checks asks the endpoint for (``kimi-k3 verify --model/--tool-choice/--max-tokens``)."""
+
+    model: str = DEFAULT_MODEL
+    """Served model name the requests name."""
+    tool_choice: str = "auto"
+    """``tool_choice`` of the tool-call check: ``auto`` or ``required``."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """``max_tokens`` of each request, reasoning included."""
 
 
 @dataclass(frozen=True)
@@ -361,6 +376,22 @@ def _no_answer(what: str, finish_reason: str | None, reasoning_chars: int) -> st
     return f"{what} (finish_reason {finish_reason}{reasoning})"
 
 
+def _request_results(name: str, response: Any, latency: float) -> Callable[[bool, str], CheckResult]:
+    """How check ``name`` reports on one non-streamed ``response``: ``result(passed, detail)``.
+
+    ``tokens_per_s`` is the completion tokens from ``usage`` over the whole request time
+    (prefill included); no ``usage``, no rate.
+    """
+    tokens = response.usage.completion_tokens if response.usage else None
+    rate = tokens / latency if tokens and latency > 0 else None
+    source = "usage" if tokens is not None else None
+
+    def result(passed: bool, detail: str) -> CheckResult:
+        return CheckResult(name, passed, detail, latency, None, rate, tokens, source)
+
+    return result
+
+
 def check_chat(
     client: openai.OpenAI, model: str = DEFAULT_MODEL, max_tokens: int = DEFAULT_MAX_TOKENS
 ) -> CheckResult:
@@ -373,12 +404,9 @@ def check_chat(
     def body() -> CheckResult:
         start = time.perf_counter()
         response = client.chat.completions.create(**_chat_request(model, max_tokens))
-        latency = time.perf_counter() - start
-        tokens = response.usage.completion_tokens if response.usage else None
-        rate = tokens / latency if tokens and latency > 0 else None
-        source = "usage" if tokens is not None else None
+        result = _request_results("chat", response, time.perf_counter() - start)
         if not response.choices:
-            return CheckResult("chat", False, "response has no choices", latency, None, rate, tokens, source)
+            return result(False, "response has no choices")
         choice = response.choices[0]
         content = choice.message.content or ""
         reasoning = _reasoning_of(choice.message)
@@ -386,11 +414,11 @@ def check_chat(
             why = _no_answer("empty answer", choice.finish_reason, len(reasoning))
             if choice.finish_reason == "length":
                 why += "; raise --max-tokens"
-            return CheckResult("chat", False, why, latency, None, rate, tokens, source)
+            return result(False, why)
         detail = f"answer {_excerpt(content, 40)}"
         if reasoning:
             detail += f" (+{len(reasoning)} chars reasoning)"
-        return CheckResult("chat", True, detail, latency, None, rate, tokens, source)
+        return result(True, detail)
 
     return _guarded("chat", client, body)
 
@@ -482,8 +510,8 @@ def check_tool_call(
     ``tool_choice`` is ``"auto"`` (needs vLLM's ``--enable-auto-tool-choice``
     and ``--tool-call-parser``) or ``"required"``.
     """
-    if tool_choice not in ("auto", "required"):
-        raise ValueError(f"tool_choice must be 'auto' or 'required', not {tool_choice!r}")
+    if tool_choice not in TOOL_CHOICES:
+        raise ValueError(f"tool_choice must be one of {TOOL_CHOICES}, not {tool_choice!r}")
     function = WEATHER_TOOL["function"]
 
     def body() -> CheckResult:
@@ -496,64 +524,44 @@ def check_tool_call(
             max_tokens=max_tokens,
             temperature=0,
         )
-        latency = time.perf_counter() - start
-        tokens = response.usage.completion_tokens if response.usage else None
-        rate = tokens / latency if tokens and latency > 0 else None
-        source = "usage" if tokens is not None else None
-
-        def fail(why: str) -> CheckResult:
-            return CheckResult("tool_call", False, why, latency, None, rate, tokens, source)
-
+        result = _request_results("tool_call", response, time.perf_counter() - start)
         if not response.choices:
-            return fail("response has no choices")
+            return result(False, "response has no choices")
         message = response.choices[0].message
         calls = message.tool_calls or []
         if not calls:
             said = _excerpt(message.content or "", 60)
-            return fail(
+            return result(
+                False,
                 f"no tool call (tool_choice={tool_choice}, finish_reason "
                 f"{response.choices[0].finish_reason}); answered {said}"
             )
         call = calls[0]
         called = getattr(call, "function", None)
         if getattr(call, "type", None) != "function" or called is None:
-            return fail(f"tool call of type {getattr(call, 'type', None)!r}, not 'function'")
+            return result(False, f"tool call of type {getattr(call, 'type', None)!r}, not 'function'")
         if called.name != function["name"]:
-            return fail(f"called {called.name!r}, not {function['name']!r}")
+            return result(False, f"called {called.name!r}, not {function['name']!r}")
         if not getattr(call, "id", None):
-            return fail("tool call has no id")
+            return result(False, "tool call has no id")
         try:
             arguments = json.loads(called.arguments or "")
         except json.JSONDecodeError as err:
-            return fail(f"arguments are not valid JSON ({err.msg}): {_excerpt(called.arguments or '', 60)}")
+            return result(False, f"arguments are not valid JSON ({err.msg}): {_excerpt(called.arguments or '', 60)}")
         problems = _schema_problems(arguments, function["parameters"])
         if problems:
-            return fail("arguments do not match the schema: " + "; ".join(problems))
-        return CheckResult(
-            "tool_call",
-            True,
-            f"{called.name}({json.dumps(arguments, ensure_ascii=False)})",
-            latency,
-            None,
-            rate,
-            tokens,
-            source,
-        )
+            return result(False, "arguments do not match the schema: " + "; ".join(problems))
+        return result(True, f"{called.name}({json.dumps(arguments, ensure_ascii=False)})")
 
     return _guarded("tool_call", client, body)
 
 
-def check_tool_call_with_retry(
-    client: openai.OpenAI,
-    model: str = DEFAULT_MODEL,
-    tool_choice: str = "auto",
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-) -> CheckResult:
+def check_tool_call_with_retry(client: openai.OpenAI, options: CheckOptions = CheckOptions()) -> CheckResult:
     """:func:`check_tool_call`, run once more when it fails (:data:`TOOL_CALL_ATTEMPTS`); the detail says so."""
-    first = check_tool_call(client, model, tool_choice, max_tokens)
+    first = check_tool_call(client, options.model, options.tool_choice, options.max_tokens)
     if first.passed:
         return first
-    second = check_tool_call(client, model, tool_choice, max_tokens)
+    second = check_tool_call(client, options.model, options.tool_choice, options.max_tokens)
     if second.passed:
         detail = f"{second.detail} (passed on the retry; first try: {first.detail}; K3 occasionally emits a tool-call format its parser does not expect)"
     else:
@@ -587,30 +595,19 @@ def check_refused_route(client: openai.OpenAI, path: str = REFUSED_PATH) -> Chec
     )
 
 
-def iter_checks(
-    client: openai.OpenAI,
-    model: str = DEFAULT_MODEL,
-    tool_choice: str = "auto",
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-) -> Iterator[CheckResult]:
+def iter_checks(client: openai.OpenAI, options: CheckOptions = CheckOptions()) -> Iterator[CheckResult]:
     """Run models, chat, stream, tool_call (retried once), refused_route in order, yielding each result as it is known.
 
     Raises :class:`EndpointUnreachable` / :class:`EndpointRejectedKey` from
     the first check that meets them.
     """
-    yield check_models(client, model)
-    yield check_chat(client, model, max_tokens)
-    yield check_stream(client, model, max_tokens)
-    yield check_tool_call_with_retry(client, model, tool_choice, max_tokens)
+    yield check_models(client, options.model)
+    yield check_chat(client, options.model, options.max_tokens)
+    yield check_stream(client, options.model, options.max_tokens)
+    yield check_tool_call_with_retry(client, options)
     yield check_refused_route(client)
 
 
-def run_checks(
-    client: openai.OpenAI,
-    model: str = DEFAULT_MODEL,
-    tool_choice: str = "auto",
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-) -> VerifyReport:
+def run_checks(client: openai.OpenAI, options: CheckOptions = CheckOptions()) -> VerifyReport:
     """All checks as one :class:`VerifyReport` (see :func:`iter_checks` for errors raised)."""
-    checks = tuple(iter_checks(client, model, tool_choice, max_tokens))
-    return VerifyReport(_base(client), model, checks)
+    return VerifyReport(_base(client), options.model, tuple(iter_checks(client, options)))

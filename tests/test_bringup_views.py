@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from components.bringup import nodes as node_views
 from components.bringup import pods
 from components.bringup.report import BringUp, bar, render, summary_line
@@ -161,6 +163,17 @@ def test_ready_and_hopeless():
     assert render(snapshot(pods=(ready_pod, ready_pod)))[-1] == "Endpoint: READY"
     expired = snapshot(block=block(state="expired"), pods=())
     assert expired.hopeless and render(expired)[-1] == "Endpoint: will not come up: the Capacity Block is expired"
+
+
+@pytest.mark.parametrize(
+    ("state", "hopeless"),
+    [("expired", True), ("cancelled", True), ("payment-failed", True), ("failed", True), ("unsupported", True),
+     ("unavailable", True), ("scheduled", False), ("active", False), ("payment-pending", False), ("pending", False),
+     ("assessing", False), ("delayed", False)],
+)
+def test_wait_gives_up_exactly_where_the_assessment_says_no_node_group_can_use_the_block(state, hopeless):
+    """``status --wait`` stops on the states the capacity assessment refuses, and waits through the pending ones."""
+    assert snapshot(block=block(state=state), pods=()).hopeless is hopeless
 
 
 def test_a_bar_is_tqdms_meter():

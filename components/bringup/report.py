@@ -15,16 +15,13 @@ from tqdm import tqdm
 
 from components.bringup.nodes import NodesSummary
 from components.bringup.pods import VERIFYING, WEIGHTS, PodView
-from components.capacity.assessment import Finding
+from components.capacity.assessment import PENDING_STATES, USABLE_STATES, Finding
 from components.capacity.facts import CapacityBlockFacts
 from components.clock import utc
 from components.human_time import duration_text, minute_text
 
 SCHEMA = "kimi-k3-status/1"
 """``schema`` of the JSON document; bumped when a field changes meaning."""
-
-HOPELESS_STATES = ("expired", "cancelled", "payment-failed", "failed", "unsupported")
-"""Reservation states in which no GPU instance will ever run."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +58,8 @@ class BringUp:
 
     @property
     def hopeless(self) -> bool:
-        """The block is in a state where no instance will run."""
-        return self.block is not None and self.block.state in HOPELESS_STATES
+        """The block is in a state where no instance will run: neither usable nor pending (the assessment's states)."""
+        return self.block is not None and self.block.state not in USABLE_STATES + PENDING_STATES
 
     def to_json(self) -> dict[str, Any]:
         """The snapshot as a JSON-ready dict (times in ISO 8601 UTC, durations in seconds)."""
@@ -220,4 +217,4 @@ def summary_line(report: BringUp) -> str:
     return f"{now:%H:%M:%S} block {block}; {nodes}; {phases}; {report.replicas_ready}/{report.replicas_expected} ready"
 
 
-__all__ = ["HOPELESS_STATES", "SCHEMA", "BringUp", "bar", "render", "summary_line"]
+__all__ = ["SCHEMA", "BringUp", "bar", "render", "summary_line"]

@@ -63,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "--tool-choice",
-        choices=("auto", "required"),
+        choices=verify.TOOL_CHOICES,
         default="auto",
         help="tool_choice for the tool-call check (default: %(default)s)",
     )
@@ -125,12 +125,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV, "")
     client = verify.make_client(args.endpoint, api_key, args.timeout)
     base_url = verify.normalise_endpoint(args.endpoint)
+    options = verify.CheckOptions(args.model, args.tool_choice, args.max_tokens)
     results: list[verify.CheckResult] = []
     if not args.json:
         print(f"verifying {args.model} at {base_url}", file=out, flush=True)
     try:
         with client:
-            for result in verify.iter_checks(client, args.model, args.tool_choice, args.max_tokens):
+            for result in verify.iter_checks(client, options):
                 if not args.json:
                     if not results:
                         print(HEADER, file=out)

@@ -104,25 +104,26 @@ class CaseEstimate:
     case: str
     phases: tuple[Phase, ...]
 
+    def _lane_minutes(self) -> dict[str, dict[str, float]]:
+        """Minutes of each lane of each block (phases outside a block are in none)."""
+        blocks: dict[str, dict[str, float]] = {}
+        for p in self.phases:
+            if p.block:
+                lanes = blocks.setdefault(p.block, {})
+                lanes[p.lane] = lanes.get(p.lane, 0.0) + p.minutes
+        return blocks
+
     @property
     def minutes(self) -> float:
         """Critical path: phases outside a block add up; a block adds its longest lane."""
         total = sum(p.minutes for p in self.phases if not p.block)
-        lanes: dict[str, dict[str, float]] = {}
-        for p in self.phases:
-            if p.block:
-                lanes.setdefault(p.block, {}).setdefault(p.lane, 0.0)
-                lanes[p.block][p.lane] += p.minutes
-        return total + sum(max(block.values()) for block in lanes.values())
+        return total + sum(max(lanes.values()) for lanes in self._lane_minutes().values())
 
     def on_critical_path(self, phase: Phase) -> bool:
         """False for a phase in a block lane that is not the longest (it is hidden)."""
         if not phase.block:
             return True
-        lanes: dict[str, float] = {}
-        for p in self.phases:
-            if p.block == phase.block:
-                lanes[p.lane] = lanes.get(p.lane, 0.0) + p.minutes
+        lanes = self._lane_minutes()[phase.block]
         return lanes[phase.lane] == max(lanes.values())
 
     def cost_usd(self, price_per_hour: float, nodes: int) -> float:
@@ -187,6 +188,13 @@ def _engine_phases(x: StartupInputs, compile_key: str) -> list[Phase]:
     ]
 
 
+def _restored_engine_phases(x: StartupInputs, caches_in_s3: bool) -> list[Phase]:
+    """The engine's phases in a new pod: a cache hit after restoring the caches from S3, else a cold compile."""
+    if caches_in_s3:
+        return [_p("cache_restore", name="compile cache restore"), *_engine_phases(x, "compile_warm")]
+    return _engine_phases(x, "compile_cold")
+
+
 def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
     """The phases of ``case`` (one of :data:`CASES`) for inputs ``x``."""
     if x.instance_type not in catalog.STARTUP_FACTS:
@@ -204,18 +212,13 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
             transfer = [replace(p, block="node-prep", lane="weights") for p in transfer]
         phases += transfer
         phases.append(_image_phase(x))
-        warm = case == "warm" and x.compile_cache
-        if warm:
-            phases.append(_p("cache_restore", name="compile cache restore"))
-        phases += _engine_phases(x, "compile_warm" if warm else "compile_cold")
+        phases += _restored_engine_phases(x, case == "warm" and x.compile_cache)
     elif case == "pod re-created":
         phases.append(_p("old_pod_drain", name="old pod drains"))
         phases.append(_p("pod_start", name="pod start"))
         if not x.node_local_weights:
             phases += _transfer_phases(x)
-        if x.compile_cache:
-            phases.append(_p("cache_restore", name="compile cache restore"))
-        phases += _engine_phases(x, "compile_warm" if x.compile_cache else "compile_cold")
+        phases += _restored_engine_phases(x, x.compile_cache)
     else:
         phases.append(_p("restart_backoff", name="restart back-off"))
         phases += _engine_phases(x, "compile_warm")  # HOME (emptyDir) keeps the caches across a container restart
@@ -312,22 +315,19 @@ def mechanisms_needed(x: StartupInputs, targets: dict[str, float]) -> dict[str, 
         "fast_image_pull": "nodeadm FastImagePull",
         "image_in_region": "image in region (ECR / pull-through cache)",
     }
+    alternatives: list[tuple[dict[str, object], str]] = [({name: True}, label) for name, label in toggles.items() if not getattr(x, name)]
+    if x.verify != "overlapped":
+        alternatives.append(({"verify": "overlapped"}, "verification overlapping the sync"))
     out: dict[str, list[str]] = {}
     base = estimate_all(x)
     for case, target in targets.items():
         if base[case].minutes <= target:
             continue
         helps = []
-        for field_name, label in toggles.items():
-            if getattr(x, field_name):
-                continue
-            saved = base[case].minutes - estimate_case(replace(x, **{field_name: True}), case).minutes  # type: ignore[arg-type]  # the toggles are bool fields
+        for changes, label in alternatives:
+            saved = base[case].minutes - estimate_case(replace(x, **changes), case).minutes  # type: ignore[arg-type]  # fields of StartupInputs
             if saved > 0.05:
                 helps.append(f"{label} (-{saved:.1f} min)")
-        if x.verify != "overlapped":
-            saved = base[case].minutes - estimate_case(replace(x, verify="overlapped"), case).minutes
-            if saved > 0.05:
-                helps.append(f"verification overlapping the sync (-{saved:.1f} min)")
         if x.weights_source == "huggingface":
             saved = base[case].minutes - estimate_case(replace(x, weights_source="s3"), case).minutes
             helps.append(f"weights staged in S3 (-{saved:.1f} min)")
