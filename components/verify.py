@@ -28,9 +28,10 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import openai
 
+from components import catalog
 from components.errors import UserError
 
-DEFAULT_MODEL = "Kimi-K3"
+DEFAULT_MODEL = catalog.KIMI_K3.served_model_name
 """The served model name the API contract fixes (``--served-model-name``)."""
 
 DEFAULT_TIMEOUT_S = 120.0

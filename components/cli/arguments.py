@@ -1,4 +1,4 @@
-"""argparse pieces shared by the ``kimi-k3`` commands: ``type=`` converters and the STACK/--program pair.
+"""argparse pieces shared by the ``kimi-k3`` commands: ``type=`` converters, the STACK/--program pair and the endpoint flags.
 
 argparse prefixes the message with the flag (``argument --requests: '0' must be at
 least 1``) and exits 2; range rules that belong to a domain (Capacity Block counts,
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
+
+from components import catalog
 
 
 def whole_number(text: str) -> int:
@@ -56,4 +59,24 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["add_stack_arguments", "non_negative_int", "positive_float", "positive_int", "whole_number"]
+API_KEY_ENV = "KIMI_K3_API_KEY"
+"""Environment variable the endpoint commands read the API key from when --api-key is not given."""
+
+def add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--endpoint``, ``--api-key`` and ``--model`` (default: the catalog's served model name), as every command that talks to a running endpoint takes them."""
+    parser.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000 or http://127.0.0.1:8000/v1")
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help=f"API key the server was started with (default: ${API_KEY_ENV}; prefer the "
+        "environment variable, a flag shows up in the process list)",
+    )
+    parser.add_argument("--model", default=catalog.KIMI_K3.served_model_name, help="served model name (default: %(default)s)")
+
+
+def api_key(args: argparse.Namespace) -> str:
+    """The key from ``--api-key``, else from ``$KIMI_K3_API_KEY``; empty when neither is set."""
+    return args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV, "")
+
+
+__all__ = ["API_KEY_ENV", "add_endpoint_arguments", "add_stack_arguments", "api_key", "non_negative_int", "positive_float", "positive_int", "whole_number"]

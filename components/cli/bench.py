@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -22,10 +21,9 @@ from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from components import clock
-from components.cli.arguments import non_negative_int, positive_float, positive_int
+from components.cli.arguments import API_KEY_ENV, add_endpoint_arguments, api_key, non_negative_int, positive_float, positive_int
 from components.errors import UserError
 
-API_KEY_ENV = "KIMI_K3_API_KEY"
 DEFAULT_CONCURRENCY = (1, 4, 16)
 DEFAULT_REQUESTS = 100
 DEFAULT_TIMEOUT_S = 600.0
@@ -80,12 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "file. Writes OUT/bench.json and OUT/bench.png and prints a table. See docs/bench.md."
         ),
     )
-    parser.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000 or .../v1")
-    parser.add_argument(
-        "--api-key",
-        default=None,
-        help=f"API key (default: ${API_KEY_ENV}; prefer the variable, a flag shows in the process list)",
-    )
+    add_endpoint_arguments(parser)
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="directory for bench.json, bench.png, AIPerf's exports")
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
@@ -106,7 +99,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help=f"requests per level (default: {DEFAULT_REQUESTS})")
     amount.add_argument("--duration", type=positive_float, default=None, metavar="S",
                         help="seconds per level instead of a request count")
-    parser.add_argument("--model", default="Kimi-K3", help="served model name (default: %(default)s)")
     parser.add_argument(
         "--price-per-hour", type=positive_float, default=DEFAULT_PRICE_PER_INSTANCE_HOUR_USD,
         metavar="USD", help="instance-hour price for the cost column (default: %(default)g, p6-b300 Capacity Block)",
@@ -172,8 +164,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
 
     out = out or sys.stdout
     started_at = now or clock.program_now()
-    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV, "")
-    if not api_key:
+    key = api_key(args)
+    if not key:
         raise UserError(f"no API key: pass --api-key or set {API_KEY_ENV}")
     endpoint_v1 = verify.normalise_endpoint(args.endpoint)
     requests = args.requests if args.requests is not None or args.duration is not None else DEFAULT_REQUESTS
@@ -196,7 +188,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
     version = aiperf_run.library_version()
 
     # one cheap request first: a wrong URL, key or model name is one clear line, not N failed levels
-    with verify.make_client(args.endpoint, api_key, timeout_s=min(args.timeout, 30.0)) as client:
+    with verify.make_client(args.endpoint, key, timeout_s=min(args.timeout, 30.0)) as client:
         models = verify.check_models(client, args.model)
     if not models.passed:
         raise UserError(f"--model {args.model!r}: {models.detail}")
@@ -225,7 +217,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
         )
         progress = Progress(out, f"level {index}/{len(args.concurrency)} concurrency {concurrency}", requests, args.duration)
         try:
-            level = aiperf_run.run_level(config=config, api_key=api_key, artifact_dir=level_dir,
+            level = aiperf_run.run_level(config=config, api_key=key, artifact_dir=level_dir,
                                          concurrency=concurrency, on_progress=progress)
         finally:
             progress.finish()

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import asdict
 from typing import TextIO
 
 from components import verify
-from components.cli.arguments import positive_float, positive_int
+from components.cli.arguments import add_endpoint_arguments, api_key, positive_float, positive_int
 from components.errors import UserError
-
-API_KEY_ENV = "KIMI_K3_API_KEY"
 
 HEADER = f"{'':4} {'check':<13} {'latency':>8} {'ttft':>8} {'tok/s':>8}  detail"
 
@@ -40,20 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "2 when the endpoint cannot be reached or rejects the API key."
         ),
     )
-    parser.add_argument(
-        "--endpoint",
-        required=True,
-        help="base URL, e.g. http://127.0.0.1:8000 or http://127.0.0.1:8000/v1",
-    )
-    parser.add_argument(
-        "--api-key",
-        default=None,
-        help=f"API key the server was started with (default: ${API_KEY_ENV}; prefer the "
-        "environment variable, a flag shows up in the process list)",
-    )
-    parser.add_argument(
-        "--model", default=verify.DEFAULT_MODEL, help="served model name (default: %(default)s)"
-    )
+    add_endpoint_arguments(parser)
     parser.add_argument(
         "--timeout",
         type=positive_float,
@@ -122,8 +106,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     missing key, a bad endpoint, an unreachable endpoint or a rejected key.
     """
     out = out or sys.stdout
-    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV, "")
-    client = verify.make_client(args.endpoint, api_key, args.timeout)
+    key = api_key(args)
+    client = verify.make_client(args.endpoint, key, args.timeout)
     base_url = verify.normalise_endpoint(args.endpoint)
     options = verify.CheckOptions(args.model, args.tool_choice, args.max_tokens)
     results: list[verify.CheckResult] = []

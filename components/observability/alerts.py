@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from components import catalog
 from components.errors import UserError
 from components.formats import DNS_LABEL
 from components.observability import metrics as m
@@ -105,7 +106,7 @@ class AlertRulesArgs:
     before that, an unready pod is still starting, not failing."""
     serving_namespace: str = "kimi-serving"
     """Namespace of the serving pods (``VllmServingArgs.namespace``)."""
-    served_model_name: str = "Kimi-K3"
+    served_model_name: str = catalog.KIMI_K3.served_model_name
     """``--served-model-name``: the ``model_name`` label of every vLLM series."""
     weights_init_containers: tuple[str, ...] = WEIGHTS_INIT_CONTAINERS
     """Init containers whose running time counts against ``weights_budget_s``."""

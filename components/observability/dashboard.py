@@ -27,6 +27,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
+from components import catalog
 from components.errors import UserError
 from components.formats import DNS_LABEL
 from components.observability import metrics as m
@@ -50,7 +51,7 @@ class DashboardArgs:
     """End of the Capacity Block (UTC): the "time left" panel counts down to it."""
     reserved_instances: int
     """Instances the block reserves: the Ready GPU nodes panel compares against it."""
-    served_model_name: str = "Kimi-K3"
+    served_model_name: str = catalog.KIMI_K3.served_model_name
     """``model_name`` label of the vLLM series."""
     title: str = "Kimi K3 on EKS"
     """Dashboard title."""
