@@ -41,6 +41,9 @@ CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 CAPACITY_BLOCK_OFFERING_ID = re.compile(r"^cb-[0-9a-f]{17}$")
 """An EC2 Capacity Block offering id (before purchase)."""
 
+GIT_REVISION = re.compile(r"^[0-9a-f]{40}$")
+"""A full git commit id, 40 lower-case hex digits (a Hugging Face revision pinned to a commit)."""
+
 CHART_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 """A Helm chart's exact semantic version, ``1.2.3`` or ``v1.2.3`` (groups: major, minor, patch).
 

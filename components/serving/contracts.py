@@ -26,7 +26,7 @@ from typing import Any
 
 from components import catalog
 from components.errors import UserError
-from components.formats import ABSOLUTE_PATH
+from components.formats import ABSOLUTE_PATH, GIT_REVISION
 from components.serving.engine_flags import extra_args_problem, extra_env_problem, override_tuning
 
 WEIGHTS_SOURCES = ("huggingface", "s3")
@@ -44,8 +44,6 @@ HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+
 """A fully qualified host name (lower case). vLLM compares a media URL's host with the list exactly
 (``vllm/multimodal/media/connector.py``, ``_assert_url_in_allowed_media_domains``): no wildcards, no ports."""
 
-SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
-"""A full commit SHA (a Hugging Face revision that cannot move)."""
 MODEL_ID_RE = re.compile(r"^[\w.-]+/[\w.-]+$")
 """A Hugging Face model id, ``org/name``."""
 S3_URI_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.'()/=]+/)$")
@@ -172,7 +170,7 @@ class WeightsContract:
     def __post_init__(self) -> None:
         if not isinstance(self.model_id, str) or not MODEL_ID_RE.fullmatch(self.model_id):
             raise ContractError("weights contract", "weights.model_id", self.model_id, "expected a Hugging Face model id org/name such as moonshotai/Kimi-K3")
-        if not isinstance(self.revision, str) or not SHA1_RE.fullmatch(self.revision):
+        if not isinstance(self.revision, str) or not GIT_REVISION.fullmatch(self.revision):
             raise ContractError("weights contract", "weights.revision", self.revision, f"expected the 40-hex commit SHA of {self.model_id} (a branch such as 'main' moves)")
         if self.source not in WEIGHTS_SOURCES:
             raise ContractError("weights contract", "weights.source", self.source, f"accepted: {', '.join(WEIGHTS_SOURCES)}")

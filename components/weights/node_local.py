@@ -31,6 +31,7 @@ import re
 import pulumi_kubernetes as k8s
 
 from components.errors import UserError
+from components.formats import GIT_REVISION
 
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 """Provisioner name of statically provisioned local volumes (Kubernetes docs, Storage Classes, Local)."""
@@ -42,7 +43,7 @@ DISCOVERY_DIR = "/mnt/kimi-local"
 
 def revision_dir(mount_path: str, revision: str) -> str:
     """Directory of one revision's files inside the weights volume."""
-    if not re.fullmatch(r"[0-9a-f]{40}", revision or ""):
+    if not GIT_REVISION.fullmatch(revision or ""):
         raise UserError(f"node-local weights: revision {revision!r} is not a 40-hex commit SHA")
     return f"{mount_path.rstrip('/')}/{revision}"
 

@@ -33,7 +33,7 @@ import pulumi_kubernetes as k8s
 
 from components import labels
 from components.errors import Problems, UserError
-from components.formats import DNS_LABEL
+from components.formats import DNS_LABEL, GIT_REVISION
 from components.kubernetes_provider import require_kubernetes_provider
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from components.weights import pod_files
@@ -119,7 +119,7 @@ def validate(args: WeightsStagingJobArgs) -> None:
     what = "weights staging job"
     if not S3_URI.match(args.s3_uri or "") or not args.s3_uri.rstrip("/").count("/") >= 3:
         raise UserError(f"{what}: s3_uri {args.s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)")
-    if not re.fullmatch(r"[0-9a-f]{40}", args.revision or ""):
+    if not GIT_REVISION.fullmatch(args.revision or ""):
         raise UserError(f"{what}: revision {args.revision!r} is not accepted; expected the 40-hex commit SHA")
     if "@sha256:" not in args.image and not args.allow_floating_tag:
         raise UserError(f"{what}: image {args.image!r} is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)")
