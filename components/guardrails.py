@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import (
@@ -167,12 +168,96 @@ def _is_world(cidr: Any) -> bool:
         return False
 
 
-def _config(args: ResourceValidationArgs, key: str, default: Any) -> Any:
-    value = (args.get_config() or {}).get(key)
-    return default if value is None else value
+@dataclass(frozen=True)
+class PolicyConfigOption:
+    """A per-stack option of one policy (``--policy-pack-config``): its key, type and default in one place."""
+
+    key: str
+    """Property name in the policy's config."""
+    type: str
+    """JSON schema type: ``boolean`` or ``array`` (of strings)."""
+    default: Any
+    """What the rule uses when the stack's policy config does not set the key."""
+    description: str
+    """What the option does, as the pack's config schema shows it."""
+
+    def read(self, args: ResourceValidationArgs) -> Any:
+        """The stack's value of the option, or its default."""
+        value = (args.get_config() or {}).get(self.key)
+        return self.default if value is None else value
+
+    def schema(self) -> PolicyConfigSchema:
+        """The policy's config schema: this option alone."""
+        prop: dict[str, Any] = {"type": self.type}
+        if self.type == "array":
+            prop["items"] = {"type": "string"}
+        prop["default"] = list(self.default) if isinstance(self.default, tuple) else self.default
+        prop["description"] = self.description
+        return PolicyConfigSchema(properties={self.key: prop})
+
+
+@dataclass(frozen=True)
+class _PropertyRule:
+    """One property a validator checks: where it is, which values pass, what a refused value is told."""
+
+    path: tuple[str, ...]
+    """Where the property is in ``args.props`` (wire names)."""
+    accepts: Callable[[Any], bool]
+    """True for an acceptable value; never asked about an unknown one (a value the rule cannot see is not reported)."""
+    violation: str
+    """The message: ``{who}`` is the resource, ``{value!r}`` the value found."""
+
+
+def _check_properties(args: ResourceValidationArgs, report_violation: ReportViolation, rules: Sequence[_PropertyRule]) -> None:
+    """Report each rule whose property is known and not accepted, in order."""
+    who = _who(args)
+    for rule in rules:
+        value = _get(args.props, *rule.path)
+        if value is not UNKNOWN and not rule.accepts(value):
+            report_violation(rule.violation.format(who=who, value=value), None)
 
 
 # --- EC2 Capacity Block: node group and launch template ----------------------------
+
+_CAPACITY_BLOCK_NODE_GROUP_RULES = (
+    _PropertyRule(
+        ("launchTemplate",),
+        _is_set,
+        "{who} is a CAPACITY_BLOCK node group without a launch template. "
+        "Fix: set launch_template to a template with instance_market_options.market_type='capacity-block' "
+        "and capacity_reservation_specification targeting the block's cr- id.",
+    ),
+    _PropertyRule(
+        ("amiType",),
+        lambda ami_type: ami_type in NVIDIA_AL2023_AMI_TYPES,
+        "{who} has amiType {value!r}: GPU nodes need an AL2023 NVIDIA AMI (driver preinstalled). "
+        f"Fix: set ami_type to one of {', '.join(NVIDIA_AL2023_AMI_TYPES)}.",
+    ),
+    _PropertyRule(
+        ("scalingConfig", "maxSize"),
+        lambda max_size: isinstance(max_size, (int, float)) and max_size > 0,
+        "{who} has scalingConfig.maxSize {value!r}: the node group could never scale onto the Capacity Block. "
+        "Fix: set max_size to the block's instance count (desired_size may stay 0 until the block starts).",
+    ),
+)
+"""The CAPACITY_BLOCK node group's property rules after ``instanceTypes`` (which is refused even when unknown: set at all)."""
+
+_CAPACITY_BLOCK_LAUNCH_TEMPLATE_RULES = (
+    _PropertyRule(
+        ("capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId"),
+        lambda reservation: isinstance(reservation, str) and CAPACITY_RESERVATION_ID.fullmatch(reservation) is not None,
+        "{who} uses market type capacity-block but targets capacity reservation {value!r}. "
+        "Fix: set capacity_reservation_specification.capacity_reservation_target.capacity_reservation_id "
+        "to the block's id (cr- followed by 17 hex digits).",
+    ),
+    _PropertyRule(
+        ("instanceType",),
+        _is_set,
+        "{who} uses market type capacity-block without an instanceType: the node group cannot name one. "
+        "Fix: set instance_type on the launch template to the block's instance type.",
+    ),
+)
+"""A capacity-block launch template's property rules before the placement group (refused even when unknown)."""
 
 
 def validate_capacity_block_node_group(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -187,27 +272,7 @@ def validate_capacity_block_node_group(args: ResourceValidationArgs, report_viol
             "Fix: remove instance_types from the node group; set instance_type in its launch template only.",
             None,
         )
-    if not _is_set(_get(args.props, "launchTemplate")):
-        report_violation(
-            f"{who} is a CAPACITY_BLOCK node group without a launch template. "
-            "Fix: set launch_template to a template with instance_market_options.market_type='capacity-block' "
-            "and capacity_reservation_specification targeting the block's cr- id.",
-            None,
-        )
-    ami_type = _get(args.props, "amiType")
-    if ami_type is not UNKNOWN and ami_type not in NVIDIA_AL2023_AMI_TYPES:
-        report_violation(
-            f"{who} has amiType {ami_type!r}: GPU nodes need an AL2023 NVIDIA AMI (driver preinstalled). "
-            f"Fix: set ami_type to one of {', '.join(NVIDIA_AL2023_AMI_TYPES)}.",
-            None,
-        )
-    max_size = _get(args.props, "scalingConfig", "maxSize")
-    if max_size is not UNKNOWN and not (isinstance(max_size, (int, float)) and max_size > 0):
-        report_violation(
-            f"{who} has scalingConfig.maxSize {max_size!r}: the node group could never scale onto the Capacity Block. "
-            "Fix: set max_size to the block's instance count (desired_size may stay 0 until the block starts).",
-            None,
-        )
+    _check_properties(args, report_violation, _CAPACITY_BLOCK_NODE_GROUP_RULES)
 
 
 def validate_capacity_block_launch_template(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -216,21 +281,8 @@ def validate_capacity_block_launch_template(args: ResourceValidationArgs, report
         return
     if _get(args.props, "instanceMarketOptions", "marketType") != CAPACITY_BLOCK_MARKET_TYPE:
         return
+    _check_properties(args, report_violation, _CAPACITY_BLOCK_LAUNCH_TEMPLATE_RULES)
     who = _who(args)
-    reservation = _get(args.props, "capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId")
-    if reservation is not UNKNOWN and not (isinstance(reservation, str) and CAPACITY_RESERVATION_ID.fullmatch(reservation)):
-        report_violation(
-            f"{who} uses market type capacity-block but targets capacity reservation {reservation!r}. "
-            "Fix: set capacity_reservation_specification.capacity_reservation_target.capacity_reservation_id "
-            "to the block's id (cr- followed by 17 hex digits).",
-            None,
-        )
-    if not _is_set(_get(args.props, "instanceType")):
-        report_violation(
-            f"{who} uses market type capacity-block without an instanceType: the node group cannot name one. "
-            "Fix: set instance_type on the launch template to the block's instance type.",
-            None,
-        )
     for field in ("groupName", "groupId"):
         group = _get(args.props, "placement", field)
         if _is_set(group):
@@ -412,12 +464,16 @@ def _same_quantity(a: Any, b: Any) -> bool:
         return str(a) == str(b)
 
 
-REQUIRE_DIGEST_KEY = "requireDigestPinnedImages"
+REQUIRE_DIGEST = PolicyConfigOption(
+    "requireDigestPinnedImages", "boolean", True,
+    "Refuse images that are not pinned by digest. true for prod; set false per stack in "
+    "policy/config/<stack>.json (the settings layer still warns about a floating tag).",
+)
 
 
 def validate_images_pinned_by_digest(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Serving workload images are pinned by digest (``repo@sha256:...``) when the stack requires it."""
-    if args.resource_type not in DIGEST_PINNED_KINDS or not _config(args, REQUIRE_DIGEST_KEY, True):
+    if args.resource_type not in DIGEST_PINNED_KINDS or not REQUIRE_DIGEST.read(args):
         return
     for spec_path, spec in _pod_specs(args):
         for where, container in _containers(spec):
@@ -428,22 +484,25 @@ def validate_images_pinned_by_digest(args: ResourceValidationArgs, report_violat
                 report_violation(
                     f"{_object_name(args)} {spec_path}.{where}: image {image!r} is not pinned by digest; a tag can move "
                     "under a running deployment. Fix: use repo@sha256:<64 hex> (kimi-k3:servingImage), or set "
-                    f"{REQUIRE_DIGEST_KEY}=false in this stack's policy config (policy/config/<stack>.json).",
+                    f"{REQUIRE_DIGEST.key}=false in this stack's policy config (policy/config/<stack>.json).",
                     None,
                 )
 
 
-ALLOWED_NAMESPACES_KEY = "allowedNamespaces"
+ALLOWED_NAMESPACES = PolicyConfigOption(
+    "allowedNamespaces", "array", DEFAULT_PRIVILEGED_NAMESPACES,
+    "Namespaces where hostNetwork and privileged pods are accepted (GPU node plugins, EKS add-ons).",
+)
 
 
 def validate_no_host_network_or_privileged(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """No hostNetwork pods or privileged containers outside the allow-listed (GPU plugin) namespaces."""
     if args.resource_type not in POD_TEMPLATE_PATHS:
         return
-    allowed = list(_config(args, ALLOWED_NAMESPACES_KEY, list(DEFAULT_PRIVILEGED_NAMESPACES)))
+    allowed = list(ALLOWED_NAMESPACES.read(args))
     if _namespace(args) in allowed:
         return
-    fix = f"Fix: drop it, or run the workload in an allow-listed namespace ({ALLOWED_NAMESPACES_KEY}: {allowed})."
+    fix = f"Fix: drop it, or run the workload in an allow-listed namespace ({ALLOWED_NAMESPACES.key}: {allowed})."
     for spec_path, spec in _pod_specs(args):
         if _truthy(_get(spec, "hostNetwork")):
             report_violation(f"{_object_name(args)} {spec_path}.hostNetwork is true: the pod shares the node's network and IMDS. {fix}", None)
@@ -452,7 +511,10 @@ def validate_no_host_network_or_privileged(args: ResourceValidationArgs, report_
                 report_violation(f"{_object_name(args)} {spec_path}.{where} is privileged: it owns the node. {fix}", None)
 
 
-ALLOW_WORLD_LB_KEY = "allowWorldOpenLoadBalancers"
+ALLOW_WORLD_LB = PolicyConfigOption(
+    "allowWorldOpenLoadBalancers", "boolean", False,
+    "Accept 0.0.0.0/0 (or ::/0) in loadBalancerSourceRanges, for an endpoint meant to be public.",
+)
 
 
 def validate_load_balancer_source_ranges(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -471,10 +533,10 @@ def validate_load_balancer_source_ranges(args: ResourceValidationArgs, report_vi
         )
         return
     world = [c for c in listed if _is_world(c)]
-    if world and not _config(args, ALLOW_WORLD_LB_KEY, False):
+    if world and not ALLOW_WORLD_LB.read(args):
         report_violation(
             f"{_object_name(args)} admits {', '.join(world)} in loadBalancerSourceRanges. Fix: list the client CIDRs, "
-            f"or set {ALLOW_WORLD_LB_KEY}=true in this stack's policy config if the endpoint is meant to be public.",
+            f"or set {ALLOW_WORLD_LB.key}=true in this stack's policy config if the endpoint is meant to be public.",
             None,
         )
 
@@ -564,16 +626,7 @@ k8s_images_pinned_by_digest = ResourceValidationPolicy(
     validate=validate_images_pinned_by_digest,
     enforcement_level=MANDATORY,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            REQUIRE_DIGEST_KEY: {
-                "type": "boolean",
-                "default": True,
-                "description": "Refuse images that are not pinned by digest. true for prod; set false per stack in "
-                "policy/config/<stack>.json (the settings layer still warns about a floating tag).",
-            }
-        }
-    ),
+    config_schema=REQUIRE_DIGEST.schema(),
 )
 
 k8s_no_host_network_or_privileged = ResourceValidationPolicy(
@@ -582,16 +635,7 @@ k8s_no_host_network_or_privileged = ResourceValidationPolicy(
     validate=validate_no_host_network_or_privileged,
     enforcement_level=MANDATORY,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            ALLOWED_NAMESPACES_KEY: {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": list(DEFAULT_PRIVILEGED_NAMESPACES),
-                "description": "Namespaces where hostNetwork and privileged pods are accepted (GPU node plugins, EKS add-ons).",
-            }
-        }
-    ),
+    config_schema=ALLOWED_NAMESPACES.schema(),
 )
 
 k8s_load_balancer_source_ranges = ResourceValidationPolicy(
@@ -600,15 +644,7 @@ k8s_load_balancer_source_ranges = ResourceValidationPolicy(
     validate=validate_load_balancer_source_ranges,
     enforcement_level=MANDATORY,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            ALLOW_WORLD_LB_KEY: {
-                "type": "boolean",
-                "default": False,
-                "description": "Accept 0.0.0.0/0 (or ::/0) in loadBalancerSourceRanges, for an endpoint meant to be public.",
-            }
-        }
-    ),
+    config_schema=ALLOW_WORLD_LB.schema(),
 )
 
 ALL_POLICIES: list[ResourceValidationPolicy] = [

@@ -145,6 +145,8 @@ class HyperPodServing:
         """
         import pulumi_aws_native as aws_native  # lazily: only hyperpod stacks load the provider SDK
 
+        from components.platform import secret_input  # the stack's secrets become inputs as on the EKS path
+
         hp = _hyperpod(settings)
         self.platform = platform
         self.settings = settings
@@ -209,8 +211,8 @@ class HyperPodServing:
                 namespace=SERVING_NAMESPACE,
                 instance_type=hp.instance_type,
                 replicas=resolved.replicas,
-                api_key=pulumi.Output.secret(serving.api_key.value),
-                hugging_face_token=pulumi.Output.secret(serving.hugging_face_token.value) if serving.hugging_face_token else None,
+                api_key=secret_input(serving.api_key),
+                hugging_face_token=secret_input(serving.hugging_face_token),
                 s3_region=region,
                 endpoint_name=hp.cluster_name,
                 routing=serving.hyperpod_routing,

@@ -45,11 +45,11 @@ MIN_VPC_CNI_VERSION: tuple[int, int, int] = (1, 18, 3)
 DEPENDENCIES_NAMESPACE = "aws-hyperpod"
 """Namespace the dependencies chart creates; HyperPod looks for it by this name."""
 
-CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-"""``ClusterName`` pattern (SageMaker model)."""
+SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+"""The SageMaker model's pattern of ``ClusterName``, ``ClusterInstanceGroupName`` and ``EndpointName`` (each at most 63 characters)."""
 
-INSTANCE_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-"""``ClusterInstanceGroupName`` pattern (SageMaker model)."""
+SAGEMAKER_NAME_ACCEPTED = "1-63 letters, digits and '-', starting and ending with a letter or digit"
+"""What :func:`is_sagemaker_name` accepts, as messages say it."""
 
 _ADDON_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(-eksbuild\.\d+)?$")
 
@@ -64,6 +64,11 @@ class EksForHyperPod:
     """The EKS cluster's ``accessConfig.authenticationMode``."""
     vpc_cni_version: str | None = None
     """Version of the ``vpc-cni`` add-on (``v1.20.4-eksbuild.1``); ``None``: not known yet."""
+
+
+def is_sagemaker_name(value: object) -> bool:
+    """A cluster, instance group or endpoint name as the SageMaker API accepts it (pattern and length)."""
+    return isinstance(value, str) and len(value) <= 63 and SAGEMAKER_NAME.match(value) is not None
 
 
 def check_kubernetes_version(version: str) -> None:
@@ -121,11 +126,11 @@ def check_instance_group_subnet(group: str, subnet_availability_zone: str, plan_
 
 def check_names(cluster_name: str, instance_group_names: tuple[str, ...]) -> None:
     """Cluster and instance group names as the SageMaker API accepts them, group names unique."""
-    if not isinstance(cluster_name, str) or len(cluster_name) > 63 or not CLUSTER_NAME.match(cluster_name):
-        raise UserError(f"HyperPod cluster name {cluster_name!r} is not accepted; 1-63 letters, digits and '-', starting and ending with a letter or digit")
+    if not is_sagemaker_name(cluster_name):
+        raise UserError(f"HyperPod cluster name {cluster_name!r} is not accepted; {SAGEMAKER_NAME_ACCEPTED}")
     for group in instance_group_names:
-        if not isinstance(group, str) or len(group) > 63 or not INSTANCE_GROUP_NAME.match(group):
-            raise UserError(f"instance group name {group!r} is not accepted; 1-63 letters, digits and '-', starting and ending with a letter or digit")
+        if not is_sagemaker_name(group):
+            raise UserError(f"instance group name {group!r} is not accepted; {SAGEMAKER_NAME_ACCEPTED}")
     if len(set(instance_group_names)) != len(instance_group_names):
         raise UserError(f"instance group names {list(instance_group_names)} are not unique")
 
@@ -165,6 +170,8 @@ def check_cluster_registration(inputs: Mapping[str, Any], subnet_availability_zo
 __all__ = [
     "DEPENDENCIES_NAMESPACE",
     "MIN_VPC_CNI_VERSION",
+    "SAGEMAKER_NAME",
+    "SAGEMAKER_NAME_ACCEPTED",
     "SUPPORTED_AUTHENTICATION_MODES",
     "SUPPORTED_KUBERNETES_VERSIONS",
     "EksForHyperPod",
@@ -175,4 +182,5 @@ __all__ = [
     "check_kubernetes_version",
     "check_names",
     "check_vpc_cni_version",
+    "is_sagemaker_name",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import pulumi
 import pulumi_aws as aws
@@ -119,8 +119,25 @@ def serving_front_args(serving: ServingSettings) -> dict[str, Any]:
     )
 
 
-def _secret_input(secret: Secret | None) -> pulumi.Output[str] | None:
+def secret_input(secret: Secret | None) -> pulumi.Output[str] | None:
+    """A stack secret as a Pulumi secret input of a component (``None`` stays ``None``); both serving platforms use it."""
     return pulumi.Output.secret(secret.value) if secret else None
+
+
+class StackFoundation(Protocol):
+    """What both serving platforms resolve before declaring the shared network and EKS cluster."""
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Findings that do not stop the stack, printed once."""
+
+    @property
+    def availability_zones(self) -> tuple[str, ...]:
+        """AZs of the network, the capacity's first."""
+
+    @property
+    def existing_private_subnets_by_az(self) -> dict[str, str]:
+        """With an existing VPC: its private subnet of each AZ."""
 
 
 class Platform(pulumi.ComponentResource):
@@ -148,15 +165,8 @@ class Platform(pulumi.ComponentResource):
             self._compose_hyperpod(name, settings, now=now, opts=opts)
             return
         resolved = resolve_stack(settings, now)
-        for warning in resolved.warnings:
-            pulumi.log.warn(warning)
-        super().__init__("kimi-k3:index:Platform", name, None, opts)
-        self.settings = settings
         self.resolved = resolved
-        self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
-        tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
-        self._declare_network(name, settings, resolved.availability_zones, resolved.existing_private_subnets_by_az, tags)
-        self._declare_cluster(name, settings, tags)
+        tags = self._declare_foundation(name, settings, resolved, opts)
         c = settings.cluster
 
         cap = settings.capacity
@@ -224,8 +234,8 @@ class Platform(pulumi.ComponentResource):
             serving_deps.append(self.time_to_serve)
         serving_args: dict[str, Any] = dict(
             contract=resolved.contract,
-            api_key=_secret_input(serving.api_key),
-            hugging_face_token=_secret_input(serving.hugging_face_token),
+            api_key=secret_input(serving.api_key),
+            hugging_face_token=secret_input(serving.hugging_face_token),
             cluster_name=self.cluster.cluster_name,
             aws_region=settings.region,
             instance_type=cap.instance_type,
@@ -261,7 +271,7 @@ class Platform(pulumi.ComponentResource):
             pulumi.log.warn(warning)
         args = time_to_serve.args_from_settings(
             s, cluster_name=self.cluster.cluster_name, node_role_name=self.cluster.node_role.name,
-            hugging_face_token=_secret_input(s.serving.hugging_face_token), tags=tags,
+            hugging_face_token=secret_input(s.serving.hugging_face_token), tags=tags,
         )
         if not time_to_serve.declares_anything(args):
             return None
@@ -288,6 +298,19 @@ class Platform(pulumi.ComponentResource):
         """Who reaches the cluster: the role the Kubernetes provider assumes and the read-only viewers (docs/access.md)."""
         access = settings.deployment
         return {"kubeconfig_role_arn": access.kubeconfig_role_arn, "viewer_role_arns": access.viewer_role_arns}
+
+    def _declare_foundation(self, name: str, settings: StackSettings, resolved: StackFoundation, opts: pulumi.ResourceOptions | None) -> dict[str, str]:
+        """Print the resolved stack's warnings, register the component, then declare the network and the EKS cluster
+        (the same on both serving platforms); returns the tags of every AWS resource."""
+        for warning in resolved.warnings:
+            pulumi.log.warn(warning)
+        super().__init__("kimi-k3:index:Platform", name, None, opts)
+        self.settings = settings
+        self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
+        tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
+        self._declare_network(name, settings, resolved.availability_zones, resolved.existing_private_subnets_by_az, tags)
+        self._declare_cluster(name, settings, tags)
+        return tags
 
     def _declare_network(
         self, name: str, settings: StackSettings, availability_zones: tuple[str, ...], existing_private_subnets_by_az: dict[str, str], tags: dict[str, str]
@@ -354,14 +377,7 @@ class Platform(pulumi.ComponentResource):
         from components import hyperpod_platform  # only hyperpod stacks load it (and pulumi-aws-native)
 
         resolved = hyperpod_platform.resolve_hyperpod_stack(settings, now)
-        for warning in resolved.warnings:
-            pulumi.log.warn(warning)
-        super().__init__("kimi-k3:index:Platform", name, None, opts)
-        self.settings = settings
-        self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
-        tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
-        self._declare_network(name, settings, resolved.availability_zones, resolved.existing_private_subnets_by_az, tags)
-        self._declare_cluster(name, settings, tags)
+        tags = self._declare_foundation(name, settings, resolved, opts)
         self.hyperpod = hyperpod_platform.HyperPodServing(self, name, settings, resolved, tags)
         self.register_outputs(self.stack_outputs())
 

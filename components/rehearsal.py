@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from components.capacity.offerings import MAX_INSTANCES
 from components.errors import UserError
@@ -35,44 +36,79 @@ def last_block_boundary(now: datetime) -> datetime:
     return boundary if boundary < now else boundary - timedelta(days=1)
 
 
-def rehearsed_start(start: datetime | None, now: datetime, *, ended: bool, running: bool, duration: timedelta) -> datetime:
-    """Start of a rehearsed window: ``start`` when given; else ended at, started at, or starting after the 11:30 UTC boundaries."""
-    if start is not None:
-        return start
-    if ended:
-        return last_block_boundary(now) - duration
-    if running:
-        return last_block_boundary(now)
-    return next_block_start(now)
+@dataclass(frozen=True)
+class RehearsedWindow:
+    """The flags of any rehearsed reserved window (a Capacity Block, a training plan): ``FLAG-state``, ``FLAG-az``,
+    ``FLAG-count`` and ``FLAG-start``, and where its window lies at ``now``. ``None`` fields take the stack's defaults.
 
+    A subclass names its flags, states and length in the class variables and sets the default state.
+    """
 
-def refuse_unended_start(flag: str, state: str, what: str, start: datetime | None, duration: timedelta, now: datetime) -> None:
-    """UserError naming ``FLAG-start`` when a window rehearsed as ended (``FLAG-state STATE``) would not have ended by ``now``."""
-    if start is not None and start + duration >= now:
-        raise UserError(
-            f"{flag}-start {start:%Y-%m-%dT%H:%M:%SZ} is not accepted with {flag}-state {state}: the {what} would end "
-            f"at {start + duration:%Y-%m-%d %H:%M} UTC, not before now ({now:%Y-%m-%d %H:%M} UTC); "
-            f"give a start more than {duration.days} days before now, or leave it out"
-        )
+    FLAG: ClassVar[str]
+    """Prefix of the flags, e.g. ``--reservation``."""
+    WHAT: ClassVar[str]
+    """What the window is called in messages (``block``, ``plan``)."""
+    STATES: ClassVar[tuple[str, ...]]
+    """States the window can be rehearsed in (``FLAG-state``)."""
+    ENDED_STATES: ClassVar[tuple[str, ...]]
+    """States whose window ended at the last 11:30 UTC before ``now``."""
+    RUNNING_STATE: ClassVar[str]
+    """The state whose window started at the last 11:30 UTC before ``now``."""
+    DURATION: ClassVar[timedelta]
+    """Length of the rehearsed window."""
+
+    state: str
+    """``FLAG-state``: one of :attr:`STATES`."""
+    availability_zone: str | None = None
+    """``FLAG-az``: an AZ of the stack's region, where the capacity is (default: the stack's first AZ)."""
+    instance_count: int | None = None
+    """``FLAG-count``: instances reserved (default: what the stack needs)."""
+    start: datetime | None = None
+    """``FLAG-start`` (default: ended at, started at, or starting after the 11:30 UTC boundaries; see :meth:`window_start`)."""
+
+    def refuse_unknown_state(self) -> None:
+        """UserError naming ``FLAG-state`` when the state is not one of :attr:`STATES`."""
+        if self.state not in self.STATES:
+            raise UserError(f"{self.FLAG}-state {self.state!r} is not accepted; accepted: {', '.join(self.STATES)}")
+
+    def refuse_unended_start(self, now: datetime) -> None:
+        """UserError naming ``FLAG-start`` when a window rehearsed as ended would not have ended by ``now``."""
+        start, duration = self.start, self.DURATION
+        if self.state in self.ENDED_STATES and start is not None and start + duration >= now:
+            raise UserError(
+                f"{self.FLAG}-start {start:%Y-%m-%dT%H:%M:%SZ} is not accepted with {self.FLAG}-state {self.state}: the {self.WHAT} would end "
+                f"at {start + duration:%Y-%m-%d %H:%M} UTC, not before now ({now:%Y-%m-%d %H:%M} UTC); "
+                f"give a start more than {duration.days} days before now, or leave it out"
+            )
+
+    def window_start(self, now: datetime) -> datetime:
+        """Start of the rehearsed window at ``now``: ``start`` when given; else ended at, started at, or starting after the 11:30 UTC boundaries."""
+        if self.start is not None:
+            return self.start
+        if self.state in self.ENDED_STATES:
+            return last_block_boundary(now) - self.DURATION
+        if self.state == self.RUNNING_STATE:
+            return last_block_boundary(now)
+        return next_block_start(now)
 
 
 @dataclass(frozen=True)
-class Rehearsal:
-    """How the rehearsed Capacity Block looks; ``None`` fields take the stack's defaults."""
+class Rehearsal(RehearsedWindow):
+    """How the rehearsed Capacity Block looks (the ``--reservation-*`` flags)."""
+
+    FLAG = "--reservation"
+    WHAT = "block"
+    STATES = STATES
+    ENDED_STATES = ("expired",)
+    RUNNING_STATE = "active"
+    DURATION = BLOCK_DURATION
 
     state: str = "scheduled"
     """``--reservation-state``: one of :data:`STATES`."""
-    availability_zone: str | None = None
-    """``--reservation-az``: an AZ of the stack's region (default: the stack's first AZ)."""
-    instance_count: int | None = None
-    """``--reservation-count``: instances in the block (default: what the stack needs)."""
-    start: datetime | None = None
-    """``--reservation-start`` (default: see the module docstring)."""
 
     def check(self, region: str, now: datetime) -> None:
         """Refuse a flag the real block could not have (a flag-naming :class:`UserError`)."""
-        if self.state not in STATES:
-            raise UserError(f"--reservation-state {self.state!r} is not accepted; accepted: {', '.join(STATES)}")
+        self.refuse_unknown_state()
         az = self.availability_zone
         if az is not None:
             if not AVAILABILITY_ZONE.fullmatch(az):
@@ -85,12 +121,7 @@ class Rehearsal:
         count = self.instance_count
         if count is not None and not 1 <= count <= MAX_INSTANCES:
             raise UserError(f"--reservation-count {count} is not accepted; a Capacity Block holds 1 to {MAX_INSTANCES} instances")
-        if self.state == "expired":
-            refuse_unended_start("--reservation", self.state, "block", self.start, BLOCK_DURATION, now)
-
-    def window_start(self, now: datetime) -> datetime:
-        """Start of the rehearsed block at ``now``."""
-        return rehearsed_start(self.start, now, ended=self.state == "expired", running=self.state == "active", duration=BLOCK_DURATION)
+        self.refuse_unended_start(now)
 
     def fixture(self, *, reservation_id: str, instance_type: str, instance_count: int, availability_zone: str, now: datetime) -> ReservationFixture:
         """The offline answer for one reservation id; the other arguments are the stack's defaults."""
@@ -105,4 +136,4 @@ class Rehearsal:
         )
 
 
-__all__ = ["BLOCK_DURATION", "STATES", "Rehearsal", "last_block_boundary", "refuse_unended_start", "rehearsed_start"]
+__all__ = ["BLOCK_DURATION", "STATES", "Rehearsal", "RehearsedWindow", "last_block_boundary"]

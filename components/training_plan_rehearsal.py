@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from components.errors import UserError
 from components.formats import AVAILABILITY_ZONE
-from components.rehearsal import refuse_unended_start, rehearsed_start
+from components.rehearsal import RehearsedWindow
 from components.training_plan_check import TrainingPlanFacts, rehearsal_facts
 from components.training_plans import PLAN_INSTANCE_COUNTS
 
@@ -34,24 +34,24 @@ ENDED_STATES = ("Expired", "Failed")
 
 
 @dataclass(frozen=True)
-class TrainingPlanRehearsal:
-    """How the rehearsed training plan looks; ``None`` fields take the stack's defaults."""
+class TrainingPlanRehearsal(RehearsedWindow):
+    """How the rehearsed training plan looks (the ``--training-plan-*`` flags)."""
+
+    FLAG = "--training-plan"
+    WHAT = "plan"
+    STATES = STATES
+    ENDED_STATES = ENDED_STATES
+    RUNNING_STATE = "Active"
+    DURATION = PLAN_DURATION
 
     state: str = "Scheduled"
     """``--training-plan-state``: one of :data:`STATES`."""
-    availability_zone: str | None = None
-    """``--training-plan-az``: AZ of the plan's capacity (default: the stack's first AZ)."""
-    instance_count: int | None = None
-    """``--training-plan-count``: instances reserved (default: what the stack needs)."""
     instance_type: str | None = None
     """``--training-plan-type``: the HyperPod instance type reserved (default: the stack's, ``ml.`` + gpuInstanceType)."""
-    start: datetime | None = None
-    """``--training-plan-start`` (default: see the module docstring)."""
 
     def check(self, region: str, now: datetime) -> None:
         """Refuse a flag the real plan could not have (a flag-naming :class:`UserError`)."""
-        if self.state not in STATES:
-            raise UserError(f"--training-plan-state {self.state!r} is not accepted; accepted: {', '.join(STATES)}")
+        self.refuse_unknown_state()
         az = self.availability_zone
         if az is not None and (not AVAILABILITY_ZONE.fullmatch(az) or az[:-1] != region):
             raise UserError(
@@ -64,12 +64,7 @@ class TrainingPlanRehearsal:
         kind = self.instance_type
         if kind is not None and (not kind.startswith("ml.") or kind != kind.strip()):
             raise UserError(f"--training-plan-type {kind!r} is not accepted; expected a HyperPod instance type such as ml.p6-b300.48xlarge")
-        if self.state in ENDED_STATES:
-            refuse_unended_start("--training-plan", self.state, "plan", self.start, PLAN_DURATION, now)
-
-    def window_start(self, now: datetime) -> datetime:
-        """Start of the rehearsed plan at ``now``."""
-        return rehearsed_start(self.start, now, ended=self.state in ENDED_STATES, running=self.state == "Active", duration=PLAN_DURATION)
+        self.refuse_unended_start(now)
 
     def facts(self, *, plan_arn: str, instance_type: str, instance_count: int, availability_zone: str, now: datetime) -> TrainingPlanFacts:
         """The offline answer for the stack's plan; the other arguments are the stack's defaults."""

@@ -56,6 +56,7 @@ import pulumi_kubernetes as k8s
 from components import catalog
 from components.errors import Problems, UserError
 from components.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
+from components.hyperpod_rules import SAGEMAKER_NAME_ACCEPTED, is_sagemaker_name
 from components.kubernetes_provider import require_kubernetes_provider
 from components.serving.contracts import ContractError, ServingContract
 from components.serving.hyperpod_routing import HyperPodRouting
@@ -79,7 +80,6 @@ OPERATOR_DEFAULT_DEPLOY_S = 3600
 _INT32_MAX = 2**31 - 1
 _HF_CACHE_FLAGS = ("--revision", "--tokenizer-revision", "--code-revision", "--download-dir")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_MODEL_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
 
 def hyperpod_instance(instance_type: str) -> catalog.InstanceType:
@@ -189,7 +189,7 @@ def _endpoint_problems(
         problems.reject("namespace", namespace, "expected a lowercase DNS label")
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 64:
         problems.reject("replicas", replicas, "expected a whole number from 1 to 64 (one node each)")
-    if not _MODEL_NAME_RE.match(contract.api.served_model_name):
+    if not is_sagemaker_name(contract.api.served_model_name):
         problems.reject(
             "contract.api.served_model_name", contract.api.served_model_name,
             "it becomes the operator's modelName: letters, digits and '-' (at most 63)",
@@ -199,8 +199,8 @@ def _endpoint_problems(
     for path, value in (("api_key_secret", api_key_secret), ("hf_token_secret", hf_token_secret)):
         if value is not None and (not isinstance(value, str) or not _DNS_SUBDOMAIN_RE.match(value)):
             problems.reject(path, value, "expected the name of an existing Kubernetes Secret (lowercase DNS name)")
-    if endpoint_name is not None and (not isinstance(endpoint_name, str) or not _MODEL_NAME_RE.match(endpoint_name)):
-        problems.reject("endpoint_name", endpoint_name, "a SageMaker endpoint name: 1-63 letters, digits and '-', starting and ending with a letter or digit")
+    if endpoint_name is not None and not is_sagemaker_name(endpoint_name):
+        problems.reject("endpoint_name", endpoint_name, f"a SageMaker endpoint name: {SAGEMAKER_NAME_ACCEPTED}")
     if not ABSOLUTE_PATH.match(mount) or mount.rstrip("/") == "" or ".." in mount.split("/"):
         problems.reject("model_mount_path", mount, "expected an absolute directory such as /models/kimi-k3")
     if contract.weights.source != "huggingface":
@@ -392,29 +392,22 @@ class HyperPodInferenceEndpoint(pulumi.ComponentResource):
         hf_weights = isinstance(args.contract, ServingContract) and args.contract.weights.source == "huggingface"
         api_key_secret = args.api_key_secret or (f"{object_name}-api-key" if args.api_key is not None else None)
         hf_token_secret = args.hf_token_secret or (f"{object_name}-hf-token" if args.hugging_face_token is not None and hf_weights else None)
+        # The same inputs are checked (phrased in this component's args) and then rendered.
+        inputs: dict[str, Any] = dict(
+            namespace=args.namespace, instance_type=args.instance_type, replicas=args.replicas, api_key_secret=api_key_secret,
+            hf_token_secret=hf_token_secret, s3_region=args.s3_region, invocation_endpoint=args.invocation_endpoint,
+            endpoint_name=args.endpoint_name,
+        )
         if not isinstance(args.contract, ServingContract):
             problems.reject("contract", type(args.contract).__name__, "expected a ServingContract")
         else:
             _endpoint_problems(
-                problems, args.contract, name_path="object_name", name=object_name, namespace=args.namespace,
-                instance_type=args.instance_type, replicas=args.replicas, api_key_secret=api_key_secret,
-                hf_token_secret=hf_token_secret, s3_region=args.s3_region, invocation_endpoint=args.invocation_endpoint,
-                mount=args.model_mount_path or args.contract.weights.mount_path, endpoint_name=args.endpoint_name,
+                problems, args.contract, name_path="object_name", name=object_name,
+                mount=args.model_mount_path or args.contract.weights.mount_path, **inputs,
             )
         problems.raise_any()
         manifest = render_inference_endpoint_config(
-            args.contract,
-            name=object_name,
-            namespace=args.namespace,
-            instance_type=args.instance_type,
-            replicas=args.replicas,
-            api_key_secret=api_key_secret,
-            hf_token_secret=hf_token_secret,
-            s3_region=args.s3_region,
-            invocation_endpoint=args.invocation_endpoint,
-            model_mount_path=args.model_mount_path,
-            routing=args.routing,
-            endpoint_name=args.endpoint_name,
+            args.contract, name=object_name, model_mount_path=args.model_mount_path, routing=args.routing, **inputs,
         )
         super().__init__("kimi-k3:index:HyperPodInferenceEndpoint", name, None, opts)
         self.manifest: dict[str, Any] = manifest
