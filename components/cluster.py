@@ -44,7 +44,7 @@ import pulumi_kubernetes as k8s
 from components import labels
 from components.cluster_access import roles_in_both
 from components.errors import Problems
-from components.formats import INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN
+from components.formats import EKS_ADDON_VERSION, INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN
 from components.node_role import eks_node_role
 from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 
@@ -74,7 +74,6 @@ AUTHENTICATION_MODE = "API"
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _VERSION = re.compile(r"^1\.\d{2}$")
 _KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
-_ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,7 @@ def validate(name: str, args: ClusterArgs) -> str:
     for addon, version in (args.addon_versions or {}).items():
         if addon not in MANAGED_ADDONS:
             reject("addon_versions", addon, f"keys among {', '.join(MANAGED_ADDONS)}")
-        elif not _ADDON_VERSION.match(version):
+        elif not EKS_ADDON_VERSION.match(version):
             reject(f"addon_versions[{addon!r}]", version, "an EKS add-on version such as 'v1.20.4-eksbuild.1'")
     problems.raise_any()
     return cluster_name

@@ -44,6 +44,9 @@ CAPACITY_BLOCK_OFFERING_ID = re.compile(r"^cb-[0-9a-f]{17}$")
 GIT_REVISION = re.compile(r"^[0-9a-f]{40}$")
 """A full git commit id, 40 lower-case hex digits (a Hugging Face revision pinned to a commit)."""
 
+EKS_ADDON_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)-eksbuild\.\d+$")
+"""An EKS add-on version as DescribeAddonVersions lists it, ``v1.20.4-eksbuild.1`` (groups: major, minor, patch)."""
+
 CHART_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 """A Helm chart's exact semantic version, ``1.2.3`` or ``v1.2.3`` (groups: major, minor, patch).
 

@@ -41,6 +41,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.errors import UserError
+from components.formats import EKS_ADDON_VERSION
 from components.load_balancer_controller import iam_policy_document as alb_policy_document
 from components.secure_bucket import SecureBucket, SecureBucketArgs
 
@@ -69,7 +70,6 @@ DEFAULT_ADDON_VERSIONS: Mapping[str, str] = {
 DEPENDENCY_ADDONS = ("cert-manager", "aws-mountpoint-s3-csi-driver", "metrics-server")
 """Add-ons the inference add-on needs, created before it."""
 
-_ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
@@ -110,7 +110,7 @@ def validate(name: str, args: HyperPodInferenceOperatorArgs) -> dict[str, str]:
     for addon, version in args.addon_versions.items():
         if addon not in DEFAULT_ADDON_VERSIONS:
             raise UserError(f"HyperPodInferenceOperator {name!r}: addon_versions key {addon!r} is not accepted; keys among {', '.join(DEFAULT_ADDON_VERSIONS)}")
-        if not isinstance(version, str) or not _ADDON_VERSION.match(version):
+        if not isinstance(version, str) or not EKS_ADDON_VERSION.match(version):
             raise UserError(f"HyperPodInferenceOperator {name!r}: addon_versions[{addon!r}]={version!r} is not accepted; an EKS add-on version such as v1.0.0-eksbuild.1")
     role_name = args.execution_role_name or f"{EXECUTION_ROLE_PREFIX}-{name}"
     if not role_name.startswith(EXECUTION_ROLE_PREFIX) or len(role_name) > 64 or not re.fullmatch(r"[\w+=,.@-]+", role_name):

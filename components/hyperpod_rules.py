@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.errors import UserError
+from components.formats import EKS_ADDON_VERSION
 
 SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 """Kubernetes versions of the EKS cluster HyperPod supports (sagemaker-hyperpod-eks-prerequisites, newest
@@ -51,7 +52,6 @@ SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 SAGEMAKER_NAME_ACCEPTED = "1-63 letters, digits and '-', starting and ending with a letter or digit"
 """What :func:`is_sagemaker_name` accepts, as messages say it."""
 
-_ADDON_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(-eksbuild\.\d+)?$")
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def check_authentication_mode(mode: str) -> None:
 
 def check_vpc_cni_version(version: str) -> None:
     """Refuse a ``vpc-cni`` add-on older than the one HyperPod requires."""
-    match = _ADDON_VERSION.match(version or "")
+    match = EKS_ADDON_VERSION.match(version or "")
     if not match:
         raise UserError(f"vpc-cni version {version!r} is not an EKS add-on version such as v1.20.4-eksbuild.1")
     found = tuple(int(part) for part in match.groups()[:3])
