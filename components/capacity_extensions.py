@@ -28,6 +28,7 @@ from components.capacity.assessment import FAIL, OK, WARN, Finding
 from components.capacity.aws import aws_errors, validate_reservation_id
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.offerings import valid_duration_days
+from components.capacity.scaling import EKS_SCALEDOWN_BEFORE_END
 from components.clock import utc
 from components.errors import UserError
 from components.reserved_capacity import api_record, offering_by_id
@@ -46,9 +47,6 @@ PAYMENT_PENDING_LIMIT = timedelta(hours=12)
 
 EKS_SCALEDOWN_ACTION = "Amazon EKS Node Group Capacity Scaledown Before Reservation End"
 """Name of the scheduled action EKS puts on a Capacity Block node group's ASG."""
-
-EKS_SCALEDOWN_BEFORE_END = timedelta(minutes=40)
-"""EKS's scale-down runs this long before the reservation's end (EKS user guide, capacity-blocks-mng)."""
 
 
 def _when(moment: datetime | None) -> str:
