@@ -18,7 +18,7 @@ from components.capacity import aws as capacity_aws
 from components.capacity import offerings as capacity_offerings
 from components.cli.arguments import add_stack_arguments, whole_number
 from components.cli.capacity_tables import hours_text, print_offerings, relative, table
-from components.cli.purchase import confirm_offer, print_purchased, refuse_without_confirmation, search_flags
+from components.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
 from components.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
@@ -35,16 +35,7 @@ def utcnow() -> datetime:
 
 def _query(args: argparse.Namespace, now: datetime) -> capacity_offerings.OfferingQuery:
     """Validated offering search from the shared search flags (and --region)."""
-    if args.region is not None:
-        capacity_aws.validate_region(args.region)
-    return capacity_offerings.build_offering_query(
-        instance_type=args.instance_type,
-        count=args.count,
-        days=args.days,
-        now=now,
-        start_after=capacity_offerings.parse_when(args.start_after, "--start-after") if args.start_after else None,
-        start_before=capacity_offerings.parse_when(args.start_before, "--start-before") if args.start_before else None,
-    )
+    return search_query(args, now, capacity_offerings.build_offering_query, "start_before")
 
 
 def cmd_offerings(args: argparse.Namespace) -> int:
@@ -211,7 +202,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("offering_id", metavar="OFFERING_ID", help="cb-... id from `kimi-k3 capacity offerings`")
     _add_search_flags(p, required=True)
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    add_yes_flag(p)
     p.add_argument("--stack", help="stack name to put into the printed `pulumi config set` command")
     p.add_argument("--region", help="AWS region (default: your AWS config)")
     p.set_defaults(func=cmd_purchase)

@@ -18,7 +18,7 @@ from components.capacity.facts import CapacityBlockFacts
 from components.cli import capacity as capacity_cli
 from components.cli.arguments import add_stack_arguments, whole_number
 from components.cli.capacity_tables import hours_text, print_offerings
-from components.cli.purchase import confirm_offer, refuse_without_confirmation
+from components.cli.purchase import add_yes_flag, confirm_offer, refuse_without_confirmation
 from components.errors import UserError
 from components.human_time import minute_text
 
@@ -92,5 +92,5 @@ def add_subcommands(sub: Any) -> None:
     add_stack_arguments(p)
     p.add_argument("offering_id", metavar="OFFERING_ID", help="id from `kimi-k3 capacity extend-offerings`")
     p.add_argument("--days", type=whole_number, required=True, help="the length the offering was listed with")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    add_yes_flag(p)
     p.set_defaults(func=cmd_extend)

@@ -19,10 +19,9 @@ from typing import Any
 from components import clock
 from components import training_plans as tp
 from components.capacity.aws import validate_region
-from components.capacity.offerings import parse_when
 from components.cli.arguments import whole_number
 from components.cli.capacity_tables import hours_text, print_offerings, relative, table
-from components.cli.purchase import confirm_offer, print_purchased, refuse_without_confirmation, search_flags
+from components.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
 from components.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
@@ -41,16 +40,7 @@ def _print_json(value: Any) -> None:
 
 
 def _query(args: argparse.Namespace, now: datetime) -> tp.OfferingQuery:
-    if args.region is not None:
-        validate_region(args.region)
-    return tp.build_offering_query(
-        instance_type=args.instance_type,
-        count=args.count,
-        days=args.days,
-        now=now,
-        start_after=parse_when(args.start_after, "--start-after") if args.start_after else None,
-        end_before=parse_when(args.end_before, "--end-before") if args.end_before else None,
-    )
+    return search_query(args, now, tp.build_offering_query, "end_before")
 
 
 # --------------------------------------------------------------------------- commands
@@ -220,7 +210,7 @@ def build_parser(prog: str = "kimi-k3 hyperpod plans") -> argparse.ArgumentParse
     p.add_argument("offering_id", metavar="OFFERING_ID", help="offering id from `kimi-k3 hyperpod plans offerings`")
     p.add_argument("--name", required=True, help="name of the new training plan (1-64 letters, digits, '-')")
     _search_flags_to(p)
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    add_yes_flag(p)
     p.add_argument("--stack", help="stack name to put into the printed `pulumi config set` command")
     _common(p)
     p.set_defaults(func=cmd_purchase)
@@ -234,7 +224,7 @@ def build_parser(prog: str = "kimi-k3 hyperpod plans") -> argparse.ArgumentParse
     p.add_argument("plan", metavar="PLAN", help="plan name or ARN")
     p.add_argument("--days", type=whole_number, help="length of the extension in whole days (default: every length offered)")
     p.add_argument("--offering", metavar="EXTENSION_OFFERING", help="buy this extension offering (from the listing)")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    add_yes_flag(p)
     _common(p)
     p.set_defaults(func=cmd_extend)
     return parser

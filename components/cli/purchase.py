@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from decimal import Decimal
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO, TypeVar
 
+from components.capacity.aws import validate_region
+from components.capacity.offerings import parse_when
 from components.errors import UserError
+
+QueryT = TypeVar("QueryT")
 
 
 def refuse_without_confirmation(yes: bool, what: str) -> None:
@@ -84,6 +89,27 @@ def stack_config_hint(key: str, value: str, stack: str) -> str:
     ))
 
 
+def search_query(args: argparse.Namespace, now: datetime, build: Callable[..., QueryT], bound: str) -> QueryT:
+    """The offering search ``build`` validates from the search flags, after checking ``--region``.
+
+    ``bound`` is the dest of the flag that ends the search window (``start_before``, ``end_before``).
+    """
+    if args.region is not None:
+        validate_region(args.region)
+
+    def when(dest: str) -> datetime | None:
+        value = getattr(args, dest)
+        return parse_when(value, f"--{dest.replace('_', '-')}") if value else None
+
+    window: dict[str, Any] = {"start_after": when("start_after"), bound: when(bound)}
+    return build(instance_type=args.instance_type, count=args.count, days=args.days, now=now, **window)
+
+
+def add_yes_flag(parser: argparse.ArgumentParser) -> None:
+    """``--yes``: buy without the typed confirmation (every paying command has it)."""
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+
+
 def search_flags(args: argparse.Namespace, region: str, *bounds: str) -> str:
     """The search flags to repeat on a purchase command line (``bounds``: the optional window flags' dests)."""
     flags = f"--instance-type {args.instance_type} --count {args.count} --days {args.days}"
@@ -93,4 +119,4 @@ def search_flags(args: argparse.Namespace, region: str, *bounds: str) -> str:
     return f"{flags} --region {region}"
 
 
-__all__ = ["confirm", "confirm_offer", "confirmed_payment", "print_purchased", "refuse_without_confirmation", "search_flags", "stack_config_hint"]
+__all__ = ["add_yes_flag", "confirm", "confirm_offer", "confirmed_payment", "print_purchased", "refuse_without_confirmation", "search_flags", "search_query", "stack_config_hint"]
