@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from components.errors import UserError
-from components.training_plans import HYPERPOD_TARGET, ReservedCapacity, TrainingPlan, describe_plan, make_client
+from components.training_plans import HYPERPOD_TARGET, TrainingPlan, describe_plan, make_client
 
 USABLE_STATES = ("Scheduled", "Active")
 """Plan states in which an instance group can be (or become) backed by the plan."""
@@ -50,9 +50,16 @@ SHORT_WINDOW = timedelta(hours=3)
 """Usable time below which the check warns: a cold first boot of Kimi K3 takes 60-75 minutes."""
 
 
-PlanCapacity = ReservedCapacity
-"""One reserved capacity of the plan: the one record of :mod:`components.training_plans`; the facts keep its
-instance type, count and AZ (the window is the plan's)."""
+@dataclass(frozen=True)
+class PlanCapacity:
+    """One reserved capacity of the plan: instance type, count, AZ."""
+
+    instance_type: str
+    """HyperPod instance type (``ml.`` prefix)."""
+    instance_count: int
+    """Instances reserved."""
+    availability_zone: str
+    """AZ of the instances."""
 
 
 @dataclass(frozen=True)

@@ -229,10 +229,10 @@ class ReservedCapacity:
     """Instances reserved."""
     availability_zone: str
     """AZ the instances are in (an instance group must use a subnet of this AZ)."""
-    start: datetime | None = None
-    """Start of the window (UTC); None where the plan's window stands for it (:class:`components.training_plan_check.TrainingPlanFacts`)."""
-    end: datetime | None = None
-    """End of the window (UTC); None likewise."""
+    start: datetime | None
+    """Start of the window (UTC)."""
+    end: datetime | None
+    """End of the window (UTC)."""
     status: str = ""
     """``Pending``, ``Scheduled``, ``Active``, ``Expired`` or ``Failed`` (plans only)."""
     availability_zone_id: str = ""
