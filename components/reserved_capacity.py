@@ -124,8 +124,10 @@ def api_record(cls: type[RecordT], item: Mapping[str, Any], keys: Mapping[str, s
     keys = keys or {}
     for name, kind, default in _field_types(typing.cast(type, cls)):
         if name not in values:
-            key = keys.get(name) or _KEY_ALIASES.get(name) or _camel(name)
-            values[name] = _READERS[kind](item, key, default)
+            reader = _READERS.get(kind)
+            if reader is None:
+                raise TypeError(f"{cls.__name__}.{name}: no API reader for {kind}; pass its value to api_record")
+            values[name] = reader(item, keys.get(name) or _KEY_ALIASES.get(name) or _camel(name), default)
     return cls(**values)
 
 
