@@ -28,9 +28,10 @@ from components.capacity.assessment import FAIL, OK, WARN, Finding
 from components.capacity.aws import aws_errors, validate_reservation_id
 from components.capacity.facts import CapacityBlockFacts
 from components.capacity.offerings import valid_duration_days
+from components.capacity.scaling import EKS_SCALEDOWN_BEFORE_END
 from components.clock import utc
 from components.errors import UserError
-from components.reserved_capacity import fee, offering_by_id
+from components.reserved_capacity import api_record, offering_by_id
 
 EXTENDABLE_STATES = ("active", "scheduled")
 """Reservation states in which a block can be extended."""
@@ -46,9 +47,6 @@ PAYMENT_PENDING_LIMIT = timedelta(hours=12)
 
 EKS_SCALEDOWN_ACTION = "Amazon EKS Node Group Capacity Scaledown Before Reservation End"
 """Name of the scheduled action EKS puts on a Capacity Block node group's ASG."""
-
-EKS_SCALEDOWN_BEFORE_END = timedelta(minutes=40)
-"""EKS's scale-down runs this long before the reservation's end (EKS user guide, capacity-blocks-mng)."""
 
 
 def _when(moment: datetime | None) -> str:
@@ -92,6 +90,15 @@ def check_extendable(reservation: CapacityBlockFacts, now: datetime) -> None:
 
 # --------------------------------------------------------------------------- API shapes
 
+_EXTENSION_KEYS = {
+    "extension_start": "CapacityBlockExtensionStartDate",
+    "extension_end": "CapacityBlockExtensionEndDate",
+    "start": "CapacityBlockExtensionStartDate",
+    "end": "CapacityBlockExtensionEndDate",
+    "duration_hours": "CapacityBlockExtensionDurationHours",
+}
+"""API members of the extension fields whose names are not those members in CamelCase (offerings and bought extensions)."""
+
 
 @dataclass(frozen=True)
 class ExtensionOffering:
@@ -112,17 +119,7 @@ class ExtensionOffering:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> ExtensionOffering:
         """Build from one ``CapacityBlockExtensionOfferings`` entry."""
-        return cls(
-            offering_id=item["CapacityBlockExtensionOfferingId"],
-            instance_type=item.get("InstanceType", ""),
-            instance_count=int(item.get("InstanceCount", 0)),
-            availability_zone=item.get("AvailabilityZone", ""),
-            extension_start=utc(item["CapacityBlockExtensionStartDate"]),
-            extension_end=utc(item["CapacityBlockExtensionEndDate"]),
-            duration_hours=int(item.get("CapacityBlockExtensionDurationHours", 0)),
-            upfront_fee=fee(item.get("UpfrontFee")),
-            currency=item.get("CurrencyCode", ""),
-        )
+        return api_record(cls, item, _EXTENSION_KEYS, offering_id=item["CapacityBlockExtensionOfferingId"])
 
 
 @dataclass(frozen=True)
@@ -143,20 +140,9 @@ class Extension:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> Extension:
         """Build from one ``CapacityBlockExtensions`` entry."""
-        def when(key: str) -> datetime | None:
-            return utc(item[key]) if item.get(key) is not None else None
-
-        return cls(
-            reservation_id=item.get("CapacityReservationId", ""),
-            offering_id=item.get("CapacityBlockExtensionOfferingId", ""),
-            status=item.get("CapacityBlockExtensionStatus", "unknown"),
-            purchased=when("CapacityBlockExtensionPurchaseDate"),
-            start=when("CapacityBlockExtensionStartDate"),
-            end=when("CapacityBlockExtensionEndDate"),
-            duration_hours=int(item.get("CapacityBlockExtensionDurationHours", 0)),
-            upfront_fee=fee(item.get("UpfrontFee")),
-            currency=item.get("CurrencyCode", ""),
-        )
+        keys = {**_EXTENSION_KEYS, "reservation_id": "CapacityReservationId", "purchased": "CapacityBlockExtensionPurchaseDate",
+                "offering_id": "CapacityBlockExtensionOfferingId"}
+        return api_record(cls, item, keys, status=item.get("CapacityBlockExtensionStatus", "unknown"))
 
 
 # --------------------------------------------------------------------------- AWS calls

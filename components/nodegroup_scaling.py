@@ -17,19 +17,17 @@ lower) changes: the minimum stays as it is, so EKS's own scale-down can still re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from components import clock
 from components.capacity.aws import aws_errors
 from components.capacity.facts import CapacityBlockFacts
+from components.capacity.scaling import EKS_SCALEDOWN_BEFORE_END
 from components.errors import UserError
 
 RESERVATION_TAG = "kimi-k3.io/capacity-reservation"
 """Tag the Capacity Block node group carries with its reservation id (set by CapacityBlockNodeGroup)."""
-
-EKS_SCALE_DOWN_BEFORE_END = timedelta(minutes=40)
-"""EKS scales a Capacity Block node group to 0 this long before the block ends (capacity-blocks-mng)."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +105,10 @@ def plan_scale_up(group: NodeGroupSize, block: CapacityBlockFacts, now: datetime
     if block.state != "active":
         starts = f" (starts {block.start:%Y-%m-%d %H:%M} UTC)" if block.start else ""
         raise UserError(f"Capacity Block {block.reservation_id} is {block.state}{starts}; instances launch into a block only while it is active")
-    if block.end is not None and now >= block.end - EKS_SCALE_DOWN_BEFORE_END:
+    if block.end is not None and now >= block.end - EKS_SCALEDOWN_BEFORE_END:
         raise UserError(
             f"Capacity Block {block.reservation_id} ends at {block.end:%Y-%m-%d %H:%M} UTC: EKS scales the node group to 0 "
-            f"from {block.end - EKS_SCALE_DOWN_BEFORE_END:%H:%M} UTC, so a scale-up now would be undone"
+            f"from {block.end - EKS_SCALEDOWN_BEFORE_END:%H:%M} UTC, so a scale-up now would be undone"
         )
     if group.desired_size >= target:
         return ScaleUp(group, target, None)

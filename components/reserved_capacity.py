@@ -3,13 +3,17 @@
 Both are bought from an offering found by instance type, instance count, whole days and
 an earliest start (EC2 ``DescribeCapacityBlockOfferings``; SageMaker
 ``SearchTrainingPlanOfferings``), both answer with fees as decimal strings and times as
-datetimes, and both purchases carry the project's tag. The service-specific bounds stay
-in :mod:`components.capacity.offerings` and :mod:`components.training_plans`.
+datetimes, and both purchases carry the project's tag. Every answer entry becomes a frozen
+dataclass the same way (:func:`api_record`). The service-specific bounds stay in
+:mod:`components.capacity.offerings` and :mod:`components.training_plans`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import functools
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -83,4 +87,48 @@ def optional_utc(value: datetime | None) -> datetime | None:
     return utc(value) if value else None
 
 
-__all__ = ["PROJECT_TAG", "CapacitySearch", "checked_start_after", "fee", "offering_by_id", "optional_utc"]
+RecordT = TypeVar("RecordT")
+
+_KEY_ALIASES = {"currency": "CurrencyCode"}
+"""Fields whose API member is not their name in CamelCase, the same in every answer."""
+
+_READERS: dict[Any, Callable[[Mapping[str, Any], str, Any], Any]] = {
+    str: lambda item, key, default: item.get(key, "" if default is dataclasses.MISSING else default),
+    int: lambda item, key, _default: int(item.get(key, 0)),
+    Decimal: lambda item, key, _default: fee(item.get(key)),
+    datetime: lambda item, key, _default: utc(item[key]),
+    datetime | None: lambda item, key, _default: optional_utc(item.get(key)),
+    tuple[str, ...]: lambda item, key, _default: tuple(item.get(key, ())),
+}
+"""How a field is read, by its annotation: text or its default, a whole number or 0, a fee, a required
+UTC time, an optional UTC time, a list of names."""
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+@functools.cache
+def _field_types(cls: type) -> tuple[tuple[str, Any, Any], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name], f.default) for f in dataclasses.fields(cls))
+
+
+def api_record(cls: type[RecordT], item: Mapping[str, Any], keys: Mapping[str, str] | None = None, **values: Any) -> RecordT:
+    """The frozen dataclass ``cls`` built from one API answer entry ``item`` (boto3's parsed dict).
+
+    A field given in ``values`` takes that value; every other field is read from the member
+    ``keys[field]``, else the field's name in CamelCase (``availability_zone`` → ``AvailabilityZone``,
+    ``currency`` → ``CurrencyCode``), the way its annotation says (:data:`_READERS`).
+    """
+    keys = keys or {}
+    for name, kind, default in _field_types(typing.cast(type, cls)):
+        if name not in values:
+            reader = _READERS.get(kind)
+            if reader is None:
+                raise TypeError(f"{cls.__name__}.{name}: no API reader for {kind}; pass its value to api_record")
+            values[name] = reader(item, keys.get(name) or _KEY_ALIASES.get(name) or _camel(name), default)
+    return cls(**values)
+
+
+__all__ = ["PROJECT_TAG", "CapacitySearch", "api_record", "checked_start_after", "fee", "offering_by_id", "optional_utc"]

@@ -38,7 +38,7 @@ from typing import Any
 from components.capacity.aws import translate_aws_error, translated_errors, validate_region
 from components.clock import utc
 from components.errors import UserError
-from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee, offering_by_id, optional_utc
+from components.reserved_capacity import PROJECT_TAG, CapacitySearch, api_record, checked_start_after, offering_by_id
 
 HYPERPOD_TARGET = "hyperpod-cluster"
 """``TargetResources`` value of plans that can back a HyperPod instance group."""
@@ -204,8 +204,19 @@ def build_offering_query(
 # --------------------------------------------------------------------------- results
 
 
+_PLAN_TIMES = {"start": "StartTime", "end": "EndTime"}
+"""Members of a plan's and its capacities' window (``StartTime``/``EndTime``)."""
+
+_EXTENSION_DATES = {"start": "StartDate", "end": "EndDate"}
+"""Members of an extension's window (``StartDate``/``EndDate``)."""
+
+
 def _hours(item: Mapping[str, Any]) -> float:
     return int(item.get("DurationHours", 0)) + int(item.get("DurationMinutes", 0)) / 60
+
+
+def _capacities(item: Mapping[str, Any], key: str) -> tuple[ReservedCapacity, ...]:
+    return tuple(ReservedCapacity.from_api(c) for c in item.get(key, ()))
 
 
 @dataclass(frozen=True)
@@ -230,15 +241,8 @@ class ReservedCapacity:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> ReservedCapacity:
         """Build from a ``ReservedCapacityOffering`` or a ``ReservedCapacitySummary``."""
-        return cls(
-            instance_type=item.get("InstanceType", ""),
-            instance_count=int(item.get("InstanceCount", item.get("TotalInstanceCount", 0))),
-            availability_zone=item.get("AvailabilityZone", ""),
-            start=optional_utc(item.get("StartTime")),
-            end=optional_utc(item.get("EndTime")),
-            status=item.get("Status", ""),
-            availability_zone_id=item.get("AvailabilityZoneId", ""),
-        )
+        count = int(item.get("InstanceCount", item.get("TotalInstanceCount", 0)))
+        return api_record(cls, item, _PLAN_TIMES, instance_count=count)
 
 
 def _window(capacities: tuple[ReservedCapacity, ...]) -> tuple[datetime | None, datetime | None]:
@@ -267,14 +271,8 @@ class PlanOffering:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> PlanOffering:
         """Build from one ``TrainingPlanOfferings`` entry."""
-        return cls(
-            offering_id=item["TrainingPlanOfferingId"],
-            target_resources=tuple(item.get("TargetResources", ())),
-            duration_hours=_hours(item),
-            upfront_fee=fee(item.get("UpfrontFee")),
-            currency=item.get("CurrencyCode", ""),
-            capacities=tuple(ReservedCapacity.from_api(c) for c in item.get("ReservedCapacityOfferings", ())),
-        )
+        return api_record(cls, item, offering_id=item["TrainingPlanOfferingId"], duration_hours=_hours(item),
+                          capacities=_capacities(item, "ReservedCapacityOfferings"))
 
     @property
     def start(self) -> datetime | None:
@@ -335,23 +333,10 @@ class TrainingPlan:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> TrainingPlan:
         """Build from a ``DescribeTrainingPlan`` response (or a ``TrainingPlanSummary``)."""
-        return cls(
-            arn=item["TrainingPlanArn"],
-            name=item.get("TrainingPlanName", ""),
-            status=item.get("Status", "Unknown"),
-            status_message=item.get("StatusMessage", ""),
-            start=optional_utc(item.get("StartTime")),
-            end=optional_utc(item.get("EndTime")),
-            duration_hours=_hours(item),
-            upfront_fee=fee(item.get("UpfrontFee")),
-            currency=item.get("CurrencyCode", ""),
-            total_instances=int(item.get("TotalInstanceCount", 0)),
-            available_instances=int(item.get("AvailableInstanceCount", 0)),
-            in_use_instances=int(item.get("InUseInstanceCount", 0)),
-            unhealthy_instances=int(item.get("UnhealthyInstanceCount", 0)),
-            target_resources=tuple(item.get("TargetResources", ())),
-            capacities=tuple(ReservedCapacity.from_api(c) for c in item.get("ReservedCapacitySummaries", ())),
-        )
+        keys = {**_PLAN_TIMES, "name": "TrainingPlanName", "total_instances": "TotalInstanceCount", "available_instances": "AvailableInstanceCount",
+                "in_use_instances": "InUseInstanceCount", "unhealthy_instances": "UnhealthyInstanceCount"}
+        return api_record(cls, item, keys, arn=item["TrainingPlanArn"], status=item.get("Status", "Unknown"), duration_hours=_hours(item),
+                          capacities=_capacities(item, "ReservedCapacitySummaries"))
 
     @property
     def availability_zones(self) -> tuple[str, ...]:
@@ -386,15 +371,7 @@ class ExtensionOffering:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> ExtensionOffering:
         """Build from one ``TrainingPlanExtensionOfferings`` entry."""
-        return cls(
-            offering_id=item["TrainingPlanExtensionOfferingId"],
-            availability_zone=item.get("AvailabilityZone", ""),
-            start=optional_utc(item.get("StartDate")),
-            end=optional_utc(item.get("EndDate")),
-            duration_hours=int(item.get("DurationHours", 0)),
-            upfront_fee=fee(item.get("UpfrontFee")),
-            currency=item.get("CurrencyCode", ""),
-        )
+        return api_record(cls, item, _EXTENSION_DATES, offering_id=item["TrainingPlanExtensionOfferingId"])
 
 
 @dataclass(frozen=True)
@@ -419,15 +396,7 @@ class Extension:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> Extension:
         """Build from one ``TrainingPlanExtensions`` entry."""
-        return cls(
-            offering_id=item["TrainingPlanExtensionOfferingId"],
-            status=item.get("Status", ""),
-            payment_status=item.get("PaymentStatus", ""),
-            start=optional_utc(item.get("StartDate")),
-            end=optional_utc(item.get("EndDate")),
-            upfront_fee=fee(item.get("UpfrontFee")),
-            currency=item.get("CurrencyCode", ""),
-        )
+        return api_record(cls, item, _EXTENSION_DATES, offering_id=item["TrainingPlanExtensionOfferingId"])
 
 
 # --------------------------------------------------------------------------- operations

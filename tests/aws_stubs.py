@@ -1,5 +1,5 @@
 """Real botocore clients with ``Stubber`` (requests and answers checked against the API models), and the
-fixtures the ``kimi-k3 capacity`` CLI tests share.
+fixtures the ``kimi-k3 capacity`` and ``kimi-k3 hyperpod plans`` CLI tests share.
 
 Import the fixtures into a test module by name (``from tests.aws_stubs import ec2, quotas``).
 """
@@ -18,8 +18,10 @@ import pytest
 from botocore.stub import Stubber
 
 from components import cli
+from components import training_plans as tp
 from components.capacity import aws as capacity_aws
 from components.cli import capacity as capacity_cli
+from components.cli import hyperpod_plans as plans_cli
 from tests.capacity_builders import NOW, REGION
 
 SESSION = botocore.session.get_session()
@@ -88,8 +90,9 @@ class FakeStdin(io.StringIO):
 
 @pytest.fixture(autouse=True)
 def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pin the CLI's clock to :data:`tests.capacity_builders.NOW`; stand in for sibling CLI modules that do not import."""
+    """Pin the capacity and training plan CLIs' clock to :data:`tests.capacity_builders.NOW`; stand in for sibling CLI modules that do not import."""
     monkeypatch.setattr(capacity_cli, "utcnow", lambda: NOW)
+    monkeypatch.setattr(plans_cli, "utcnow", lambda: NOW)
     for name in cli.SUBCOMMANDS:
         if name == "capacity":
             continue
@@ -128,8 +131,35 @@ def no_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capacity_aws, "make_clients", factory)
 
 
-def run_capacity(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``kimi-k3 capacity ARGV``: exit code, stdout, stderr."""
-    code = cli.main(["capacity", *argv])
+@pytest.fixture
+def sm(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.SimpleNamespace]:
+    """A stubbed SageMaker client installed as the training plan client factory's result."""
+    sagemaker = client("sagemaker")
+    with installed_client(monkeypatch, tp, sagemaker) as (stub, regions):
+        yield types.SimpleNamespace(stub=stub, client=sagemaker, regions=regions)
+
+
+@pytest.fixture
+def no_sagemaker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the training plan CLI tries to create a SageMaker client."""
+    def factory(region: str | None) -> Any:
+        raise AssertionError("AWS must not be called")
+
+    monkeypatch.setattr(tp, "make_client", factory)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``kimi-k3 ARGV``: exit code, stdout, stderr."""
+    code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def run_capacity(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``kimi-k3 capacity ARGV``: exit code, stdout, stderr."""
+    return run_cli(capsys, "capacity", *argv)
+
+
+def run_plans(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``kimi-k3 hyperpod plans ARGV``: exit code, stdout, stderr."""
+    return run_cli(capsys, "hyperpod", "plans", *argv)

@@ -29,6 +29,15 @@ EXT_END = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
 OFFER = "cbe-0123456789abcdef0"
 """An extension offering id."""
 
+SEARCH = {"InstanceType": "p6-b300.48xlarge", "InstanceCount": 2, "CapacityDurationHours": 168}
+"""The offering search ``--count 2 --days 7`` sends."""
+PURCHASE = {
+    "CapacityBlockOfferingId": OFF_A,
+    "InstancePlatform": "Linux/UNIX",
+    "TagSpecifications": [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "Project", "Value": "kimi-k3"}]}],
+}
+"""The purchase of :data:`OFF_A`."""
+
 
 def api_offering(oid: str, az: str, start: datetime, fee: str, *, days: int = 7, count: int = 2) -> dict[str, Any]:
     """One ``CapacityBlockOfferings`` entry for p6-b300."""

@@ -12,15 +12,13 @@ from components.capacity.scaling import SCALE_UP_MARGIN
 from components.cli import main
 from components.delivery_check import DeliveryCheck, DeliveryCheckArgs, cloudwatch_key_statement, cloudwatch_topic_statement
 from components.errors import UserError
+from tests.resource_types import METRIC_ALARM as ALARM
+from tests.resource_types import ROLE_POLICY as POLICY
+from tests.resource_types import SCHEDULER_SCHEDULE as SCHEDULE
 
-UTC = UTC
 START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
 ASG = "eks-gpu-ng-2f6b0c8e-0d3a-5c3e-9a43-0d8f3b3f4a11"
 TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-alerts"
-
-ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
-SCHEDULE = "aws:scheduler/schedule:Schedule"
-POLICY = "aws:iam/rolePolicy:RolePolicy"
 
 
 def run(now: datetime, **changes) -> offline.PlanResult:

@@ -16,11 +16,11 @@ from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeG
 from components.errors import UserError
 from tests.builders import B300, RID
 from tests.conftest import NOW, fixture_for
+from tests.resource_types import LAUNCH_TEMPLATE as LT
+from tests.resource_types import SECURITY_GROUP as SG
+from tests.resource_types import SG_EGRESS_RULE as EGRESS
+from tests.resource_types import SG_INGRESS_RULE as INGRESS
 
-SG = "aws:ec2/securityGroup:SecurityGroup"
-INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
-LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_SG = "sg-0123456789abcdef0"
 VPC = "vpc-0123456789abcdef0"
 

@@ -9,80 +9,19 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from botocore.stub import Stubber
 
-from components import cli
 from components import training_plans as tp
-from components.cli import hyperpod_plans as plans_cli
 from components.errors import UserError
-from tests.aws_stubs import SESSION, FakeStdin, installed_client
+from tests.aws_stubs import SESSION, FakeStdin, cli_env, no_sagemaker, sm  # noqa: F401 - fixtures
 from tests.aws_stubs import client as aws_client
-
-UTC = UTC
-NOW = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
-REGION = "us-east-1"
-START = datetime(2026, 6, 10, 11, 30, tzinfo=UTC)
-NAME = "kimi-k3-p6-june"
-ARN = f"arn:aws:sagemaker:us-east-1:123456789012:training-plan/{NAME}"
-OFF_A = "tpo-0a1b2c3d4e5f67890"
-OFF_B = "tpo-0f1e2d3c4b5a69788"
-EXT = "tpeo-7f3e2c1b0a9d8e7f6"
-SEARCH = {"InstanceType": "ml.p6-b300.48xlarge", "InstanceCount": 2, "DurationHours": 168, "TargetResources": ["hyperpod-cluster"]}
-
-
-@pytest.fixture(autouse=True)
-def pinned_clock(monkeypatch):
-    monkeypatch.setattr(plans_cli, "utcnow", lambda: NOW)
-
-
-@pytest.fixture
-def sm(monkeypatch):
-    """A stubbed SageMaker client, installed as the client factory's result."""
-    client = aws_client("sagemaker")
-    with installed_client(monkeypatch, tp, client) as (stub, regions):
-        yield types.SimpleNamespace(stub=stub, client=client, regions=regions)
-
-
-@pytest.fixture
-def no_aws(monkeypatch):
-    def factory(region):
-        raise AssertionError("AWS must not be called")
-
-    monkeypatch.setattr(tp, "make_client", factory)
-
-
-def run(capsys, *argv):
-    code = cli.main(["hyperpod", "plans", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def capacity(az="us-east-1a", start=START, count=2, status=None, summary=False):
-    item = {"InstanceType": "ml.p6-b300.48xlarge", "AvailabilityZone": az, "DurationHours": 168, "StartTime": start, "EndTime": start + timedelta(days=7)}
-    if summary:
-        item.update({"ReservedCapacityArn": f"arn:aws:sagemaker:us-east-1:123456789012:reserved-capacity/{NAME}-0",
-                     "ReservedCapacityType": "Instance", "TotalInstanceCount": count, "Status": status or "Scheduled", "AvailabilityZoneId": "use1-az4"})
-    else:
-        item.update({"ReservedCapacityType": "Instance", "InstanceCount": count})
-    return item
-
-
-def offering(oid, az, start, fee, targets=("hyperpod-cluster",)):
-    return {"TrainingPlanOfferingId": oid, "TargetResources": list(targets), "RequestedStartTimeAfter": NOW, "DurationHours": 168,
-            "DurationMinutes": 0, "UpfrontFee": fee, "CurrencyCode": "USD", "ReservedCapacityOfferings": [capacity(az, start)]}
-
-
-def plan(status="Scheduled", start=START, targets=("hyperpod-cluster",), az="us-east-1a"):
-    return {"TrainingPlanArn": ARN, "TrainingPlanName": NAME, "Status": status, "DurationHours": 168, "DurationMinutes": 0,
-            "StartTime": start, "EndTime": start + timedelta(days=7), "UpfrontFee": "1573056.00", "CurrencyCode": "USD",
-            "TotalInstanceCount": 2, "AvailableInstanceCount": 2, "InUseInstanceCount": 0, "UnhealthyInstanceCount": 0,
-            "TargetResources": list(targets), "ReservedCapacitySummaries": [capacity(az, start, summary=True, status=status)]}
-
+from tests.aws_stubs import run_plans as run
+from tests.capacity_builders import NOW, REGION, START
+from tests.training_plan_builders import ARN, CREATE, EXT, NAME, OFF_A, OFF_B, SEARCH, offering, plan
 
 # --------------------------------------------------------------------------- the model
 
@@ -97,21 +36,6 @@ def test_the_operations_exist_in_botocores_sagemaker_model():
 
 
 # --------------------------------------------------------------------------- offerings
-
-
-def test_offerings_table_cheapest_first_with_purchase_hint(sm, capsys):
-    sm.stub.add_response("search_training_plan_offerings", {"TrainingPlanOfferings": [
-        offering(OFF_B, "us-east-1b", START, "1680000.00"),
-        offering(OFF_A, "us-east-1a", START + timedelta(days=2), "1573056.00"),
-    ]}, SEARCH)
-    code, out, err = run(capsys, "offerings", "--count", "2", "--days", "7", "--region", REGION)
-    assert code == 0 and err == ""
-    lines = out.splitlines()
-    assert lines[1].split()[:3] == ["OFFERING", "AZ", "START"]
-    assert lines[2].split() == [OFF_A, "us-east-1a", "2026-06-12", "11:30", "2026-06-19", "11:30", "7d", "(168h)", "2", "1,573,056.00", "USD"]
-    assert lines[3].startswith(OFF_B)
-    assert "kimi-k3 hyperpod plans purchase OFFERING_ID --name NAME --instance-type ml.p6-b300.48xlarge --count 2 --days 7 --region us-east-1" in out
-    assert sm.regions == [REGION]
 
 
 def test_offerings_for_other_targets_are_dropped_and_json_is_plain_data(sm, capsys):
@@ -133,43 +57,11 @@ def test_no_offerings(sm, capsys):
     assert code == 0 and "No offerings matched" in out
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--count", "0", "--days", "7"], "--count 0 is not accepted"),
-    (["--count", "3", "--days", "7"], "training plans reserve 1, 2, 4, 8, 16, 32, 64 instances"),
-    (["--count", "2", "--days", "183"], "training plans last 1 to 182 days in 1-day steps"),
-    (["--count", "2", "--days", "0"], "--days 0 is not accepted"),
-    (["--count", "2", "--days", "7", "--instance-type", "p6-b300.48xlarge"], "training plans reserve ml.p4d.24xlarge"),
-    (["--count", "2", "--days", "7", "--start-after", "2026-05-01"], "is in the past"),
-    (["--count", "2", "--days", "7", "--end-before", "2026-06-05"], "leaves no room for 7 day(s)"),
-    (["--count", "2", "--days", "7", "--start-after", "soon"], "is not an ISO 8601"),
-    (["--count", "2", "--days", "7", "--region", "Virginia"], "not an AWS region name"),
-])
-def test_offerings_validation_happens_before_aws(no_aws, capsys, argv, message):
-    code, _out, err = run(capsys, "offerings", *argv)
-    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
-
-
 # --------------------------------------------------------------------------- purchase
 
 
 def _lookup(sm):
     sm.stub.add_response("search_training_plan_offerings", {"TrainingPlanOfferings": [offering(OFF_A, "us-east-1a", START, "1573056.00")]}, SEARCH)
-
-
-CREATE = {"TrainingPlanName": NAME, "TrainingPlanOfferingId": OFF_A, "Tags": [{"Key": "Project", "Value": "kimi-k3"}]}
-
-
-def test_purchase_with_yes_prints_the_config_line(sm, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "stdin", FakeStdin("", tty=False))
-    _lookup(sm)
-    sm.stub.add_response("create_training_plan", {"TrainingPlanArn": ARN}, CREATE)
-    code, out, err = run(capsys, "purchase", OFF_A, "--name", NAME, "--count", "2", "--days", "7", "--yes", "--stack", "hyperpod")
-    assert code == 0, err
-    assert "upfront fee  1,573,056.00 USD" in out
-    assert "2026-06-10 11:30 UTC -> 2026-06-17 11:30 UTC, 7d (168h), starts in 9d 3h 30m" in out
-    assert f"\n  kimi-k3:trainingPlanArn: {ARN}\n" in out
-    assert f"pulumi config set kimi-k3:trainingPlanArn {ARN} -s hyperpod" in out
-    assert "Type 'yes'" not in out
 
 
 def test_purchase_json_keeps_stdout_machine_readable(sm, capsys, monkeypatch):
@@ -201,7 +93,7 @@ def test_purchase_interactive_no_buys_nothing(sm, capsys, monkeypatch, answer):
     assert code == 1 and "Not purchased." in out and ARN not in out
 
 
-def test_purchase_without_a_tty_or_yes_is_refused_before_aws(no_aws, capsys, monkeypatch):
+def test_purchase_without_a_tty_or_yes_is_refused_before_aws(no_sagemaker, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", FakeStdin("yes\n", tty=False))
     code, _, err = run(capsys, "purchase", OFF_A, "--name", NAME, "--count", "2", "--days", "7")
     assert code == 2 and "refusing to buy a training plan without confirmation: stdin is not a terminal; pass --yes" in err
@@ -212,7 +104,7 @@ def test_purchase_without_a_tty_or_yes_is_refused_before_aws(no_aws, capsys, mon
     ([OFF_A, "--name=-bad-"], "--name '-bad-' is not accepted"),
     ([OFF_A, "--name", "x" * 65], "is not accepted; a training plan name is 1-64"),
 ])
-def test_purchase_bad_ids_are_refused_before_aws(no_aws, capsys, argv, message):
+def test_purchase_bad_ids_are_refused_before_aws(no_sagemaker, capsys, argv, message):
     code, _, err = run(capsys, "purchase", *argv, "--count", "2", "--days", "7", "--yes")
     assert code == 2 and message in err
 
@@ -278,7 +170,7 @@ def test_status_not_found_is_one_line(sm, capsys):
     assert err.startswith("kimi-k3: error: not found in us-east-1") and "kimi-k3 hyperpod plans status" in err and err.count("\n") == 1
 
 
-def test_status_of_a_malformed_reference(no_aws, capsys):
+def test_status_of_a_malformed_reference(no_sagemaker, capsys):
     code, _, err = run(capsys, "status", "arn:aws:sagemaker:us-east-1:1234:training-plan/x")
     assert code == 2 and "is not a training plan name or ARN" in err
 
@@ -331,7 +223,7 @@ def test_extend_buys_with_yes(sm, capsys, monkeypatch):
     assert f"Extended: {EXT} 2026-06-17 11:30 -> 2026-06-18 11:30 UTC, status Pending, payment Pending." in out
 
 
-def test_extend_without_a_tty_or_yes_is_refused_before_aws(no_aws, capsys, monkeypatch):
+def test_extend_without_a_tty_or_yes_is_refused_before_aws(no_sagemaker, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", FakeStdin("yes\n", tty=False))
     code, _, err = run(capsys, "extend", NAME, "--offering", EXT)
     assert code == 2 and "refusing to extend a training plan without confirmation" in err

@@ -20,7 +20,7 @@ from components.capacity.facts import CapacityBlockFacts
 from components.clock import utc as _utc
 from components.errors import UserError
 from components.formats import INSTANCE_TYPE
-from components.reserved_capacity import PROJECT_TAG, CapacitySearch, checked_start_after, fee, offering_by_id
+from components.reserved_capacity import PROJECT_TAG, CapacitySearch, api_record, checked_start_after, offering_by_id
 
 MAX_START_AHEAD = timedelta(weeks=8)
 """Capacity Blocks can start at most this far ahead."""
@@ -116,17 +116,8 @@ class Offering:
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> Offering:
         """Build from one ``CapacityBlockOfferings`` entry."""
-        return cls(
-            offering_id=item["CapacityBlockOfferingId"],
-            instance_type=item.get("InstanceType", ""),
-            availability_zone=item.get("AvailabilityZone", ""),
-            instance_count=int(item.get("InstanceCount", 0)),
-            start=_utc(item["StartDate"]),
-            end=_utc(item["EndDate"]),
-            duration_hours=int(item.get("CapacityBlockDurationHours", 0)),
-            upfront_fee=fee(item.get("UpfrontFee")),
-            currency=item.get("CurrencyCode", ""),
-        )
+        keys = {"start": "StartDate", "end": "EndDate", "duration_hours": "CapacityBlockDurationHours"}
+        return api_record(cls, item, keys, offering_id=item["CapacityBlockOfferingId"])
 
 
 def find_offerings(ec2: Any, query: OfferingQuery) -> tuple[Offering, ...]:

@@ -36,6 +36,10 @@ from components.capacity.assessment import BEFORE, ENDED, ENDING, SERVING, phase
 from components.capacity.facts import CapacityBlockFacts
 from components.clock import utc
 
+EKS_SCALEDOWN_BEFORE_END = timedelta(minutes=40)
+"""EKS scales a Capacity Block node group to 0 this long before the block ends, by its scheduled action
+"Amazon EKS Node Group Capacity Scaledown Before Reservation End" (EKS user guide, capacity-blocks-mng)."""
+
 SCALE_UP_MARGIN = timedelta(minutes=45)
 """How long after the program starts the scale-up action is created, at the latest, in a first ``pulumi up``.
 
@@ -114,4 +118,4 @@ def scaling_plan(facts: CapacityBlockFacts, now: datetime, margin: timedelta = S
     return ScalingPlan(current, 0, count, 0, desired_managed=True, scale_at=None, scale_to=count)
 
 
-__all__ = ["SCALED_DESIRED_SIZE", "SCALE_UP_MARGIN", "ScalingPlan", "describe", "scaling_plan"]
+__all__ = ["EKS_SCALEDOWN_BEFORE_END", "SCALED_DESIRED_SIZE", "SCALE_UP_MARGIN", "ScalingPlan", "describe", "scaling_plan"]

@@ -8,7 +8,7 @@ action here rather than a side effect of ``pulumi up``. The AWS logic lives in
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,9 @@ from components.capacity import assessment, preflight, status
 from components.capacity import aws as capacity_aws
 from components.capacity import offerings as capacity_offerings
 from components.cli.arguments import add_stack_arguments, whole_number
-from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags, stack_config_hint
-from components.human_time import duration_text, minute_text
+from components.cli.capacity_tables import hours_text, print_offerings, relative, table
+from components.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
+from components.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
 CONFIG_KEY = "kimi-k3:capacityReservationId"
@@ -29,43 +30,12 @@ def utcnow() -> datetime:
     return clock.program_now()
 
 
-# --------------------------------------------------------------------------- formatting
-
-
-def _relative(when: datetime | None, now: datetime, future: str, past: str) -> str:
-    """"in 2d 1h 0m" / "3h 5m ago" relative to ``now``."""
-    if when is None:
-        return "-"
-    delta = when - now
-    return f"{future} {duration_text(delta)}" if delta > timedelta(0) else f"{past} {duration_text(delta)} ago"
-
-
-def _days(hours: int) -> str:
-    """``7d (168h)`` or ``30h`` for block durations."""
-    return f"{hours // 24}d ({hours}h)" if hours % 24 == 0 else f"{hours}h"
-
-
-def _table(rows: list[list[str]]) -> str:
-    """Left-aligned columns separated by two spaces."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
-
-
 # --------------------------------------------------------------------------- commands
 
 
 def _query(args: argparse.Namespace, now: datetime) -> capacity_offerings.OfferingQuery:
     """Validated offering search from the shared search flags (and --region)."""
-    if args.region is not None:
-        capacity_aws.validate_region(args.region)
-    return capacity_offerings.build_offering_query(
-        instance_type=args.instance_type,
-        count=args.count,
-        days=args.days,
-        now=now,
-        start_after=capacity_offerings.parse_when(args.start_after, "--start-after") if args.start_after else None,
-        start_before=capacity_offerings.parse_when(args.start_before, "--start-before") if args.start_before else None,
-    )
+    return search_query(args, now, capacity_offerings.build_offering_query, "start_before")
 
 
 def cmd_offerings(args: argparse.Namespace) -> int:
@@ -74,16 +44,12 @@ def cmd_offerings(args: argparse.Namespace) -> int:
     query = _query(args, now)
     clients = capacity_aws.make_clients(args.region)
     offerings = capacity_offerings.find_offerings(clients.ec2, query)
-    region = clients.region
-    print(f"Capacity Block offerings for {query.count} x {query.instance_type}, {query.days} days, in {region} (cheapest first):")
-    if not offerings:
-        print("No offerings matched. Try other dates, another duration or fewer instances.")
-        return 0
-    rows = [["OFFERING", "AZ", "START (UTC)", "END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
-    for o in offerings:
-        rows.append([o.offering_id, o.availability_zone, minute_text(o.start), minute_text(o.end), _days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
-    print(_table(rows))
-    print(f"\nTo buy one (irreversible): kimi-k3 capacity purchase OFFERING_ID {search_flags(args, region, 'start_before')}")
+    rows = ([o.offering_id, o.availability_zone, minute_text(o.start), minute_text(o.end), hours_text(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency]
+            for o in offerings)
+    print_offerings(f"Capacity Block offerings for {query.count} x {query.instance_type}, {query.days} days, in {clients.region} (cheapest first):",
+                    ["OFFERING", "AZ", "START (UTC)", "END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"], rows,
+                    "No offerings matched. Try other dates, another duration or fewer instances.",
+                    f"kimi-k3 capacity purchase OFFERING_ID {search_flags(args, clients.region, 'start_before')}")
     return 0
 
 
@@ -95,18 +61,14 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     refuse_without_confirmation(args.yes, "buy a Capacity Block")
     clients = capacity_aws.make_clients(args.region)
     offering = capacity_offerings.find_offering(clients.ec2, query, args.offering_id)
-    print(f"Offering {offering.offering_id}: {offering.instance_count} x {offering.instance_type} in {offering.availability_zone} ({clients.region})")
-    print(f"  window       {minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {_days(offering.duration_hours)}, starts {_relative(offering.start, now, 'in', 'started')}")
-    print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
-    print("A Capacity Block purchase cannot be cancelled or refunded.")
-    if not confirmed_payment(args.yes, "Buy this Capacity Block", offering.upfront_fee, offering.currency, "Not purchased."):
+    heading = f"Offering {offering.offering_id}: {offering.instance_count} x {offering.instance_type} in {offering.availability_zone} ({clients.region})"
+    window = f"{minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {hours_text(offering.duration_hours)}, starts {relative(offering.start, now, 'in', 'started')}"
+    if not confirm_offer(args.yes, offering, heading, {"window": window}, "A Capacity Block purchase cannot be cancelled or refunded.",
+                         "Buy this Capacity Block", "Not purchased."):
         return 1
-    reservation = capacity_offerings.purchase_block(clients.ec2, offering.offering_id)
-    rid = reservation.reservation_id
-    stack = args.stack or "STACK"
-    print(f"\nPurchased: capacity reservation {rid} (state {reservation.state}, {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}).")
-    print(stack_config_hint(CONFIG_KEY, rid, stack))
-    print(f"Before the block starts, run: kimi-k3 capacity preflight {stack}")
+    r = capacity_offerings.purchase_block(clients.ec2, offering.offering_id)
+    print_purchased(f"Purchased: capacity reservation {r.reservation_id} (state {r.state}, {r.instance_count} x {r.instance_type} in {r.availability_zone}).",
+                    CONFIG_KEY, r.reservation_id, args.stack, "Before the block starts, run: kimi-k3 capacity preflight {stack}")
     return 0
 
 
@@ -118,8 +80,8 @@ def _print_one(view: status.ReservationView, now: datetime) -> None:
     print(f"  instance type  {r.instance_type}")
     print(f"  AZ             {az}")
     print(f"  window         {minute_text(r.start)} UTC -> {minute_text(r.end)} UTC")
-    print(f"  start          {_relative(r.start, now, 'in', 'started')}")
-    print(f"  end            {_relative(r.end, now, 'in', 'ended')}")
+    print(f"  start          {relative(r.start, now, 'in', 'started')}")
+    print(f"  end            {relative(r.end, now, 'in', 'ended')}")
     print(f"  instances      {r.instance_count} reserved, {r.in_use} in use, {r.available_instances} available")
     if b is not None:
         print(f"  block          {b.capacity_block_id}: interconnect {b.interconnect_status}, {b.unavailable} of {b.total} unavailable")
@@ -144,12 +106,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     for v in views:
         r = v.reservation
         if r.start is not None and r.start > now:
-            when = _relative(r.start, now, "starts in", "started")
+            when = relative(r.start, now, "starts in", "started")
         else:
-            when = _relative(r.end, now, "ends in", "ended")
+            when = relative(r.end, now, "ends in", "ended")
         rows.append([r.reservation_id, r.state, r.instance_type, r.availability_zone, minute_text(r.start), minute_text(r.end), when, f"{r.in_use}/{r.instance_count}"])
     print(f"Capacity Block reservations in {clients.region} (now {minute_text(now)} UTC):")
-    print(_table(rows))
+    print(table(rows))
     return 0
 
 
@@ -240,7 +202,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("offering_id", metavar="OFFERING_ID", help="cb-... id from `kimi-k3 capacity offerings`")
     _add_search_flags(p, required=True)
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    add_yes_flag(p)
     p.add_argument("--stack", help="stack name to put into the printed `pulumi config set` command")
     p.add_argument("--region", help="AWS region (default: your AWS config)")
     p.set_defaults(func=cmd_purchase)

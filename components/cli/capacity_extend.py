@@ -17,7 +17,8 @@ from components.capacity import status
 from components.capacity.facts import CapacityBlockFacts
 from components.cli import capacity as capacity_cli
 from components.cli.arguments import add_stack_arguments, whole_number
-from components.cli.purchase import confirmed_payment, refuse_without_confirmation
+from components.cli.capacity_tables import hours_text, print_offerings
+from components.cli.purchase import add_yes_flag, confirm_offer, refuse_without_confirmation
 from components.errors import UserError
 from components.human_time import minute_text
 
@@ -46,15 +47,11 @@ def cmd_extend_offerings(args: argparse.Namespace) -> int:
     clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offerings = ext.find_extension_offerings(clients.ec2, rid, days)
-    print(f"Extensions of {rid} ({reservation.instance_count} x {reservation.instance_type}, ends {minute_text(reservation.end)} UTC) by {days} days:")
-    if not offerings:
-        print("No extension offerings: extensions are not guaranteed; try another duration or later.")
-        return 0
-    rows = [["OFFERING", "NEW END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
-    for o in offerings:
-        rows.append([o.offering_id, minute_text(o.extension_end), capacity_cli._days(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
-    print(capacity_cli._table(rows))
-    print(f"\nTo buy one (irreversible): kimi-k3 capacity extend {args.stack} OFFERING_ID --days {days}")
+    rows = ([o.offering_id, minute_text(o.extension_end), hours_text(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency] for o in offerings)
+    print_offerings(f"Extensions of {rid} ({reservation.instance_count} x {reservation.instance_type}, ends {minute_text(reservation.end)} UTC) by {days} days:",
+                    ["OFFERING", "NEW END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"], rows,
+                    "No extension offerings: extensions are not guaranteed; try another duration or later.",
+                    f"kimi-k3 capacity extend {args.stack} OFFERING_ID --days {days}")
     return 0
 
 
@@ -67,11 +64,10 @@ def cmd_extend(args: argparse.Namespace) -> int:
     clients = capacity_aws.make_clients(settings.region)
     reservation = _extendable(clients, rid)
     offering = ext.find_extension_offering(clients.ec2, rid, days, args.offering_id)
-    print(f"Extension {offering.offering_id} of {rid}: {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}")
-    print(f"  end          {minute_text(reservation.end)} UTC -> {minute_text(offering.extension_end)} UTC (+{capacity_cli._days(offering.duration_hours)})")
-    print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}")
-    print("An extension cannot be cancelled or refunded; its payment can stay pending for up to 12 hours.")
-    if not confirmed_payment(args.yes, "Extend the block", offering.upfront_fee, offering.currency, "Not extended."):
+    heading = f"Extension {offering.offering_id} of {rid}: {reservation.instance_count} x {reservation.instance_type} in {reservation.availability_zone}"
+    end = f"{minute_text(reservation.end)} UTC -> {minute_text(offering.extension_end)} UTC (+{hours_text(offering.duration_hours)})"
+    if not confirm_offer(args.yes, offering, heading, {"end": end},
+                         "An extension cannot be cancelled or refunded; its payment can stay pending for up to 12 hours.", "Extend the block", "Not extended."):
         return 1
     bought = ext.purchase_extension(clients.ec2, rid, offering.offering_id)
     print(f"\nExtension bought: status {bought.status}; {rid} keeps its id and will end {minute_text(bought.end)} UTC once paid.")
@@ -96,5 +92,5 @@ def add_subcommands(sub: Any) -> None:
     add_stack_arguments(p)
     p.add_argument("offering_id", metavar="OFFERING_ID", help="id from `kimi-k3 capacity extend-offerings`")
     p.add_argument("--days", type=whole_number, required=True, help="the length the offering was listed with")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    add_yes_flag(p)
     p.set_defaults(func=cmd_extend)

@@ -19,10 +19,9 @@ from typing import Any
 from components import clock
 from components import training_plans as tp
 from components.capacity.aws import validate_region
-from components.capacity.offerings import parse_when
 from components.cli.arguments import whole_number
-from components.cli.capacity import _relative, _table
-from components.cli.purchase import confirmed_payment, refuse_without_confirmation, search_flags, stack_config_hint
+from components.cli.capacity_tables import hours_text, print_offerings, relative, table
+from components.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
 from components.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
@@ -36,26 +35,12 @@ def utcnow() -> datetime:
     return clock.program_now()
 
 
-def _hours(hours: float) -> str:
-    whole = int(hours)
-    return f"{whole // 24}d ({whole}h)" if whole % 24 == 0 and whole == hours else f"{hours:g}h"
-
-
 def _print_json(value: Any) -> None:
     print(json.dumps(tp.as_json(value), indent=2, sort_keys=False))
 
 
 def _query(args: argparse.Namespace, now: datetime) -> tp.OfferingQuery:
-    if args.region is not None:
-        validate_region(args.region)
-    return tp.build_offering_query(
-        instance_type=args.instance_type,
-        count=args.count,
-        days=args.days,
-        now=now,
-        start_after=parse_when(args.start_after, "--start-after") if args.start_after else None,
-        end_before=parse_when(args.end_before, "--end-before") if args.end_before else None,
-    )
+    return search_query(args, now, tp.build_offering_query, "end_before")
 
 
 # --------------------------------------------------------------------------- commands
@@ -70,16 +55,12 @@ def cmd_offerings(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(offerings)
         return 0
-    print(f"Training plan offerings for {query.count} x {query.instance_type}, {query.days} days, for HyperPod clusters in {region} (cheapest first):")
-    if not offerings:
-        print("No offerings matched. Try other dates, another duration or fewer instances.")
-        return 0
-    rows = [["OFFERING", "AZ", "START (UTC)", "END (UTC)", "DURATION", "INSTANCES", "UPFRONT FEE", "CURRENCY"]]
-    for o in offerings:
-        rows.append([o.offering_id, ",".join(o.availability_zones) or "-", minute_text(o.start), minute_text(o.end), _hours(o.duration_hours),
-                     str(o.instance_count), f"{o.upfront_fee:,.2f}", o.currency])
-    print(_table(rows))
-    print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans purchase OFFERING_ID --name NAME {search_flags(args, region, 'end_before')}")
+    rows = ([o.offering_id, ",".join(o.availability_zones) or "-", minute_text(o.start), minute_text(o.end), hours_text(o.duration_hours),
+             str(o.instance_count), f"{o.upfront_fee:,.2f}", o.currency] for o in offerings)
+    print_offerings(f"Training plan offerings for {query.count} x {query.instance_type}, {query.days} days, for HyperPod clusters in {region} (cheapest first):",
+                    ["OFFERING", "AZ", "START (UTC)", "END (UTC)", "DURATION", "INSTANCES", "UPFRONT FEE", "CURRENCY"], rows,
+                    "No offerings matched. Try other dates, another duration or fewer instances.",
+                    f"kimi-k3 hyperpod plans purchase OFFERING_ID --name NAME {search_flags(args, region, 'end_before')}")
     return 0
 
 
@@ -94,21 +75,18 @@ def cmd_purchase(args: argparse.Namespace) -> int:
     offering = tp.find_offering(sm, query, args.offering_id)
     region = sm.meta.region_name
     out = sys.stderr if args.json else sys.stdout
-    print(f"Offering {offering.offering_id}: {offering.instance_count} x {query.instance_type} in {','.join(offering.availability_zones) or '?'} ({region})", file=out)
-    print(f"  window       {minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {_hours(offering.duration_hours)}, "
-          f"starts {_relative(offering.start, now, 'in', 'started')}", file=out)
-    print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}", file=out)
-    print("A training plan purchase is a payment that this tool cannot undo.", file=out)
-    if not confirmed_payment(args.yes, f"Buy training plan {args.name}", offering.upfront_fee, offering.currency, "Not purchased.", out):
+    heading = f"Offering {offering.offering_id}: {offering.instance_count} x {query.instance_type} in {','.join(offering.availability_zones) or '?'} ({region})"
+    window = (f"{minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {hours_text(offering.duration_hours)}, "
+              f"starts {relative(offering.start, now, 'in', 'started')}")
+    if not confirm_offer(args.yes, offering, heading, {"window": window}, "A training plan purchase is a payment that this tool cannot undo.",
+                         f"Buy training plan {args.name}", "Not purchased.", out):
         return 1
     arn = tp.create_plan(sm, args.name, offering.offering_id)
     if args.json:
         _print_json({"trainingPlanArn": arn, "name": args.name, "offering": offering})
         return 0
-    stack = args.stack or "STACK"
-    print(f"\nPurchased: training plan {args.name} ({arn}); it becomes Scheduled once the payment is through.")
-    print(stack_config_hint(CONFIG_KEY, arn, stack))
-    print(f"Check it with: kimi-k3 hyperpod plans status {args.name} --region {region}")
+    print_purchased(f"Purchased: training plan {args.name} ({arn}); it becomes Scheduled once the payment is through.", CONFIG_KEY, arn, args.stack,
+                    f"Check it with: kimi-k3 hyperpod plans status {args.name} --region {region}")
     return 0
 
 
@@ -116,9 +94,9 @@ def _print_plan(plan: tp.TrainingPlan, now: datetime) -> None:
     print(f"{plan.name}  {plan.status}" + (f"  ({plan.status_message})" if plan.status_message else ""))
     print(f"  arn            {plan.arn}")
     print(f"  for            {', '.join(plan.target_resources) or '-'}")
-    print(f"  window         {minute_text(plan.start)} UTC -> {minute_text(plan.end)} UTC, {_hours(plan.duration_hours)}")
-    print(f"  start          {_relative(plan.start, now, 'in', 'started')}")
-    print(f"  end            {_relative(plan.end, now, 'in', 'ended')}")
+    print(f"  window         {minute_text(plan.start)} UTC -> {minute_text(plan.end)} UTC, {hours_text(plan.duration_hours)}")
+    print(f"  start          {relative(plan.start, now, 'in', 'started')}")
+    print(f"  end            {relative(plan.end, now, 'in', 'ended')}")
     print(f"  instances      {plan.total_instances} reserved, {plan.in_use_instances} in use, "
           f"{plan.available_instances} available, {plan.unhealthy_instances} unhealthy")
     print(f"  upfront fee    {plan.upfront_fee:,.2f} {plan.currency}")
@@ -152,10 +130,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     rows = [["PLAN", "STATUS", "FOR", "START (UTC)", "END (UTC)", "STARTS/ENDS", "IN USE/RESERVED"]]
     for p in plans:
-        when = _relative(p.start, now, "starts in", "started") if p.start and p.start > now else _relative(p.end, now, "ends in", "ended")
+        when = relative(p.start, now, "starts in", "started") if p.start and p.start > now else relative(p.end, now, "ends in", "ended")
         rows.append([p.name, p.status, ",".join(p.target_resources) or "-", minute_text(p.start), minute_text(p.end), when, f"{p.in_use_instances}/{p.total_instances}"])
     print(f"Training plans in {region} (now {minute_text(now)} UTC):")
-    print(_table(rows))
+    print(table(rows))
     return 0
 
 
@@ -174,23 +152,19 @@ def cmd_extend(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(offerings)
             return 0
-        print(f"Extension offerings for training plan {plan.name} ({plan.status}, ends {minute_text(plan.end)} UTC), cheapest first:")
-        if not offerings:
-            print("No extension offerings now. Capacity for an extension is not guaranteed; try another duration later.")
-            return 0
-        rows = [["EXTENSION OFFERING", "AZ", "START (UTC)", "NEW END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"]]
-        for o in offerings:
-            rows.append([o.offering_id, o.availability_zone or "-", minute_text(o.start), minute_text(o.end), _hours(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency])
-        print(_table(rows))
+        rows = ([o.offering_id, o.availability_zone or "-", minute_text(o.start), minute_text(o.end), hours_text(o.duration_hours), f"{o.upfront_fee:,.2f}", o.currency]
+                for o in offerings)
         days = f" --days {args.days}" if args.days else ""
-        print(f"\nTo buy one (irreversible): kimi-k3 hyperpod plans extend {plan.name} --offering EXTENSION_OFFERING{days} --region {sm.meta.region_name}")
+        print_offerings(f"Extension offerings for training plan {plan.name} ({plan.status}, ends {minute_text(plan.end)} UTC), cheapest first:",
+                        ["EXTENSION OFFERING", "AZ", "START (UTC)", "NEW END (UTC)", "DURATION", "UPFRONT FEE", "CURRENCY"], rows,
+                        "No extension offerings now. Capacity for an extension is not guaranteed; try another duration later.",
+                        f"kimi-k3 hyperpod plans extend {plan.name} --offering EXTENSION_OFFERING{days} --region {sm.meta.region_name}")
         return 0
     offering = tp.find_extension_offering(sm, plan, args.offering, args.days)
-    print(f"Extend training plan {plan.name} (ends {minute_text(plan.end)} UTC) with {offering.offering_id}:", file=out)
-    print(f"  extension    {minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {_hours(offering.duration_hours)}, in {offering.availability_zone or '?'}", file=out)
-    print(f"  upfront fee  {offering.upfront_fee:,.2f} {offering.currency}", file=out)
-    print("An extension is a payment that this tool cannot undo.", file=out)
-    if not confirmed_payment(args.yes, f"Extend {plan.name}", offering.upfront_fee, offering.currency, "Not extended.", out):
+    heading = f"Extend training plan {plan.name} (ends {minute_text(plan.end)} UTC) with {offering.offering_id}:"
+    extension = f"{minute_text(offering.start)} UTC -> {minute_text(offering.end)} UTC, {hours_text(offering.duration_hours)}, in {offering.availability_zone or '?'}"
+    if not confirm_offer(args.yes, offering, heading, {"extension": extension}, "An extension is a payment that this tool cannot undo.",
+                         f"Extend {plan.name}", "Not extended.", out):
         return 1
     extensions = tp.extend_plan(sm, offering.offering_id)
     if args.json:
@@ -236,7 +210,7 @@ def build_parser(prog: str = "kimi-k3 hyperpod plans") -> argparse.ArgumentParse
     p.add_argument("offering_id", metavar="OFFERING_ID", help="offering id from `kimi-k3 hyperpod plans offerings`")
     p.add_argument("--name", required=True, help="name of the new training plan (1-64 letters, digits, '-')")
     _search_flags_to(p)
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    add_yes_flag(p)
     p.add_argument("--stack", help="stack name to put into the printed `pulumi config set` command")
     _common(p)
     p.set_defaults(func=cmd_purchase)
@@ -250,7 +224,7 @@ def build_parser(prog: str = "kimi-k3 hyperpod plans") -> argparse.ArgumentParse
     p.add_argument("plan", metavar="PLAN", help="plan name or ARN")
     p.add_argument("--days", type=whole_number, help="length of the extension in whole days (default: every length offered)")
     p.add_argument("--offering", metavar="EXTENSION_OFFERING", help="buy this extension offering (from the listing)")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (automation)")
+    add_yes_flag(p)
     _common(p)
     p.set_defaults(func=cmd_extend)
     return parser
