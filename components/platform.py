@@ -6,7 +6,7 @@ resolution) happens before the first resource is declared.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -108,15 +108,7 @@ def serving_front_args(serving: ServingSettings) -> dict[str, Any]:
     """The serving components' API-proxy, drain and NLB args from the stack settings (the composition's one mapping;
     the real-proxy tests build the proxy config through it too)."""
     front = serving.front
-    return dict(
-        extra_routes=front.extra_routes,
-        inline_media_bytes=front.inline_media_bytes,
-        max_generation_s=front.max_generation_s,
-        drain_s=front.drain_s,
-        pre_stop_sleep_s=front.pre_stop_s,
-        termination_grace_period_s=front.termination_grace_s,
-        nlb_idle_timeout_s=front.nlb_idle_timeout_s,
-    )
+    return {field.name: getattr(front, field.name) for field in fields(front)}
 
 
 def secret_input(secret: Secret | None) -> pulumi.Output[str] | None:

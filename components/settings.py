@@ -168,7 +168,9 @@ class GpuPluginSettings:
 
 @dataclass(frozen=True)
 class ServingFrontSettings:
-    """How the API is fronted and how its pods stop: the proxy's extra routes and sizes, the drain, the NLB."""
+    """How the API is fronted and how its pods stop: the proxy's extra routes and sizes, the drain, the NLB.
+
+    Each field has the name of the serving components' arg it becomes (``VllmServerArgs``, ``LwsServerArgs``)."""
 
     extra_routes: tuple[str, ...] = ()
     """``METHOD /path`` routes the proxy forwards besides the OpenAI defaults (vetted by the proxy's rules)."""
@@ -178,9 +180,9 @@ class ServingFrontSettings:
     """Longest silent wait for an answer (proxy read timeout, NLB idle floor)."""
     drain_s: int = 1800
     """Proxy graceful stop and vLLM ``--shutdown-timeout``."""
-    pre_stop_s: int = 30
+    pre_stop_sleep_s: int = 30
     """preStop sleep while the NLB deregisters the pod."""
-    termination_grace_s: int | None = None
+    termination_grace_period_s: int | None = None
     """``terminationGracePeriodSeconds``; ``None`` = the drain plan's minimum."""
     nlb_idle_timeout_s: int = 3600
     """The NLB TCP listener's idle timeout."""
@@ -938,8 +940,8 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
         inline_media_bytes=proxy.inline_media_bytes,
         max_generation_s=proxy.max_generation_s,
         drain_s=plan.drain_s,
-        pre_stop_s=plan.pre_stop_s,
-        termination_grace_s=grace,
+        pre_stop_sleep_s=plan.pre_stop_s,
+        termination_grace_period_s=grace,
         nlb_idle_timeout_s=idle,
     )
 

@@ -28,7 +28,7 @@ def refused(key: str, match: str, **changes) -> SettingsError:
 
 def test_the_defaults_give_a_drain_that_covers_the_longest_generation():
     front = load_stack_settings().serving.front
-    assert (front.max_generation_s, front.drain_s, front.pre_stop_s, front.termination_grace_s, front.nlb_idle_timeout_s) == (1800, 1800, 30, None, 3600)
+    assert (front.max_generation_s, front.drain_s, front.pre_stop_sleep_s, front.termination_grace_period_s, front.nlb_idle_timeout_s) == (1800, 1800, 30, None, 3600)
     assert front.extra_routes == () and front.inline_media_bytes == 0
 
 
@@ -45,7 +45,7 @@ def test_extra_routes_pass_the_proxys_own_rules():
 
 def test_the_drain_rule_names_the_key_that_breaks_it():
     refused("servingTerminationGraceSeconds", "at least 1865 s = preStop 30 s", servingTerminationGraceSeconds=300)
-    assert load_stack_settings(servingTerminationGraceSeconds=2000).serving.front.termination_grace_s == 2000
+    assert load_stack_settings(servingTerminationGraceSeconds=2000).serving.front.termination_grace_period_s == 2000
     refused("servingDrainSeconds", "drain_timeout_s 0 is not accepted; expected a whole number from 1 to 3600", servingDrainSeconds=0)
     refused("servingPreStopSeconds", "whole seconds from 0 to 600", servingPreStopSeconds=900)
     refused("servingMaxGenerationSeconds", "max_generation_s 30 is not accepted", servingMaxGenerationSeconds=30)

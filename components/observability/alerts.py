@@ -26,13 +26,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from components import catalog
+from components.capacity.scaling import EKS_SCALEDOWN_BEFORE_END
 from components.errors import UserError
 from components.formats import DNS_LABEL
 from components.observability import metrics as m
-
-EKS_SCALEDOWN_BEFORE_END = timedelta(minutes=40)
-"""EKS scales a Capacity Block node group to 0 this long before the block's end (EKS user
-guide, capacity-blocks-mng); from then on fewer nodes than reserved is expected."""
 
 WEIGHTS_INIT_CONTAINERS = ("fetch-weights", "verify-weights")
 """Init containers of the serving pods that stage and verify the weights (``components/serving/vllm.py``)."""
