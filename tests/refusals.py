@@ -14,9 +14,17 @@ from components.errors import UserError
 from tests.conftest import NOW
 
 
-def assert_refused_before_declaring(program: Callable[[], object], match: str) -> None:
-    """Run ``program`` under the offline engine: it raises a :class:`UserError` matching ``match``, and no resource was declared."""
-    engine = offline.OfflineEngine(now=NOW)
-    with pytest.raises(UserError, match=match):
+def assert_refused_before_declaring(
+    program: Callable[[], object],
+    match: str | None = None,
+    *,
+    engine: offline.OfflineEngine | None = None,
+    error: type[Exception] = UserError,
+) -> Exception:
+    """Run ``program`` under ``engine`` (default: a plain offline engine at ``NOW``): it raises ``error``
+    matching ``match``, and no resource was declared. Returns the error for further checks."""
+    engine = engine or offline.OfflineEngine(now=NOW)
+    with pytest.raises(error, match=match) as caught:
         engine.run(program)
     assert engine.resources == []
+    return caught.value

@@ -19,6 +19,7 @@ from components.capacity_block import (
     CapacityBlockNodeGroupArgs,
 )
 from components.errors import UserError
+from tests.refusals import assert_refused_before_declaring
 
 UTC = UTC
 NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
@@ -330,9 +331,7 @@ def test_looked_up_facts_can_be_passed_instead_of_an_id():
 )
 def test_unusable_block_stops_the_run_before_anything_is_declared(reservation, changes, message):
     engine = offline.OfflineEngine(now=NOW, reservation=reservation)
-    with pytest.raises(UserError, match=message):
-        engine.run(lambda: CapacityBlockNodeGroup("gpu", args(**changes)))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: CapacityBlockNodeGroup("gpu", args(**changes)), message, engine=engine)
 
 
 def test_exactly_one_of_reservation_or_id():

@@ -11,7 +11,6 @@ import pytest
 
 from components import offline
 from components.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
-from components.errors import UserError
 from components.labels import SYSTEM_NODE_LABELS
 from components.load_balancer_controller import (
     IMAGE_TAGS,
@@ -21,6 +20,7 @@ from components.load_balancer_controller import (
 )
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
 from tests.conftest import NOW
+from tests.refusals import assert_refused_before_declaring
 
 POLICY_FILE = Path(__file__).resolve().parent.parent / "components" / "data" / "aws-load-balancer-controller-iam-policy.json"
 CHART_NAME = "aws-load-balancer-controller"
@@ -185,10 +185,7 @@ def test_children_hang_under_the_component_and_the_release_uses_the_given_provid
     ],
 )
 def test_bad_args_stop_before_anything_is_declared(changes, message):
-    engine = _engine()
-    with pytest.raises(UserError, match=message):
-        engine.run(lambda: LoadBalancerController("lbc", _args(**changes)))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: LoadBalancerController("lbc", _args(**changes)), message, engine=_engine())
 
 
 def test_another_chart_version_needs_its_image_tag_and_then_pins_both():

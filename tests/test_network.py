@@ -12,6 +12,7 @@ from components import offline
 from components.errors import UserError
 from components.network import ExistingNetworkArgs, Network, NetworkArgs, plan_subnets
 from tests.conftest import NOW
+from tests.refusals import assert_refused_before_declaring
 
 BLOCK_AZ = "us-east-1c"
 AZS = (BLOCK_AZ, "us-east-1a", "us-east-1b")
@@ -224,12 +225,9 @@ def test_flow_logs_go_to_the_log_group_with_its_retention_through_a_scoped_role(
     [("10.0.0.0/20", AZS, "/18"), ("10.0.0.0/19", ("us-east-1a", "us-east-1b"), "/18"), ("10.0.0.0/18", (*AZS, "us-east-1d"), "/17")],
 )
 def test_too_small_cidr_is_refused_before_anything_is_declared(cidr, azs, smallest):
-    engine = _engine()
-    with pytest.raises(UserError) as info:
-        engine.run(lambda: Network("net", NetworkArgs(cluster_name="kimi-dev", availability_zones=azs, vpc_cidr=cidr)))
-    message = str(info.value)
+    refused = assert_refused_before_declaring(lambda: Network("net", NetworkArgs(cluster_name="kimi-dev", availability_zones=azs, vpc_cidr=cidr)), engine=_engine())
+    message = str(refused)
     assert cidr in message and f"{len(azs)} AZs" in message and f"smallest prefix that fits is {smallest}" in message
-    assert engine.resources == []
 
 
 @pytest.mark.parametrize(
@@ -243,11 +241,8 @@ def test_too_small_cidr_is_refused_before_anything_is_declared(cidr, azs, smalle
     ],
 )
 def test_bad_args_are_refused_before_anything_is_declared(changes, match):
-    engine = _engine()
     args = {"cluster_name": "kimi-dev", "availability_zones": AZS, **changes}
-    with pytest.raises(UserError, match=match):
-        engine.run(lambda: Network("net", NetworkArgs(**args)))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: Network("net", NetworkArgs(**args)), match, engine=_engine())
 
 
 EXISTING = {"vpc_id": "vpc-0a1b2c3d4e5f67890", "private_subnet_ids_by_az": {"us-east-1a": "subnet-0a1b2c3d4e5f67891", BLOCK_AZ: "subnet-0a1b2c3d4e5f67890"}}
@@ -282,7 +277,4 @@ def test_existing_vpc_declares_no_ec2_resources_and_exposes_the_ids():
     ],
 )
 def test_existing_vpc_ids_are_validated(changes, match):
-    engine = _engine()
-    with pytest.raises(UserError, match=match):
-        engine.run(lambda: Network.from_existing("net", ExistingNetworkArgs(**{**EXISTING, **changes})))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: Network.from_existing("net", ExistingNetworkArgs(**{**EXISTING, **changes})), match, engine=_engine())

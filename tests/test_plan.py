@@ -11,9 +11,9 @@ import yaml
 
 from components import offline, settings
 from components.cli import main
-from components.errors import UserError
 from components.platform import Platform
 from tests.conftest import NOW, ROOT, fixture_for
+from tests.refusals import assert_refused_before_declaring
 from tests.user_project import copy_library_project, library_stack
 
 
@@ -151,9 +151,7 @@ def test_every_resource_is_parented_under_the_platform(dev_plan):
 def test_a_wrong_reservation_declares_nothing():
     s = settings.load_stack("dev")
     engine = offline.OfflineEngine(now=NOW, region=s.region, reservation=fixture_for(s, instance_type="p5en.48xlarge"))
-    with pytest.raises(UserError, match="reserves p5en.48xlarge, but kimi-k3:gpuInstanceType is p6-b300.48xlarge"):
-        engine.run(lambda: Platform("kimi-k3", s, now=NOW))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: Platform("kimi-k3", s, now=NOW), "reserves p5en.48xlarge, but kimi-k3:gpuInstanceType is p6-b300.48xlarge", engine=engine)
 
 
 def test_block_az_outside_explicit_azs_declares_nothing():
@@ -161,9 +159,7 @@ def test_block_az_outside_explicit_azs_declares_nothing():
     values["kimi-k3:availabilityZones"] = json.dumps(["us-east-1b", "us-east-1c"])
     s = settings.from_values(values, secret_keys)
     engine = offline.OfflineEngine(now=NOW, region=s.region, reservation=fixture_for(s, availability_zone="us-east-1a"))
-    with pytest.raises(UserError, match="us-east-1a, which the network does not cover"):
-        engine.run(lambda: Platform("kimi-k3", s, now=NOW))
-    assert engine.resources == []
+    assert_refused_before_declaring(lambda: Platform("kimi-k3", s, now=NOW), "us-east-1a, which the network does not cover", engine=engine)
 
 
 def test_network_azs_start_with_the_blocks_az(tmp_path):

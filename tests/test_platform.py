@@ -11,6 +11,7 @@ from components import offline
 from components.labels import GPU_TAINT_KEY
 from tests.conftest import NOW, fixture_for
 from tests.k8s_checks import checkov_scan, validate_manifest, write_manifests
+from tests.refusals import assert_refused_before_declaring
 
 
 def _component_types(result: offline.PlanResult) -> set[str]:
@@ -165,9 +166,8 @@ def test_more_azs_than_the_region_has_is_a_settings_error():
     engine = offline.OfflineEngine(now=NOW, region=s.region, reservation=fixture_for(s), invoke_overrides={
         "aws:index/getAvailabilityZones:getAvailabilityZones": lambda args: {"id": "us-west-2", "names": ["us-west-2a", "us-west-2b", "us-west-2c"], "zoneIds": ["usw2-az1", "usw2-az2", "usw2-az3"]},
     })
-    with pytest.raises(SettingsError, match="at most 3: the available AZs of us-west-2"):  # ...but not in a 3-AZ region
-        engine.run(lambda: Platform("kimi-k3", s, now=NOW))
-    assert engine.resources == []
+    # ...but not in a 3-AZ region
+    assert_refused_before_declaring(lambda: Platform("kimi-k3", s, now=NOW), "at most 3: the available AZs of us-west-2", engine=engine, error=SettingsError)
 
 
 def test_existing_vpc_is_used_without_creating_one():
