@@ -2,7 +2,10 @@
 
 ``tests/data/eks-plan-digests.json`` was recorded from the plans of ``main`` at 89b5dcc
 (the last commit before the hyperpod stack was merged), ``kimi-k3 plan dev|prod --now 2026-12-01T08:00:00Z``;
-each resource's inputs by URN and every plan file (``tools/eks_plan_digests.py``). A failure
+each resource's inputs by URN and every plan file (``tools/eks_plan_digests.py``). Re-recorded
+once since, when the pod code hash stopped counting docstrings (``pod_files.content_hash``): that
+changed the startup and staging ConfigMaps (documented fields) and the hash annotation of the
+serving workload and the staging Job, nothing else. A failure
 names each resource added, removed or changed. Re-record with
 ``.venv/bin/python tools/eks_plan_digests.py`` only when an EKS-path change is intended.
 """

@@ -80,6 +80,8 @@ class HubClient:
     """Read-only access to one Hugging Face endpoint."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, token: str | None = None, timeout_s: float = 60.0) -> None:
+        """Client of one endpoint: ``endpoint`` the Hub's base URL (as ``HF_ENDPOINT``), ``token`` a bearer token never sent to another host
+        (redirects drop it), ``timeout_s`` each request's socket timeout in seconds."""
         if not re.match(r"^https?://[^/\s]+", endpoint or ""):
             raise WeightsError(f"Hugging Face endpoint {endpoint!r} is not accepted; expected https://host (as in HF_ENDPOINT)")
         self.endpoint = endpoint.rstrip("/")

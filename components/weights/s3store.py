@@ -54,7 +54,9 @@ class S3Location:
     """A bucket and a key prefix (ending in ``/`` unless empty)."""
 
     bucket: str
+    """Bucket name."""
     prefix: str
+    """Key prefix the revision's files live under (``models/kimi/``); ``""``: the bucket's root."""
 
     @classmethod
     def parse(cls, uri: str) -> S3Location:
@@ -79,7 +81,9 @@ class ObjectState:
     """What S3 reports for one object (HeadObject with ``ChecksumMode=ENABLED``)."""
 
     key: str
+    """Object key (the location's prefix and the file's path)."""
     size: int
+    """Size in bytes (``ContentLength``)."""
     crc32: str | None
     """Base64 CRC32, when the object has one."""
     checksum_type: str | None
@@ -163,8 +167,11 @@ class Uploaded:
     """Result of :func:`upload_verified`."""
 
     size: int
+    """Bytes uploaded (equal to the size the source announced)."""
     sha256: str
+    """Hex sha256 of the streamed bytes (equal to the published one when one was given)."""
     crc32: str
+    """Base64 full-object CRC32 sent with ``CompleteMultipartUpload``, which S3 checked against the parts."""
 
 
 def upload_verified(

@@ -52,6 +52,7 @@ class FileVerdict:
     """Where one file of the revision stands in the prefix."""
 
     file: HubFile
+    """The file as Hugging Face lists it at the revision."""
     state: str
     """:data:`STAGED`, :data:`MISSING` or :data:`MISMATCHED`."""
     reason: str = ""
@@ -131,9 +132,11 @@ class StageReport:
     retried: list[str] = field(default_factory=list)
     """Files whose first download failed its checksum and was fetched again."""
     bytes_fetched: int = 0
+    """Bytes of the files copied in this run (retried downloads counted once)."""
     aborted_uploads: int = 0
     """Unfinished multipart uploads of an earlier run, aborted."""
     manifest: Manifest | None = None
+    """The manifest written at the end; ``None`` until the run completes."""
 
 
 def _fetch_one(hub: HubClient, s3: Any, location: S3Location, model_id: str, revision: str, file: HubFile, attempts: int, part_size: int, on_bytes, log) -> tuple[str, int, bool]:

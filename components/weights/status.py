@@ -21,9 +21,13 @@ class WeightsStatus:
     """Counts and bytes of a prefix against the revision."""
 
     uri: str
+    """The prefix surveyed (``s3://bucket/prefix/``)."""
     model_id: str
+    """Hugging Face model id the prefix should hold."""
     revision: str
+    """40-hex commit SHA the prefix should hold."""
     verdicts: tuple[FileVerdict, ...]
+    """One verdict per file of the revision, largest first."""
     manifest_present: bool
     """True when the manifest (written last) is there."""
 
