@@ -105,16 +105,23 @@ class ExtensionOffering:
     """One extension that can be bought for a block."""
 
     offering_id: str
+    """``CapacityBlockExtensionOfferingId``, the id a purchase takes."""
     instance_type: str
+    """Instance type of the block (``InstanceType``)."""
     instance_count: int
+    """Instances the extension covers (``InstanceCount``)."""
     availability_zone: str
+    """The block's AZ (``AvailabilityZone``)."""
     extension_start: datetime
     """When the extension starts (the block's current end)."""
     extension_end: datetime
     """The block's end once extended."""
     duration_hours: int
+    """Length of the extension in hours (``CapacityBlockExtensionDurationHours``)."""
     upfront_fee: Decimal
+    """Price of the extension, paid at purchase (``UpfrontFee``); 0 when not reported, NaN when unparsable."""
     currency: str
+    """Currency of the fee (``CurrencyCode``, ``USD``)."""
 
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> ExtensionOffering:
@@ -127,15 +134,23 @@ class Extension:
     """An extension bought for a block (from a purchase or the history)."""
 
     reservation_id: str
+    """The extended reservation (``CapacityReservationId``); it keeps its ``cr-`` id."""
     offering_id: str
+    """The offering it was bought from (``CapacityBlockExtensionOfferingId``)."""
     status: str
     """``payment-pending``, ``payment-failed`` or ``payment-succeeded``."""
     purchased: datetime | None
+    """When it was bought (``CapacityBlockExtensionPurchaseDate``, UTC); None when not reported."""
     start: datetime | None
+    """When it starts, the block's end before it (``CapacityBlockExtensionStartDate``, UTC); None when not reported."""
     end: datetime | None
+    """The block's end once it is paid (``CapacityBlockExtensionEndDate``, UTC); None when not reported."""
     duration_hours: int
+    """Length of the extension in hours (``CapacityBlockExtensionDurationHours``)."""
     upfront_fee: Decimal
+    """Price paid for it (``UpfrontFee``); 0 when not reported, NaN when unparsable."""
     currency: str
+    """Currency of the fee (``CurrencyCode``, ``USD``)."""
 
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> Extension:

@@ -67,11 +67,17 @@ class ModelFootprint:
     """What one copy of the model needs, used to check that a node group can hold it."""
 
     model_id: str
+    """Hugging Face model id, ``org/name`` (the serving contract's default ``model_id``)."""
     served_model_name: str
+    """Name the OpenAI-compatible API serves the model under (the default ``served_model_name`` and ``--model`` of the CLI)."""
     total_params_b: float
+    """Total parameters, in billions."""
     active_params_b: float
+    """Parameters active per token (a mixture of experts), in billions."""
     experts: int
+    """Experts per mixture-of-experts layer."""
     active_experts: int
+    """Experts each token is routed to."""
     weights_gb: float
     """Size of the MXFP4 checkpoint on disk (upper end of 1.4-1.7 TB)."""
     min_kv_cache_gb: float

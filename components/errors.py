@@ -31,6 +31,7 @@ class SettingsError(UserError):
     """
 
     def __init__(self, key: str, value: object, accepted: str) -> None:
+        """``key`` the config key (``aws:region``), ``value`` its bad value (None: not set), ``accepted`` what is accepted instead."""
         self.key = key
         self.value = value
         self.accepted = accepted
@@ -62,6 +63,7 @@ class ComponentInputError(UserError, pulumi.InputPropertiesError):
     """
 
     def __init__(self, component: str, name: str, problems: Sequence[Problem]) -> None:
+        """``component`` the component's type name (``CapacityBlockNodeGroup``), ``name`` its resource name, ``problems`` every problem found."""
         self.component = component
         self.name = name
         self.problems = tuple(problems)
@@ -85,6 +87,7 @@ class Problems:
     """
 
     def __init__(self, component: str, name: str) -> None:
+        """Collect for the component ``component`` (its type name, ``CapacityBlockNodeGroup``) named ``name``."""
         self.component = component
         self.name = name
         self.found: list[Problem] = []

@@ -160,6 +160,8 @@ class LoadBalancerController(pulumi.ComponentResource):
     """The Helm values passed to the release (may contain Outputs)."""
 
     def __init__(self, name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate, then declare the Pod Identity role and the Helm release: ``name`` prefixes every child's name, ``args`` as on
+        ``LoadBalancerControllerArgs``, ``opts`` the usual resource options (parent; providers, which must name the Kubernetes provider)."""
         image_tag = _validate(name, args, opts)
         super().__init__("kimi-k3:index:LoadBalancerController", name, None, opts)
 

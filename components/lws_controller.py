@@ -106,6 +106,8 @@ class LwsController(pulumi.ComponentResource):
     chart_version: pulumi.Output[str]
 
     def __init__(self, name: str, args: LwsControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate, then declare the namespace and the Helm release: ``name`` prefixes every child's name, ``args`` as on
+        ``LwsControllerArgs``, ``opts`` the usual resource options (parent; providers, which must name the Kubernetes provider)."""
         validate(args, name, opts)
         super().__init__("kimi-k3:index:LwsController", name, None, opts)
         self.values = controller_values(args)

@@ -35,11 +35,17 @@ class NodeGroupSize:
     """The scaling config of one EKS managed node group."""
 
     cluster: str
+    """Name of the EKS cluster (``clusterName``)."""
     name: str
+    """Name of the node group (``nodegroupName``)."""
     min_size: int
+    """Minimum size (``scalingConfig.minSize``); 0 when not reported."""
     max_size: int
+    """Maximum size (``scalingConfig.maxSize``); 0 when not reported."""
     desired_size: int
+    """Desired size (``scalingConfig.desiredSize``); 0 when not reported."""
     status: str
+    """Node group status (``status``: ``ACTIVE``, ``UPDATING``, ``DEGRADED`` …); ``UNKNOWN`` when not reported."""
     autoscaling_groups: tuple[str, ...] = ()
     """Names of the Auto Scaling groups EKS made for the node group (``resources.autoScalingGroups``)."""
 
@@ -63,7 +69,9 @@ class ScaleUp:
     """What a scale-up would change: the scaling config to send, or why nothing is needed."""
 
     node_group: NodeGroupSize
+    """The Capacity Block node group as EKS reports it now."""
     target: int
+    """Nodes wanted: the ``--count`` asked for, else the block's reserved count."""
     scaling_config: dict[str, int] | None
     """``UpdateNodegroupConfig``'s ``scalingConfig``; ``None`` when the group is already there."""
 

@@ -43,9 +43,11 @@ class ResolvedStack:
     """
 
     reservation: CapacityBlockFacts
+    """The Capacity Block ``capacity.reservation_id`` as read from AWS (``aws.ec2.get_capacity_block_reservation``)."""
     availability_zones: tuple[str, ...]
     """AZs of the network, the Capacity Block's first."""
     warnings: tuple[str, ...]
+    """Non-fatal findings of assessing the block against the stack (:func:`~components.capacity.assessment.verdict`), printed once."""
     existing_private_subnets_by_az: dict[str, str]
     """With an existing VPC: its private subnet of each AZ (from ``aws.ec2.get_subnet``)."""
     contract: ServingContract

@@ -105,7 +105,9 @@ class Secret:
     """
 
     value: str = field(repr=False)
+    """The secret's plain text, never shown in the repr; with ``placeholder``, the marked stand-in (:data:`SECRET_PLACEHOLDER_PREFIX`)."""
     placeholder: bool = False
+    """True when a ``secure:`` value could not be decrypted (offline plan) and ``value`` is the stand-in."""
 
     def __repr__(self) -> str:
         return "Secret(placeholder)" if self.placeholder else "Secret(***)"
@@ -116,18 +118,25 @@ class NetworkSettings:
     """VPC layout: CIDR, AZs, NAT mode, flow logs, or an existing VPC."""
 
     vpc_cidr: str
+    """IPv4 CIDR of a VPC the stack creates (``vpcCidr``): RFC 1918, /16 to /20; the service CIDR must lie apart from it."""
     availability_zones: tuple[str, ...]
     """Explicit AZs; empty means derive them from the Capacity Block's AZ."""
     availability_zone_count: int
+    """AZs to spread over when ``availability_zones`` is empty, 2 to 4 (``availabilityZoneCount``)."""
     nat_mode: str
+    """``single`` (one NAT gateway shared by every AZ) or ``perAz`` (one per AZ) (``natGateways``, :data:`components.subnets.NAT_MODES`)."""
     flow_log_retention_days: int
+    """Retention of the VPC flow logs in CloudWatch Logs, days (``flowLogRetentionDays``, a CloudWatch retention value)."""
     private_subnet_prefix: int
     """Prefix of each private subnet the VPC CIDR holds for the AZ count (:func:`components.subnets.subnet_layout`)."""
     public_subnet_prefix: int
     """Prefix of each public subnet."""
     existing_vpc_id: str | None
+    """VPC to use instead of creating one (``existingVpcId``); ``None``: the stack creates the VPC."""
     existing_private_subnet_ids: tuple[str, ...]
+    """Private subnet ids of the existing VPC, one per AZ (``existingPrivateSubnetIds``); empty without ``existing_vpc_id``."""
     existing_public_subnet_ids: tuple[str, ...]
+    """Public (load balancer) subnet ids of the existing VPC (``existingPublicSubnetIds``); empty without ``existing_vpc_id``."""
 
 
 @dataclass(frozen=True)
@@ -135,13 +144,21 @@ class ClusterSettings:
     """EKS control plane and system node group."""
 
     version: str
+    """EKS Kubernetes version, ``major.minor`` (``clusterVersion``, one of :data:`components.catalog.SUPPORTED_EKS_VERSIONS`)."""
     endpoint_public_access: bool
+    """Expose the EKS API endpoint publicly, restricted to ``public_access_cidrs`` (``clusterEndpointPublicAccess``; false in prod)."""
     public_access_cidrs: tuple[str, ...]
+    """CIDRs that may reach a public API endpoint (``clusterPublicAccessCidrs``); required when it is public, never ``0.0.0.0/0``."""
     admin_role_arns: tuple[str, ...]
+    """IAM roles granted cluster-admin through EKS access entries, at least one (``clusterAdminRoleArns``)."""
     service_cidr: str
+    """Kubernetes service CIDR (``clusterServiceCidr``): private, /12 to /24, not overlapping the VPC CIDR."""
     log_retention_days: int
+    """Retention of the EKS control-plane logs in CloudWatch Logs, days (``clusterLogRetentionDays``)."""
     system_node_instance_type: str
+    """CPU instance type of the system node group that runs the cluster add-ons (``systemNodeInstanceType``)."""
     system_node_count: int
+    """Nodes in the system node group, 2 to 10 (``systemNodeCount``)."""
 
 
 @dataclass(frozen=True)
@@ -149,11 +166,17 @@ class CapacitySettings:
     """The Capacity Block and the GPU node group bought with it."""
 
     reservation_id: str
+    """Capacity Block reservation id, ``cr-`` and 17 hex digits (``capacityReservationId``); ``""`` (unset) only on a ``hyperpod`` stack."""
     instance_type: str
+    """GPU instance type, a key of :data:`components.catalog.INSTANCE_TYPES` (``gpuInstanceType``)."""
     ami_release_version: str | None
+    """EKS AL2023 NVIDIA AMI release to pin, e.g. ``1.34.2-20251120`` (``gpuAmiReleaseVersion``); ``None``: the latest at creation."""
     root_volume_gib: int
+    """Encrypted root volume of each GPU node, GiB, 100 to 2000 (``gpuRootVolumeGiB``)."""
     efa_enabled: bool
+    """Attach EFA interfaces to the GPU nodes and install the EFA device plugin (``efaEnabled``); required when a replica spans nodes."""
     alert_email: str | None
+    """E-mail subscribed to the Capacity Block alerts' SNS topic (``capacityAlertEmail``); ``None``: the topic only."""
 
 
 @dataclass(frozen=True)
@@ -161,9 +184,13 @@ class GpuPluginSettings:
     """Versions and switches of the GPU node plugins."""
 
     nvidia_device_plugin_version: str
+    """Helm chart version of nvidia-device-plugin, without a leading ``v`` (``nvidiaDevicePluginVersion``)."""
     efa_device_plugin_version: str
+    """Helm chart version of aws-efa-k8s-device-plugin, 0.5.10 or newer, without a leading ``v`` (``efaDevicePluginVersion``)."""
     dcgm_exporter_enabled: bool
+    """Install the NVIDIA DCGM exporter (GPU metrics) on the GPU nodes (``dcgmExporterEnabled``)."""
     dcgm_exporter_version: str
+    """Helm chart version of dcgm-exporter, without a leading ``v`` (``dcgmExporterVersion``)."""
 
 
 @dataclass(frozen=True)
@@ -197,10 +224,15 @@ class ServingSettings:
     replicas: int
     """0 means one replica per group of reserved nodes."""
     exposure: str
+    """How clients reach the API: ``cluster``, ``internal`` or ``public`` (``exposure``, :data:`~components.serving.contracts.EXPOSURES`)."""
     allowed_cidrs: tuple[str, ...]
+    """Client CIDRs the load balancer admits (``servingAllowedCidrs``); required unless ``exposure`` is ``cluster``."""
     service_monitor_enabled: bool
+    """Declare a Prometheus Operator ServiceMonitor instead of scrape annotations (``serviceMonitorEnabled``; on with ``prometheusOperatorEnabled``)."""
     api_key: Secret
+    """API key clients send as a Bearer token (``apiKey``, a secret)."""
     hugging_face_token: Secret | None
+    """Hugging Face token for gated downloads (``huggingFaceToken``, a secret); ``None``: anonymous."""
     front: ServingFrontSettings = field(default_factory=ServingFrontSettings)
     """The API proxy, the drain and the NLB (:func:`_validate_serving_front`)."""
     hyperpod_routing: HyperPodRouting = field(default_factory=HyperPodRouting)
@@ -284,14 +316,23 @@ class StackSettings:
     """Everything one stack needs, validated as a whole."""
 
     project: str
+    """Pulumi project name (``kimi-k3`` unless the caller names another)."""
     stack: str
+    """Pulumi stack name (``dev`` …); with ``project`` it makes the default HyperPod cluster name."""
     environment: str
+    """``dev``, ``staging`` or ``prod`` (``environment``); prod applies the strict rules (:attr:`production`)."""
     region: str
+    """AWS region of the stack (``aws:region``)."""
     network: NetworkSettings
+    """VPC layout or the existing VPC (the ``Network`` keys)."""
     cluster: ClusterSettings
+    """EKS control plane and system node group (the ``Cluster`` keys)."""
     capacity: CapacitySettings
+    """The Capacity Block and its GPU node group (the ``Capacity Block and GPU nodes`` keys)."""
     plugins: GpuPluginSettings
+    """GPU node plugin versions and switches (the ``GPU plugins`` keys)."""
     serving: ServingSettings
+    """The serving contract, replicas, exposure and secrets (the ``Serving`` keys)."""
     deployment: DeploymentSettings
     """Deployment access and private wiring (``kubeconfigRoleArn``, ``clusterViewerRoleArns``, ``interfaceEndpoints``, ``weightsKmsKeyArn``)."""
     warnings: tuple[str, ...] = ()

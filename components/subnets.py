@@ -38,7 +38,9 @@ class SubnetPlan:
     """CIDR blocks carved from the VPC, one private and one public per AZ, in AZ order."""
 
     private: dict[str, ipaddress.IPv4Network]
+    """Private (node) subnet of each AZ, keyed by AZ name."""
     public: dict[str, ipaddress.IPv4Network]
+    """Public (load balancer, NAT gateway) subnet of each AZ, keyed by AZ name."""
 
 
 def _aligned_offsets(sizes: Sequence[int]) -> tuple[list[int], int]:

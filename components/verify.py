@@ -130,27 +130,24 @@ def _require_api_answer(response: Any) -> None:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of one check.
-
-    Attributes:
-        name: one of :data:`CHECK_NAMES`.
-        passed: whether the endpoint behaved as the contract says.
-        detail: one line for a person: what was seen, or what went wrong.
-        latency_s: wall time of the whole request, when one was made.
-        ttft_s: time to the first content or reasoning token (streamed check).
-        tokens_per_s: completion tokens per second (see ``tokens_source``).
-        completion_tokens: generated tokens (from ``usage``, else counted chunks).
-        tokens_source: ``"usage"`` or ``"chunks"`` — where ``completion_tokens`` came from.
-    """
+    """The outcome of one check."""
 
     name: str
+    """Which check: one of :data:`CHECK_NAMES`."""
     passed: bool
+    """True when the endpoint behaved as the API contract says."""
     detail: str
+    """One line for a person: what was seen, or what went wrong."""
     latency_s: float | None = None
+    """Wall time of the whole request in seconds; ``None`` when none was timed."""
     ttft_s: float | None = None
+    """Seconds to the first non-empty content or reasoning delta; set by the stream check only."""
     tokens_per_s: float | None = None
+    """Completion tokens per second: over the whole request, or ``(tokens - 1)`` over first to last token when streamed; ``None`` when unknown."""
     completion_tokens: int | None = None
+    """Generated tokens, from ``usage`` or else counted token-bearing chunks; ``None`` when unknown."""
     tokens_source: str | None = None
+    """``usage`` or ``chunks``: where ``completion_tokens`` came from; ``None`` when no tokens were counted."""
     attempts: int = 1
     """Requests the check made (the tool-call check retries once)."""
 
@@ -172,8 +169,11 @@ class VerifyReport:
     """All check results for one endpoint."""
 
     base_url: str
+    """The client's base URL without a trailing slash (``http://host:8000/v1`` from :func:`make_client`)."""
     model: str
+    """The served model name the checks asked for."""
     checks: tuple[CheckResult, ...]
+    """The results in the order the checks ran (:func:`iter_checks`)."""
 
     @property
     def passed(self) -> bool:

@@ -54,55 +54,48 @@ def library_version() -> str:
 
 @dataclass(frozen=True)
 class Percentiles:
-    """p50/p90/p99 (and mean) of one latency metric, in seconds.
-
-    Attributes:
-        p50: median.
-        p90: 90th percentile.
-        p99: 99th percentile.
-        mean: arithmetic mean.
-    """
+    """p50/p90/p99 (and mean) of one latency metric, in seconds."""
 
     p50: float
+    """Median in seconds (the AIPerf metric's ``p50``, converted from its ``unit``)."""
     p90: float
+    """90th percentile in seconds (the metric's ``p90``)."""
     p99: float
+    """99th percentile in seconds (the metric's ``p99``)."""
     mean: float
+    """Arithmetic mean in seconds (the metric's ``avg``)."""
 
 
 @dataclass(frozen=True)
 class LevelResult:
-    """What one load level measured (AIPerf's summary, converted to seconds).
-
-    Attributes:
-        concurrency: requests kept in flight.
-        requests_ok: requests that completed without error.
-        errors: requests that failed (HTTP error, timeout, broken stream).
-        error_kinds: failed requests by AIPerf's error description, e.g.
-            ``{"500 Internal Server Error": 3}``.
-        duration_s: wall time of the measured phase.
-        ttft: time to first token (first content or reasoning token).
-        itl: inter-token latency (mean gap between tokens within a request).
-        e2e: end-to-end request latency.
-        output_tokens_per_s: output tokens of successful requests per second of the level.
-        requests_per_s: successful requests per second.
-        output_tokens: output tokens of successful requests (server ``usage``).
-        prompt_tokens_mean: mean prompt tokens per request as the server counted them.
-        output_tokens_mean: mean output tokens per request as the server counted them.
-    """
+    """What one load level measured (AIPerf's summary, converted to seconds)."""
 
     concurrency: int
+    """Requests AIPerf kept in flight at this level (the phase's ``concurrency``)."""
     requests_ok: int
+    """Requests that completed without error (AIPerf's ``request_count``); 0 when every request failed."""
     errors: int
+    """Requests that failed (HTTP error, timeout, broken stream): the counts of AIPerf's ``error_summary`` added up."""
     error_kinds: dict[str, int]
+    """Failed requests by status code and error type, e.g. ``{"500 Internal Server Error": 3}``; empty when none failed."""
     duration_s: float
+    """Wall time of the measured phase in seconds (``benchmark_duration``; first start to last end of the records when all failed)."""
     ttft: Percentiles | None
+    """Time to first content or reasoning token (``time_to_first_token``); ``None`` when AIPerf reported none (every request failed)."""
     itl: Percentiles | None
+    """Inter-token latency, the mean gap between tokens within a request (``inter_token_latency``); ``None`` when not reported."""
     e2e: Percentiles | None
+    """End-to-end request latency (``request_latency``); ``None`` when not reported."""
     output_tokens_per_s: float
+    """Output tokens of successful requests per second of the level (``output_token_throughput``); 0 when nothing was generated."""
     requests_per_s: float
+    """Successful requests per second of the level (``request_throughput``); 0 when none succeeded."""
     output_tokens: int
+    """Output tokens of all successful requests, as the server's ``usage`` counted them (``total_output_tokens``)."""
     prompt_tokens_mean: float | None
+    """Mean prompt tokens per request as the server counted them (``usage_prompt_tokens``); ``None`` when not reported."""
     output_tokens_mean: float | None
+    """Mean output tokens per request as the server counted them (``output_sequence_length``); ``None`` when not reported."""
 
 
 def aiperf_base_url(endpoint_v1: str) -> str:

@@ -55,14 +55,10 @@ AGENTIC_OUTPUT_SCALE = COPILOT_AGENT_MEAN_OUTPUT / MOONCAKE_CONVERSATION_MEAN_OU
 
 @dataclass(frozen=True)
 class QuantileTable:
-    """An empirical length distribution given by its quantiles.
-
-    Attributes:
-        points: ``(probability, tokens)`` pairs, probabilities rising from 0 to 1
-            and tokens not falling; sampling interpolates linearly between them.
-    """
+    """An empirical length distribution given by its quantiles."""
 
     points: tuple[tuple[float, int], ...]
+    """``(probability, tokens)`` pairs, probabilities rising from 0.0 to 1.0, tokens >= 1 and not falling; :meth:`at` interpolates between them."""
 
     def __post_init__(self) -> None:
         probabilities = [p for p, _ in self.points]
@@ -87,34 +83,28 @@ class QuantileTable:
 
 @dataclass(frozen=True)
 class Profile:
-    """A named request-length distribution with its provenance.
-
-    Attributes:
-        name: the ``--profile`` value.
-        summary: one line for ``--help`` and bench.json.
-        source: where the numbers come from (dataset, repository, commit, file, figures).
-        prompt: prompt-token distribution.
-        output: output-token distribution.
-    """
+    """A named request-length distribution with its provenance."""
 
     name: str
+    """The ``--profile`` value and key in :data:`PROFILES` (``chat``, ``long-context``, ``agentic``)."""
     summary: str
+    """One line for ``--help`` and bench.json's ``profile.summary``."""
     source: str
+    """Where the numbers come from: dataset, repository at a commit, file, figures."""
     prompt: QuantileTable
+    """Distribution of prompt lengths, in tokens."""
     output: QuantileTable
+    """Distribution of output lengths, in tokens (drawn independently of the prompt's)."""
 
 
 @dataclass(frozen=True)
 class RequestLength:
-    """One request's size.
-
-    Attributes:
-        prompt_tokens: tokens in the prompt (the load generator builds a prompt this long).
-        output_tokens: tokens to generate (sent as ``max_completion_tokens`` with ``ignore_eos``).
-    """
+    """One request's size."""
 
     prompt_tokens: int
+    """Tokens in the prompt; AIPerf builds a prompt this long (the Mooncake trace's ``input_length``)."""
     output_tokens: int
+    """Tokens to generate, sent as ``max_completion_tokens`` with ``ignore_eos`` (the Mooncake trace's ``output_length``)."""
 
 
 def _scaled(points: tuple[tuple[float, int], ...], factor: float) -> tuple[tuple[float, int], ...]:

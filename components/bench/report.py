@@ -40,52 +40,46 @@ PRICE_SOURCE = f"{catalog.DEFAULT_GPU_INSTANCE_TYPE} Capacity Block, catalog fig
 
 @dataclass(frozen=True)
 class ProfileInfo:
-    """Which request lengths were sent, for bench.json.
-
-    Attributes:
-        name: the profile name, or ``"lengths-file"``.
-        summary: one line describing it.
-        source: the trace or file it comes from.
-    """
+    """Which request lengths were sent, for bench.json."""
 
     name: str
+    """The profile name, or ``lengths-file`` when the lengths come from ``--lengths``."""
     summary: str
+    """One line describing the lengths (for a file: how many, and the file's name)."""
     source: str
+    """The trace a profile comes from (:attr:`Profile.source`), or the ``--lengths`` path."""
 
 
 @dataclass(frozen=True)
 class BenchRun:
-    """One ``kimi-k3 bench`` run: its inputs and every level's result.
-
-    Attributes:
-        started_at: when the run started (an input: the CLI reads the clock once).
-        endpoint: the endpoint's ``/v1`` base URL, without credentials.
-        model: the served model name requested.
-        profile: the request-length source.
-        requested: the lengths generated for the first level (all levels use the same sequence).
-        load: ``{"requests": N}`` or ``{"duration_s": S}`` per level.
-        library: load generator name.
-        library_version: its installed version.
-        seed: the random seed of the length sampling and of AIPerf.
-        price_per_instance_hour_usd: the block price used for the cost figure.
-        price_source: where that price comes from.
-        instances: instances behind the endpoint (the cost multiplies by it).
-        levels: results, in the order run.
-    """
+    """One ``kimi-k3 bench`` run: its inputs and every level's result."""
 
     started_at: datetime
+    """When the run started, supplied by the caller (the CLI reads the clock once); bench.json's ``started_at``."""
     endpoint: str
+    """The endpoint's ``/v1`` base URL without ``user:password@`` (``components.cli.bench.public_endpoint``)."""
     model: str
+    """The served model name the requests asked for (``--model``)."""
     profile: ProfileInfo
+    """Where the request lengths come from: a built-in profile or the ``--lengths`` file."""
     requested: tuple[RequestLength, ...]
+    """The request lengths prepared, sent in this order by every level (AIPerf starts over when they run out)."""
     load: dict[str, float]
+    """Amount of load per level: ``{"requests": N}`` or ``{"duration_s": S}`` (seconds)."""
     library: str
+    """PyPI name of the load generator (``aiperf``)."""
     library_version: str
+    """Its installed version, from the package metadata."""
     seed: int
+    """The random seed of the length sampling and of AIPerf (``--seed``)."""
     price_per_instance_hour_usd: float
+    """USD per instance-hour the cost figure uses (``--price-per-hour``; default :data:`DEFAULT_PRICE_PER_INSTANCE_HOUR_USD`)."""
     price_source: str
+    """Where that price comes from: :data:`PRICE_SOURCE` for the default price, else ``--price-per-hour``."""
     instances: int
+    """Instances behind the endpoint (``--instances``); the cost multiplies by it."""
     levels: tuple[LevelResult, ...]
+    """One result per concurrency level, in the order run."""
 
 
 def cost_per_million_output_tokens(output_tokens_per_s: float, price_per_instance_hour: float, instances: int) -> float | None:

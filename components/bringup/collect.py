@@ -44,8 +44,11 @@ class AwsClients:
     """The boto3 clients ``kimi-k3 status`` uses, for one region."""
 
     ec2: Any
+    """boto3 EC2 client: the reservation and its extension history."""
     eks: Any
+    """boto3 EKS client: finds the GPU node group tagged with the reservation."""
     autoscaling: Any
+    """boto3 Auto Scaling client: the scheduled scale-down action on the node group's ASG."""
 
 
 def make_aws_clients(region: str) -> AwsClients:

@@ -26,9 +26,13 @@ class NodeView:
     """One GPU node."""
 
     name: str
+    """The node's ``metadata.name`` (``?`` when missing)."""
     ready: bool
+    """True when its ``Ready`` condition's status is ``True``."""
     gpus_allocatable: int
+    """``nvidia.com/gpu`` in ``status.allocatable``, the GPUs pods can request; 0 until the device plugin advertises them."""
     gpus_capacity: int
+    """``nvidia.com/gpu`` in ``status.capacity``; 0 when not advertised."""
     created: datetime | None
     """When it registered (``metadata.creationTimestamp``)."""
     unhealthy: tuple[str, ...] = ()
@@ -42,7 +46,9 @@ class NodesSummary:
     """The GPU nodes against the block's reserved count."""
 
     reserved: int
+    """Instances the block reserves (EC2's instance count; the stack's required nodes when the block could not be read)."""
     nodes: tuple[NodeView, ...]
+    """The GPU nodes registered with the cluster, sorted by name."""
 
     @property
     def joined(self) -> int:

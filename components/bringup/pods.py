@@ -49,6 +49,7 @@ class PodView:
     """One serving pod, as ``kimi-k3 status`` shows it."""
 
     name: str
+    """The pod's ``metadata.name`` (``?`` when missing)."""
     role: str
     """``server`` (a Deployment pod), ``leader`` or ``worker`` (a LeaderWorkerSet group)."""
     node: str | None
@@ -58,6 +59,7 @@ class PodView:
     detail: str
     """One line for a person: what it waits for, or why it failed."""
     ready: bool
+    """True when its ``Ready`` condition's status is ``True``."""
     restarts: int
     """Restarts of all its containers."""
     since: datetime | None

@@ -29,8 +29,11 @@ class BringUp:
     """Everything ``kimi-k3 status`` shows at one moment."""
 
     stack: str
+    """Name of the Pulumi stack (``StackSettings.stack``)."""
     now: datetime
+    """The moment of the snapshot; ages and times to go are measured from it."""
     reservation_id: str
+    """The Capacity Block the stack's settings name (``cr-…``), known even when EC2 could not be read."""
     block: CapacityBlockFacts | None
     """The reservation as EC2 reports it now; ``None`` when it could not be read."""
     replicas_expected: int
@@ -38,7 +41,9 @@ class BringUp:
     namespace: str
     """Namespace of the serving pods."""
     nodes: NodesSummary | None = None
+    """The GPU nodes against the reserved count; ``None`` when the cluster was not read."""
     pods: tuple[PodView, ...] = ()
+    """The serving pods, sorted by name; empty when there are none yet or the cluster was not read."""
     extension: Finding | None = None
     """The newest Capacity Block extension (``None``: never extended)."""
     scaledown: Finding | None = None

@@ -99,7 +99,9 @@ class Clients:
     """The boto3 clients the capacity commands use, for one region."""
 
     ec2: Any
+    """boto3 EC2 client: reservations, Capacity Block offerings, purchases, extensions and status."""
     quotas: Any
+    """boto3 Service Quotas client (``service-quotas``), read by the preflight quota checks."""
 
     @property
     def region(self) -> str:

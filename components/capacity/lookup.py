@@ -63,6 +63,11 @@ class CapacityBlockUnreadable(UserError):
     """The Capacity Block could not be read; :attr:`kind` says why (:func:`classify`)."""
 
     def __init__(self, reservation_id: str, detail: str, kind: str, region: str | None = None) -> None:
+        """Describe a failed look-up of ``reservation_id``.
+
+        ``detail`` is the provider's error text, ``kind`` one of the kinds :func:`classify` returns, ``region`` the
+        provider's region (named in the message when given).
+        """
         self.reservation_id = reservation_id
         self.detail = detail
         self.kind = kind
@@ -95,6 +100,10 @@ class CapacityBlockNotFound(CapacityBlockUnreadable):
     """The reservation id is not a Capacity Block this account can read in the provider's region."""
 
     def __init__(self, reservation_id: str, detail: str, region: str | None = None) -> None:
+        """Describe a look-up of ``reservation_id`` that found nothing.
+
+        ``detail`` is the provider's error text, ``region`` the provider's region (named in the message when given).
+        """
         super().__init__(reservation_id, detail, NOT_FOUND, region)
 
 

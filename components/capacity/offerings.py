@@ -104,14 +104,23 @@ class Offering:
     """One Capacity Block offering that can be bought."""
 
     offering_id: str
+    """``CapacityBlockOfferingId`` (``cb-`` + 17 hex digits), the id a purchase takes."""
     instance_type: str
+    """Instance type the block would reserve (``InstanceType``)."""
     availability_zone: str
+    """The one AZ of the block (``AvailabilityZone``, ``us-east-1a``)."""
     instance_count: int
+    """Instances the block would reserve (``InstanceCount``)."""
     start: datetime
+    """Start of the block's window (``StartDate``, UTC)."""
     end: datetime
+    """End of the block's window (``EndDate``, UTC)."""
     duration_hours: int
+    """Length of the block in hours (``CapacityBlockDurationHours``)."""
     upfront_fee: Decimal
+    """Price of the whole block, paid at purchase (``UpfrontFee``); 0 when not reported, NaN when unparsable."""
     currency: str
+    """Currency of the fee (``CurrencyCode``, ``USD``)."""
 
     @classmethod
     def from_api(cls, item: Mapping[str, Any]) -> Offering:

@@ -32,9 +32,13 @@ class QuotaReading:
     """An EC2 vCPU quota value, or why it could not be read."""
 
     code: str | None
+    """Service Quotas code (``L-417A185B``); None when no quota is known for the instance family."""
     name: str | None
+    """Quota name (``Running On-Demand P instances``); None when no quota is known for the instance family."""
     value: float | None
+    """The quota in vCPUs (``Quota.Value`` of ``GetServiceQuota``); None when it could not be read."""
     error: str | None = None
+    """Why the quota could not be read (one line); None when it was."""
 
 
 def read_vcpu_quota(quotas: Any, instance_type: str) -> QuotaReading:
@@ -57,7 +61,9 @@ class PreflightReport:
     """The go/no-go list for a stack's Capacity Block."""
 
     reservation_id: str
+    """The stack's ``kimi-k3:capacityReservationId`` as checked; empty when the stack sets none."""
     checks: tuple[Finding, ...]
+    """The go/no-go lines in order; any FAIL means no-go, WARN lines do not block."""
 
     @property
     def go(self) -> bool:

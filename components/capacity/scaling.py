@@ -63,7 +63,9 @@ class ScalingPlan:
     phase: str
     """The block's phase at ``now`` (``before``, ``serving``, ``ending``, ``ended``)."""
     min_size: int
+    """Minimum size of the node group: 0 in every phase, so EKS can scale it to 0 before the block ends."""
     max_size: int
+    """Maximum size of the node group: the reserved instance count, never more."""
     desired_size: int
     """Desired size declared in this run."""
     desired_managed: bool

@@ -24,10 +24,15 @@ class BlockStatus:
     """Health of a Capacity Block from ``describe_capacity_block_status``."""
 
     capacity_block_id: str
+    """Id of the Capacity Block (``CapacityBlockId``), the ``capacity_block_id`` of its reservation."""
     interconnect_status: str
+    """Accelerator interconnect health (``InterconnectStatus``): ``ok``, ``impaired``, ``insufficient-data``; ``unknown`` when not reported."""
     total: int
+    """Capacity of the block, available plus unavailable (``TotalCapacity``); 0 when not reported."""
     available: int
+    """Capacity that can still be launched into the block (``TotalAvailableCapacity``); 0 when not reported."""
     unavailable: int
+    """Capacity unusable after a system status check failure (``TotalUnavailableCapacity``); 0 when not reported."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,9 @@ class ReservationView:
     """A reservation plus its block status when AWS exposes one."""
 
     reservation: CapacityBlockFacts
+    """The reservation as ``DescribeCapacityReservations`` reports it."""
     block: BlockStatus | None = None
+    """Health of its block; None when the reservation names no block or the status could not be read."""
 
 
 def describe_reservation(ec2: Any, reservation_id: str) -> CapacityBlockFacts:

@@ -129,6 +129,7 @@ class Progress:
     """Progress of one level: rewritten in place on a terminal, a line every few seconds otherwise."""
 
     def __init__(self, out: TextIO, label: str, requests: int | None, duration_s: float | None) -> None:
+        """Report to ``out``: ``label`` names the level, ``requests`` its request count (``None`` for ``--duration``), ``duration_s`` its seconds otherwise."""
         self.out, self.label, self.requests, self.duration_s = out, label, requests, duration_s
         self.tty = hasattr(out, "isatty") and out.isatty()
         self._last_line = -5.0

@@ -45,15 +45,21 @@ class RecordedResource:
     """One resource the program registered, as the engine saw it."""
 
     type: str
+    """Pulumi type token (``aws:eks/cluster:Cluster``, a component's ``kimi-k3:index:Cluster``)."""
     name: str
+    """Logical name the program gave the resource."""
     urn: str
+    """URN the mock monitor made from the parent, type and name."""
     parent_urn: str | None
+    """URN of the parent (the stack's for a top-level resource); None when registered without one."""
     custom: bool
+    """True for a provider-managed (custom) resource, False for a component resource."""
     inputs: dict
     """Inputs as registered; secret values keep Pulumi's secret marker (see :func:`reveal`)."""
     outputs: dict = field(default_factory=dict)
     """State the offline engine answered with."""
     id: str | None = None
+    """Id the offline engine answered with (an ``__id`` among the answered outputs, else :func:`~components.offline.answers.resource_id`)."""
     dependencies: list[str] = field(default_factory=list)
     """URNs the resource was registered as depending on (``depends_on`` plus input dependencies)."""
     provider: str = ""
@@ -161,6 +167,10 @@ class OfflineEngine:
         training_plan: training_plan_check.TrainingPlanFacts | None = None,
         training_plan_for: Callable[[str], training_plan_check.TrainingPlanFacts] | None = None,
     ) -> None:
+        """Set up an engine whose runs happen at ``now`` in ``region``.
+
+        ``existing_subnet_azs`` maps the subnet ids of an existing VPC to their AZs; the other arguments are as in the class docstring.
+        """
         self.now = clock.utc(now)
         self.region = region
         self.reservation = reservation

@@ -34,12 +34,19 @@ class ReservationFixture:
     """
 
     id: str
+    """Reservation id (``cr-`` + 17 hex digits); the look-up of any other id fails as ``InvalidCapacityReservationId.NotFound``."""
     availability_zone: str
+    """The block's AZ (``us-east-1a``); its AZ id is derived from it (:func:`zone_id`)."""
     start: datetime
+    """Start of the block (UTC), placed relative to the run's ``now``."""
     instance_type: str = "p6-b300.48xlarge"
+    """Instance type the block reserves."""
     instance_count: int = 1
+    """Instances reserved; all of them available while ``scheduled`` or ``active``, none otherwise."""
     state: str = "scheduled"
+    """EC2 reservation state answered (``scheduled``, ``active``, ``expired`` …)."""
     duration: timedelta = timedelta(days=7)
+    """Length of the block; the end is ``start`` plus this."""
 
     @property
     def end(self) -> datetime:

@@ -32,13 +32,19 @@ class PlanResult:
     """Everything one offline run declared."""
 
     project: str
+    """Pulumi project name the program ran as."""
     stack: str
+    """Stack name the program ran as."""
     resources: list[RecordedResource]
+    """Every resource the program registered, in registration order (the stack itself left out)."""
     outputs: dict[str, Any]
     """Stack outputs, resolved; secret outputs keep Pulumi's secret marker."""
     warnings: list[str]
+    """Messages logged at warning level or above during the run; from a stack's files, first one line per declared secret the file lacks."""
     settings: stack_settings.StackSettings | None = None
+    """The stack's validated kimi-k3 settings; None for another project's program or a run not made from a stack's config."""
     reservation: ReservationFixture | None = None
+    """The Capacity Block the engine answered the look-up with; None when none was answered."""
     now: datetime | None = None
     """The moment the program ran at (pinned by the engine)."""
     secret_keys: frozenset[str] = frozenset()

@@ -77,6 +77,7 @@ class ApplyTimeRuleError(UserError):
     """The plan breaks a rule AWS enforces only at apply time (one line per violation, joined)."""
 
     def __init__(self, violations: list[RuleViolation]) -> None:
+        """Fail with ``violations``, every refusal of the run in registration order; the message joins their lines."""
         self.violations = tuple(violations)
         super().__init__(
             "the offline engine refused what AWS would refuse during `pulumi up`: " + "; ".join(v.line() for v in violations)
@@ -178,6 +179,7 @@ class ApplyTimeRules:
     """The rules, applied to each registration of one run against its modelled creation moment."""
 
     def __init__(self, now: datetime, rules: tuple[Rule, ...] = RULES) -> None:
+        """Check a run starting at ``now`` (where its timeline starts) against ``rules``, by default every rule in :data:`RULES`."""
         self.timeline = Timeline(now)
         self.rules = rules
         self.violations: list[RuleViolation] = []

@@ -49,6 +49,7 @@ class OfflineSageMaker:
     """A stand-in for ``boto3.client("sagemaker")`` that answers ``describe_training_plan`` only."""
 
     def __init__(self, answers: TrainingPlanAnswers, region: str) -> None:
+        """Answer from the run's ``answers``, as a client of ``region`` (its ``meta.region_name``)."""
         self.answers = answers
         self.meta = _Meta(region)
 

@@ -42,14 +42,18 @@ class Moment:
     """When one resource's creation starts (its create call) and when it is done."""
 
     starts: datetime
+    """When the create call is made: its parent answered and everything it depends on done (the run's ``now`` at the earliest)."""
     done: datetime
+    """When the resource is usable by what depends on it: ``starts`` plus the create time."""
     create_time: CreateTime
+    """The modelled create time and its source; ``NO_TIME`` for a component resource."""
 
 
 class Timeline:
     """The modelled creation moments of the resources registered so far, from ``now``."""
 
     def __init__(self, now: datetime) -> None:
+        """Start an empty timeline at ``now``, the moment the first ``pulumi up`` starts."""
         self.now = now
         self._moments: dict[str, Moment] = {}
         self._parents: dict[str, str | None] = {}

@@ -238,6 +238,7 @@ class ProxyConfigError(UserError):
     """A proxy setting its rules refuse; ``field`` is the :class:`ApiProxyConfig` field (or ``pre_stop_sleep_s``, ``image``)."""
 
     def __init__(self, field: str, message: str) -> None:
+        """``field`` names the refused setting (see the class); ``message`` is the whole error text."""
         self.field = field
         super().__init__(message)
 

@@ -66,6 +66,8 @@ class ContractError(UserError):
     """
 
     def __init__(self, what: str, field: str, value: object, accepted: str, *, message: str | None = None) -> None:
+        """``what`` names the check that failed (``image contract`` …) and opens the message, ``field`` is the dotted field path, ``value``
+        the refused value, ``accepted`` what is accepted; ``message`` replaces the whole composed text."""
         self.field = field
         self.value = value
         self.accepted = accepted
@@ -77,8 +79,11 @@ class ImageReference:
     """A container image reference split into repository, tag and digest."""
 
     repository: str
+    """Repository path, led by its registry host (and port) when it names one, e.g. ``vllm/vllm-openai`` or an ECR repository URI."""
     tag: str | None
+    """Tag after the ``:``; ``None`` when only a digest is given."""
     digest: str | None
+    """``sha256:`` and 64 hex digits after the ``@``; ``None`` for a floating tag."""
 
     @property
     def pinned(self) -> bool:

@@ -47,6 +47,7 @@ class DrainError(UserError):
     """A stop-sequence value that cannot work; ``field`` names it (``pre_stop_s``, ``drain_s``, ``grace_period_s``)."""
 
     def __init__(self, field: str, value: object, accepted: str) -> None:
+        """``field`` names the setting, ``value`` is the refused value and ``accepted`` says what would be accepted."""
         self.field = field
         self.value = value
         self.accepted = accepted

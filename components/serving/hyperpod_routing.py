@@ -40,6 +40,7 @@ class HyperPodRoutingError(UserError):
     """A routing or KV-cache option the CRD refuses; ``field`` names the :class:`HyperPodRouting` field."""
 
     def __init__(self, field: str, value: object, accepted: str) -> None:
+        """``field`` names the :class:`HyperPodRouting` field, ``value`` is the refused value and ``accepted`` says what the CRD accepts."""
         self.field = field
         super().__init__(f"hyperpod routing: {field} {value!r} is not accepted; {accepted}")
 

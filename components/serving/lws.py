@@ -130,6 +130,8 @@ class VllmLeaderWorkerSet(VllmServingBase):
     """
 
     def __init__(self, name: str, args: VllmLeaderWorkerSetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate, then declare the LeaderWorkerSet and its front: ``name`` prefixes every child's name, ``args`` as on
+        ``VllmLeaderWorkerSetArgs``, ``opts`` the usual resource options (parent; providers, which must name the Kubernetes provider)."""
         problems, found = _problems(name, args)
         require_kubernetes_provider(problems, opts)
         problems.raise_any()

@@ -32,6 +32,7 @@ class NlbError(UserError):
     ``deregistration_delay`` (preStop + drain), ``idle_timeout_s`` or ``tls`` (a TLS listener's fixed idle timeout)."""
 
     def __init__(self, field: str, message: str) -> None:
+        """``field`` names the refused value (see the class); ``message`` is the whole error text."""
         self.field = field
         super().__init__(message)
 

@@ -67,6 +67,8 @@ class VllmServer(VllmServingBase):
     """
 
     def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate, then declare the server's workload and its front: ``name`` prefixes every child's name, ``args`` as on
+        ``VllmServerArgs``, ``opts`` the usual resource options (parent; providers, which must name the Kubernetes provider)."""
         problems = _problems(name, args)
         require_kubernetes_provider(problems, opts)
         problems.raise_any()

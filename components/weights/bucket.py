@@ -53,6 +53,7 @@ class WeightsBucket(pulumi.ComponentResource):
     """The bucket the weights and compile caches live in. Outputs: ``bucket_name``, ``bucket_arn``."""
 
     def __init__(self, name: str, args: WeightsBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Declare the bucket: ``name`` prefixes every child's name, ``args`` as on :class:`WeightsBucketArgs`, ``opts`` the usual resource options."""
         validate(args)
         super().__init__("kimi-k3:index:WeightsBucket", name, None, opts)
         self.bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket_name, force_destroy=False, tags={"kimi-k3/component": "weights", **args.tags}, opts=pulumi.ResourceOptions(parent=self, protect=args.protect))

@@ -57,6 +57,7 @@ class StartupInputs:
     """What the estimate depends on (from the stack settings and the catalog)."""
 
     instance_type: str = catalog.DEFAULT_GPU_INSTANCE_TYPE
+    """GPU instance type; a key of ``catalog.STARTUP_FACTS`` (NVMe drives, S3 target bandwidth, Capacity Block price)."""
     nodes: int = 1
     """GPU nodes that start (replicas x nodes per replica); cost counts each."""
     weights_source: str = "s3"
@@ -64,6 +65,7 @@ class StartupInputs:
     weights_staged: bool = True
     """The S3 prefix is complete (``kimi-k3 weights status``); otherwise the pods wait for the stager."""
     weights_bytes: float = catalog.KIMI_K3.weights_gb * 1e9
+    """Size of the weights in bytes (1e9 per GB in the figures); the catalog's Kimi K3 size by default."""
     crt_target_bandwidth: bool = True
     """``default.s3.target_bandwidth`` set from the catalog; False = the CRT client's 10 Gb/s fallback."""
     verify: str = "overlapped"
@@ -71,6 +73,7 @@ class StartupInputs:
     hasher: str = "openssl"
     """``openssl`` or ``sha256sum`` (the sync image's best hasher)."""
     verify_workers: int = 64
+    """Hashing workers; the modelled hash rate is this many times one core's rate of :attr:`hasher`."""
     compile_cache: bool = True
     """Compile/JIT caches restored from S3 (warm blocks, re-created pods)."""
     node_local_weights: bool = True
@@ -88,9 +91,13 @@ class Phase:
     """One step on the way to the first token."""
 
     name: str
+    """What the step is, as printed (``node boot and join``)."""
     minutes: float
+    """How long the step takes, in minutes."""
     source: str
+    """Where the figure comes from: a :data:`FIGURES` source, or the formula with the sources of its inputs."""
     estimate: bool
+    """True when the figure is not measured; :func:`format_phases` then marks it ``estimate``."""
     block: str = ""
     """Phases of one block run side by side in lanes; the block takes as long as its longest lane."""
     lane: str = ""
@@ -102,7 +109,9 @@ class CaseEstimate:
     """The phases of one case and their critical-path total."""
 
     case: str
+    """One of :data:`CASES`."""
     phases: tuple[Phase, ...]
+    """The steps in order; :attr:`minutes` adds them up, a block counting as its longest lane."""
 
     def _lane_minutes(self) -> dict[str, dict[str, float]]:
         """Minutes of each lane of each block (phases outside a block are in none)."""

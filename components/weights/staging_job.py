@@ -210,6 +210,8 @@ class WeightsStagingJob(pulumi.ComponentResource):
     """
 
     def __init__(self, name: str, args: WeightsStagingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Declare the Job and what it needs: ``name`` prefixes every child's name, ``args`` as on :class:`WeightsStagingJobArgs`,
+        ``opts`` the usual resource options (a Kubernetes provider is required)."""
         validate(args)
         problems = Problems("WeightsStagingJob", name)
         require_kubernetes_provider(problems, opts)
