@@ -138,24 +138,35 @@ class TimeToServeArgs:
     instance_type: str
     """GPU instance type (the pre-pull DaemonSet's node selector)."""
     model_id: str
+    """Hugging Face model id the staging Job copies (``modelId``); read only when ``staging_job`` is on."""
     revision: str
+    """40-hex commit SHA the staging Job copies (``modelRevision``); its first 12 characters name the Job, so a new revision is a new Job."""
     weights_s3_uri: str | None = None
+    """``s3://bucket/prefix/`` the staging Job writes into and its role may write (``weightsS3Uri``); required with ``staging_job``, unused otherwise."""
     sha256_manifest: str | None = None
+    """Name of the ``sha256sum`` manifest the staging Job writes at the prefix's root (``weightsSha256Manifest``); ``None`` or ``""``: ``SHA256SUMS``."""
     bucket_name: str | None = None
     """Declare a ``WeightsBucket`` of that name."""
     kms_key_arn: str | None = None
+    """KMS key of the weights: the declared bucket uses SSE-KMS with it (bucket key on), the staging Job's role may use it; ``None``: SSE-S3."""
     staging_job: bool = False
+    """Declare the ``WeightsStagingJob`` copying ``model_id@revision`` into ``weights_s3_uri`` (after the bucket, when one is declared)."""
     allow_floating_tag: bool = False
     """The staging Job may run a tag-pinned image (outside prod)."""
     hugging_face_token: pulumi.Input[str] | None = None
+    """Hugging Face token for gated repositories (a Pulumi secret), stored in a Secret for the staging Job only; ``None``: anonymous download, no Secret."""
     node_local_weights: bool = False
+    """Declare the ``kimi-local-weights`` StorageClass, the local-static-provisioner on the GPU nodes and the node-cleanup controller."""
     node_cleanup_image: str = node_local.NODE_CLEANUP_IMAGE
     """Image of the node-cleanup controller (pinned by digest in prod)."""
     image_prepull: bool = False
+    """Declare the pre-pull DaemonSet pulling ``engine_image`` on the GPU nodes of ``instance_type`` (namespace ``kimi-image-prepull``)."""
     pull_through_secret_arn: str | None = None
+    """Docker Hub credentials (``ecr-pullthroughcache/`` secret ARN) of the ECR pull-through rule ``docker-hub``; ``None``: no rule, no node policy."""
     node_role_name: pulumi.Input[str] | None = None
     """Name of the GPU nodes' IAM role (gets the pull-through policy)."""
     tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags on the ``WeightsBucket``; the other resources declared here get none of them."""
 
 
 def args_from_settings(settings: StackSettings, *, cluster_name: pulumi.Input[str], node_role_name: pulumi.Input[str] | None, hugging_face_token: pulumi.Input[str] | None,
@@ -185,10 +196,12 @@ class TimeToServe(pulumi.ComponentResource):
     """
 
     def __init__(self, name: str, args: TimeToServeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Declare the time-to-serve resources ``args`` turns on: ``name`` prefixes every child's name, ``args`` as on :class:`TimeToServeArgs`,
+        ``opts`` the usual resource options (a Kubernetes provider is required)."""
         problems = Problems("TimeToServe", name)
         require_kubernetes_provider(problems, opts)
-        if (args.staging_job or args.bucket_name) and args.weights_s3_uri is None and args.bucket_name is None:
-            problems.add("weights_s3_uri", "weights_s3_uri is required for the staging Job")
+        if args.staging_job and args.weights_s3_uri is None:
+            problems.add("weights_s3_uri", "weights_s3_uri is required for the staging Job (a declared bucket_name does not say which prefix to write)")
         problems.raise_any()
         super().__init__("kimi-k3:index:TimeToServe", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -197,7 +210,7 @@ class TimeToServe(pulumi.ComponentResource):
             self.bucket = WeightsBucket(f"{name}-bucket", WeightsBucketArgs(bucket_name=args.bucket_name, kms_key_arn=args.kms_key_arn, tags=dict(args.tags)), opts=child)
         self.staging_job: WeightsStagingJob | None = None
         if args.staging_job:
-            assert args.weights_s3_uri is not None  # settings: weightsStagingJob needs weightsSource s3
+            assert args.weights_s3_uri is not None  # refused above
             self.staging_job = WeightsStagingJob(
                 f"{name}-stage",
                 WeightsStagingJobArgs(

@@ -235,6 +235,21 @@ def test_time_to_serve_and_the_staging_job_refuse_the_ambient_kubeconfig():
         offline.OfflineEngine(now=NOW).run(staging)
 
 
+@pytest.mark.parametrize("bucket_name", [None, "kimi-weights"])
+def test_the_staging_job_without_a_prefix_is_refused_before_declaring(bucket_name):
+    from components.errors import ComponentInputError
+    from tests.builders import in_cluster
+
+    args = time_to_serve.TimeToServeArgs(
+        region="us-west-2", cluster_name="c", engine_image="i@sha256:" + "a" * 64, instance_type="p6-b300.48xlarge", model_id="m", revision=REVISION,
+        staging_job=True, bucket_name=bucket_name,
+    )
+    engine = offline.OfflineEngine(now=NOW)
+    with pytest.raises(ComponentInputError, match="TimeToServe 'tts': weights_s3_uri is required for the staging Job"):
+        engine.run(lambda: time_to_serve.TimeToServe("tts", args, opts=in_cluster()))
+    assert [resource.type for resource in engine.resources] == ["pulumi:providers:kubernetes"]
+
+
 def test_the_serving_component_refuses_a_cache_with_a_floating_tag():
     from components.errors import ComponentInputError
     from tests.builders import in_cluster, serving_contract
