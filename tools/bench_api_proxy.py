@@ -31,6 +31,7 @@ STREAM_BODY = b'{"model":"Kimi-K3","messages":[{"role":"user","content":"ping"}]
 
 
 def timed_models(port: int) -> float:
+    """Seconds for one authorised ``GET /v1/models`` through the proxy on ``port``."""
     t0 = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request("GET", "/v1/models", headers=HEADERS)
@@ -42,6 +43,7 @@ def timed_models(port: int) -> float:
 
 
 def timed_first_chunk(port: int) -> float:
+    """Seconds from sending a streamed chat completion to its first ``data:`` line."""
     t0 = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request("POST", "/v1/chat/completions", body=STREAM_BODY, headers=HEADERS)
@@ -55,12 +57,14 @@ def timed_first_chunk(port: int) -> float:
 
 
 def summary(samples: list[float]) -> str:
+    """Median and p99 of ``samples`` (seconds), in milliseconds."""
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     return f"median {statistics.median(ordered) * 1000:6.2f} ms  p99 {p99 * 1000:6.2f} ms"
 
 
 def main() -> int:
+    """Time requests to the fake engine directly and through the real nginx proxy and print both; 2 when no sandbox can run nginx."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--streams", type=int, default=20)

@@ -60,6 +60,7 @@ def installed_bytes(distribution: str) -> int:
 
 
 def main() -> None:
+    """Print the median wall time of the offline plan of the dev and hyperpod stacks."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()

@@ -65,6 +65,7 @@ def differences(recorded: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
 
 
 def main() -> int:
+    """Write the plan digests of the EKS stacks, or with ``--check`` compare them with the record (1 on a difference)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the record instead of writing it")
     args = parser.parse_args()
