@@ -74,3 +74,9 @@ def test_a_code_change_of_a_shipped_module_changes_the_hash(monkeypatch):
     assert 'STAGING_NAMESPACE = "kimi-weights"' in text
     _shipped_with(monkeypatch, "weights-stage", text.replace('STAGING_NAMESPACE = "kimi-weights"', 'STAGING_NAMESPACE = "kimi-weights-2"'))
     assert pod_files.content_hash() != before
+
+
+def test_no_shipped_module_reads_its_docstrings():
+    """The hash may leave docstrings out only while no pod-side code reads them."""
+    readers = [key for key, (_, text) in pod_files.pod_files().items() if "__doc__" in text or "getdoc" in text]
+    assert readers == []
