@@ -71,3 +71,27 @@ characters (Kubernetes docs, "Labels and Selectors", syntax and character set)."
 
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 """A Kubernetes label value: empty, or at most 63 characters of the label-name alphabet."""
+
+
+def systemd_escape_path(path: str) -> str:
+    """``systemd-escape --path``: the unit-name stem of ``path`` (systemd.unit(5), "String Escaping for Inclusion in Unit Names").
+
+    Slashes become ``-``; bytes other than ASCII letters, digits, ``:`` and ``_`` (and a ``.`` that does not lead) become ``\\xNN``.
+    """
+    trimmed = path.strip("/")
+    if not trimmed:
+        return "-"
+    out = []
+    for index, char in enumerate(trimmed):
+        if char == "/":
+            out.append("-")
+        elif (char.isascii() and (char.isalnum() or char in ":_")) or (char == "." and index > 0):
+            out.append(char)
+        else:
+            out.append("".join(f"\\x{byte:02x}" for byte in char.encode()))
+    return "".join(out)
+
+
+def systemd_mount_unit(path: str) -> str:
+    """The mount unit systemd keeps for a mount point (``/mnt/k8s-disks/0`` → ``mnt-k8s\\x2ddisks-0.mount``)."""
+    return f"{systemd_escape_path(path)}.mount"

@@ -107,7 +107,7 @@ def user_data_parts(settings: StackSettings) -> tuple[tuple[str, str], ...]:
     if t.fast_image_pull:
         parts.append(("application/node.eks.aws", image_pull.nodeadm_fast_image_pull()))
     if t.node_local_weights:
-        parts.append(("text/x-shellscript", node_local.bind_mount_script()))
+        parts.append(("text/x-shellscript", node_local.boot_part()))
     return tuple(parts)
 
 

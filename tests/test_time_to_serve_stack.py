@@ -109,7 +109,7 @@ def test_prod_declares_the_node_local_storage_and_its_cleanup(prod_plan):
     assert "@sha256:" in controller["image"] and f"--storageclass-names={time_to_serve.STORAGE_CLASS}" in controller["args"]
     (role,) = objects(prod_plan, "ClusterRole", "local-volume-node-cleanup")
     assert {"persistentvolumeclaims"} <= {res for rule in role["rules"] if "delete" in rule["verbs"] for res in rule["resources"]}
-    assert node_local.bind_mount_script().strip() in user_data(prod_plan)
+    assert node_local.boot_part().strip() in user_data(prod_plan)
 
 
 def test_prod_pulls_the_image_beside_the_sync_with_fast_image_pull(prod_plan):

@@ -106,10 +106,10 @@ def test_other_revisions_are_pruned_and_nothing_else_is_touched(tmp_path):
         nl.revision_dir("/models/kimi-k3", "main")
 
 
-def test_the_bind_mount_script_is_valid_bash():
-    script = nl.bind_mount_script()
+def test_the_boot_part_is_valid_bash_and_binds_the_raid_directory_at_the_discovery_path():
+    script = nl.boot_part()
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
-    assert "mount --bind /mnt/k8s-disks/0/kimi-weights /mnt/kimi-local/weights" in script
+    assert "What=/mnt/k8s-disks/0/kimi-weights\nWhere=/mnt/kimi-local/weights\nType=none\nOptions=bind\n" in script
 
 
 def test_the_prepull_daemonset_runs_only_the_engine_image_on_gpu_nodes(objects):

@@ -18,7 +18,11 @@ The rules (each a function below):
   user guide, managed-node-update-behavior);
 - :func:`one_time_schedule_fires_after_creation` — an EventBridge Scheduler one-time
   schedule (``at(...)``) must fire after it is created (reported refused at create; a schedule
-  that never fires is as bad).
+  that never fires is as bad);
+- :func:`node_boots_in_order` — a launch template's user data, booted twice (first boot and a
+  reboot) through the AMI's own unit order (:mod:`components.offline.boot_order`, from the
+  vendored amazon-eks-ami and cloud-init unit files): no wait inside ``cloud-final`` for what
+  ``nodeadm-run`` creates, no deadlock, no lost or late mount after a reboot.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from components.errors import UserError
+from components.offline import boot_order
 from components.offline.timeline import Moment, Registration, Timeline
 
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 SCHEDULER_SCHEDULE = "aws:scheduler/schedule:Schedule"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
 SCHEDULE_IN_THE_PAST_SOURCE = (
@@ -169,8 +175,22 @@ def one_time_schedule_fires_after_creation(registration: Registration, moment: M
     )
 
 
+def node_boots_in_order(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse a launch template whose user data, booted through the AMI's unit order, waits in cloud-final, deadlocks or loses a mount."""
+    if registration.type != LAUNCH_TEMPLATE:
+        return None
+    user_data = registration.inputs.get("userData")
+    if not isinstance(user_data, str) or not user_data:
+        return None
+    problems = boot_order.check_user_data(user_data).problems
+    if not problems:
+        return None
+    return f"the node would not boot as planned (modelled on amazon-eks-ami {boot_order.AMI_RELEASE}): " + "; ".join(problems)
+
+
 RULES: tuple[Rule, ...] = (
     schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge, one_time_schedule_fires_after_creation,
+    node_boots_in_order,
 )
 """Every apply-time rule the offline engine enforces."""
 
@@ -208,6 +228,7 @@ __all__ = [
     "ApplyTimeRules",
     "RuleViolation",
     "capacity_block_updates_without_surge",
+    "node_boots_in_order",
     "one_time_schedule_fires_after_creation",
     "parse_schedule_time",
     "schedule_sets_only_what_it_names",

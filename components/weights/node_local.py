@@ -1,7 +1,7 @@
 """Weights that outlive the pod, under Pod Security ``restricted`` (no ``hostPath``).
 
 Design (docs/weights.md has the whole of it): a directory on the node's NVMe RAID0 is
-bind-mounted under a discovery directory at boot (:func:`bind_mount_script`), the
+bind-mounted under a discovery directory at every boot (:func:`boot_part` installs a mount unit), the
 local-static-provisioner (kubernetes-sigs/sig-storage-local-static-provisioner, Helm chart
 ``helm/provisioner``) turns it into a ``local`` PersistentVolume with node affinity, and the
 serving workload — a StatefulSet — claims it with a ``volumeClaimTemplate``
@@ -26,12 +26,10 @@ Failure modes and what handles them:
 
 from __future__ import annotations
 
-import re
-
 import pulumi_kubernetes as k8s
 
 from components.errors import UserError
-from components.formats import GIT_REVISION
+from components.formats import GIT_REVISION, systemd_mount_unit
 
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 """Provisioner name of statically provisioned local volumes (Kubernetes docs, Storage Classes, Local)."""
@@ -101,23 +99,90 @@ def pod_security_context(uid: int = 10001) -> k8s.core.v1.PodSecurityContextArgs
     )
 
 
-def bind_mount_script(source: str = f"{RAID_MOUNT}/kimi-weights", target: str = f"{DISCOVERY_DIR}/weights") -> str:
-    """Boot script (a ``text/x-shellscript`` MIME part, run after nodeadm mounted the RAID0) exposing a RAID directory to the provisioner.
+WEIGHTS_SOURCE = f"{RAID_MOUNT}/kimi-weights"
+"""The weights' directory on the RAID0."""
+WEIGHTS_MOUNT = f"{DISCOVERY_DIR}/weights"
+"""The bind mount of :data:`WEIGHTS_SOURCE` under the discovery directory: the provisioner's PersistentVolume path."""
+WEIGHTS_MOUNT_UNIT = systemd_mount_unit(WEIGHTS_MOUNT)
+"""The mount unit that binds :data:`WEIGHTS_SOURCE` at :data:`WEIGHTS_MOUNT` at every boot (``mnt-kimi\\x2dlocal-weights.mount``)."""
+FIRST_BOOT_UNIT = "kimi-weights-volume.service"
+"""The one-shot unit that, on the first boot, waits for nodeadm's RAID0, creates :data:`WEIGHTS_SOURCE` and starts the mount unit."""
+FIRST_BOOT_SCRIPT = "/usr/local/sbin/kimi-weights-volume"
+"""What :data:`FIRST_BOOT_UNIT` runs."""
+RAID_WAIT_S = 900
+"""How long the first-boot unit waits for the RAID0 (nodeadm-run makes it within a minute of cloud-final; past this the unit fails visibly)."""
 
-    The provisioner makes one PersistentVolume per *mount point* under its discovery
-    directory, so the directory is bind-mounted there. To confirm on a real node: the part runs
-    after ``setup-local-disks`` (it waits for the RAID mount for up to 5 minutes).
-    """
-    for path in (source, target):
-        if not re.fullmatch(r"/[\w./-]+", path) or ".." in path.split("/"):
-            raise UserError(f"node-local weights: path {path!r} is not an absolute path")
+
+def _mount_unit() -> str:
+    # Before=kubelet.service: after a reboot the kubelet (started by nodeadm-run) restarts pods only once the
+    # bind is back; a mount unit is also Before=local-fs.target by default, and the bind's What= makes it
+    # require the RAID0's own mount unit, which setup-local-disks wrote and enabled on the first boot.
+    return (
+        "[Unit]\n"
+        "Description=Kimi K3 node-local weights: the RAID0 directory the local-static-provisioner turns into a PersistentVolume\n"
+        "Before=kubelet.service\n"
+        "[Mount]\n"
+        f"What={WEIGHTS_SOURCE}\n"
+        f"Where={WEIGHTS_MOUNT}\n"
+        "Type=none\n"
+        "Options=bind\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+def _first_boot_unit() -> str:
+    # Not After=nodeadm-run.service: nodeadm-run starts the kubelet and waits for it, and the kubelet is
+    # ordered after this unit, so that ordering would deadlock the boot. The script polls instead.
+    return (
+        "[Unit]\n"
+        "Description=Kimi K3 node-local weights, first boot: wait for nodeadm's RAID0, then mount the weights directory\n"
+        "Before=kubelet.service\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        f"ExecStart={FIRST_BOOT_SCRIPT}\n"
+        f"TimeoutStartSec={RAID_WAIT_S + 60}\n"
+    )
+
+
+def _first_boot_script() -> str:
     return (
         "#!/bin/bash\nset -euo pipefail\n"
-        f"for i in $(seq 300); do mountpoint -q {RAID_MOUNT} && break; sleep 1; done\n"
+        f"for i in $(seq {RAID_WAIT_S}); do mountpoint -q {RAID_MOUNT} && break; sleep 1; done\n"
         f"mountpoint -q {RAID_MOUNT}\n"
-        f"mkdir -p {source} {target}\n"
-        f"mountpoint -q {target} || mount --bind {source} {target}\n"
+        f"mkdir -p {WEIGHTS_SOURCE} {WEIGHTS_MOUNT}\n"
+        f"systemctl start '{WEIGHTS_MOUNT_UNIT}'\n"
     )
+
+
+HEREDOC_TAG = "KIMI_K3_EOF"
+
+
+def boot_part() -> str:
+    """The user-data shell part (``text/x-shellscript``) that makes the weights volume appear on every boot of a GPU node.
+
+    cloud-init runs it in ``cloud-final``, *before* nodeadm-run creates the RAID0 (amazon-eks-ami
+    ``nodeadm-run.service``: ``After=... cloud-final.service``), so it never waits: it installs a mount
+    unit (enabled: it binds the weights directory again after a reboot, before the kubelet) and a
+    one-shot unit it starts with ``--no-block``, which waits for the RAID0 outside cloud-final and then
+    starts the mount. ``components.offline.boot_order`` boots a node with it, twice, from the AMI's own
+    unit files.
+    """
+    files = ((FIRST_BOOT_SCRIPT, _first_boot_script()), (f"/etc/systemd/system/{FIRST_BOOT_UNIT}", _first_boot_unit()), (f"/etc/systemd/system/{WEIGHTS_MOUNT_UNIT}", _mount_unit()))
+    lines = [
+        "#!/bin/bash",
+        "set -euo pipefail",
+        "# Runs in cloud-final, before nodeadm-run makes the RAID0: install units, never wait here.",
+    ]
+    for path, body in files:
+        lines += [f"cat > '{path}' <<'{HEREDOC_TAG}'", body.rstrip("\n"), HEREDOC_TAG]
+    lines += [
+        f"chmod 0755 {FIRST_BOOT_SCRIPT}",
+        "systemctl daemon-reload",
+        f"systemctl enable '{WEIGHTS_MOUNT_UNIT}'",
+        f"systemctl start --no-block {FIRST_BOOT_UNIT}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def provisioner_values(storage_class: str = "kimi-local-weights", node_selector: dict | None = None, tolerations: list | None = None) -> dict:
