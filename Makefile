@@ -47,9 +47,9 @@ test: lint $(CHECKOV_VENV)/bin/checkov system-packages
 	$(BIN)/python -m pytest -q -n 2
 	@set -e; for offset in $(TRAVEL); do echo "== the whole suite with the clock moved by $$offset"; $(BIN)/python -m pytest -q -n 2 --travel $$offset; done
 
-## docs: regenerate Pulumi.yaml's config block and the README config table from components/config_keys.py
+## docs: regenerate Pulumi.yaml's config block and the README config table from components/stack/config_keys.py
 docs: venv
-	$(BIN)/python -m components.config_keys
+	$(BIN)/python -m kimi_k3.stack.config_keys
 
 ## bench: median wall time of the offline plan against the SDK import floors
 bench: venv

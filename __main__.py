@@ -2,9 +2,9 @@
 
 import pulumi
 
-from components import clock
-from components import settings as stack_settings
-from components.platform import Platform
+from kimi_k3.core import clock
+from kimi_k3.stack import settings as stack_settings
+from kimi_k3.stack.platform import Platform
 
 settings = stack_settings.from_pulumi()
 for warning in settings.warnings:

@@ -17,11 +17,11 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from components import cli
-from components import training_plans as tp
-from components.capacity import aws as capacity_aws
-from components.cli import capacity as capacity_cli
-from components.cli import hyperpod_plans as plans_cli
+from kimi_k3 import cli
+from kimi_k3.capacity import aws as capacity_aws
+from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import hyperpod_plans as plans_cli
+from kimi_k3.hyperpod import training_plans as tp
 from tests.capacity_builders import NOW, REGION
 
 SESSION = botocore.session.get_session()
@@ -97,11 +97,11 @@ def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
         if name == "capacity":
             continue
         try:
-            __import__(f"components.cli.{name}")
+            __import__(f"kimi_k3.cli.{name}")
         except Exception:
-            stub = types.ModuleType(f"components.cli.{name}")
+            stub = types.ModuleType(f"kimi_k3.cli.{name}")
             stub.add_parser = lambda sub, _n=name: sub.add_parser(_n)  # type: ignore[attr-defined]
-            monkeypatch.setitem(sys.modules, f"components.cli.{name}", stub)
+            monkeypatch.setitem(sys.modules, f"kimi_k3.cli.{name}", stub)
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import settings
-from components.capacity.facts import CapacityBlockFacts
-from components.serving.contracts import ApiContract, EngineProfile, ImageContract, ServingContract, WeightsContract
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.serving.contracts import ApiContract, EngineProfile, ImageContract, ServingContract, WeightsContract
+from kimi_k3.stack import settings
 
 DIGEST = "sha256:" + "ab" * 32
 """A well-formed image digest."""

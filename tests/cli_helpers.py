@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT
 
 ERROR_PREFIX = "kimi-k3: error: "
-"""How ``components.cli`` starts the one line it prints for a user mistake."""
+"""How ``kimi_k3.cli`` starts the one line it prints for a user mistake."""
 
 
 def assert_one_line_error(err: str) -> str:
@@ -23,14 +23,14 @@ def assert_one_line_error(err: str) -> str:
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    """What the command just run through ``components.cli.main`` wrote to standard error, checked by :func:`assert_one_line_error`."""
+    """What the command just run through ``kimi_k3.cli.main`` wrote to standard error, checked by :func:`assert_one_line_error`."""
     return assert_one_line_error(capsys.readouterr().err)
 
 
 def refused_as_a_process(*args: str) -> str:
-    """``python -m components.cli ARGS`` in its own process (where a traceback would reach the user), from the repository root:
+    """``python -m kimi_k3.cli ARGS`` in its own process (where a traceback would reach the user), from the repository root:
     exit 2, no traceback, one line of standard error (returned)."""
-    proc = subprocess.run([sys.executable, "-m", "components.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "kimi_k3.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     return assert_one_line_error(proc.stderr)

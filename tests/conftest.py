@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components import offline
+from kimi_k3 import offline
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

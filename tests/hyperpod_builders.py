@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import offline
-from components.training_plan_check import rehearsal_facts
+from kimi_k3 import offline
+from kimi_k3.hyperpod.training_plan_check import rehearsal_facts
 
 NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
 REGION = "us-east-1"

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from components.serving import api_proxy
+from kimi_k3.serving import api_proxy
 
 CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from components import offline
-from components.errors import UserError
+from kimi_k3 import offline
+from kimi_k3.errors import UserError
 from tests.conftest import NOW
 
 

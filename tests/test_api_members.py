@@ -16,9 +16,10 @@ from typing import Any
 import botocore.session
 import pytest
 
-from components import capacity_extensions, training_plans
-from components.capacity.facts import CapacityBlockFacts
-from components.capacity.offerings import Offering
+from kimi_k3.capacity import extensions as capacity_extensions
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.offerings import Offering
+from kimi_k3.hyperpod import training_plans
 
 SESSION = botocore.session.get_session()
 

@@ -7,10 +7,10 @@ import re
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import offline
-from components.errors import UserError
-from components.serving import api_proxy
-from components.serving.api_proxy import DEFAULT_ROUTES, ApiProxyConfig, ApiRoute, render_nginx_conf
+from kimi_k3 import offline
+from kimi_k3.errors import UserError
+from kimi_k3.serving import api_proxy
+from kimi_k3.serving.api_proxy import DEFAULT_ROUTES, ApiProxyConfig, ApiRoute, render_nginx_conf
 from tests import k8s_checks
 from tests.conftest import DATA, NOW
 from tests.fake_openai_server import UNPROTECTED_ROUTES

@@ -4,7 +4,7 @@ Each test gets a private network namespace and a private mount namespace
 (:mod:`tests.proxy_sandbox`), so the pod's fixed ports (8000, 127.0.0.1:8001, 8081,
 9090) and paths (``/etc/nginx``, ``/tmp``) are used as they are, in parallel with
 anything else on the machine. The fake vLLM listens where vLLM will: on loopback,
-port :data:`~components.serving.api_proxy.ENGINE_PORT`.
+port :data:`~kimi_k3.serving.api_proxy.ENGINE_PORT`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from components.platform import serving_front_args
-from components.serving import api_pod, api_proxy
-from components.serving.api_proxy import ApiProxyConfig, ApiRoute, render_nginx_conf
-from components.serving.vllm import VllmServerArgs
-from components.settings import load_stack
+from kimi_k3.serving import api_pod, api_proxy
+from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute, render_nginx_conf
+from kimi_k3.serving.vllm import VllmServerArgs
+from kimi_k3.stack.platform import serving_front_args
+from kimi_k3.stack.settings import load_stack
 from tests.conftest import DATA
 from tests.fake_openai_server import UNPROTECTED_ROUTES, FakeOpenAIServer
 from tests.proxy_sandbox import Nginx, PrivateNetwork, require_sandbox

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from components.reserved_capacity import api_record
+from kimi_k3.capacity.reserved import api_record
 
 
 @dataclass(frozen=True)

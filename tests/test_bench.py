@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import components.cli as cli  # noqa: E402
-from components.bench import aiperf_run, profiles, report  # noqa: E402
+import kimi_k3.cli as cli  # noqa: E402
+from kimi_k3.bench import aiperf_run, profiles, report  # noqa: E402
 from tests.cli_helpers import assert_one_line_error  # noqa: E402
 from tests.fake_openai_server import FakeOpenAIServer  # noqa: E402
 
@@ -35,7 +35,7 @@ FAST = ["--workers", "1", "--timeout", "30"]
 
 
 def bench(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``kimi-k3 bench ARGV`` through ``components.cli.main``; returns (status, stdout, stderr)."""
+    """``kimi-k3 bench ARGV`` through ``kimi_k3.cli.main``; returns (status, stdout, stderr)."""
     status = cli.main(["bench", *argv])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
@@ -350,7 +350,7 @@ def test_endpoint_problems_stop_before_the_load(tmp_path: Path, capsys: pytest.C
 def test_cli_imports_no_heavy_module_for_other_commands() -> None:
     """Building the bench parser (alone, as `kimi-k3 bench` does) loads neither AIPerf, matplotlib, tokenizers nor the OpenAI SDK."""
     code = (
-        "import sys; import components.cli as c; c.build_parser('bench');"
+        "import sys; import kimi_k3.cli as c; c.build_parser('bench');"
         "print(sorted(m for m in ('aiperf', 'matplotlib', 'tokenizers', 'openai') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
@@ -392,7 +392,7 @@ def test_quantile_table_rejects_a_falling_table() -> None:
 
 def test_duration_runs_prepare_a_bounded_number_of_prompts() -> None:
     """--duration: about one request per slot-second, at least two per slot, at most 5,000 and 20M prompt tokens."""
-    from components.cli.bench import PROMPT_TOKEN_BUDGET, duration_sample_count
+    from kimi_k3.cli.bench import PROMPT_TOKEN_BUDGET, duration_sample_count
 
     assert duration_sample_count(1.5, 2) == 4
     assert duration_sample_count(60, 4) == 240
@@ -425,6 +425,6 @@ def test_aiperf_config_carries_no_secret_and_the_root_url() -> None:
 
 def test_public_endpoint_drops_credentials() -> None:
     """A URL with user:password@ is recorded without them."""
-    from components.cli.bench import public_endpoint
+    from kimi_k3.cli.bench import public_endpoint
 
     assert public_endpoint("http://user:secret@10.0.0.1:8000/v1") == "http://10.0.0.1:8000/v1"

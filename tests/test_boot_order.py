@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from components import offline
-from components.capacity_block import nodeadm_user_data
-from components.formats import systemd_mount_unit
-from components.offline import boot_order, boot_scripts, systemd_units
-from components.offline.rules import ApplyTimeRuleError
-from components.weights import node_local
+from kimi_k3 import offline
+from kimi_k3.capacity.node_group import nodeadm_user_data
+from kimi_k3.core.formats import systemd_mount_unit
+from kimi_k3.offline import boot_order, boot_scripts, systemd_units
+from kimi_k3.offline.rules import ApplyTimeRuleError
+from kimi_k3.weights import node_local
 from tests.conftest import NOW, ROOT, fixture_for
 
 DATA = ROOT / "components" / "data"

@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from components.bringup import nodes as node_views
-from components.bringup import pods
-from components.bringup.report import BringUp, bar, render, summary_line
-from components.capacity.assessment import FAIL, WARN, Finding
-from components.capacity.facts import CapacityBlockFacts
-from components.weights.progress import Progress, format_line
+from kimi_k3.bringup import nodes as node_views
+from kimi_k3.bringup import pods
+from kimi_k3.bringup.report import BringUp, bar, render, summary_line
+from kimi_k3.capacity.assessment import FAIL, WARN, Finding
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.weights.progress import Progress, format_line
 from tests import fake_kube_api as k
 
 NOW = datetime(2026, 12, 1, 12, 5, tzinfo=UTC)

@@ -11,12 +11,13 @@ from datetime import timedelta
 
 import pytest
 
-from components import offline, stack_terms
-from components.capacity import preflight
-from components.capacity.assessment import FAIL, WARN, BlockNeeds, assess
-from components.capacity.facts import CapacityBlockFacts
-from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
-from components.errors import ComponentInputError, UserError
+from kimi_k3 import offline
+from kimi_k3.capacity import preflight
+from kimi_k3.capacity.assessment import FAIL, WARN, BlockNeeds, assess
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.errors import ComponentInputError, UserError
+from kimi_k3.stack import terms as stack_terms
 from tests.builders import B300, RID, block_facts
 from tests.capacity_builders import api_reservation
 from tests.conftest import NOW, fixture_for
@@ -45,6 +46,7 @@ def test_pulumi_up_and_preflight_refuse_the_same_block_with_the_same_sentence(ca
     checks = preflight.evaluate_preflight(
         CapacityBlockFacts.from_ec2(_api_item(values)), instance_type=B300, region="us-east-1", nodes_required=1, now=NOW,
         quota=preflight.QuotaReading("L-417A185B", "Running On-Demand P instances", 384.0), vcpus_per_node=192,
+        terms=stack_terms.CAPACITY_BLOCK,  # what `kimi-k3 capacity preflight` passes for a stack
     )
     (failed,) = [c for c in checks if c.level == FAIL]
     assert str(refused.value) == failed.message
@@ -72,7 +74,7 @@ def test_one_record_from_both_apis():
     found: list[CapacityBlockFacts] = []
 
     def program() -> None:
-        from components.capacity.lookup import lookup_capacity_block
+        from kimi_k3.capacity.lookup import lookup_capacity_block
 
         found.append(lookup_capacity_block(RID))
 

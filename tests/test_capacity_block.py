@@ -1,4 +1,4 @@
-"""Tests for components.capacity_block: the Capacity Block node group under the offline engine."""
+"""Tests for kimi_k3.capacity.node_group: the Capacity Block node group under the offline engine."""
 
 from __future__ import annotations
 
@@ -10,15 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
-from components import labels, offline
-from components.capacity.facts import CapacityBlockFacts
-from components.capacity_block import (
-    EVENT_DETAIL_TYPES,
-    INSTANCE_TYPE_NODE_LABEL,
-    CapacityBlockNodeGroup,
-    CapacityBlockNodeGroupArgs,
-)
-from components.errors import UserError
+from kimi_k3 import offline
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.node_group import EVENT_DETAIL_TYPES, INSTANCE_TYPE_NODE_LABEL, CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.core import labels
+from kimi_k3.errors import UserError
 from tests.refusals import assert_refused_before_declaring
 
 UTC = UTC

@@ -1,4 +1,4 @@
-"""components.capacity_extensions: the extension rules (pure, pinned clock) and the AWS calls (Stubber, real models)."""
+"""kimi_k3.capacity.extensions: the extension rules (pure, pinned clock) and the AWS calls (Stubber, real models)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from components import capacity_extensions as ext
-from components.capacity.assessment import FAIL, OK, WARN
-from components.capacity.facts import CapacityBlockFacts
-from components.errors import UserError
+from kimi_k3.capacity import extensions as ext
+from kimi_k3.capacity.assessment import FAIL, OK, WARN
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.errors import UserError
 from tests.aws_stubs import autoscaling, ec2  # noqa: F401 - fixtures
 from tests.capacity_builders import EXT_END as END
 from tests.capacity_builders import EXT_NOW as NOW

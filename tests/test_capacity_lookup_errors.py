@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from components import offline
-from components.capacity.lookup import (
+from kimi_k3 import offline
+from kimi_k3.capacity.lookup import (
     CREDENTIALS,
     DENIED,
     NOT_FOUND,
@@ -22,7 +22,7 @@ from components.capacity.lookup import (
     classify,
     lookup_capacity_block,
 )
-from components.errors import UserError
+from kimi_k3.errors import UserError
 from tests.builders import RID
 from tests.conftest import NOW, fixture_for
 

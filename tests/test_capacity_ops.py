@@ -1,4 +1,4 @@
-"""Tests for the boto3 capacity modules (components.capacity.aws, offerings, status, preflight) against the real EC2 / Service Quotas API models.
+"""Tests for the boto3 capacity modules (kimi_k3.capacity.aws, offerings, status, preflight) against the real EC2 / Service Quotas API models.
 
 Every AWS call goes through ``botocore.stub.Stubber``, which checks requests
 (``expected_params``) and responses against the installed botocore model.
@@ -13,10 +13,11 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError, NoCredentialsError, NoRegionError
 
-from components.capacity import aws as capacity_aws
-from components.capacity import offerings, preflight, status
-from components.capacity.facts import CapacityBlockFacts
-from components.errors import UserError
+from kimi_k3.capacity import aws as capacity_aws
+from kimi_k3.capacity import offerings, preflight, status
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.errors import UserError
+from kimi_k3.stack import terms as stack_terms
 from tests.aws_stubs import client, ec2, quotas  # noqa: F401 - fixtures
 from tests.capacity_builders import BLOCK_ID, NOW, OFF_A, OFF_B, OFF_C, REGION, RID, UTC
 from tests.capacity_builders import api_offering as offering
@@ -381,7 +382,7 @@ def test_run_preflight_without_or_with_bad_id_makes_no_call(ec2):
     c, _ = ec2
     for rid, text in (("", "sets no kimi-k3:capacityReservationId"), ("cr-xyz", "not a reservation id")):
         report = preflight.run_preflight(c, None, reservation_id=rid, instance_type="p6-b300.48xlarge",
-                                   region=REGION, nodes_required=1, now=NOW)
+                                   region=REGION, nodes_required=1, now=NOW, terms=stack_terms.CAPACITY_BLOCK)
         assert not report.go and text in report.checks[0].message
 
 

@@ -11,13 +11,13 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from components import nodegroup_scaling as scaling
-from components.capacity import aws as capacity_aws
-from components.capacity.facts import CapacityBlockFacts
-from components.cli import capacity as capacity_cli
-from components.cli import main
-from components.errors import UserError
-from components.settings import load_stack
+from kimi_k3.capacity import aws as capacity_aws
+from kimi_k3.capacity import scale_up as scaling
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import main
+from kimi_k3.errors import UserError
+from kimi_k3.stack.settings import load_stack
 
 UTC = UTC
 NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -146,7 +146,7 @@ def test_a_cluster_without_the_gpu_group_says_to_run_up_first(aws, capsys):
 
 
 def test_the_cli_default_cluster_is_the_one_the_platform_names():
-    from components import offline
+    from kimi_k3 import offline
     from tests.conftest import NOW as PLAN_NOW
     from tests.conftest import fixture_for
 

@@ -1,4 +1,4 @@
-"""End-to-end tests of ``kimi-k3 capacity …`` through ``components.cli.main``.
+"""End-to-end tests of ``kimi-k3 capacity …`` through ``kimi_k3.cli.main``.
 
 The client factory is replaced by stubbed botocore clients (requests and
 responses checked against the real API models); the clock and stdin are injected.
@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from components.capacity import aws as capacity_aws
-from components.human_time import duration_text
+from kimi_k3.capacity import aws as capacity_aws
+from kimi_k3.core.human_time import duration_text
 from tests.aws_stubs import FakeStdin, aws, cli_env, client, no_aws  # noqa: F401 - fixtures
 from tests.aws_stubs import run_capacity as run
 from tests.capacity_builders import BLOCK_ID, NOW, OFF_A, OFF_B, PURCHASE, REGION, RID, SEARCH, START, UTC, api_extension
@@ -174,8 +174,8 @@ def test_unreachable_endpoint(capsys, monkeypatch):
 
 @pytest.fixture
 def stack(monkeypatch):
-    """A stand-in for the stack preflight reads (components.project.load_settings), with the attributes it uses."""
-    from components import project
+    """A stand-in for the stack preflight reads (kimi_k3.stack.project.load_settings), with the attributes it uses."""
+    from kimi_k3.stack import project
 
     loaded = {}
     settings = types.SimpleNamespace(

@@ -22,7 +22,7 @@ BUY = {"CapacityBlockExtensionOfferingId": OFFER, "CapacityReservationId": RID}
 
 @pytest.fixture(autouse=True)
 def pinned(monkeypatch):
-    from components.cli import capacity as capacity_cli
+    from kimi_k3.cli import capacity as capacity_cli
 
     monkeypatch.setattr(capacity_cli, "utcnow", lambda: NOW)
 
@@ -30,9 +30,9 @@ def pinned(monkeypatch):
 @pytest.fixture
 def stack(monkeypatch):
     settings = types.SimpleNamespace(region=REGION, capacity=types.SimpleNamespace(reservation_id=RID))
-    module = types.ModuleType("components.settings")
+    module = types.ModuleType("kimi_k3.stack.settings")
     module.load_stack = lambda name, root=None: settings
-    monkeypatch.setitem(sys.modules, "components.settings", module)
+    monkeypatch.setitem(sys.modules, "kimi_k3.stack.settings", module)
     return settings
 
 

@@ -13,12 +13,12 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
-from components import cli
-from components.bringup import collect
-from components.capacity_extensions import EKS_SCALEDOWN_ACTION
-from components.cli import capacity as capacity_cli
-from components.cli import status as status_cli
-from components.weights.progress import Progress, format_line
+from kimi_k3 import cli
+from kimi_k3.bringup import collect
+from kimi_k3.capacity.extensions import EKS_SCALEDOWN_ACTION
+from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import status as status_cli
+from kimi_k3.weights.progress import Progress, format_line
 from tests import fake_kube_api as k
 from tests.aws_stubs import client
 from tests.capacity_builders import EXT_END, EXT_START, RID, api_extension, api_reservation

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from components.cli import main
-from components.cli import weights as cli_weights
-from components.settings import load_stack
-from components.weights.hub import HubClient
-from components.weights.s3store import S3Location
-from components.weights.stage import stage
+from kimi_k3.cli import main
+from kimi_k3.cli import weights as cli_weights
+from kimi_k3.stack.settings import load_stack
+from kimi_k3.weights.hub import HubClient
+from kimi_k3.weights.s3store import S3Location
+from kimi_k3.weights.stage import stage
 from tests.fake_hub import FakeHub
 from tests.weights_builders import make_repo, s3  # noqa: F401  (s3 is a fixture)
 

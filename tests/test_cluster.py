@@ -1,4 +1,4 @@
-"""components.Cluster under the offline engine: security and layout properties, bad input."""
+"""kimi_k3.Cluster under the offline engine: security and layout properties, bad input."""
 
 from __future__ import annotations
 
@@ -8,15 +8,10 @@ from dataclasses import replace
 import pulumi
 import pytest
 
-from components import labels, offline
-from components.cluster import (
-    CONTROL_PLANE_LOG_TYPES,
-    MANAGED_ADDONS,
-    Cluster,
-    ClusterArgs,
-    disable_creator_admin_bootstrap,
-)
-from components.errors import UserError
+from kimi_k3 import offline
+from kimi_k3.cluster.eks import CONTROL_PLANE_LOG_TYPES, MANAGED_ADDONS, Cluster, ClusterArgs, disable_creator_admin_bootstrap
+from kimi_k3.core import labels
+from kimi_k3.errors import UserError
 from tests.conftest import NOW
 
 ADMIN = "arn:aws:iam::123456789012:role/kimi-k3-admin"

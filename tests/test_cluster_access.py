@@ -14,9 +14,9 @@ import json
 
 import pytest
 
-from components import offline
-from components.cluster import Cluster, ClusterArgs
-from components.errors import SettingsError, UserError
+from kimi_k3 import offline
+from kimi_k3.cluster.eks import Cluster, ClusterArgs
+from kimi_k3.errors import SettingsError, UserError
 from tests.builders import load_stack_settings
 from tests.conftest import NOW, fixture_for
 
@@ -93,7 +93,7 @@ def test_viewers_get_a_read_only_access_entry_and_admins_keep_theirs():
 
 def test_the_committed_stacks_show_both_modes():
     assert load_stack_settings("dev").deployment.kubeconfig_role_arn == ADMIN
-    from components import settings
+    from kimi_k3.stack import settings
 
     prod = settings.load_stack("prod")
     assert prod.deployment.kubeconfig_role_arn is None  # CI deploys prod as an admin role itself

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components import offline
-from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
-from components.cli import main, one_line
-from components.errors import ComponentInputError, Problems, UserError
-from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from kimi_k3 import offline
+from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.cli import main, one_line
+from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from kimi_k3.errors import ComponentInputError, Problems, UserError
 from tests.conftest import NOW
 
 
@@ -63,7 +63,7 @@ def test_pod_identity_role_refuses_a_namespace_that_cannot_exist():
 
 def test_the_cli_prints_input_properties_errors_as_one_line(monkeypatch, capsys):
     """Ours and a plain ``pulumi.InputPropertiesError`` (another library's) both end as one line, exit 2."""
-    from components.cli import plan
+    from kimi_k3.cli import plan
 
     def raise_plain(args):
         raise pulumi.InputPropertiesError("bad inputs", [{"property_path": "spec.replicas", "reason": "must be\npositive"}])

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.errors import UserError
-from components.serving.contracts import (
-    ApiContract,
-    EngineProfile,
-    ImageContract,
-    ServingContract,
-    WeightsContract,
-    contract_summary,
-)
+from kimi_k3.errors import UserError
+from kimi_k3.serving.contracts import ApiContract, EngineProfile, ImageContract, ServingContract, WeightsContract, contract_summary
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"

@@ -7,11 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from components import delivery_check, offline
-from components.capacity.scaling import SCALE_UP_MARGIN
-from components.cli import main
-from components.delivery_check import DeliveryCheck, DeliveryCheckArgs, cloudwatch_key_statement, cloudwatch_topic_statement
-from components.errors import UserError
+from kimi_k3 import offline
+from kimi_k3.capacity import delivery_check
+from kimi_k3.capacity.delivery_check import DeliveryCheck, DeliveryCheckArgs, cloudwatch_key_statement, cloudwatch_topic_statement
+from kimi_k3.capacity.scaling import SCALE_UP_MARGIN
+from kimi_k3.cli import main
+from kimi_k3.errors import UserError
 from tests.resource_types import METRIC_ALARM as ALARM
 from tests.resource_types import ROLE_POLICY as POLICY
 from tests.resource_types import SCHEDULER_SCHEDULE as SCHEDULE

@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from components import offline
-from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
-from components.errors import UserError
+from kimi_k3 import offline
+from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.errors import UserError
 from tests.builders import B300, RID
 from tests.conftest import NOW, fixture_for
 from tests.resource_types import LAUNCH_TEMPLATE as LT

@@ -48,9 +48,9 @@ def test_eks_stacks_never_load_the_hyperpod_modules():
     """Planning an EKS stack imports neither pulumi-aws-native nor the HyperPod composition (their cost is the hyperpod stack's only)."""
     code = (
         "import sys, datetime\n"
-        "from components import offline\n"
+        "from kimi_k3 import offline\n"
         "offline.run_stack('prod', now=datetime.datetime(2026, 12, 1, 8, tzinfo=datetime.UTC))\n"
-        "print(sorted(m for m in ('pulumi_aws_native', 'components.hyperpod_platform', 'components.hyperpod_cluster', 'components.serving.hyperpod') if m in sys.modules))\n"
+        "print(sorted(m for m in ('pulumi_aws_native', 'kimi_k3.stack.hyperpod', 'kimi_k3.hyperpod.cluster', 'kimi_k3.hyperpod.endpoint') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -14,13 +14,14 @@ import pulumi
 import pytest
 import yaml
 
-from components import engine_profiles, offline
-from components.engine_profiles import RECIPE_COMMIT, RECIPES
-from components.errors import SettingsError, UserError
-from components.serving.engine_flags import ALIASES, MANAGED_ENV, MANAGED_FLAGS, flag_groups, flag_of
-from components.serving.lws import EFA_ENV, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
-from components.serving.pod_kit import kit_env_names
-from components.serving.vllm import VllmServer, VllmServerArgs
+from kimi_k3 import offline
+from kimi_k3.errors import SettingsError, UserError
+from kimi_k3.serving import engine_profiles
+from kimi_k3.serving.engine_flags import ALIASES, MANAGED_ENV, MANAGED_FLAGS, flag_groups, flag_of
+from kimi_k3.serving.engine_profiles import RECIPE_COMMIT, RECIPES
+from kimi_k3.serving.lws import EFA_ENV, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from kimi_k3.serving.pod_kit import kit_env_names
+from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
 from tests.builders import in_cluster, load_stack_settings
 from tests.conftest import DATA, NOW
 

@@ -16,10 +16,8 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from components import offline
-from components.eks_image_registries import registries, registry_for
-from components.errors import UserError
-from components.gpu_plugins import (
+from kimi_k3 import offline
+from kimi_k3.addons.gpu_plugins import (
     EFA_IMAGE_PATH,
     NODE_MONITORING_AGENT_DCGM_PORT,
     DcgmExporterArgs,
@@ -27,6 +25,8 @@ from components.gpu_plugins import (
     GpuNodePlugins,
     GpuNodePluginsArgs,
 )
+from kimi_k3.addons.image_registries import registries, registry_for
+from kimi_k3.errors import UserError
 from tests.chart_values import chart_defaults, unknown_keys
 from tests.conftest import DATA, NOW, fixture_for
 

@@ -14,9 +14,9 @@ import botocore.session
 import pytest
 import yaml
 
-from components import offline
-from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
-from components.gpu_node_repair import ACCELERATED_HARDWARE, REBOOT_FIRST, REPAIR_WAIT_MINUTES
+from kimi_k3 import offline
+from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.capacity.node_repair import ACCELERATED_HARDWARE, REBOOT_FIRST, REPAIR_WAIT_MINUTES
 from tests.builders import B300, RID
 from tests.conftest import DATA, NOW
 

@@ -15,15 +15,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import catalog, labels, offline
-from components.errors import UserError
-from components.gpu_plugins import (
-    DcgmExporterArgs,
-    EfaDevicePluginArgs,
-    GpuNodePlugins,
-    GpuNodePluginsArgs,
-    NvidiaDevicePluginArgs,
-)
+from kimi_k3 import offline
+from kimi_k3.addons.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
+from kimi_k3.core import catalog, labels
+from kimi_k3.errors import UserError
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
 from tests.conftest import NOW
 from tests.k8s_checks import validate_manifest
@@ -228,7 +223,7 @@ def test_values_copy_matches_the_pinned_chart_version(default_plan, suffix):
     copy = values_copy_version(VALUES_COPIES[suffix])
     assert pinned == copy, (
         f"{VALUES_COPIES[suffix]} is pinned to {pinned} but tests/data/{VALUES_COPIES[suffix]}.values.yaml is from {copy}: "
-        "update the copy (and its row in tests/data/README.md) together with the pin in components/catalog.py"
+        "update the copy (and its row in tests/data/README.md) together with the pin in components/core/catalog.py"
     )
 
 

@@ -8,8 +8,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import offline
-from components.cli import main
+from kimi_k3 import offline
+from kimi_k3.cli import main
 from tests.conftest import NOW
 
 NOW_FLAG = ("--now", "2026-12-01T08:00:00Z")

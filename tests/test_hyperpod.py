@@ -17,16 +17,17 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from components import catalog, cli, offline
-from components.errors import UserError
-from components.serving.contracts import ServingContract
-from components.serving.hyperpod import (
+from kimi_k3 import cli, offline
+from kimi_k3.core import catalog
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod.endpoint import (
     OPERATOR_DEFAULT_DEPLOY_S,
     HyperPodInferenceEndpoint,
     HyperPodInferenceEndpointArgs,
     render_inference_endpoint_config,
 )
-from components.settings import load_stack
+from kimi_k3.serving.contracts import ServingContract
+from kimi_k3.stack.settings import load_stack
 from tests.builders import in_cluster, serving_contract
 from tests.cli_helpers import assert_one_line_error
 from tests.conftest import DATA, NOW
@@ -305,9 +306,9 @@ def test_component_refuses_a_multi_node_contract_before_declaring():
 
 def test_serving_contract_follows_the_stack_settings():
     """The contract the stack serves is built from the stack file's serving keys (defaults where unset)."""
-    from components.config_keys import CONFIG_KEYS
-    from components.engine_profiles import RECIPES
-    from components.settings import read_stack_file
+    from kimi_k3.serving.engine_profiles import RECIPES
+    from kimi_k3.stack.config_keys import CONFIG_KEYS
+    from kimi_k3.stack.settings import read_stack_file
 
     values, _ = read_stack_file("prod")
 

@@ -1,4 +1,4 @@
-"""components.HyperPodCluster under the offline engine: resources, inputs, order, secure defaults, bad input.
+"""kimi_k3.HyperPodCluster under the offline engine: resources, inputs, order, secure defaults, bad input.
 
 The offline engine answers ``aws-native:sagemaker:Cluster`` like ``DescribeCluster`` and runs
 HyperPod's create-time rules on the registration (``components/offline/hyperpod_checks.py``);
@@ -17,12 +17,13 @@ import pulumi
 import pytest
 import yaml
 
-from components import hyperpod_cluster as hc
-from components import hyperpod_rules, offline
-from components.errors import ComponentInputError, UserError
-from components.hyperpod_cluster import HyperPodCluster, HyperPodClusterArgs
-from components.hyperpod_rules import EksForHyperPod
-from components.training_plan_check import PlanCapacity
+from kimi_k3 import offline
+from kimi_k3.errors import ComponentInputError, UserError
+from kimi_k3.hyperpod import cluster as hc
+from kimi_k3.hyperpod import rules as hyperpod_rules
+from kimi_k3.hyperpod.cluster import HyperPodCluster, HyperPodClusterArgs
+from kimi_k3.hyperpod.rules import EksForHyperPod
+from kimi_k3.hyperpod.training_plan_check import PlanCapacity
 from tests.chart_values import unknown_keys
 from tests.conftest import ROOT
 from tests.hyperpod_builders import EKS_ARN, NODE_SG, PLAN, REGION, SUBNET, SUBNET_AZS, engine, providers

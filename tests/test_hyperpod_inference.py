@@ -1,4 +1,4 @@
-"""components.HyperPodInferenceOperator under the offline engine: the add-on, its dependencies, roles, order."""
+"""kimi_k3.HyperPodInferenceOperator under the offline engine: the add-on, its dependencies, roles, order."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 import pulumi
 import pytest
 
-from components import hyperpod_inference as hi
-from components import offline
-from components.errors import UserError
-from components.hyperpod_cluster import CHART_DIR
-from components.hyperpod_inference import HyperPodInferenceOperator, HyperPodInferenceOperatorArgs
+from kimi_k3 import offline
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod import inference_operator as hi
+from kimi_k3.hyperpod.cluster import CHART_DIR
+from kimi_k3.hyperpod.inference_operator import HyperPodInferenceOperator, HyperPodInferenceOperatorArgs
 from tests.hyperpod_builders import NOW
 
 REGION = "us-east-1"
@@ -116,7 +116,7 @@ def test_the_operator_policy_is_scoped_to_the_region_account_and_tls_bucket(plan
 
 
 def test_the_alb_role_gets_the_official_controller_policy(plan):
-    from components.load_balancer_controller import iam_policy_document
+    from kimi_k3.addons.load_balancer_controller import iam_policy_document
 
     assert plan.one("aws:iam/rolePolicy:RolePolicy", "kimi-hp-inference-alb-policy").plain_inputs["policy"] == iam_policy_document()
 

@@ -15,12 +15,13 @@ import json
 import pytest
 import yaml
 
-from components import cli, offline, settings
-from components.errors import UserError
-from components.hyperpod_cluster import CHART_DIR
-from components.hyperpod_inference import ADDON
-from components.offline import hyperpod_checks
-from components.serving.hyperpod import render_inference_endpoint_config
+from kimi_k3 import cli, offline
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod.cluster import CHART_DIR
+from kimi_k3.hyperpod.endpoint import render_inference_endpoint_config
+from kimi_k3.hyperpod.inference_operator import ADDON
+from kimi_k3.offline import hyperpod_checks
+from kimi_k3.stack import settings
 from tests.conftest import NOW, ROOT
 from tests.k8s_checks import validate_manifest
 
@@ -221,7 +222,7 @@ def test_too_few_instances_and_an_uncovered_az_are_refused():
     def refused(overrides, **plan) -> str:
         base = dict(plan_arn="arn:aws:sagemaker:us-east-1:123456789012:training-plan/kimi-k3-p6", instance_type="ml.p6-b300.48xlarge",
                     instance_count=1, availability_zone="us-east-1a")
-        from components.training_plan_rehearsal import TrainingPlanRehearsal
+        from kimi_k3.offline.training_plan_rehearsal import TrainingPlanRehearsal
 
         facts = TrainingPlanRehearsal(**plan).facts(**base, now=NOW)
         with pytest.raises(UserError) as error:
@@ -234,7 +235,7 @@ def test_too_few_instances_and_an_uncovered_az_are_refused():
 
 
 def test_replicas_zero_takes_every_instance_the_plan_holds_in_the_groups_az():
-    from components.training_plan_rehearsal import TrainingPlanRehearsal
+    from kimi_k3.offline.training_plan_rehearsal import TrainingPlanRehearsal
 
     facts = TrainingPlanRehearsal(instance_count=4).facts(
         plan_arn="arn:aws:sagemaker:us-east-1:123456789012:training-plan/kimi-k3-p6", instance_type="ml.p6-b300.48xlarge",
@@ -266,12 +267,12 @@ def test_two_plans_of_the_same_inputs_are_byte_identical(tmp_path, capsys):
 
 def test_another_projects_program_reading_a_plan_gets_the_rehearsed_one(tmp_path):
     """Someone's own program (docs: "From your own Pulumi program") reads a plan at start: offline it gets one for any name."""
-    from components import project
+    from kimi_k3.stack import project
     from tests.user_project import write_project
 
     program = (
         "import pulumi\n"
-        "from components.training_plan_check import stack_training_plan\n"
+        "from kimi_k3.hyperpod.training_plan_check import stack_training_plan\n"
         "plan = stack_training_plan('my-plan', 'us-east-1')\n"
         "pulumi.export('plan', {'arn': plan.arn, 'state': plan.state, 'azs': list(plan.availability_zones())})\n"
     )

@@ -7,15 +7,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import offline
-from components.errors import ComponentInputError
-from components.gpu_plugins import GpuNodePlugins, GpuNodePluginsArgs
-from components.kubernetes_provider import kubernetes_provider
-from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
-from components.lws_controller import LwsController, LwsControllerArgs
-from components.serving.hyperpod import HyperPodInferenceEndpoint, HyperPodInferenceEndpointArgs
-from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
-from components.serving.vllm import VllmServer, VllmServerArgs
+from kimi_k3 import offline
+from kimi_k3.addons.gpu_plugins import GpuNodePlugins, GpuNodePluginsArgs
+from kimi_k3.addons.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
+from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
+from kimi_k3.cluster.kubernetes_provider import kubernetes_provider
+from kimi_k3.errors import ComponentInputError
+from kimi_k3.hyperpod.endpoint import HyperPodInferenceEndpoint, HyperPodInferenceEndpointArgs
+from kimi_k3.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
 from tests.builders import serving_contract
 from tests.conftest import NOW
 

@@ -9,15 +9,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import offline
-from components.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
-from components.labels import SYSTEM_NODE_LABELS
-from components.load_balancer_controller import (
-    IMAGE_TAGS,
-    LoadBalancerController,
-    LoadBalancerControllerArgs,
-    controller_values,
-)
+from kimi_k3 import offline
+from kimi_k3.addons.load_balancer_controller import IMAGE_TAGS, LoadBalancerController, LoadBalancerControllerArgs, controller_values
+from kimi_k3.core.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
+from kimi_k3.core.labels import SYSTEM_NODE_LABELS
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
 from tests.conftest import NOW
 from tests.refusals import assert_refused_before_declaring
@@ -133,7 +128,7 @@ IAM_POLICY_SHA256_BY_CHART = {"3.5.0": "16f232c9d9f79366fe949c4550ad517a20238005
 def test_the_vendored_iam_policy_is_the_one_of_the_pinned_chart_version():
     import hashlib
 
-    from components import catalog
+    from kimi_k3.core import catalog
 
     chart_version = catalog.AWS_LOAD_BALANCER_CONTROLLER_CHART[2]
     assert chart_version in IAM_POLICY_SHA256_BY_CHART, f"chart {chart_version}: vendor its controller's iam_policy.json and pin its sha256 here"

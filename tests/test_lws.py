@@ -18,12 +18,13 @@ import jsonschema
 import pulumi
 import pytest
 
-from components import catalog, labels, offline
-from components.errors import UserError
-from components.lws_controller import LwsController, LwsControllerArgs
-from components.serving import ServingContract, VllmServer, VllmServerArgs
-from components.serving.lws import EFA_RESOURCE, WORKER_INDEX_LABEL, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
-from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
+from kimi_k3 import offline
+from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
+from kimi_k3.core import catalog, labels
+from kimi_k3.errors import UserError
+from kimi_k3.serving import ServingContract, VllmServer, VllmServerArgs
+from kimi_k3.serving.lws import EFA_RESOURCE, WORKER_INDEX_LABEL, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from kimi_k3.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 from tests import k8s_checks
 from tests.builders import REVISION, S3_URI, in_cluster, serving_contract
 from tests.chart_values import chart_defaults, unknown_keys, values_copy_version

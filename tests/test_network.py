@@ -1,4 +1,4 @@
-"""components.Network under the offline engine, built from explicit args (no stack config)."""
+"""kimi_k3.Network under the offline engine, built from explicit args (no stack config)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from components import offline
-from components.errors import UserError
-from components.network import ExistingNetworkArgs, Network, NetworkArgs, plan_subnets
+from kimi_k3 import offline
+from kimi_k3.errors import UserError
+from kimi_k3.network.vpc import ExistingNetworkArgs, Network, NetworkArgs, plan_subnets
 from tests.conftest import NOW
 from tests.refusals import assert_refused_before_declaring
 

@@ -9,9 +9,9 @@ from importlib import metadata
 
 import pytest
 
-from components import catalog
-from components.cli import main
-from components.cli.plan import port_forward_command
+from kimi_k3.cli import main
+from kimi_k3.cli.plan import port_forward_command
+from kimi_k3.core import catalog
 from tests.conftest import ROOT
 
 DOCS = [ROOT / "README.md", ROOT / "policy" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -78,7 +78,7 @@ def test_how_to_get_a_kubeconfig_and_destroy_prod_is_spelled_out(prod_plan, dev_
 def test_version_comes_from_the_package_metadata(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"kimi-k3 {metadata.version('kimi-k3-aws')}"
-    proc = subprocess.run([sys.executable, "-m", "components.cli", "--version"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "kimi_k3.cli", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == f"kimi-k3 {metadata.version('kimi-k3-aws')}"
 
 

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from components.errors import UserError
-from components.serving.api_proxy import ApiProxyConfig
-from components.serving.nlb import LB, nlb_annotations
+from kimi_k3.errors import UserError
+from kimi_k3.serving.api_proxy import ApiProxyConfig
+from kimi_k3.serving.nlb import LB, nlb_annotations
 from tests.conftest import DATA
 
 DOC = (DATA / "aws-load-balancer-controller-v3.5.0-service-annotations.md").read_text()

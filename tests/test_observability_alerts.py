@@ -17,8 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from components.errors import UserError
-from components.observability import alerts, metrics
+from kimi_k3.errors import UserError
+from kimi_k3.observability import alerts, metrics
 from tests import k8s_checks, promtool
 from tests.conftest import DATA
 
@@ -319,7 +319,7 @@ def test_the_harness_fails_when_an_expected_alert_does_not_fire(tmp_path):
 
 
 def test_weights_init_container_names_match_the_serving_pods():
-    from components.serving import pod_kit
+    from kimi_k3.serving import pod_kit
 
     source = Path(pod_kit.__file__).read_text()
     for name in alerts.WEIGHTS_INIT_CONTAINERS:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-from components.errors import UserError
-from components.observability import dashboard as d
-from components.observability import metrics
+from kimi_k3.errors import UserError
+from kimi_k3.observability import dashboard as d
+from kimi_k3.observability import metrics
 from tests import k8s_checks, promtool
 
 END = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from components.observability import dcgm_counters, metrics
+from kimi_k3.observability import dcgm_counters, metrics
 from tests.conftest import DATA
 
 CHART_TEMPLATE = DATA / "dcgm-exporter-4.8.3.metrics-configmap.yaml"

@@ -1,8 +1,8 @@
 """What ``kimi-k3 capacity`` and ``kimi-k3 hyperpod plans`` share, tested once against both.
 
-Both commands take the same search flags (validated before any AWS call, :func:`components.cli.purchase.search_query`),
-list offerings the same way (:func:`components.cli.capacity_tables.print_offerings`) and show the offer and the
-stack config line around a purchase (:func:`components.cli.purchase.confirm_offer`, ``print_purchased``).
+Both commands take the same search flags (validated before any AWS call, :func:`kimi_k3.cli.purchase.search_query`),
+list offerings the same way (:func:`kimi_k3.cli.capacity_tables.print_offerings`) and show the offer and the
+stack config line around a purchase (:func:`kimi_k3.cli.purchase.confirm_offer`, ``print_purchased``).
 Each test runs against the EC2 Capacity Block command and the SageMaker training plan command, with
 stubbed botocore clients checked against the real API models.
 """

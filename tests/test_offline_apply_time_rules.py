@@ -14,12 +14,12 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from components import offline
-from components.capacity.scaling import SCALE_UP_MARGIN
-from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
-from components.cluster import Cluster, ClusterArgs
-from components.offline.create_times import EKS_CONTROL_PLANE, create_time
-from components.offline.rules import ApplyTimeRuleError, ApplyTimeRules
+from kimi_k3 import offline
+from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.capacity.scaling import SCALE_UP_MARGIN
+from kimi_k3.cluster.eks import Cluster, ClusterArgs
+from kimi_k3.offline.create_times import EKS_CONTROL_PLANE, create_time
+from kimi_k3.offline.rules import ApplyTimeRuleError, ApplyTimeRules
 from tests.builders import B300, RID
 from tests.conftest import NOW, fixture_for
 

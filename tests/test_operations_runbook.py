@@ -13,11 +13,13 @@ import botocore.session
 import pytest
 from botocore import xform_name
 
-from components import catalog, cli, labels, time_to_serve
-from components.bench import report as bench_report
-from components.observability import alerts
-from components.settings import load_stack
-from components.weights import estimate
+from kimi_k3 import cli
+from kimi_k3.bench import report as bench_report
+from kimi_k3.core import catalog, labels
+from kimi_k3.observability import alerts
+from kimi_k3.stack import time_to_serve
+from kimi_k3.stack.settings import load_stack
+from kimi_k3.weights import estimate
 from tests.conftest import ROOT
 
 RUNBOOK = (ROOT / "docs" / "operations.md").read_text()

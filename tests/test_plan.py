@@ -9,9 +9,10 @@ import sys
 import pytest
 import yaml
 
-from components import offline, settings
-from components.cli import main
-from components.platform import Platform
+from kimi_k3 import offline
+from kimi_k3.cli import main
+from kimi_k3.stack import settings
+from kimi_k3.stack.platform import Platform
 from tests.conftest import NOW, ROOT, fixture_for
 from tests.refusals import assert_refused_before_declaring
 from tests.user_project import copy_library_project, library_stack
@@ -101,7 +102,7 @@ def test_plan_with_an_expired_reservation_keeps_the_gpu_nodes_at_zero_and_warns(
 
 def test_plan_as_a_process_has_no_traceback_for_user_mistakes(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "components.cli", "plan", "dev", "--out", str(tmp_path), "--reservation-state", "payment-failed"],
+        [sys.executable, "-m", "kimi_k3.cli", "plan", "dev", "--out", str(tmp_path), "--reservation-state", "payment-failed"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )
     assert proc.returncode == 2

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from components.cli import main
+from kimi_k3.cli import main
 from tests.conftest import ROOT
 
 NOW_FLAG = ("--now", "2026-12-01T08:00:00Z")
@@ -24,7 +24,7 @@ def _digest_tree(directory: Path) -> dict[str, str]:
 def _plan_in_process(out: Path, hash_seed: str, *flags: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     proc = subprocess.run(
-        [sys.executable, "-m", "components.cli", "plan", "prod", "--quiet", "--out", str(out), *NOW_FLAG, *flags],
+        [sys.executable, "-m", "kimi_k3.cli", "plan", "prod", "--quiet", "--out", str(out), *NOW_FLAG, *flags],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr

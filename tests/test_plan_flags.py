@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from components.cli import main
-from components.rehearsal import Rehearsal
+from kimi_k3.cli import main
+from kimi_k3.offline.rehearsal import Rehearsal
 from tests.cli_helpers import one_line_error, refused_as_a_process
 from tests.user_project import copy_library_project, library_stack
 

@@ -9,9 +9,9 @@ import pytest
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ResourceValidationPolicy
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-from components import guardrails as g
-from components.cli import main
-from components.policy_verdict import PolicyCheck, PolicySetting, evaluate, load_policy_config, resolve_policy_config
+from kimi_k3.cli import main
+from kimi_k3.guardrails import rules as g
+from kimi_k3.guardrails.verdict import PolicyCheck, PolicySetting, evaluate, load_policy_config, resolve_policy_config
 from tests.user_project import copy_library_project, library_stack
 
 NOW = ("--now", "2026-12-01T08:00:00Z")

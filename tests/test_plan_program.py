@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.cli import main
+from kimi_k3.cli import main
 from tests.conftest import ROOT
 from tests.user_project import copy_library_project, library_stack, write_project
 
@@ -59,7 +59,7 @@ def test_the_readme_program_plans_as_written_in_a_fresh_directory(tmp_path):
         (fresh / name).write_text(files[name])
     argv = shlex.split(files["command"])
     assert argv[0] == "kimi-k3"
-    proc = subprocess.run([sys.executable, "-m", "components.cli", *argv[1:], *NOW], capture_output=True, text=True, cwd=fresh, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "kimi_k3.cli", *argv[1:], *NOW], capture_output=True, text=True, cwd=fresh, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     plan = fresh / "build" / "plan" / "dev"
@@ -73,6 +73,34 @@ def test_the_readme_program_plans_as_written_in_a_fresh_directory(tmp_path):
     secret = next(r for r in resources if r["type"] == "kubernetes:core/v1:Secret")
     assert secret["inputs"]["stringData"] == {"key": "[secret]"}
     assert "passed" in proc.stdout and "project my-llm, stack dev" in proc.stdout
+
+
+def test_a_program_with_a_components_package_of_its_own_plans_offline(tmp_path):
+    """The README program in a directory that also holds the user's own ``components/`` package, which it imports:
+    the library's import name (``kimi_k3``) does not shadow it, nor it the library."""
+    files = _readme_blocks()
+    fresh = tmp_path / "my-llm"
+    (fresh / "components").mkdir(parents=True)
+    (fresh / "components" / "__init__.py").write_text('"""The user\'s own components."""\n')
+    (fresh / "components" / "naming.py").write_text('def endpoint_output() -> str:\n    return "endpoint"\n')
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+        (fresh / name).write_text(files[name])
+    program = files["__main__.py"].replace('pulumi.export("endpoint",', "from components.naming import endpoint_output\npulumi.export(endpoint_output(),")
+    assert program != files["__main__.py"]
+    (fresh / "__main__.py").write_text(program)
+    argv = shlex.split(files["command"])
+    proc = subprocess.run([sys.executable, "-m", "kimi_k3.cli", *argv[1:], *NOW], capture_output=True, text=True, cwd=fresh, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((fresh / "build" / "plan" / "dev" / "outputs.json").read_text())["endpoint"].endswith(":8000/v1")
+
+
+def test_the_library_refuses_to_be_imported_under_its_folder_name():
+    """``import components`` from this checkout would load a second copy of the library: refused with one line."""
+    proc = subprocess.run([sys.executable, "-c", "import components"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "ImportError: the kimi-k3-aws library is imported as kimi_k3, not components (components/ is only its source folder; see docs/architecture.md)"
+    )
 
 
 def test_outside_any_project_plan_stops_and_plans_nothing(tmp_path, monkeypatch, capsys):
@@ -110,7 +138,7 @@ config:
 
 TINY_PROGRAM = """\
 import pulumi
-from components import lookup_capacity_block
+from kimi_k3 import lookup_capacity_block
 
 config = pulumi.Config()
 block = lookup_capacity_block("cr-0123456789abcdef0")
@@ -185,8 +213,8 @@ def _user_copy_of_the_program(tmp_path) -> Path:
 
 
 def test_hyperpod_and_preflight_read_the_stack_of_the_current_project(tmp_path, monkeypatch, capsys):
-    from components.capacity import aws as capacity_aws
-    from components.errors import UserError
+    from kimi_k3.capacity import aws as capacity_aws
+    from kimi_k3.errors import UserError
 
     user = _user_copy_of_the_program(tmp_path)
     monkeypatch.chdir(user)
@@ -209,12 +237,13 @@ def _tree_state(directory: Path) -> dict[str, float]:
 
 
 def test_after_a_regular_pip_install_plan_plans_the_users_stack_and_writes_nothing_into_the_repository(tmp_path):
-    """``pip install --no-deps --target``, then ``python -m components.cli plan dev`` from the user's directory."""
+    """``pip install --no-deps --target``, then ``python -m kimi_k3.cli plan dev`` from the user's directory."""
     source, site = tmp_path / "source", tmp_path / "site"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "components", source / "components", ignore=shutil.ignore_patterns("__pycache__"))
+    (source / "kimi_k3").symlink_to("components")
     # pip builds the wheel in an isolated environment with [build-system]'s setuptools and wheel from the index
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(source)],
@@ -226,9 +255,9 @@ def test_after_a_regular_pip_install_plan_plans_the_users_stack_and_writes_nothi
     # -S: no site-packages .pth files, so the editable install of this checkout is not on the path;
     # the dependencies come from the virtualenv's site-packages, after the installed package.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), sysconfig.get_paths()["purelib"]])}
-    where = subprocess.run([sys.executable, "-S", "-c", "import components; print(components.__file__)"], capture_output=True, text=True, env=env, cwd=user)
-    assert where.stdout.strip() == str(site / "components" / "__init__.py")
-    proc = subprocess.run([sys.executable, "-S", "-m", "components.cli", "plan", "dev", "--quiet", *NOW],
+    where = subprocess.run([sys.executable, "-S", "-c", "import kimi_k3; print(kimi_k3.__file__)"], capture_output=True, text=True, env=env, cwd=user)
+    assert where.stdout.strip() == str(site / "kimi_k3" / "__init__.py")
+    proc = subprocess.run([sys.executable, "-S", "-m", "kimi_k3.cli", "plan", "dev", "--quiet", *NOW],
                           capture_output=True, text=True, env=env, cwd=user, timeout=300)
     assert proc.returncode == 0, proc.stderr
     outputs = json.loads((user / "build" / "plan" / "dev" / "outputs.json").read_text())

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import components
-from components import offline
-from components.labels import GPU_TAINT_KEY
+import kimi_k3
+from kimi_k3 import offline
+from kimi_k3.core.labels import GPU_TAINT_KEY
 from tests.conftest import NOW, fixture_for
 from tests.k8s_checks import checkov_scan, validate_manifest, write_manifests
 from tests.refusals import assert_refused_before_declaring
@@ -19,9 +19,9 @@ def _component_types(result: offline.PlanResult) -> set[str]:
 
 
 def test_public_api_exports_every_component():
-    for name in components.__all__:
-        assert getattr(components, name) is not None
-    assert issubclass(components.VllmServer, components.Platform.__mro__[1])  # both are ComponentResources
+    for name in kimi_k3.__all__:
+        assert getattr(kimi_k3, name) is not None
+    assert issubclass(kimi_k3.VllmServer, kimi_k3.Platform.__mro__[1])  # both are ComponentResources
 
 
 def test_dev_stack_composes_the_single_node_path(dev_plan):
@@ -156,9 +156,9 @@ def test_gpu_and_system_nodes_share_the_node_security_group(dev_plan):
 
 
 def test_more_azs_than_the_region_has_is_a_settings_error():
-    from components import settings as stack_settings
-    from components.errors import SettingsError
-    from components.platform import Platform
+    from kimi_k3.errors import SettingsError
+    from kimi_k3.stack import settings as stack_settings
+    from kimi_k3.stack.platform import Platform
 
     values, secret_keys = stack_settings.read_stack_file("prod")
     values["kimi-k3:availabilityZoneCount"] = "4"

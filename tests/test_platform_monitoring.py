@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from components import offline
-from components.observability import alerts, dashboard
-from components.observability.dcgm_counters import ENABLED_BEYOND_DEFAULT
-from components.settings import from_values
+from kimi_k3 import offline
+from kimi_k3.observability import alerts, dashboard
+from kimi_k3.observability.dcgm_counters import ENABLED_BEYOND_DEFAULT
+from kimi_k3.stack.settings import from_values
 from tests import promtool
 from tests.builders import stack_config
 from tests.conftest import NOW, fixture_for

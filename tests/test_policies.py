@@ -2,7 +2,7 @@
 
 Resources come from the offline engine (the program really declares them with the
 SDKs' typed Args); each policy's ``validate`` gets ``ResourceValidationArgs`` built
-the way the analyzer builds them (:func:`components.policy_verdict.policy_args`:
+the way the analyzer builds them (:func:`kimi_k3.guardrails.verdict.policy_args`:
 ``deserialize_properties`` + the unknown-checking proxy over the registered inputs,
 camelCase wire names, numbers as floats). ``PolicyPack`` itself is never constructed
 here (it would start a gRPC server).
@@ -25,9 +25,9 @@ import yaml
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
 from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE
 
-from components import guardrails as g
-from components import offline
-from components.policy_verdict import PolicyCheck, policy_args, resolve_policy_config, run_policy
+from kimi_k3 import offline
+from kimi_k3.guardrails import rules as g
+from kimi_k3.guardrails.verdict import PolicyCheck, policy_args, resolve_policy_config, run_policy
 from tests.conftest import NOW, ROOT
 
 POLICY_DIR = ROOT / "policy"

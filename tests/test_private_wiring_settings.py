@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from components import offline
-from components.endpoint_services import DEFAULT_INTERFACE_ENDPOINTS, INTERFACE_ENDPOINT_SERVICES
-from components.errors import SettingsError
+from kimi_k3 import offline
+from kimi_k3.errors import SettingsError
+from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, INTERFACE_ENDPOINT_SERVICES
 from tests.builders import S3_URI, load_stack_settings
 from tests.conftest import NOW, fixture_for
 

@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from components.config_keys import CONFIG_KEYS, SECTIONS, markdown_reference, pulumi_yaml_config
+from kimi_k3.stack.config_keys import CONFIG_KEYS, SECTIONS, markdown_reference, pulumi_yaml_config
 from tests.conftest import ROOT
 
 

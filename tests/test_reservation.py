@@ -6,11 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from components import offline, stack_terms
-from components.capacity.assessment import BlockNeeds, assess, verdict
-from components.capacity.facts import CapacityBlockFacts, parse_aws_time
-from components.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
-from components.errors import UserError
+from kimi_k3 import offline
+from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
+from kimi_k3.capacity.facts import CapacityBlockFacts, parse_aws_time
+from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
+from kimi_k3.errors import UserError
+from kimi_k3.stack import terms as stack_terms
 from tests.builders import B300, RID, block_facts
 from tests.conftest import NOW, fixture_for
 

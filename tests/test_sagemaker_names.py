@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from components import hyperpod_rules as rules
-from components.errors import UserError
-from components.serving.hyperpod import render_inference_endpoint_config
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod import rules as rules
+from kimi_k3.hyperpod.endpoint import render_inference_endpoint_config
 from tests.builders import serving_contract
 
 LONG_HYPHENATED = "k" + "-" * 62 + "3"

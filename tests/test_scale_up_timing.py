@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from components import offline
-from components.capacity.assessment import BEFORE, ENDED, ENDING, SERVING
-from components.capacity.scaling import SCALE_UP_MARGIN, scaling_plan
-from components.capacity_block import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
-from components.cli import main
+from kimi_k3 import offline
+from kimi_k3.capacity.assessment import BEFORE, ENDED, ENDING, SERVING
+from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.capacity.scaling import SCALE_UP_MARGIN, scaling_plan
+from kimi_k3.cli import main
 from tests.builders import B300, RID, block_facts
 from tests.conftest import NOW
 

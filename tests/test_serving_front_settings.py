@@ -7,11 +7,11 @@ import json
 import jsonschema
 import pytest
 
-from components import cli
-from components.errors import SettingsError
-from components.serving import hyperpod_routing
-from components.serving.hyperpod import render_inference_endpoint_config
-from components.serving.hyperpod_routing import HyperPodRouting
+from kimi_k3 import cli
+from kimi_k3.errors import SettingsError
+from kimi_k3.hyperpod import routing as hyperpod_routing
+from kimi_k3.hyperpod.endpoint import render_inference_endpoint_config
+from kimi_k3.hyperpod.routing import HyperPodRouting
 from tests.builders import load_stack_settings
 from tests.conftest import DATA
 
@@ -72,7 +72,7 @@ def test_internal_exposure_needs_its_client_cidrs_and_warns_about_ones_inside_th
 
 
 def test_the_new_keys_are_documented_in_their_own_section():
-    from components.config_keys import CONFIG_KEYS, SECTIONS
+    from kimi_k3.stack.config_keys import CONFIG_KEYS, SECTIONS
 
     section = dict(SECTIONS)["Serving: API proxy, drain and engine profile"]
     for name in ("servingExtraRoutes", "mediaPolicy", "servingDrainSeconds", "nlbIdleTimeoutSeconds", "servingEnv", "decodeContextParallel", "hyperpodRoutingStrategy"):
@@ -131,7 +131,7 @@ def test_routing_keys_the_crd_refuses_are_refused_with_the_key(changes, key, mat
 def test_the_hyperpod_command_renders_the_stacks_routing(tmp_path, monkeypatch):
     import yaml
 
-    from components.cli import hyperpod as hyperpod_cli
+    from kimi_k3.cli import hyperpod as hyperpod_cli
 
     routed = load_stack_settings(hyperpodRoutingStrategy="prefixaware", hyperpodKvCache="l1")
     monkeypatch.setattr(hyperpod_cli.project, "load_settings", lambda project, stack: routed)

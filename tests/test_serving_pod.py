@@ -12,13 +12,13 @@ import math
 import pulumi
 import pytest
 
-from components import offline
-from components.errors import UserError
-from components.serving import api_pod, nlb
-from components.serving.api_proxy import ApiProxyConfig, ApiRoute
-from components.serving.drain import ENGINE_LAG_S, MARGIN_S, DrainPlan
-from components.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
-from components.serving.vllm import VllmServer, VllmServerArgs
+from kimi_k3 import offline
+from kimi_k3.errors import UserError
+from kimi_k3.serving import api_pod, nlb
+from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
+from kimi_k3.serving.drain import ENGINE_LAG_S, MARGIN_S, DrainPlan
+from kimi_k3.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
 from tests import k8s_checks
 from tests.builders import in_cluster, serving_contract
 from tests.conftest import NOW

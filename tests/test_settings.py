@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from components import settings
-from components.config_keys import CONFIG_KEYS
-from components.errors import SettingsError
-from components.serving.contracts import parse_image_reference
+from kimi_k3.errors import SettingsError
+from kimi_k3.serving.contracts import parse_image_reference
+from kimi_k3.stack import settings
+from kimi_k3.stack.config_keys import CONFIG_KEYS
 from tests.builders import DIGEST
 from tests.builders import load_stack_settings as load
 from tests.builders import stack_config as base

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components import settings, training_plans
-from components.errors import SettingsError
+from kimi_k3.errors import SettingsError
+from kimi_k3.hyperpod import training_plans
+from kimi_k3.stack import settings
 from tests.builders import stack_config
 
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/kimi-k3-p6"

@@ -14,14 +14,15 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from components import catalog, settings
-from components.errors import SettingsError, UserError
-from components.serving.engine_flags import ALIASES, MANAGED_FLAGS, flag_of
-from components.serving.lws import VllmLeaderWorkerSetArgs
-from components.serving.lws import _validate as validate_lws
-from components.serving.vllm import VllmServerArgs
-from components.serving.vllm import _validate as validate_server
-from components.subnets import plan_subnets
+from kimi_k3.core import catalog
+from kimi_k3.errors import SettingsError, UserError
+from kimi_k3.network.subnets import plan_subnets
+from kimi_k3.serving.engine_flags import ALIASES, MANAGED_FLAGS, flag_of
+from kimi_k3.serving.lws import VllmLeaderWorkerSetArgs
+from kimi_k3.serving.lws import _validate as validate_lws
+from kimi_k3.serving.vllm import VllmServerArgs
+from kimi_k3.serving.vllm import _validate as validate_server
+from kimi_k3.stack import settings
 from tests.builders import load_stack_settings as load
 from tests.builders import stack_config as base
 from tests.cli_helpers import one_line_error, refused_as_a_process
@@ -155,7 +156,7 @@ def test_the_documented_vpc_range_is_what_validation_accepts():
 
 
 def test_the_platform_carves_the_subnets_the_settings_chose():
-    from components import offline
+    from kimi_k3 import offline
     from tests.conftest import NOW, fixture_for
 
     result = offline.run_stack("dev", now=NOW, config_overrides={"kimi-k3:vpcCidr": "10.42.0.0/19"}, reservation=fixture_for)
@@ -287,7 +288,7 @@ PLAN_MISTAKES = [
 def test_plan_stops_with_one_line_naming_the_key_and_the_value(changes, key, shown, tmp_path, capsys):
     import yaml
 
-    from components.cli import main
+    from kimi_k3.cli import main
     from tests.user_project import copy_library_project, library_stack
 
     document = yaml.safe_load(library_stack("dev"))

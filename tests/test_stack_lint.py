@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from components.stack_lint import example_value_warnings, revision_warnings, stack_warnings
+from kimi_k3.stack.lint import example_value_warnings, revision_warnings, stack_warnings
 
 REV = "3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components import settings, time_to_serve
-from components.weights import estimate
+from kimi_k3.stack import settings, time_to_serve
+from kimi_k3.weights import estimate
 from tests.conftest import ROOT
 
 CASES = ("cold", "warm", "pod re-created", "container restart")

@@ -1,14 +1,14 @@
 """The ``Time to serve`` keys: each mistake is one line naming the key, the value and what is accepted;
-the rules come from their homes in ``components.weights`` (staging Job, bucket, cache key, FastImagePull
+the rules come from their homes in ``kimi_k3.weights`` (staging Job, bucket, cache key, FastImagePull
 vs the AMI release, the ECR pull-through rule)."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.errors import SettingsError
-from components.settings import load_stack
-from components.time_to_serve import estimate_lines
+from kimi_k3.errors import SettingsError
+from kimi_k3.stack.settings import load_stack
+from kimi_k3.stack.time_to_serve import estimate_lines
 from tests.builders import DIGEST, load_stack_settings
 
 S3 = {"weightsSource": "s3", "weightsS3Uri": "s3://acme-weights-us-east-1/kimi/3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20/", "dockerHubPullThroughSecretArn": None}

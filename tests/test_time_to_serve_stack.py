@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from components import catalog, labels, offline, time_to_serve
-from components.serving.contracts import ServingContract
-from components.serving.vllm import VllmServer, VllmServerArgs
-from components.weights import compile_cache, estimate, image_pull, node_local, node_sync, serving_pod
-from components.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs
+from kimi_k3 import offline
+from kimi_k3.core import catalog, labels
+from kimi_k3.serving.contracts import ServingContract
+from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
+from kimi_k3.stack import time_to_serve
+from kimi_k3.weights import compile_cache, estimate, image_pull, node_local, node_sync, serving_pod
+from kimi_k3.weights import time_to_serve as tts_component
+from kimi_k3.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs
 from tests.conftest import NOW
 from tests.weights_builders import seeded_bytes
 
@@ -82,7 +85,7 @@ def test_prod_serves_from_a_stateful_set_on_node_local_volumes(prod_plan):
     assert workload["kind"] == "StatefulSet"
     spec = workload["spec"]
     (claim,) = spec["volumeClaimTemplates"]
-    assert claim["metadata"]["name"] == "models" and claim["spec"]["storageClassName"] == time_to_serve.STORAGE_CLASS
+    assert claim["metadata"]["name"] == "models" and claim["spec"]["storageClassName"] == tts_component.STORAGE_CLASS
     assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Delete"}
     assert spec["serviceName"] == "kimi-k3-serving-metrics" and objects(prod_plan, "Service", "kimi-k3-serving-metrics")[0]["spec"]["clusterIP"] == "None"
     pod = spec["template"]["spec"]
@@ -106,14 +109,14 @@ def test_prod_declares_the_node_local_storage_and_its_cleanup(prod_plan):
     assert values["classes"][0]["hostDir"] == node_local.DISCOVERY_DIR and values["nodeSelector"] == dict(labels.GPU_NODE_SELECTOR)
     (cleanup,) = objects(prod_plan, "Deployment", "local-volume-node-cleanup")
     (controller,) = cleanup["spec"]["template"]["spec"]["containers"]
-    assert "@sha256:" in controller["image"] and f"--storageclass-names={time_to_serve.STORAGE_CLASS}" in controller["args"]
+    assert "@sha256:" in controller["image"] and f"--storageclass-names={tts_component.STORAGE_CLASS}" in controller["args"]
     (role,) = objects(prod_plan, "ClusterRole", "local-volume-node-cleanup")
     assert {"persistentvolumeclaims"} <= {res for rule in role["rules"] if "delete" in rule["verbs"] for res in rule["resources"]}
     assert node_local.boot_part().strip() in user_data(prod_plan)
 
 
 def test_prod_pulls_the_image_beside_the_sync_with_fast_image_pull(prod_plan):
-    (ds,) = objects(prod_plan, "DaemonSet", time_to_serve.PREPULL_NAME)
+    (ds,) = objects(prod_plan, "DaemonSet", tts_component.PREPULL_NAME)
     pod = ds["spec"]["template"]["spec"]
     image = prod_plan.settings.serving.contract.image.image
     assert {c["image"] for c in pod["initContainers"] + pod["containers"]} == {image}
@@ -139,7 +142,7 @@ def test_prod_pod_syncs_at_line_rate_restores_caches_and_warms_up_before_ready(p
     assert uri.startswith("s3://acme-ml-weights-us-west-2/compile-cache/v1-b300-3f7c2a91d0b8-") and uri.endswith(".tar")
     main = containers(pod)
     warmup = main["warmup"]
-    assert warmup["command"] == ["python3", "-m", "components.weights.podmain", "warmup-then-save"]
+    assert warmup["command"] == ["python3", "-m", "kimi_k3.weights.podmain", "warmup-then-save"]
     warm_env = env(warmup)
     assert warm_env["CACHE_S3_URI"] == uri and warm_env["WARMUP_MARKER"] == serving_pod.WARMUP_MARKER
     assert warm_env["VLLM_API_KEY"] == {"secretKeyRef": {"name": "kimi-k3-serving-api-key", "key": "key"}}
@@ -191,7 +194,7 @@ def test_dev_pulls_its_docker_hub_image_through_the_ecr_cache(dev_plan):
     assert containers(pod)["vllm"]["image"] == cached and containers(pod, "initContainers")["fetch-weights"]["image"] == cached
     (node_policy,) = [json.loads(r.plain_inputs["policy"]) for r in dev_plan.by_type("aws:iam/rolePolicy:RolePolicy") if "pull-through" in r.name]
     assert node_policy == image_pull.pull_through_node_policy("123456789012", "us-east-1")
-    (ds,) = objects(dev_plan, "DaemonSet", time_to_serve.PREPULL_NAME)
+    (ds,) = objects(dev_plan, "DaemonSet", tts_component.PREPULL_NAME)
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == cached
 
 
@@ -218,12 +221,12 @@ def test_dev_with_staged_weights_reads_from_s3_like_prod():
 
 
 def test_time_to_serve_and_the_staging_job_refuse_the_ambient_kubeconfig():
-    from components.errors import ComponentInputError
+    from kimi_k3.errors import ComponentInputError
 
-    args = time_to_serve.TimeToServeArgs(region="us-west-2", cluster_name="c", engine_image="i@sha256:" + "a" * 64, instance_type="p6-b300.48xlarge", model_id="m", revision=REVISION, image_prepull=True)
+    args = tts_component.TimeToServeArgs(region="us-west-2", cluster_name="c", engine_image="i@sha256:" + "a" * 64, instance_type="p6-b300.48xlarge", model_id="m", revision=REVISION, image_prepull=True)
 
     def program() -> None:
-        time_to_serve.TimeToServe("tts", args)
+        tts_component.TimeToServe("tts", args)
 
     with pytest.raises(ComponentInputError, match="opts.providers has no Kubernetes provider"):
         offline.OfflineEngine(now=NOW).run(program)
@@ -237,21 +240,21 @@ def test_time_to_serve_and_the_staging_job_refuse_the_ambient_kubeconfig():
 
 @pytest.mark.parametrize("bucket_name", [None, "kimi-weights"])
 def test_the_staging_job_without_a_prefix_is_refused_before_declaring(bucket_name):
-    from components.errors import ComponentInputError
+    from kimi_k3.errors import ComponentInputError
     from tests.builders import in_cluster
 
-    args = time_to_serve.TimeToServeArgs(
+    args = tts_component.TimeToServeArgs(
         region="us-west-2", cluster_name="c", engine_image="i@sha256:" + "a" * 64, instance_type="p6-b300.48xlarge", model_id="m", revision=REVISION,
         staging_job=True, bucket_name=bucket_name,
     )
     engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(ComponentInputError, match="TimeToServe 'tts': weights_s3_uri is required for the staging Job"):
-        engine.run(lambda: time_to_serve.TimeToServe("tts", args, opts=in_cluster()))
+        engine.run(lambda: tts_component.TimeToServe("tts", args, opts=in_cluster()))
     assert [resource.type for resource in engine.resources] == ["pulumi:providers:kubernetes"]
 
 
 def test_the_serving_component_refuses_a_cache_with_a_floating_tag():
-    from components.errors import ComponentInputError
+    from kimi_k3.errors import ComponentInputError
     from tests.builders import in_cluster, serving_contract
 
     contract: ServingContract = serving_contract(image="vllm/vllm-openai:kimi-k3", source="s3")

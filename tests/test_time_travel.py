@@ -15,11 +15,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from components import clock, settings, stack_terms
-from components.capacity.assessment import BlockNeeds, assess, verdict
-from components.capacity.facts import CapacityBlockFacts
-from components.capacity_block import scaling_plan
-from components.cli import main
+from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.node_group import scaling_plan
+from kimi_k3.cli import main
+from kimi_k3.core import clock
+from kimi_k3.stack import settings
+from kimi_k3.stack import terms as stack_terms
 from tests.conftest import travel_offset
 
 OFFSETS = ("8h", "9d", "75d")

@@ -9,9 +9,9 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from components import hyperpod_rules as rules
-from components.errors import UserError
-from components.training_plan_check import PlanCapacity, TrainingPlanFacts, check_training_plan, read_training_plan, rehearsal_facts
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod import rules as rules
+from kimi_k3.hyperpod.training_plan_check import PlanCapacity, TrainingPlanFacts, check_training_plan, read_training_plan, rehearsal_facts
 
 UTC = UTC
 NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)
@@ -149,7 +149,7 @@ def test_vpc_cni_minimum(version, ok):
 
 def test_the_eks_cluster_of_this_project_meets_the_rules():
     """The Cluster component's choices (authentication mode API, the offline vpc-cni version) are ones HyperPod accepts."""
-    from components.offline.answers import ADDON_VERSIONS
+    from kimi_k3.offline.answers import ADDON_VERSIONS
 
     rules.check_eks_cluster(rules.EksForHyperPod("1.34", "API", ADDON_VERSIONS["vpc-cni"]))
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import pytest
 from botocore.stub import Stubber
 
-from components import offline, settings, training_plan_check
-from components.errors import UserError
-from components.offline.sagemaker import OfflineSageMaker
-from components.platform import Platform
-from components.training_plan_check import stack_training_plan
+from kimi_k3 import offline
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod import training_plan_check
+from kimi_k3.hyperpod.training_plan_check import stack_training_plan
+from kimi_k3.offline.sagemaker import OfflineSageMaker
+from kimi_k3.stack import settings
+from kimi_k3.stack.platform import Platform
 from tests.aws_stubs import client as aws_client
 from tests.aws_stubs import installed_client
 from tests.conftest import NOW

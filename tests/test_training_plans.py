@@ -1,4 +1,4 @@
-"""``kimi-k3 hyperpod plans …`` and components.training_plans against botocore's real SageMaker model.
+"""``kimi-k3 hyperpod plans …`` and kimi_k3.hyperpod.training_plans against botocore's real SageMaker model.
 
 The client factory is replaced by a stubbed botocore SageMaker client: every request
 and response is checked against ``sagemaker/2017-07-24/service-2.json`` of botocore
@@ -15,8 +15,8 @@ from decimal import Decimal
 import pytest
 from botocore.stub import Stubber
 
-from components import training_plans as tp
-from components.errors import UserError
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod import training_plans as tp
 from tests.aws_stubs import SESSION, FakeStdin, cli_env, no_sagemaker, sm  # noqa: F401 - fixtures
 from tests.aws_stubs import client as aws_client
 from tests.aws_stubs import run_plans as run

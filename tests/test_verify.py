@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `pytest tests/test_verify.py` without a pythonpath setting
     sys.path.insert(0, str(ROOT))
 
-import components.cli as cli  # noqa: E402
-from components import verify  # noqa: E402
-from components.errors import UserError  # noqa: E402
+import kimi_k3.cli as cli  # noqa: E402
+from kimi_k3.errors import UserError  # noqa: E402
+from kimi_k3.serving import verify  # noqa: E402
 from tests.fake_openai_server import REASONING, Behaviour, FakeOpenAIServer  # noqa: E402
 
 KEY = "sk-test-4f9c2e7a1b"
@@ -44,11 +44,11 @@ def server() -> Iterator[FakeOpenAIServer]:
 def _cli_siblings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stand in for ``kimi-k3`` subcommand modules that are not written yet.
 
-    ``components.cli.build_parser`` imports every subcommand; only a module that
+    ``kimi_k3.cli.build_parser`` imports every subcommand; only a module that
     does not exist at all is replaced (by one adding an inert parser).
     """
     for name in cli.SUBCOMMANDS:
-        module = f"components.cli.{name}"
+        module = f"kimi_k3.cli.{name}"
         if module in sys.modules or importlib.util.find_spec(module) is not None:
             continue
         stub = types.ModuleType(module)
@@ -65,7 +65,7 @@ def _no_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``kimi-k3 verify ARGV`` through ``components.cli.main``; returns (status, stdout, stderr)."""
+    """``kimi-k3 verify ARGV`` through ``kimi_k3.cli.main``; returns (status, stdout, stderr)."""
     status = cli.main(["verify", *argv])
     captured = capsys.readouterr()
     return status, captured.out, captured.err

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from components import verify
-from components.cli import main
-from components.cli.plan import port_forward_command
+from kimi_k3.cli import main
+from kimi_k3.cli.plan import port_forward_command
+from kimi_k3.serving import verify
 from tests.fake_openai_server import Behaviour, FakeOpenAIServer
 
 KEY = "sk-test-answers"
@@ -40,7 +40,7 @@ def test_json_mode_still_prints_one_document(capsys):
 
 def test_as_a_process_there_is_no_traceback():
     with FakeOpenAIServer(api_key=KEY, behaviour=Behaviour(non_json_body=HTML)) as server:
-        proc = subprocess.run([sys.executable, "-m", "components.cli", "verify", "--endpoint", server.url, "--api-key", KEY],
+        proc = subprocess.run([sys.executable, "-m", "kimi_k3.cli", "verify", "--endpoint", server.url, "--api-key", KEY],
                               capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "--endpoint" in proc.stderr
 

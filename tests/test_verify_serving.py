@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-import components.cli as cli
-from components import verify
+import kimi_k3.cli as cli
+from kimi_k3.serving import verify
 from tests.fake_openai_server import Behaviour, FakeOpenAIServer
 
 KEY = "sk-test-serving-5b1d"

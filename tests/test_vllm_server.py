@@ -7,17 +7,12 @@ import json
 import pulumi
 import pytest
 
-from components import labels, offline
-from components.errors import UserError
-from components.serving import (
-    ImageContract,
-    ServingContract,
-    VllmServer,
-    VllmServerArgs,
-    WeightsContract,
-)
-from components.serving.base import POD_IDENTITY_AGENT_CIDR
-from components.serving.pod_kit import AWS_CLI_IMAGE
+from kimi_k3 import offline
+from kimi_k3.core import labels
+from kimi_k3.errors import UserError
+from kimi_k3.serving import ImageContract, ServingContract, VllmServer, VllmServerArgs, WeightsContract
+from kimi_k3.serving.base import POD_IDENTITY_AGENT_CIDR
+from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
 from tests.builders import IMAGE, REVISION, S3_URI, in_cluster, serving_contract
 from tests.conftest import NOW
@@ -582,7 +577,7 @@ def test_the_verify_script_accepts_intact_weights_and_refuses_corrupt_ones(tmp_p
     import hashlib
     import subprocess
 
-    from components.serving.scripts import VERIFY_SCRIPT
+    from kimi_k3.serving.scripts import VERIFY_SCRIPT
 
     weights = tmp_path / "weights"
     (weights / "sub").mkdir(parents=True)

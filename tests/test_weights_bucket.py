@@ -7,10 +7,10 @@ import json
 import pulumi
 import pytest
 
-from components import offline
-from components.errors import UserError
-from components.secure_bucket import tls_only_policy
-from components.weights.bucket import WeightsBucket, WeightsBucketArgs
+from kimi_k3 import offline
+from kimi_k3.errors import UserError
+from kimi_k3.weights.bucket import WeightsBucket, WeightsBucketArgs
+from kimi_k3.weights.secure_bucket import tls_only_policy
 from tests.conftest import NOW
 
 

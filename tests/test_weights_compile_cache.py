@@ -10,8 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from components.weights import WeightsError, podmain, warmup
-from components.weights import compile_cache as cc
+from kimi_k3.weights import WeightsError, podmain, warmup
+from kimi_k3.weights import compile_cache as cc
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.weights_builders import seeded_bytes
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from components import catalog
-from components.errors import UserError
-from components.weights import estimate as est
+from kimi_k3.core import catalog
+from kimi_k3.errors import UserError
+from kimi_k3.weights import estimate as est
 
 PROD = est.StartupInputs(nodes=2)
 TODAY = replace(PROD, crt_target_bandwidth=False, verify="sequential", hasher="sha256sum", verify_workers=32, compile_cache=False, node_local_weights=False, image_prepull=False, fast_image_pull=False)
@@ -100,7 +100,7 @@ def test_bad_inputs_are_one_line_errors():
 
 
 def test_plan_lines_for_the_real_stacks():
-    from components.settings import load_stack
+    from kimi_k3.stack.settings import load_stack
 
     prod = load_stack("prod")
     lines = est.plan_lines(prod, block_hours=24)

@@ -9,10 +9,11 @@ import subprocess
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import labels, offline
-from components.errors import UserError
-from components.weights import image_pull as ip
-from components.weights import node_local as nl
+from kimi_k3 import offline
+from kimi_k3.core import labels
+from kimi_k3.errors import UserError
+from kimi_k3.weights import image_pull as ip
+from kimi_k3.weights import node_local as nl
 from tests import k8s_checks
 from tests.conftest import NOW
 
@@ -67,7 +68,7 @@ def test_the_weights_volume_is_local_bound_late_and_not_chowned_at_every_mount(o
 
 
 def test_the_provisioner_values_exist_in_the_pinned_chart():
-    from components import catalog
+    from kimi_k3.core import catalog
     from tests.chart_values import chart_defaults, unknown_keys, values_copy_version
 
     values = nl.provisioner_values(node_selector=dict(labels.GPU_NODE_SELECTOR), tolerations=[dict(labels.GPU_TOLERATION)])

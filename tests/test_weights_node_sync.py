@@ -10,10 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from components import catalog
-from components.errors import UserError
-from components.weights.manifest import Manifest, ManifestEntry
-from components.weights.node_sync import NODE_SYNC_SCRIPT, crt_fallback_minutes, node_sync_env, sync_minutes, target_bandwidth_bytes_per_s, verify_workers
+from kimi_k3.core import catalog
+from kimi_k3.errors import UserError
+from kimi_k3.weights.manifest import Manifest, ManifestEntry
+from kimi_k3.weights.node_sync import (
+    NODE_SYNC_SCRIPT,
+    crt_fallback_minutes,
+    node_sync_env,
+    sync_minutes,
+    target_bandwidth_bytes_per_s,
+    verify_workers,
+)
 from tests.weights_builders import corrupted, seeded_bytes
 
 FAKE_AWS = r"""#!/bin/sh

@@ -1,6 +1,6 @@
 """What rolls the pods: the code hash of the ConfigMap-shipped modules ignores their docstrings.
 
-The serving pods and the staging Job carry :func:`~components.weights.pod_files.content_hash`
+The serving pods and the staging Job carry :func:`~kimi_k3.weights.pod_files.content_hash`
 as a pod-template annotation, so a change of the shipped code restarts them. A restart of a
 serving pod is paid GPU time (drain, weights, compile, warm-up), so documentation alone must
 not cause one, while any change of what runs must.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.weights import pod_files
+from kimi_k3.weights import pod_files
 
 DOCUMENTED = '''"""Module docstring, é and 漢字 included."""
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from components.weights import progress
-from components.weights.node_sync import NODE_SYNC_SCRIPT, node_sync_env
+from kimi_k3.weights import progress
+from kimi_k3.weights.node_sync import NODE_SYNC_SCRIPT, node_sync_env
 from tests.weights_builders import seeded_bytes
 
 # fake aws: like the CRT client (temp file + rename per file); `s3 ls --summarize` totals the bucket directory.

@@ -15,12 +15,12 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from components.weights import WeightsError
-from components.weights.hub import HubClient
-from components.weights.manifest import MANIFEST_NAME, Manifest, parse_sha256sums
-from components.weights.s3store import S3Location, b64_crc32, upload_verified
-from components.weights.stage import MISMATCHED, MISSING, STAGED, stage, survey
-from components.weights.status import WeightsStatus, deep_check, format_status
+from kimi_k3.weights import WeightsError
+from kimi_k3.weights.hub import HubClient
+from kimi_k3.weights.manifest import MANIFEST_NAME, Manifest, parse_sha256sums
+from kimi_k3.weights.s3store import S3Location, b64_crc32, upload_verified
+from kimi_k3.weights.stage import MISMATCHED, MISSING, STAGED, stage, survey
+from kimi_k3.weights.status import WeightsStatus, deep_check, format_status
 from tests.fake_hub import FakeHub
 from tests.weights_builders import BUCKET, PART, REPO, REV, URI, corrupted, make_repo, s3, seeded_bytes  # noqa: F401  (s3 is a fixture)
 
@@ -206,7 +206,7 @@ def test_a_sha256_mismatch_aborts_the_upload_instead_of_completing_it():
 
 
 def test_head_asks_s3_for_the_stored_checksum_checked_by_the_s3_model():
-    from components.weights.s3store import head
+    from kimi_k3.weights.s3store import head
 
     client = boto3.client("s3", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
     loc = S3Location.parse(URI)

@@ -13,10 +13,11 @@ import textwrap
 import pulumi
 import pytest
 
-from components import labels, offline
-from components.errors import UserError
-from components.weights import POD_MODULES
-from components.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs, staging_policy
+from kimi_k3 import offline
+from kimi_k3.core import labels
+from kimi_k3.errors import UserError
+from kimi_k3.weights import POD_MODULES
+from kimi_k3.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs, staging_policy
 from tests import k8s_checks
 from tests.builders import in_cluster
 from tests.conftest import NOW
@@ -59,7 +60,7 @@ def test_the_job_runs_once_on_the_system_nodes_resuming_on_retry(plan):
     pod = spec["template"]["spec"]
     assert pod["nodeSelector"] == dict(labels.SYSTEM_NODE_LABELS) and "tolerations" not in pod
     (c,) = pod["containers"]
-    assert c["image"] == IMAGE and c["command"] == ["python3", "-m", "components.weights.podmain", "stage"]
+    assert c["image"] == IMAGE and c["command"] == ["python3", "-m", "kimi_k3.weights.podmain", "stage"]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
     assert env["WEIGHTS_S3_URI"] == URI and env["MODEL_REVISION"] == REV and env["PYTHONPATH"] == "/opt/kimi-k3"
     assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "weights-stage-hf-token", "key": "key"}}
@@ -108,21 +109,21 @@ def test_the_shipped_files_alone_stage_the_revision(plan, tmp_path):
         target = code / item["path"]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(cm["data"][item["key"]])
-    assert sorted(p.name for p in (code / "components/weights").iterdir()) == sorted(["__init__.py", *(f"{m}.py" for m in POD_MODULES)])
+    assert sorted(p.name for p in (code / "kimi_k3/weights").iterdir()) == sorted(["__init__.py", *(f"{m}.py" for m in POD_MODULES)])
     (c,) = job["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
     harness = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(code)!r})
-        import components, components.weights
-        assert components.__file__.startswith({str(code)!r}), components.__file__
+        import kimi_k3, kimi_k3.weights
+        assert kimi_k3.__file__.startswith({str(code)!r}), kimi_k3.__file__
         assert "pulumi" not in sys.modules
         import boto3
         from moto import mock_aws
         with mock_aws():
             s3 = boto3.client("s3", region_name="us-west-2")
             s3.create_bucket(Bucket={BUCKET!r}, CreateBucketConfiguration={{"LocationConstraint": "us-west-2"}})
-            from components.weights import podmain
+            from kimi_k3.weights import podmain
             rc = podmain.main(["stage"])
             keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket={BUCKET!r}).get("Contents", []))
             assert "pulumi" not in sys.modules

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.serving.api_proxy import ApiProxyConfig, render_nginx_conf
+from kimi_k3.serving.api_proxy import ApiProxyConfig, render_nginx_conf
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.proxy_sandbox import Nginx, PrivateNetwork, require_sandbox
 

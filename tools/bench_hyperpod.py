@@ -67,7 +67,7 @@ def main() -> None:
     python = sys.executable
     with tempfile.TemporaryDirectory() as out:
         plans = {
-            stack: median_seconds([python, "-m", "components.cli", "plan", stack, "--quiet", "--now", NOW, "--out", f"{out}/{stack}"], args.runs)
+            stack: median_seconds([python, "-m", "kimi_k3.cli", "plan", stack, "--quiet", "--now", NOW, "--out", f"{out}/{stack}"], args.runs)
             for stack in ("dev", "hyperpod")
         }
     native = native_load_seconds(args.runs)

@@ -51,7 +51,7 @@ def main() -> None:
         results = {
             "import floor": median_seconds([python, "-c", IMPORT_FLOOR], args.runs),
             "used-SDK floor": median_seconds([python, "-c", USED_SDK_FLOOR], args.runs),
-            f"kimi-k3 plan {args.stack}": median_seconds([python, "-m", "components.cli", "plan", args.stack, "--quiet", "--out", out], args.runs),
+            f"kimi-k3 plan {args.stack}": median_seconds([python, "-m", "kimi_k3.cli", "plan", args.stack, "--quiet", "--out", out], args.runs),
         }
     floor = results["import floor"]
     for name, seconds in results.items():

@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components import catalog
-from components.weights.manifest import Manifest, ManifestEntry
-from components.weights.node_sync import NODE_SYNC_SCRIPT, verify_workers
+from kimi_k3.core import catalog
+from kimi_k3.weights.manifest import Manifest, ManifestEntry
+from kimi_k3.weights.node_sync import NODE_SYNC_SCRIPT, verify_workers
 
 FAKE_AWS = "#!/bin/sh\ncase \"$1 $2\" in \"s3 cp\") cp \"$FAKE_MANIFEST\" \"$4\" ;; esac\nexit 0\n"
 

@@ -2,7 +2,7 @@
 
 Prints, for each trace, the request count, mean and median of the prompt and
 output lengths, and the quantile table that ``components/bench/profiles.py``
-holds (probabilities ``components.bench.profiles.QUANTILE_PROBABILITIES``).
+holds (probabilities ``kimi_k3.bench.profiles.QUANTILE_PROBABILITIES``).
 
 The traces are not in this repository; pass the files (paths as in their
 repositories):
@@ -31,11 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from components.bench.profiles import (  # noqa: E402
-    AGENTIC_OUTPUT_SCALE,
-    AGENTIC_PROMPT_SCALE,
-    QUANTILE_PROBABILITIES,
-)
+from kimi_k3.bench.profiles import AGENTIC_OUTPUT_SCALE, AGENTIC_PROMPT_SCALE, QUANTILE_PROBABILITIES  # noqa: E402
 
 
 def quantile(sorted_values: list[int], p: float) -> int:

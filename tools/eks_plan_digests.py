@@ -47,7 +47,7 @@ def plan_digests(directory: Path) -> dict[str, Any]:
 def plan_stack(stack: str, out: Path) -> dict[str, Any]:
     """Run ``kimi-k3 plan STACK`` at :data:`NOW` into ``out`` (a separate process, as a user runs it) and digest it."""
     subprocess.run(
-        [sys.executable, "-m", "components.cli", "plan", stack, "--quiet", "--now", NOW, "--out", str(out)],
+        [sys.executable, "-m", "kimi_k3.cli", "plan", stack, "--quiet", "--now", NOW, "--out", str(out)],
         check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
     )
     return plan_digests(out)

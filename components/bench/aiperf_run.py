@@ -27,8 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from components.bench.profiles import RequestLength
-from components.errors import UserError
+from kimi_k3.bench.profiles import RequestLength
+from kimi_k3.errors import UserError
 
 LIBRARY = "aiperf"
 """The PyPI distribution that generates the load."""

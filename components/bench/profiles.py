@@ -22,7 +22,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.errors import UserError
+from kimi_k3.errors import UserError
 
 QUANTILE_PROBABILITIES = (0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 1.0)
 """The probabilities at which each profile's quantile table is given."""

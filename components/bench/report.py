@@ -14,9 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from statistics import fmean, median
 
-from components import catalog
-from components.bench.aiperf_run import LevelResult, Percentiles
-from components.bench.profiles import RequestLength
+from kimi_k3.bench.aiperf_run import LevelResult, Percentiles
+from kimi_k3.bench.profiles import RequestLength
+from kimi_k3.core import catalog
 
 SCHEMA = "kimi-k3-bench/1"
 """``schema`` of bench.json; bumped when a field changes meaning."""
@@ -27,7 +27,7 @@ assert _BLOCK_PRICE is not None  # the catalog knows the default instance type's
 DEFAULT_PRICE_PER_INSTANCE_HOUR_USD: float = _BLOCK_PRICE.value
 """Capacity Block price of the default instance type, USD per instance-hour, used when --price-per-hour is not given.
 
-One home: ``components.catalog.STARTUP_FACTS[...].block_usd_per_hour`` (the start-up cost estimate
+One home: ``kimi_k3.core.catalog.STARTUP_FACTS[...].block_usd_per_hour`` (the start-up cost estimate
 and the runbook's cost table read the same figure). Block prices are set by supply and demand at
 purchase time and fixed after (EC2 user guide, capacity-blocks-pricing-billing); the upfront fee
 of your own block (``UpfrontFee`` / duration hours / instance count) is the number to pass as
@@ -57,7 +57,7 @@ class BenchRun:
     started_at: datetime
     """When the run started, supplied by the caller (the CLI reads the clock once); bench.json's ``started_at``."""
     endpoint: str
-    """The endpoint's ``/v1`` base URL without ``user:password@`` (``components.cli.bench.public_endpoint``)."""
+    """The endpoint's ``/v1`` base URL without ``user:password@`` (``kimi_k3.cli.bench.public_endpoint``)."""
     model: str
     """The served model name the requests asked for (``--model``)."""
     profile: ProfileInfo

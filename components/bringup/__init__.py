@@ -7,5 +7,5 @@
 * :mod:`.kube` — the Kubernetes API reads, through the stack's kubeconfig (official client);
 * :mod:`.collect` — one snapshot: the AWS reads (boto3) and the cluster reads together.
 
-The pods' staging steps report progress as :mod:`components.weights.progress` lines.
+The pods' staging steps report progress as :mod:`kimi_k3.weights.progress` lines.
 """

@@ -6,7 +6,7 @@ EKS's scale-down action on the GPU node group's ASG (``eks:ListNodegroups`` /
 ``DescribeNodegroup`` to find the group tagged with the reservation, then
 ``autoscaling:DescribeScheduledActions``). Cluster: the GPU nodes, the serving pods, and
 the log tail of each pod's current container. A part that cannot be read becomes one line
-in :attr:`~components.bringup.report.BringUp.errors`; the rest is still shown.
+in :attr:`~kimi_k3.bringup.report.BringUp.errors`; the rest is still shown.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from components import labels
-from components.bringup.kube import KubeReader
-from components.bringup.nodes import summarize
-from components.bringup.pods import classify, log_wanted
-from components.bringup.report import BringUp
-from components.capacity.assessment import OK, WARN, Finding
-from components.capacity.facts import CapacityBlockFacts
-from components.capacity.status import describe_reservation
-from components.capacity_extensions import check_scaledown_action, read_extension_status
-from components.errors import UserError
-from components.nodegroup_scaling import find_block_node_group
-from components.serving.args import VllmServingArgs
-from components.settings import StackSettings, cluster_name
+from kimi_k3.bringup.kube import KubeReader
+from kimi_k3.bringup.nodes import summarize
+from kimi_k3.bringup.pods import classify, log_wanted
+from kimi_k3.bringup.report import BringUp
+from kimi_k3.capacity.assessment import OK, WARN, Finding
+from kimi_k3.capacity.extensions import check_scaledown_action, read_extension_status
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.scale_up import find_block_node_group
+from kimi_k3.capacity.status import describe_reservation
+from kimi_k3.core import labels
+from kimi_k3.errors import UserError
+from kimi_k3.serving.args import VllmServingArgs
+from kimi_k3.stack.settings import StackSettings, cluster_name
 
 SERVING_NAMESPACE = VllmServingArgs.namespace
 """Namespace the stack's serving pods run in (the serving components' default; Platform keeps it)."""
@@ -56,7 +56,7 @@ def make_aws_clients(region: str) -> AwsClients:
     import boto3
     from botocore.config import Config
 
-    from components.capacity.aws import aws_errors
+    from kimi_k3.capacity.aws import aws_errors  # boto3 and botocore load only when a command reads AWS
 
     config = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=10, read_timeout=30, user_agent_extra="kimi-k3-aws")
     with aws_errors(region):

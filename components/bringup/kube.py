@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from components.errors import UserError
+from kimi_k3.errors import UserError
 
 TIMEOUT_S = 15
 """Seconds one API call may take."""

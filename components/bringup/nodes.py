@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from components.clock import utc
+from kimi_k3.core.clock import utc
 
 GPU_RESOURCE = "nvidia.com/gpu"
 HEALTH_CONDITIONS = ("AcceleratedHardwareReady", "KernelReady", "NetworkingReady", "StorageReady", "ContainerRuntimeReady")

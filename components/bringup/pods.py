@@ -9,7 +9,7 @@ up (started, the readiness probe — the model listed by ``/v1/models`` — not 
 ready. A pod can also be failed (a container exiting non-zero, a crash loop, an image
 that cannot be pulled) or terminating.
 
-Init containers whose log carries :mod:`components.weights.progress` lines report bytes,
+Init containers whose log carries :mod:`kimi_k3.weights.progress` lines report bytes,
 rate and files verified; others (the Hugging Face download) are shown by name and time.
 """
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from components.clock import utc
-from components.weights.progress import DEFAULT_INTERVAL_S, Progress, last_progress
+from kimi_k3.core.clock import utc
+from kimi_k3.weights.progress import DEFAULT_INTERVAL_S, Progress, last_progress
 
 SCHEDULING, IMAGE_PULL, WEIGHTS, VERIFYING, INIT = "scheduling", "image pull", "weights", "verifying", "init"
 CACHE_RESTORE = "compile cache restore"
@@ -30,7 +30,7 @@ PHASES = (SCHEDULING, WEIGHTS, VERIFYING, CACHE_RESTORE, INIT, IMAGE_PULL, ENGIN
 """Phases in the order a pod goes through them (failed and terminating can come at any point)."""
 
 INIT_PHASES = {"fetch-weights": WEIGHTS, "verify-weights": VERIFYING, "restore-compile-cache": CACHE_RESTORE}
-"""Init containers of the serving pods (``components.serving.pod_kit``) and the phase each one is."""
+"""Init containers of the serving pods (``kimi_k3.serving.pod_kit``) and the phase each one is."""
 
 ENGINE_CONTAINER = "vllm"
 """The serving pods' engine container."""

@@ -13,12 +13,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from components.bringup.nodes import NodesSummary
-from components.bringup.pods import VERIFYING, WEIGHTS, PodView
-from components.capacity.assessment import PENDING_STATES, USABLE_STATES, Finding
-from components.capacity.facts import CapacityBlockFacts
-from components.clock import utc
-from components.human_time import duration_text, minute_text
+from kimi_k3.bringup.nodes import NodesSummary
+from kimi_k3.bringup.pods import VERIFYING, WEIGHTS, PodView
+from kimi_k3.capacity.assessment import PENDING_STATES, USABLE_STATES, Finding
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.core.clock import utc
+from kimi_k3.core.human_time import duration_text, minute_text
 
 SCHEMA = "kimi-k3-status/1"
 """``schema`` of the JSON document; bumped when a field changes meaning."""

@@ -7,7 +7,7 @@ they are:
 - ``Platform`` raises on the ``FAIL`` findings and warns once on the ``WARN`` ones, before
   anything is declared;
 - ``CapacityBlockNodeGroup``, when it looked the block up itself, raises its ``FAIL``
-  findings as a :class:`~components.errors.ComponentInputError` and warns on the rest;
+  findings as a :class:`~kimi_k3.errors.ComponentInputError` and warns on the rest;
 - ``kimi-k3 capacity preflight`` prints them all, with what only boto3 can read besides
   (block health, free instances, the vCPU quota).
 
@@ -31,7 +31,7 @@ Capacity Blocks with EKS managed node groups"; EKS User Guide, capacity-blocks-m
 A block that has ended (``expired``, or past its end) does not refuse the stack: the stack
 must stay updatable after its block (rotate the API key, change serving, scale the GPU nodes
 away), so the assessment warns and :func:`phase` says ``ended``, in which the node group is
-kept at zero nodes (:mod:`components.capacity.scaling`). The phase of a block at a moment —
+kept at zero nodes (:mod:`kimi_k3.capacity.scaling`). The phase of a block at a moment —
 before its start, serving, ending, ended — has its one home here, :func:`phase`.
 """
 
@@ -41,9 +41,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from components.capacity.facts import CapacityBlockFacts
-from components.clock import utc
-from components.errors import UserError
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.core.clock import utc
+from kimi_k3.errors import UserError
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 """Finding levels: fine, works with a caveat, cannot work."""
@@ -156,7 +156,7 @@ ARGS_TERMS = Terms(
     assign="pass {name}={value!r}",
     new_block="buy a new one (`kimi-k3 capacity offerings`) and pass its id as reservation_id",
 )
-"""The terms of :class:`~components.capacity_block.CapacityBlockNodeGroupArgs` (the component used alone)."""
+"""The terms of :class:`~kimi_k3.capacity.node_group.CapacityBlockNodeGroupArgs` (the component used alone)."""
 
 
 def _when(moment: datetime) -> str:

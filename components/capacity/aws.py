@@ -1,7 +1,7 @@
 """The boto3 side of the capacity commands: clients, one-line errors, id and region formats.
 
 Every AWS failure (no credentials, access denied, unknown ids, unreachable endpoints) becomes
-one :class:`~components.errors.UserError` line an operator can act on, through
+one :class:`~kimi_k3.errors.UserError` line an operator can act on, through
 :func:`translate_aws_error` or the :func:`aws_errors` context manager. :func:`make_clients` is
 the one place that creates clients (tests replace it). botocore is imported lazily: the
 ``kimi-k3`` commands that need no AWS call never load it.
@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from components.errors import UserError
-from components.formats import CAPACITY_BLOCK_OFFERING_ID, CAPACITY_RESERVATION_ID, REGION
+from kimi_k3.core.formats import CAPACITY_BLOCK_OFFERING_ID, CAPACITY_RESERVATION_ID, REGION
+from kimi_k3.errors import UserError
 
 _DENIED = {
     "UnauthorizedOperation",

@@ -6,7 +6,7 @@ A Capacity Block is a targeted Capacity Reservation (``cr-`` + 17 hex) of reserv
 preview time) and the boto3 path (``DescribeCapacityReservations``, the ``kimi-k3 capacity``
 commands) both map into :class:`CapacityBlockFacts` (:meth:`CapacityBlockFacts.from_invoke`,
 :meth:`CapacityBlockFacts.from_ec2`), so one assessment
-(:func:`components.capacity.assessment.assess`) judges both the same way. Pure Python.
+(:func:`kimi_k3.capacity.assessment.assess`) judges both the same way. Pure Python.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from components.clock import utc
-from components.errors import UserError
+from kimi_k3.core.clock import utc
+from kimi_k3.errors import UserError
 
 
 def parse_aws_time(value: str) -> datetime:

@@ -2,7 +2,7 @@
 
 ``aws.ec2.get_capacity_block_reservation(id=…)`` returns the block's AZ, window, instance type,
 count and state; :func:`lookup_capacity_block` maps it into the one record
-(:class:`~components.capacity.facts.CapacityBlockFacts`).
+(:class:`~kimi_k3.capacity.facts.CapacityBlockFacts`).
 
 A failed look-up says which of five things went wrong, one line each, because each asks for
 a different fix: the block does not exist here (:class:`CapacityBlockNotFound`: wrong id,
@@ -22,8 +22,8 @@ import re
 import pulumi
 import pulumi_aws as aws
 
-from components.capacity.facts import CapacityBlockFacts
-from components.errors import UserError
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.errors import UserError
 
 NOT_FOUND, CREDENTIALS, DENIED, REGION, THROTTLED, OTHER = "not found", "credentials", "denied", "region", "throttled", "other"
 """The kinds of failed look-up (:func:`classify`)."""

@@ -14,13 +14,13 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from components.capacity.assessment import INSTANCE_PLATFORM
-from components.capacity.aws import aws_errors, validate_offering_id
-from components.capacity.facts import CapacityBlockFacts
-from components.clock import utc as _utc
-from components.errors import UserError
-from components.formats import INSTANCE_TYPE
-from components.reserved_capacity import PROJECT_TAG, CapacitySearch, api_record, checked_start_after, offering_by_id
+from kimi_k3.capacity.assessment import INSTANCE_PLATFORM
+from kimi_k3.capacity.aws import aws_errors, validate_offering_id
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.reserved import PROJECT_TAG, CapacitySearch, api_record, checked_start_after, offering_by_id
+from kimi_k3.core.clock import utc as _utc
+from kimi_k3.core.formats import INSTANCE_TYPE
+from kimi_k3.errors import UserError
 
 MAX_START_AHEAD = timedelta(weeks=8)
 """Capacity Blocks can start at most this far ahead."""

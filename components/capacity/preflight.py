@@ -1,6 +1,6 @@
 """``kimi-k3 capacity preflight``: the go/no-go list for a stack's Capacity Block before it starts.
 
-The list is the assessment ``pulumi up`` applies (:func:`components.capacity.assessment.assess`,
+The list is the assessment ``pulumi up`` applies (:func:`kimi_k3.capacity.assessment.assess`,
 in the stack's config keys) plus what only boto3 can read: free instances of an active block,
 the block's interconnect and instance health (``DescribeCapacityBlockStatus``) and the EC2
 On-Demand vCPU quota (Service Quotas), which is only ever a warning since the AWS documentation
@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from components import stack_terms
-from components.capacity.assessment import FAIL, OK, WARN, BlockNeeds, Finding, Terms, assess
-from components.capacity.aws import translate_aws_error
-from components.capacity.facts import CapacityBlockFacts
-from components.capacity.status import BlockStatus, block_statuses
-from components.formats import CAPACITY_RESERVATION_ID
+from kimi_k3.capacity.assessment import ARGS_TERMS, FAIL, OK, WARN, BlockNeeds, Finding, Terms, assess
+from kimi_k3.capacity.aws import translate_aws_error
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.status import BlockStatus, block_statuses
+from kimi_k3.core.formats import CAPACITY_RESERVATION_ID
 
 VCPU_QUOTAS: Mapping[str, tuple[str, str]] = {
     "p": ("L-417A185B", "Running On-Demand P instances"),
@@ -86,9 +85,9 @@ def evaluate_preflight(
     vcpus_per_node: int | None = None,
     block: BlockStatus | None = None,
     availability_zones: tuple[str, ...] | None = None,
-    terms: Terms = stack_terms.CAPACITY_BLOCK,
+    terms: Terms = ARGS_TERMS,
 ) -> tuple[Finding, ...]:
-    """The assessment `pulumi up` applies (:func:`components.capacity.assessment.assess`), plus what only
+    """The assessment `pulumi up` applies (:func:`kimi_k3.capacity.assessment.assess`), plus what only
     boto3 can read: free instances, block health, the vCPU quota (pure, no AWS calls)."""
     r = reservation
     needs = BlockNeeds(instance_type=instance_type, nodes_required=nodes_required, availability_zones=availability_zones, region=region)
@@ -138,16 +137,18 @@ def run_preflight(
     now: datetime,
     vcpus_per_node: int | None = None,
     availability_zones: tuple[str, ...] | None = None,
+    terms: Terms = ARGS_TERMS,
 ) -> PreflightReport:
     """Read the reservation, its block status and the vCPU quota, and evaluate the go/no-go list.
 
     A missing or malformed reservation id is a FAIL line, not an exception; other
-    AWS errors (credentials, permissions, network) raise UserError.
+    AWS errors (credentials, permissions, network) raise UserError. ``terms`` name what the caller's user set
+    (the stack's config keys for ``kimi-k3 capacity preflight``).
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
     if not reservation_id:
-        return PreflightReport("", (Finding(FAIL, "reservation", "the stack sets no kimi-k3:capacityReservationId."),))
+        return PreflightReport("", (Finding(FAIL, "reservation", f"the stack sets no {terms.reservation}."),))
     if not CAPACITY_RESERVATION_ID.match(reservation_id):
         return PreflightReport(reservation_id, (Finding(FAIL, "reservation", f"{reservation_id!r} is not a reservation id (cr- followed by 17 hex digits)."),))
     try:
@@ -174,6 +175,7 @@ def run_preflight(
         vcpus_per_node=vcpus_per_node,
         block=block,
         availability_zones=availability_zones,
+        terms=terms,
     )
     return PreflightReport(reservation_id, checks)
 

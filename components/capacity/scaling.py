@@ -1,7 +1,7 @@
 """How the Capacity Block node group is sized in one ``pulumi up``, so that it reaches the reserved count whatever the timing.
 
 The decision follows the block's phase at the run's ``now``
-(:func:`components.capacity.assessment.phase`):
+(:func:`kimi_k3.capacity.assessment.phase`):
 
 - **before** the start: the group is created at desired 0 and a one-off Auto Scaling
   scheduled action raises *only the desired capacity* to the reserved count at
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from components.capacity.assessment import BEFORE, ENDED, ENDING, SERVING, phase
-from components.capacity.facts import CapacityBlockFacts
-from components.clock import utc
+from kimi_k3.capacity.assessment import BEFORE, ENDED, ENDING, SERVING, phase
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.core.clock import utc
 
 EKS_SCALEDOWN_BEFORE_END = timedelta(minutes=40)
 """EKS scales a Capacity Block node group to 0 this long before the block ends, by its scheduled action

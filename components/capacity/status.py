@@ -2,7 +2,7 @@
 
 Reads ``DescribeCapacityReservations`` (every page; the API documents no reservation-type
 filter, so only ``capacity-block`` entries are kept) into the one record
-(:class:`~components.capacity.facts.CapacityBlockFacts`) and, where the installed botocore model
+(:class:`~kimi_k3.capacity.facts.CapacityBlockFacts`) and, where the installed botocore model
 has it, ``DescribeCapacityBlockStatus`` (interconnect and instance health) as an optional
 enrichment.
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from components.capacity.aws import aws_errors, validate_reservation_id
-from components.capacity.facts import CapacityBlockFacts
-from components.errors import UserError
+from kimi_k3.capacity.aws import aws_errors, validate_reservation_id
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pulumi
 
-from components.errors import UserError
+from kimi_k3.errors import UserError
 
 SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status")
 DISTRIBUTION = "kimi-k3-aws"
@@ -44,7 +44,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version(), help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS if only is None else (only,):
-        importlib.import_module(f"components.cli.{name}").add_parser(sub)
+        importlib.import_module(f"kimi_k3.cli.{name}").add_parser(sub)
     return parser
 
 
@@ -53,7 +53,7 @@ def one_line(err: BaseException) -> str:
 
     A ``pulumi.InputPropertiesError`` from another library carries its problems in
     ``errors`` (property path and reason each), not always in its message: they are
-    appended. Ours (:class:`~components.errors.ComponentInputError`) already list them.
+    appended. Ours (:class:`~kimi_k3.errors.ComponentInputError`) already list them.
     """
     text = str(err)
     if isinstance(err, pulumi.InputPropertiesError) and not isinstance(err, UserError):

@@ -1,7 +1,7 @@
-"""``python -m components.cli`` runs the ``kimi-k3`` command."""
+"""``python -m kimi_k3.cli`` runs the ``kimi-k3`` command."""
 
 import sys
 
-from components.cli import main
+from kimi_k3.cli import main
 
 sys.exit(main())

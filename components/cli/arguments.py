@@ -12,7 +12,7 @@ import math
 import os
 from pathlib import Path
 
-from components import catalog
+from kimi_k3.core import catalog
 
 
 def whole_number(text: str) -> int:

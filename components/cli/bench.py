@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
 
-from components import clock
-from components.cli.arguments import API_KEY_ENV, add_endpoint_arguments, api_key, non_negative_int, positive_float, positive_int
-from components.errors import UserError
+from kimi_k3.cli.arguments import API_KEY_ENV, add_endpoint_arguments, api_key, non_negative_int, positive_float, positive_int
+from kimi_k3.core import clock
+from kimi_k3.errors import UserError
 
 DEFAULT_CONCURRENCY = (1, 4, 16)
 DEFAULT_REQUESTS = 100
@@ -65,8 +65,8 @@ def _refuse(message: str) -> None:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``bench`` subcommand to the ``kimi-k3`` parser."""
-    from components.bench.profiles import DEFAULT_PROFILE, PROFILES
-    from components.bench.report import DEFAULT_PRICE_PER_INSTANCE_HOUR_USD
+    from kimi_k3.bench.profiles import DEFAULT_PROFILE, PROFILES  # loaded by this command only: the others start without it
+    from kimi_k3.bench.report import DEFAULT_PRICE_PER_INSTANCE_HOUR_USD  # loaded by this command only: the others start without it
 
     profiles = "; ".join(f"{p.name}: {p.summary}" for p in PROFILES.values())
     parser = subparsers.add_parser(
@@ -160,8 +160,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
     Raises :class:`UserError` for a missing key, an unreadable lengths file, an
     endpoint that cannot be reached, rejects the key or does not serve the model.
     """
-    from components import verify
-    from components.bench import aiperf_run, profiles, report, tokenizer
+    from kimi_k3.bench import aiperf_run, profiles, report, tokenizer  # loaded by this command only: the others start without it
+    from kimi_k3.serving import verify  # loaded by this command only: the others start without it
 
     out = out or sys.stdout
     started_at = now or clock.program_now()

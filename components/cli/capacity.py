@@ -2,7 +2,7 @@
 
 Buying a block is irreversible and expensive, so it is an explicit operator
 action here rather than a side effect of ``pulumi up``. The AWS logic lives in
-:mod:`components.capacity`; this module only wires argparse and prints.
+:mod:`kimi_k3.capacity`; this module only wires argparse and prints.
 """
 
 from __future__ import annotations
@@ -12,21 +12,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from components import clock
-from components.capacity import assessment, preflight, status
-from components.capacity import aws as capacity_aws
-from components.capacity import offerings as capacity_offerings
-from components.cli.arguments import add_stack_arguments, whole_number
-from components.cli.capacity_tables import hours_text, print_offerings, relative, table
-from components.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
-from components.human_time import minute_text
+from kimi_k3.capacity import assessment, preflight, status
+from kimi_k3.capacity import aws as capacity_aws
+from kimi_k3.capacity import offerings as capacity_offerings
+from kimi_k3.cli.arguments import add_stack_arguments, whole_number
+from kimi_k3.cli.capacity_tables import hours_text, print_offerings, relative, table
+from kimi_k3.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
+from kimi_k3.core import clock
+from kimi_k3.core.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
 CONFIG_KEY = "kimi-k3:capacityReservationId"
 
 
 def utcnow() -> datetime:
-    """The command's "now" (:func:`components.clock.program_now`, read once per command; tests replace this to pin it)."""
+    """The command's "now" (:func:`kimi_k3.core.clock.program_now`, read once per command; tests replace this to pin it)."""
     return clock.program_now()
 
 
@@ -118,7 +118,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _vcpus(instance_type: str) -> int | None:
     """vCPUs per instance from the catalog, or None if the catalog does not know the type."""
     try:
-        from components.catalog import INSTANCE_TYPES
+        from kimi_k3.core.catalog import INSTANCE_TYPES  # loaded by this command only: the others start without it
     except ImportError:  # pragma: no cover - catalog is part of the package
         return None
     entry = INSTANCE_TYPES.get(instance_type)
@@ -133,7 +133,8 @@ def _network_azs(settings: Any) -> tuple[str, ...] | None:
 
 def cmd_preflight(args: argparse.Namespace) -> int:
     """Go/no-go list for the stack's Capacity Block; exit 0 on go, 1 on no-go."""
-    from components import project
+    from kimi_k3.stack import project  # loaded by this command only: the others start without it
+    from kimi_k3.stack import terms as stack_terms  # loaded by this command only: the others start without it
 
     s = project.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
     now = utcnow()
@@ -148,6 +149,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         now=now,
         vcpus_per_node=_vcpus(s.capacity.instance_type),
         availability_zones=_network_azs(s),
+        terms=stack_terms.CAPACITY_BLOCK,
     )
     print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {minute_text(now)} UTC:")
     for c in report.checks:
@@ -155,7 +157,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     exists = report.reservation_id and not any(c.code == "reservation" and c.level == assessment.FAIL for c in report.checks)
     if exists:
         # shown, not counted: a pending or failed extension leaves the block as the checks above saw it
-        from components.capacity_extensions import read_extension_status
+        from kimi_k3.capacity.extensions import read_extension_status  # loaded by this command only: the others start without it
 
         extension = read_extension_status(clients.ec2, report.reservation_id, now)
         if extension is not None:
@@ -216,7 +218,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_stack_arguments(p)
     p.set_defaults(func=cmd_preflight)
 
-    from components.cli import capacity_extend, capacity_scale_up
+    from kimi_k3.cli import capacity_extend, capacity_scale_up  # loaded by this command only: the others start without it
 
     capacity_extend.add_subcommands(sub)
     capacity_scale_up.add_subcommand(sub)

@@ -2,7 +2,7 @@
 
 Like ``purchase``, buying an extension is irreversible and asks for an explicit "yes"
 (``--yes`` for automation; without a terminal and without ``--yes`` it refuses before any
-AWS call). The rules and AWS calls live in :mod:`components.capacity_extensions`.
+AWS call). The rules and AWS calls live in :mod:`kimi_k3.capacity.extensions`.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from components import capacity_extensions as ext
-from components.capacity import aws as capacity_aws
-from components.capacity import status
-from components.capacity.facts import CapacityBlockFacts
-from components.cli import capacity as capacity_cli
-from components.cli.arguments import add_stack_arguments, whole_number
-from components.cli.capacity_tables import hours_text, print_offerings
-from components.cli.purchase import add_yes_flag, confirm_offer, refuse_without_confirmation
-from components.errors import UserError
-from components.human_time import minute_text
+from kimi_k3.capacity import aws as capacity_aws
+from kimi_k3.capacity import extensions as ext
+from kimi_k3.capacity import status
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli.arguments import add_stack_arguments, whole_number
+from kimi_k3.cli.capacity_tables import hours_text, print_offerings
+from kimi_k3.cli.purchase import add_yes_flag, confirm_offer, refuse_without_confirmation
+from kimi_k3.core.human_time import minute_text
+from kimi_k3.errors import UserError
 
 
 def _stack_block(stack: str, program: Path | None = None) -> tuple[Any, str]:
     """The stack's settings (of the project at ``program``, else found from here) and its reservation id."""
-    from components.settings import load_stack
+    from kimi_k3.stack.settings import load_stack  # loaded by this command only: the others start without it
 
     settings = load_stack(stack, program)
     rid = settings.capacity.reservation_id

@@ -1,7 +1,7 @@
 """``kimi-k3 capacity scale-up STACK``: ask EKS for the block's GPU nodes now.
 
 The operator's lever when an active block has fewer GPU nodes than it reserves (see
-:mod:`components.nodegroup_scaling`). It changes the node group's desired size only;
+:mod:`kimi_k3.capacity.scale_up`). It changes the node group's desired size only;
 the next ``pulumi up`` keeps it (desired size is not managed by Pulumi while it drifts
 within the block's window).
 """
@@ -11,17 +11,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from components import nodegroup_scaling as scaling
-from components.capacity import aws as capacity_aws
-from components.capacity.status import describe_reservation
-from components.cli import capacity as capacity_cli
-from components.cli.arguments import add_stack_arguments
-from components.errors import UserError
+from kimi_k3.capacity import aws as capacity_aws
+from kimi_k3.capacity import scale_up as scaling
+from kimi_k3.capacity.status import describe_reservation
+from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli.arguments import add_stack_arguments
+from kimi_k3.errors import UserError
 
 
 def cmd_scale_up(args: argparse.Namespace) -> int:
     """Find the stack's GPU node group, check the block, set the desired size (or show it with --dry-run)."""
-    from components.settings import cluster_name, load_stack
+    from kimi_k3.stack.settings import cluster_name, load_stack  # loaded by this command only: the others start without it
 
     settings = load_stack(args.stack, args.program)
     rid = settings.capacity.reservation_id

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from components.human_time import duration_text
+from kimi_k3.core.human_time import duration_text
 
 
 def relative(when: datetime | None, now: datetime, future: str, past: str) -> str:

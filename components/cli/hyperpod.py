@@ -16,17 +16,17 @@ from pathlib import Path
 
 import yaml
 
-from components import project
-from components.cli.arguments import add_stack_arguments
-from components.errors import UserError
-from components.serving.hyperpod import DEFAULT_INSTANCE_TYPE, SECRET_KEY, render_inference_endpoint_config
+from kimi_k3.cli.arguments import add_stack_arguments
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod.endpoint import DEFAULT_INSTANCE_TYPE, SECRET_KEY, render_inference_endpoint_config
+from kimi_k3.stack import project
 
 
 class _WithPlans(argparse.ArgumentParser):
     """The ``hyperpod`` parser: ``hyperpod STACK [flags]``, or ``hyperpod plans ACTION ...``.
 
     argparse cannot mix a positional STACK with optional subcommands, so ``plans`` is
-    routed to its own parser (:mod:`components.cli.hyperpod_plans`); a stack cannot be
+    routed to its own parser (:mod:`kimi_k3.cli.hyperpod_plans`); a stack cannot be
     named ``plans``.
     """
 
@@ -50,7 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "Training plans (the HyperPod capacity): `kimi-k3 hyperpod plans --help`."
         ),
     )
-    from components.cli import hyperpod_plans
+    from kimi_k3.cli import hyperpod_plans  # loaded by this command only: the others start without it
 
     parser.__class__ = _WithPlans
     parser.plans_parser = hyperpod_plans.build_parser(f"{parser.prog} plans")

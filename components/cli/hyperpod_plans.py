@@ -5,7 +5,7 @@ instance group (the EKS path uses EC2 Capacity Blocks, ``kimi-k3 capacity``).
 Buying or extending one is a payment, so it is an explicit operator action here and
 never a side effect of ``pulumi up``: ``purchase`` and ``extend`` show the price and
 window again and need a typed ``yes`` on a terminal, or ``--yes``. Every command
-prints JSON with ``--json``. The AWS logic lives in :mod:`components.training_plans`.
+prints JSON with ``--json``. The AWS logic lives in :mod:`kimi_k3.hyperpod.training_plans`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from components import clock
-from components import training_plans as tp
-from components.capacity.aws import validate_region
-from components.cli.arguments import whole_number
-from components.cli.capacity_tables import hours_text, print_offerings, relative, table
-from components.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
-from components.human_time import minute_text
+from kimi_k3.capacity.aws import validate_region
+from kimi_k3.cli.arguments import whole_number
+from kimi_k3.cli.capacity_tables import hours_text, print_offerings, relative, table
+from kimi_k3.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
+from kimi_k3.core import clock
+from kimi_k3.core.human_time import minute_text
+from kimi_k3.hyperpod import training_plans as tp
 
 DEFAULT_INSTANCE_TYPE = "ml.p6-b300.48xlarge"
 """The HyperPod instance type that holds one Kimi K3 replica."""
@@ -31,7 +31,7 @@ CONFIG_KEY = "kimi-k3:trainingPlanArn"
 
 
 def utcnow() -> datetime:
-    """The command's "now" (:func:`components.clock.program_now`, read once per command; tests replace this to pin it)."""
+    """The command's "now" (:func:`kimi_k3.core.clock.program_now`, read once per command; tests replace this to pin it)."""
     return clock.program_now()
 
 

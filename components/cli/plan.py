@@ -1,7 +1,7 @@
 """``kimi-k3 plan STACK``: run a Pulumi program offline, write what it would declare, judge it with the policy pack.
 
 The program is the project of ``--program DIR``, else the nearest ``Pulumi.yaml`` from
-the current directory up (:mod:`components.project`): this repository's own program
+the current directory up (:mod:`kimi_k3.stack.project`): this repository's own program
 when run inside it, someone's own program anywhere else. The plan goes to
 ``<project>/build/plan/STACK`` unless ``--out`` says otherwise.
 """
@@ -13,14 +13,19 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from components import clock, offline, policy_verdict, project, stack_lint, training_plan_rehearsal
-from components.capacity import scaling
-from components.catalog import DEFAULT_GPU_INSTANCE_TYPE
-from components.cli.arguments import add_stack_arguments
-from components.errors import UserError
-from components.rehearsal import STATES, Rehearsal
-from components.settings import StackSettings
-from components.training_plan_check import TrainingPlanFacts
+from kimi_k3 import offline
+from kimi_k3.capacity import scaling
+from kimi_k3.cli.arguments import add_stack_arguments
+from kimi_k3.core import clock
+from kimi_k3.core.catalog import DEFAULT_GPU_INSTANCE_TYPE
+from kimi_k3.errors import UserError
+from kimi_k3.guardrails import verdict as policy_verdict
+from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
+from kimi_k3.offline import training_plan_rehearsal
+from kimi_k3.offline.rehearsal import STATES, Rehearsal
+from kimi_k3.stack import lint as stack_lint
+from kimi_k3.stack import project
+from kimi_k3.stack.settings import StackSettings
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -178,7 +183,7 @@ def _facts(result: offline.PlanResult, outputs: dict) -> list[str]:
     for key, label in (("endpoint", "endpoint"), ("servedModelName", "served model"), ("image", "image"), ("modelRevision", "model revision")):
         if key in outputs:
             lines.append(f"  {label:<17} {outputs[key]}")
-    # The start-up estimate with the mechanisms the stack declares (components.time_to_serve; docs/weights.md).
+    # The start-up estimate with the mechanisms the stack declares (kimi_k3.stack.time_to_serve; docs/weights.md).
     lines += [f"  {line}" for line in outputs.get("timeToFirstToken") or []]
     return lines
 

@@ -15,9 +15,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Protocol, TextIO, TypeVar
 
-from components.capacity.aws import validate_region
-from components.capacity.offerings import parse_when
-from components.errors import UserError
+from kimi_k3.capacity.aws import validate_region
+from kimi_k3.capacity.offerings import parse_when
+from kimi_k3.errors import UserError
 
 QueryT = TypeVar("QueryT")
 

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from components.cli.arguments import add_stack_arguments, positive_float
-from components.errors import UserError
+from kimi_k3.cli.arguments import add_stack_arguments, positive_float
+from kimi_k3.errors import UserError
 
 DEFAULT_TIMEOUT_S = 7200
 """``--wait`` gives up after this long by default (a cold start is estimated at ~30-90 min, docs/weights.md)."""
@@ -33,7 +33,7 @@ DEFAULT_INTERVAL_S = 15.0
 
 def stack_kubeconfig(stack: str, project_dir: Path) -> dict[str, Any]:
     """The stack's ``kubeconfig`` output, read with the Pulumi CLI (a secret: ``--show-secrets``)."""
-    from components.bringup.kube import parse_stack_output
+    from kimi_k3.bringup.kube import parse_stack_output  # loaded by this command only: the others start without it
 
     pulumi = shutil.which("pulumi")
     how = f"`pulumi stack output kubeconfig --show-secrets -s {stack} > kubeconfig.json`, then pass --kubeconfig kubeconfig.json"
@@ -53,16 +53,16 @@ def stack_kubeconfig(stack: str, project_dir: Path) -> dict[str, Any]:
 
 
 def _clock() -> Any:
-    from components.cli import capacity as capacity_cli
+    from kimi_k3.cli import capacity as capacity_cli  # loaded by this command only: the others start without it
 
     return capacity_cli.utcnow()
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the snapshot (or poll with --wait); exit 0 when the endpoint is ready, 1 when not."""
-    from components import project
-    from components.bringup import collect, kube, report
-    from components.settings import cluster_name
+    from kimi_k3.bringup import collect, kube, report  # loaded by this command only: the others start without it
+    from kimi_k3.stack import project  # loaded by this command only: the others start without it
+    from kimi_k3.stack.settings import cluster_name  # loaded by this command only: the others start without it
 
     found = project.find_project(args.program, Path.cwd())
     settings = project.load_settings(found, args.stack)

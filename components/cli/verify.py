@@ -3,7 +3,7 @@
 Prints one row per check (``PASS``/``FAIL``, latency, time to first token,
 tokens/s, detail) as each finishes, then a summary; or one JSON document with
 ``--json``. Exit status: 0 all passed, 1 a check failed, 2 the endpoint could
-not be reached or rejected the key (printed as one line by ``components.cli``).
+not be reached or rejected the key (printed as one line by ``kimi_k3.cli``).
 The API key is never printed.
 """
 
@@ -15,9 +15,9 @@ import sys
 from dataclasses import asdict
 from typing import TextIO
 
-from components import verify
-from components.cli.arguments import add_endpoint_arguments, api_key, positive_float, positive_int
-from components.errors import UserError
+from kimi_k3.cli.arguments import add_endpoint_arguments, api_key, positive_float, positive_int
+from kimi_k3.errors import UserError
+from kimi_k3.serving import verify
 
 HEADER = f"{'':4} {'check':<13} {'latency':>8} {'ttft':>8} {'tok/s':>8}  detail"
 
@@ -102,7 +102,7 @@ def _report_json(report: verify.VerifyReport, error: str | None = None) -> str:
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run the checks for parsed ``args``; 0 if all pass, 1 if any fails.
 
-    Raises :class:`~components.errors.UserError` (exit 2 in the CLI) for a
+    Raises :class:`~kimi_k3.errors.UserError` (exit 2 in the CLI) for a
     missing key, a bad endpoint, an unreachable endpoint or a rejected key.
     """
     out = out or sys.stdout

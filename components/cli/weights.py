@@ -12,7 +12,7 @@ region, never on a laptop and never on Capacity Block time. So:
 * ``stage STACK --here`` copies from this process — for a runner or instance inside AWS in the
   stack's region, with credentials that may write the prefix.
 
-The copy logic is :mod:`components.weights.stage`; this module only wires argparse and prints.
+The copy logic is :mod:`kimi_k3.weights.stage`; this module only wires argparse and prints.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components.cli.arguments import positive_int
-from components.errors import SettingsError, UserError
-from components.settings import StackSettings, load_stack
-from components.weights import WeightsError
-from components.weights.manifest import DEFAULT_SHA256SUMS, MANIFEST_NAME
+from kimi_k3.cli.arguments import positive_int
+from kimi_k3.errors import SettingsError, UserError
+from kimi_k3.stack.settings import StackSettings, load_stack
+from kimi_k3.weights import WeightsError
+from kimi_k3.weights.manifest import DEFAULT_SHA256SUMS, MANIFEST_NAME
 
 
 def make_s3_client(region: str) -> Any:
@@ -61,7 +61,7 @@ def _target(stack: str, program: Path | None = None) -> tuple[StackSettings, str
 
 
 def _hub(args: argparse.Namespace):
-    from components.weights.hub import DEFAULT_ENDPOINT, HubClient
+    from kimi_k3.weights.hub import DEFAULT_ENDPOINT, HubClient  # loaded by this command only: the others start without it
 
     return HubClient(args.hf_endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT, token=os.environ.get("HF_TOKEN") or None)
 
@@ -85,10 +85,10 @@ def _bar(total: int, initial: int, desc: str, enabled: bool):
 
 
 def collect(args: argparse.Namespace, settings: StackSettings, uri: str, sums: str):
-    """Survey the prefix: a :class:`~components.weights.status.WeightsStatus`."""
-    from components.weights.s3store import S3Location
-    from components.weights.stage import survey
-    from components.weights.status import WeightsStatus, deep_check
+    """Survey the prefix: a :class:`~kimi_k3.weights.status.WeightsStatus`."""
+    from kimi_k3.weights.s3store import S3Location  # loaded by this command only: the others start without it
+    from kimi_k3.weights.stage import survey  # loaded by this command only: the others start without it
+    from kimi_k3.weights.status import WeightsStatus, deep_check  # loaded by this command only: the others start without it
 
     location = S3Location.parse(uri)
     s3 = make_s3_client(settings.region)
@@ -100,8 +100,8 @@ def collect(args: argparse.Namespace, settings: StackSettings, uri: str, sums: s
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print the prefix's state; exit 0 when complete, 1 otherwise."""
-    from components.weights.stage import STAGED
-    from components.weights.status import format_status
+    from kimi_k3.weights.stage import STAGED  # loaded by this command only: the others start without it
+    from kimi_k3.weights.status import format_status  # loaded by this command only: the others start without it
 
     def run() -> int:
         settings, uri, sums = _target(args.stack, args.program)
@@ -116,8 +116,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_stage(args: argparse.Namespace) -> int:
     """Copy here (``--here``), or report on / wait for the in-cluster staging Job."""
-    from components.weights.stage import STAGED
-    from components.weights.status import format_status
+    from kimi_k3.weights.stage import STAGED  # loaded by this command only: the others start without it
+    from kimi_k3.weights.status import format_status  # loaded by this command only: the others start without it
 
     def run() -> int:
         settings, uri, sums = _target(args.stack, args.program)
@@ -128,7 +128,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
             print("\n".join(format_status(status)))
             print(f"nothing to stage: {uri} holds {settings.serving.contract.weights.model_id}@{settings.serving.contract.weights.revision}")
             return 0
-        from components.weights.stage import STAGING_NAMESPACE, job_name
+        from kimi_k3.weights.stage import STAGING_NAMESPACE, job_name  # loaded by this command only: the others start without it
 
         job = job_name(settings.serving.contract.weights.revision)
         print(
@@ -157,8 +157,8 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
 
 def _stage_here(args: argparse.Namespace, settings: StackSettings, uri: str, sums: str) -> int:
-    from components.weights.s3store import S3Location
-    from components.weights.stage import stage
+    from kimi_k3.weights.s3store import S3Location  # loaded by this command only: the others start without it
+    from kimi_k3.weights.stage import stage  # loaded by this command only: the others start without it
 
     s3 = make_s3_client(settings.region)
     with _bar(0, 0, "copied", args.progress) as bar:

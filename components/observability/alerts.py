@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from components import catalog
-from components.capacity.scaling import EKS_SCALEDOWN_BEFORE_END
-from components.errors import UserError
-from components.formats import DNS_LABEL
-from components.observability import metrics as m
+from kimi_k3.capacity.scaling import EKS_SCALEDOWN_BEFORE_END
+from kimi_k3.core import catalog
+from kimi_k3.core.formats import DNS_LABEL
+from kimi_k3.errors import UserError
+from kimi_k3.observability import metrics as m
 
 WEIGHTS_INIT_CONTAINERS = ("fetch-weights", "verify-weights")
 """Init containers of the serving pods that stage and verify the weights (``components/serving/vllm.py``)."""

@@ -27,11 +27,11 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
-from components import catalog
-from components.errors import UserError
-from components.formats import DNS_LABEL
-from components.observability import metrics as m
-from components.observability.alerts import epoch
+from kimi_k3.core import catalog
+from kimi_k3.core.formats import DNS_LABEL
+from kimi_k3.errors import UserError
+from kimi_k3.observability import metrics as m
+from kimi_k3.observability.alerts import epoch
 
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
 """Label the Grafana sidecar selects dashboards by (kube-prometheus-stack default)."""

@@ -31,7 +31,7 @@ ENABLED_BEYOND_DEFAULT = (
 
 def counters_csv() -> str:
     """The complete counter list (DCGM field, Prometheus type, help), as the exporter reads it."""
-    return resources.files("components").joinpath("data", COUNTERS_FILE).read_text()
+    return resources.files("kimi_k3").joinpath("data", COUNTERS_FILE).read_text()
 
 
 def enabled_fields(csv_text: str) -> tuple[str, ...]:

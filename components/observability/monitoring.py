@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.errors import Problems, UserError
-from components.kubernetes_provider import require_kubernetes_provider
-from components.observability.alerts import AlertRulesArgs, prometheus_rule
-from components.observability.dashboard import DashboardArgs, dashboard_configmap
+from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
+from kimi_k3.errors import Problems, UserError
+from kimi_k3.observability.alerts import AlertRulesArgs, prometheus_rule
+from kimi_k3.observability.dashboard import DashboardArgs, dashboard_configmap
 
 
 @dataclass(frozen=True)

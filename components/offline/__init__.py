@@ -8,17 +8,17 @@ the test suite.
 
 The package, by job:
 
-- :mod:`~components.offline.engine`: :class:`OfflineEngine` (the mock engine with a recording monitor);
-- :mod:`~components.offline.answers`: canned answers for resources and invokes;
-- :mod:`~components.offline.fixtures`: the Capacity Block reservation (or training plan) a run answers with;
-- :mod:`~components.offline.sagemaker`: the SageMaker client a program reading its training plan gets;
-- :mod:`~components.offline.hyperpod_checks`: HyperPod's create-time rules, checked on each registration;
-- :mod:`~components.offline.redaction`: secrets unwrapped for checks, masked for output;
-- :mod:`~components.offline.results`: :class:`PlanResult` and the plan files;
-- :mod:`~components.offline.rules`: rules AWS enforces only at apply time, checked on each registration
-  against :mod:`~components.offline.timeline` (when a first ``up`` creates each resource, from the
-  create times of :mod:`~components.offline.create_times`);
-- :mod:`~components.offline.programs`: running a project's program for one of its stacks.
+- :mod:`~kimi_k3.offline.engine`: :class:`OfflineEngine` (the mock engine with a recording monitor);
+- :mod:`~kimi_k3.offline.answers`: canned answers for resources and invokes;
+- :mod:`~kimi_k3.offline.fixtures`: the Capacity Block reservation (or training plan) a run answers with;
+- :mod:`~kimi_k3.offline.sagemaker`: the SageMaker client a program reading its training plan gets;
+- :mod:`~kimi_k3.offline.hyperpod_checks`: HyperPod's create-time rules, checked on each registration;
+- :mod:`~kimi_k3.offline.redaction`: secrets unwrapped for checks, masked for output;
+- :mod:`~kimi_k3.offline.results`: :class:`PlanResult` and the plan files;
+- :mod:`~kimi_k3.offline.rules`: rules AWS enforces only at apply time, checked on each registration
+  against :mod:`~kimi_k3.offline.timeline` (when a first ``up`` creates each resource, from the
+  create times of :mod:`~kimi_k3.offline.create_times`);
+- :mod:`~kimi_k3.offline.programs`: running a project's program for one of its stacks.
 
 Typical use::
 
@@ -31,12 +31,12 @@ Typical use::
     result = engine.run(lambda: MyComponent("x", args), config={...})
 """
 
-from components.offline.engine import InvokeHandler, OfflineEngine, RecordedResource, ResourceHandler
-from components.offline.fixtures import ACCOUNT_ID, ReservationFixture, default_reservation, default_training_plan, next_block_start, training_plan_arn
-from components.offline.programs import absent_secret_warning, run_project, run_stack, stack_region
-from components.offline.redaction import SECRET_MARK, contains_secret, redact, redact_numbers, reveal
-from components.offline.results import PlanResult, kubernetes_manifest, manifest_file_name, write_plan
-from components.offline.rules import ApplyTimeRuleError
+from kimi_k3.offline.engine import InvokeHandler, OfflineEngine, RecordedResource, ResourceHandler
+from kimi_k3.offline.fixtures import ACCOUNT_ID, ReservationFixture, default_reservation, default_training_plan, next_block_start, training_plan_arn
+from kimi_k3.offline.programs import absent_secret_warning, run_project, run_stack, stack_region
+from kimi_k3.offline.redaction import SECRET_MARK, contains_secret, redact, redact_numbers, reveal
+from kimi_k3.offline.results import PlanResult, kubernetes_manifest, manifest_file_name, write_plan
+from kimi_k3.offline.rules import ApplyTimeRuleError
 
 __all__ = [
     "ACCOUNT_ID",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from pulumi.runtime import mocks as pulumi_mocks
 
-from components.offline.fixtures import ACCOUNT_ID, stable_hex, zone_id
+from kimi_k3.offline.fixtures import ACCOUNT_ID, stable_hex, zone_id
 
 # Default add-on versions the offline engine reports for aws.eks.get_addon_version.
 # These stand in for `aws eks describe-addon-versions --kubernetes-version X`.

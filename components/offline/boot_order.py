@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import yaml
 
-from components.formats import systemd_mount_unit
-from components.offline.boot_scripts import Enable, Install, Mount, Need, Script, Start, StartsPods, Step, Uses, Wait, parse_script
-from components.offline.systemd_units import (
+from kimi_k3.core.formats import systemd_mount_unit
+from kimi_k3.offline.boot_scripts import Enable, Install, Mount, Need, Script, Start, StartsPods, Step, Uses, Wait, parse_script
+from kimi_k3.offline.systemd_units import (
     AMI_RELEASE,
     CLOUD_FINAL,
     CLOUD_INIT_RELEASE,

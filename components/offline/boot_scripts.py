@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from components.offline.systemd_units import UnitFile, parse_unit
+from kimi_k3.offline.systemd_units import UnitFile, parse_unit
 
 
 @dataclass(frozen=True)

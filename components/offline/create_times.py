@@ -1,9 +1,9 @@
 """How long AWS (and the cluster) take to create each kind of resource: the offline engine's clock for a first ``pulumi up``.
 
 The offline engine never waits; it models *when* each resource would exist in a first
-``pulumi up`` that starts at the run's ``now`` (:mod:`components.offline.timeline`), so that
+``pulumi up`` that starts at the run's ``now`` (:mod:`kimi_k3.offline.timeline`), so that
 rules AWS applies against the wall clock at creation time (an Auto Scaling scheduled action
-must start in the future, :mod:`components.offline.rules`) can be checked here.
+must start in the future, :mod:`kimi_k3.offline.rules`) can be checked here.
 
 Each figure says where it comes from; most are estimates (marked so), chosen on the slow
 side of what a healthy account shows, since the rules they feed must hold on a slow day too.

@@ -3,10 +3,10 @@
 :class:`OfflineEngine` runs a program function under ``pulumi.runtime.set_mocks`` with the
 clock pinned to its ``now``; a recording monitor keeps each registration (type, name,
 parent, inputs, dependencies); resources and invokes are answered by
-:mod:`components.offline.answers`, the Capacity Block look-up by the run's
-:class:`~components.offline.fixtures.ReservationFixture`. Each registration also goes through
-the apply-time rules (:mod:`components.offline.rules`, on the modelled first-``up`` timeline of
-:mod:`components.offline.timeline`): a plan AWS would refuse during ``pulumi up`` fails here.
+:mod:`kimi_k3.offline.answers`, the Capacity Block look-up by the run's
+:class:`~kimi_k3.offline.fixtures.ReservationFixture`. Each registration also goes through
+the apply-time rules (:mod:`kimi_k3.offline.rules`, on the modelled first-``up`` timeline of
+:mod:`kimi_k3.offline.timeline`): a plan AWS would refuse during ``pulumi up`` fails here.
 """
 
 from __future__ import annotations
@@ -24,15 +24,16 @@ from pulumi.runtime import settings as runtime_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components import clock, training_plan_check
-from components.config_keys import PROJECT
-from components.formats import CAPACITY_RESERVATION_ID
-from components.offline import answers, hyperpod_checks
-from components.offline.fixtures import ReservationFixture
-from components.offline.redaction import redact_numbers, reveal
-from components.offline.results import PlanResult
-from components.offline.rules import ApplyTimeRules
-from components.offline.sagemaker import OfflineSageMaker, TrainingPlanAnswers
+from kimi_k3.core import clock
+from kimi_k3.core.formats import CAPACITY_RESERVATION_ID
+from kimi_k3.hyperpod import training_plan_check
+from kimi_k3.offline import answers, hyperpod_checks
+from kimi_k3.offline.fixtures import ReservationFixture
+from kimi_k3.offline.redaction import redact_numbers, reveal
+from kimi_k3.offline.results import PlanResult
+from kimi_k3.offline.rules import ApplyTimeRules
+from kimi_k3.offline.sagemaker import OfflineSageMaker, TrainingPlanAnswers
+from kimi_k3.stack.config_keys import PROJECT
 
 InvokeHandler = Callable[[dict], dict]
 """A test's answer to one invoke: its args in, the result out."""
@@ -59,7 +60,7 @@ class RecordedResource:
     outputs: dict = field(default_factory=dict)
     """State the offline engine answered with."""
     id: str | None = None
-    """Id the offline engine answered with (an ``__id`` among the answered outputs, else :func:`~components.offline.answers.resource_id`)."""
+    """Id the offline engine answered with (an ``__id`` among the answered outputs, else :func:`~kimi_k3.offline.answers.resource_id`)."""
     dependencies: list[str] = field(default_factory=list)
     """URNs the resource was registered as depending on (``depends_on`` plus input dependencies)."""
     provider: str = ""
@@ -132,7 +133,7 @@ class OfflineEngine:
     """Pulumi's mock engine with realistic answers for this project's resources and invokes.
 
     ``now`` is the moment the program runs: the engine pins
-    :func:`components.clock.program_now` to it while the program runs, so a program's
+    :func:`kimi_k3.core.clock.program_now` to it while the program runs, so a program's
     entry point reads this moment instead of the wall clock.
 
     ``reservation`` answers the Capacity Block look-up of its own id only; a program whose
@@ -140,16 +141,16 @@ class OfflineEngine:
     well-formed ``cr-`` id it asks about (the last one asked is the run's ``reservation``).
 
     ``training_plan`` answers the program's ``DescribeTrainingPlan`` (a ``hyperpod`` stack
-    reads its plan with boto3 at start: :func:`components.training_plan_check.stack_training_plan`)
+    reads its plan with boto3 at start: :func:`kimi_k3.hyperpod.training_plan_check.stack_training_plan`)
     for its ARN and name; ``training_plan_for(ref)`` makes one for any reference instead.
     Registrations are checked against the rules the real system enforces at apply time
-    (:mod:`components.offline.rules`).
+    (:mod:`kimi_k3.offline.rules`).
 
     ``invoke_overrides`` and ``resource_overrides`` let a test change one answer
     (e.g. an invoke that fails like AWS would) without subclassing.
 
     ``apply_time_rules`` (on by default) fails a run that breaks a rule AWS enforces during
-    ``pulumi up`` (:mod:`components.offline.rules`); only a test that declares deliberately
+    ``pulumi up`` (:mod:`kimi_k3.offline.rules`); only a test that declares deliberately
     broken resources for another checker (the policy pack's tests) turns it off.
     """
 
@@ -183,7 +184,7 @@ class OfflineEngine:
         self.monitor: _RecordingMonitor | None = None
         self.invokes: list[tuple[str, dict]] = []
         self.rules: ApplyTimeRules | None = None
-        """The apply-time rules of the last run (:mod:`components.offline.rules`), with its timeline."""
+        """The apply-time rules of the last run (:mod:`kimi_k3.offline.rules`), with its timeline."""
 
     @property
     def training_plan(self) -> training_plan_check.TrainingPlanFacts | None:
@@ -208,7 +209,7 @@ class OfflineEngine:
     ) -> PlanResult:
         """Run ``program`` under the mock engine and return what it declared.
 
-        Exceptions the program raises (e.g. :class:`~components.errors.SettingsError`)
+        Exceptions the program raises (e.g. :class:`~kimi_k3.errors.SettingsError`)
         propagate after the runtime has settled; :attr:`resources` still tells what
         was declared before the failure.
         """

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from components import settings as stack_settings
-from components.config_keys import PROJECT
+from kimi_k3.stack import settings as stack_settings
+from kimi_k3.stack.config_keys import PROJECT
 
 if TYPE_CHECKING:
-    from components.training_plan_check import TrainingPlanFacts
+    from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
 
 ACCOUNT_ID = "123456789012"
 """AWS account id the offline engine answers with (AWS documentation's example account)."""
@@ -122,7 +122,7 @@ def default_training_plan(settings: stack_settings.StackSettings, now: datetime)
     """A plausible training plan for a ``hyperpod`` stack at ``now``: its ARN and instance type, as many
     instances as the stack needs, in its first AZ (or the region's first), scheduled to start at the next
     11:30 UTC at least 12 hours after ``now`` (like :func:`default_reservation`)."""
-    from components.training_plan_check import rehearsal_facts
+    from kimi_k3.hyperpod.training_plan_check import rehearsal_facts  # only hyperpod stacks read a training plan (SageMaker)
 
     assert settings.hyperpod is not None, "a training plan only backs a hyperpod stack"
     return rehearsal_facts(

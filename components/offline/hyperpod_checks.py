@@ -5,7 +5,7 @@ declaration AWS would refuse fails the run with one line naming the rule and its
 as ``pulumi up`` would fail (later, and after creating everything before it).
 
 ``aws-native:sagemaker:Cluster`` (``CreateCluster`` of a HyperPod cluster on EKS), with
-the rules of :mod:`components.hyperpod_rules` and their sources:
+the rules of :mod:`kimi_k3.hyperpod.rules` and their sources:
 
 * the orchestrating EKS cluster (found among the registered ``eks:index:Cluster``
   resources by the name in ``orchestrator.eks.clusterArn``) has a Kubernetes version and
@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from components import hyperpod_rules
-from components.errors import UserError
+from kimi_k3.errors import UserError
+from kimi_k3.hyperpod import rules as hyperpod_rules
 
 if TYPE_CHECKING:
-    from components.offline.engine import RecordedResource
-    from components.training_plan_check import TrainingPlanFacts
+    from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
+    from kimi_k3.offline.engine import RecordedResource
 
 HYPERPOD_CLUSTER = "aws-native:sagemaker:Cluster"
 """Type token of a SageMaker HyperPod cluster (pulumi-aws-native)."""

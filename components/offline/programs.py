@@ -11,13 +11,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from components import project as project_files
-from components import settings as stack_settings
-from components.config_keys import PROJECT
-from components.offline.engine import OfflineEngine
-from components.offline.fixtures import ReservationFixture, default_reservation, default_training_plan, next_block_start, training_plan_arn
-from components.offline.results import PlanResult
-from components.training_plan_check import TrainingPlanFacts, rehearsal_facts
+from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts, rehearsal_facts
+from kimi_k3.offline.engine import OfflineEngine
+from kimi_k3.offline.fixtures import ReservationFixture, default_reservation, default_training_plan, next_block_start, training_plan_arn
+from kimi_k3.offline.results import PlanResult
+from kimi_k3.stack import project as project_files
+from kimi_k3.stack import settings as stack_settings
+from kimi_k3.stack.config_keys import PROJECT
 
 TrainingPlanSource = TrainingPlanFacts | Callable[[stack_settings.StackSettings], TrainingPlanFacts]
 """A ``hyperpod`` stack's training plan offline: the facts, or a function of the stack's settings."""
@@ -63,16 +63,16 @@ def run_project(
     """Run a Pulumi project's program for one of its stacks under the offline engine.
 
     The config is what the Pulumi CLI would hand the program (stack file plus
-    ``Pulumi.yaml`` defaults, see :mod:`components.project`). A kimi-k3 project (named
+    ``Pulumi.yaml`` defaults, see :mod:`kimi_k3.stack.project`). A kimi-k3 project (named
     ``kimi-k3``) has its settings validated first (a :class:`SettingsError` propagates,
     nothing runs) and its reservation built from them (``reservation``: a fixture, or a
     function of the settings). Any other project's program is not assumed to use kimi-k3
     settings: the Capacity Block look-up answers ``reservation_for(id)`` for whatever
     ``cr-`` id it asks (default: a scheduled one-instance block in the region's first AZ).
-    ``now`` is the moment the program sees (:func:`components.clock.program_now`).
+    ``now`` is the moment the program sees (:func:`kimi_k3.core.clock.program_now`).
 
     A ``hyperpod`` stack has no Capacity Block: its training plan (``training_plan``, default
-    :func:`~components.offline.fixtures.default_training_plan`) answers its ``DescribeTrainingPlan``.
+    :func:`~kimi_k3.offline.fixtures.default_training_plan`) answers its ``DescribeTrainingPlan``.
     Another project's program gets ``training_plan_for(ref)`` for whatever plan it reads
     (default: a scheduled one-instance ``ml.p6-b300.48xlarge`` plan in the region's first AZ).
     """

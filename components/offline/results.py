@@ -15,15 +15,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components import settings as stack_settings
-from components.errors import UserError
-from components.helm_plan import helm_values_files
-from components.offline.fixtures import ReservationFixture
-from components.offline.redaction import redact
+from kimi_k3.errors import UserError
+from kimi_k3.offline.fixtures import ReservationFixture
+from kimi_k3.offline.helm_plan import helm_values_files
+from kimi_k3.offline.redaction import redact
+from kimi_k3.stack import settings as stack_settings
 
 if TYPE_CHECKING:
-    from components.offline.engine import RecordedResource
-    from components.training_plan_check import TrainingPlanFacts
+    from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
+    from kimi_k3.offline.engine import RecordedResource
 
 
 

@@ -3,7 +3,7 @@
 ``pulumi preview`` accepts these plans; ``pulumi up`` fails on them, often half an hour in.
 The offline engine calls :meth:`ApplyTimeRules.on_registration` for every resource the
 program registers (with the moment it would be created in a first ``up``, from
-:mod:`components.offline.timeline`) and fails the run with :class:`ApplyTimeRuleError`,
+:mod:`kimi_k3.offline.timeline`) and fails the run with :class:`ApplyTimeRuleError`,
 naming each rule's source, so a plan fails here the way AWS would fail there.
 
 The rules (each a function below):
@@ -20,7 +20,7 @@ The rules (each a function below):
   schedule (``at(...)``) must fire after it is created (reported refused at create; a schedule
   that never fires is as bad);
 - :func:`node_boots_in_order` — a launch template's user data, booted twice (first boot and a
-  reboot) through the AMI's own unit order (:mod:`components.offline.boot_order`, from the
+  reboot) through the AMI's own unit order (:mod:`kimi_k3.offline.boot_order`, from the
   vendored amazon-eks-ami and cloud-init unit files): no wait inside ``cloud-final`` for what
   ``nodeadm-run`` creates, no deadlock, no lost or late mount after a reboot.
 """
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from components.errors import UserError
-from components.offline import boot_order
-from components.offline.timeline import Moment, Registration, Timeline
+from kimi_k3.errors import UserError
+from kimi_k3.offline import boot_order
+from kimi_k3.offline.timeline import Moment, Registration, Timeline
 
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 SCHEDULER_SCHEDULE = "aws:scheduler/schedule:Schedule"

@@ -1,10 +1,10 @@
 """The SageMaker client the offline engine hands a program that reads its training plan with boto3.
 
 A ``hyperpod`` stack calls ``DescribeTrainingPlan`` once at program start
-(:func:`components.training_plan_check.stack_training_plan`). Offline nothing reaches AWS:
+(:func:`kimi_k3.hyperpod.training_plan_check.stack_training_plan`). Offline nothing reaches AWS:
 :class:`OfflineSageMaker` answers that one call with the run's training plan, in the
 response shape of botocore's SageMaker model
-(:meth:`~components.training_plan_check.TrainingPlanFacts.describe_response`, checked
+(:meth:`~kimi_k3.hyperpod.training_plan_check.TrainingPlanFacts.describe_response`, checked
 against the model with ``botocore.stub.Stubber`` in the tests), and a plan it does not
 know with the error AWS gives (``ResourceNotFound``), so the program's own error
 translation runs as it would against AWS.
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.training_plan_check import TrainingPlanFacts
+from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
 
 
 @dataclass

@@ -132,7 +132,7 @@ def parse_unit(name: str, text: str) -> UnitFile:
 
 def vendored(name: str) -> str:
     """A vendored upstream file, by its path under ``components/data``."""
-    return resources.files("components").joinpath("data", name).read_text()
+    return resources.files("kimi_k3").joinpath("data", name).read_text()
 
 
 def upstream_units() -> dict[str, UnitFile]:

@@ -3,7 +3,7 @@
 Pulumi creates a resource once everything it depends on exists: the resources named in
 ``depends_on``, those whose outputs feed its inputs (both arrive as the registration's
 dependencies) and its provider. So a resource's create call happens at the latest moment
-one of those is done, and it is done :func:`~components.offline.create_times.create_time`
+one of those is done, and it is done :func:`~kimi_k3.offline.create_times.create_time`
 later. A component resource has no create call of its own: depending on it means depending
 on every resource registered under it so far. (A remote component such as pulumi-eks's
 ``eks:index:Cluster`` is answered as one resource under mocks and has its own create time.)
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from components.offline.create_times import CREATE_TIMES, NO_TIME, CreateTime, create_time
+from kimi_k3.offline.create_times import CREATE_TIMES, NO_TIME, CreateTime, create_time
 
 
 class Registration(Protocol):
-    """What the timeline reads of a registration (a :class:`~components.offline.engine.RecordedResource`)."""
+    """What the timeline reads of a registration (a :class:`~kimi_k3.offline.engine.RecordedResource`)."""
 
     type: str
     urn: str

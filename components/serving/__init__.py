@@ -1,4 +1,6 @@
-"""Serving: the three contracts (image, weights, API), the vLLM Deployment / LeaderWorkerSet components and the HyperPod rendering.
+"""Serving on EKS: the three contracts (image, weights, API), the engine profiles, the vLLM Deployment / LeaderWorkerSet
+components with their API proxy, drain and NLB, and `kimi-k3 verify`'s checks (the HyperPod rendering of the same
+contract is :mod:`kimi_k3.hyperpod.endpoint`).
 
 Attributes load lazily: the contracts are pure Python (the settings layer builds them),
 the components pull in the Kubernetes provider only when used.
@@ -6,24 +8,21 @@ the components pull in the Kubernetes provider only when used.
 
 from __future__ import annotations
 
-from components.lazy_exports import lazy_exports
+from kimi_k3.core.lazy_exports import lazy_exports
 
 _EXPORTS = {
-    "ApiContract": "components.serving.contracts",
-    "ContractError": "components.serving.contracts",
-    "EngineProfile": "components.serving.contracts",
-    "EXPOSURES": "components.serving.contracts",
-    "ImageContract": "components.serving.contracts",
-    "ServingContract": "components.serving.contracts",
-    "WeightsContract": "components.serving.contracts",
-    "contract_summary": "components.serving.contracts",
-    "HyperPodInferenceEndpoint": "components.serving.hyperpod",
-    "HyperPodInferenceEndpointArgs": "components.serving.hyperpod",
-    "render_inference_endpoint_config": "components.serving.hyperpod",
-    "VllmLeaderWorkerSet": "components.serving.lws",
-    "VllmLeaderWorkerSetArgs": "components.serving.lws",
-    "VllmServer": "components.serving.vllm",
-    "VllmServerArgs": "components.serving.vllm",
+    "ApiContract": "kimi_k3.serving.contracts",
+    "ContractError": "kimi_k3.serving.contracts",
+    "EngineProfile": "kimi_k3.serving.contracts",
+    "EXPOSURES": "kimi_k3.serving.contracts",
+    "ImageContract": "kimi_k3.serving.contracts",
+    "ServingContract": "kimi_k3.serving.contracts",
+    "WeightsContract": "kimi_k3.serving.contracts",
+    "contract_summary": "kimi_k3.serving.contracts",
+    "VllmLeaderWorkerSet": "kimi_k3.serving.lws",
+    "VllmLeaderWorkerSetArgs": "kimi_k3.serving.lws",
+    "VllmServer": "kimi_k3.serving.vllm",
+    "VllmServerArgs": "kimi_k3.serving.vllm",
 }
 
-__getattr__, __dir__, __all__ = lazy_exports("components.serving", _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports("kimi_k3.serving", _EXPORTS)

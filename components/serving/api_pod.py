@@ -1,9 +1,9 @@
 """The API side of a serving pod: the proxy sidecar, the engine behind it, its probes and its stop sequence.
 
-:class:`~components.serving.vllm.VllmServer` and the leader of
-:class:`~components.serving.lws.VllmLeaderWorkerSet` run two containers:
+:class:`~kimi_k3.serving.vllm.VllmServer` and the leader of
+:class:`~kimi_k3.serving.lws.VllmLeaderWorkerSet` run two containers:
 
-* ``api-proxy`` (:mod:`components.serving.api_proxy`): nginx owns the pod's ports: the API
+* ``api-proxy`` (:mod:`kimi_k3.serving.api_proxy`): nginx owns the pod's ports: the API
   (the Service's ``targetPort`` ``http``), the probe port (the NLB health check) and the
   metrics port (Prometheus from the monitoring namespace);
 * ``vllm``: the engine, bound to ``127.0.0.1:8001`` (:func:`api_proxy.engine_bind_args`),
@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.serving import api_proxy
-from components.serving.api_proxy import ApiProxyConfig, ApiRoute
-from components.serving.drain import DrainPlan
+from kimi_k3.serving import api_proxy
+from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
+from kimi_k3.serving.drain import DrainPlan
 
 if TYPE_CHECKING:
-    from components.serving.args import VllmServingArgs
+    from kimi_k3.serving.args import VllmServingArgs
 
 CONFIG_CHECKSUM_ANNOTATION = "kimi-k3.io/api-proxy-config-sha256"
 """Pod-template annotation holding :func:`api_proxy.config_checksum`."""
@@ -100,7 +100,7 @@ def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
 
 
 def drain_plan(args: VllmServingArgs) -> DrainPlan:
-    """The stop sequence of a serving component's API pods (:mod:`components.serving.drain`)."""
+    """The stop sequence of a serving component's API pods (:mod:`kimi_k3.serving.drain`)."""
     return DrainPlan(pre_stop_s=args.pre_stop_sleep_s, drain_s=args.drain_s, grace_period_s=args.termination_grace_period_s)
 
 
@@ -170,7 +170,7 @@ def engine_args(args: VllmServingArgs, model_path: str) -> list[str]:
 
 
 def engine_lifecycle(args: VllmServingArgs) -> k8s.core.v1.LifecycleArgs:
-    """The engine's ``preStop``: a few seconds longer than the proxy's (:data:`components.serving.drain.ENGINE_LAG_S`)."""
+    """The engine's ``preStop``: a few seconds longer than the proxy's (:data:`kimi_k3.serving.drain.ENGINE_LAG_S`)."""
     return k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(sleep=k8s.core.v1.SleepActionArgs(seconds=drain_plan(args).engine_pre_stop_s)))
 
 

@@ -9,7 +9,7 @@ proxy that "explicitly allowlists only the endpoints you want to expose"
 Limitations", commit 00b005cf). So vLLM binds to loopback and this proxy owns the
 pod's ports:
 
-* API port (:data:`components.catalog.API_PORT`, 8000): exactly the allowlisted
+* API port (:data:`kimi_k3.core.catalog.API_PORT`, 8000): exactly the allowlisted
   ``METHOD path`` pairs (:data:`DEFAULT_ROUTES` plus vetted extras); everything
   else, a wrong method on an allowed path included, gets a JSON 404 and never
   reaches vLLM. The ``Authorization`` header is passed through untouched, so a
@@ -50,10 +50,10 @@ from dataclasses import dataclass
 
 import pulumi_kubernetes as k8s
 
-from components import catalog
-from components.errors import UserError
-from components.formats import DNS_LABEL
-from components.serving.pod_kit import container_security_context
+from kimi_k3.cluster.pod_security import container_security_context
+from kimi_k3.core import catalog
+from kimi_k3.core.formats import DNS_LABEL
+from kimi_k3.errors import UserError
 
 PROXY_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.30.1@sha256:6f5c8f8836fce1eba7daa6b4f0dbfe7aa742be47e1b15386a67be7a3dbd06086"
 """nginx 1.30.1 (stable branch), the unprivileged build of nginxinc/docker-nginx-unprivileged.

@@ -1,8 +1,8 @@
 """The arguments every vLLM serving component takes, and the checks they share.
 
-:class:`VllmServingArgs` is what :class:`~components.serving.vllm.VllmServer`
+:class:`VllmServingArgs` is what :class:`~kimi_k3.serving.vllm.VllmServer`
 (a Deployment, one node per replica) and
-:class:`~components.serving.lws.VllmLeaderWorkerSet` (a group of nodes per replica)
+:class:`~kimi_k3.serving.lws.VllmLeaderWorkerSet` (a group of nodes per replica)
 have in common; :func:`validate_serving_args` collects what neither can deploy, before
 anything is declared.
 """
@@ -16,22 +16,23 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from components import catalog
-from components.errors import Problems, UserError
-from components.formats import DNS_LABEL
-from components.serving.api_proxy import PROXY_IMAGE, ApiRoute, ProxyConfigError, check_extra_route
-from components.serving.contracts import EXPOSURES, ContractError, ServingContract
-from components.serving.drain import DrainError
-from components.serving.pod_kit import AWS_CLI_IMAGE, node_share
-from components.weights.serving_pod import ServingStartup
+from kimi_k3.core import catalog
+from kimi_k3.core.formats import DNS_LABEL
+from kimi_k3.errors import Problems, UserError
+from kimi_k3.serving import api_pod, nlb
+from kimi_k3.serving.api_proxy import PROXY_IMAGE, ApiRoute, ProxyConfigError, check_extra_route
+from kimi_k3.serving.contracts import EXPOSURES, ContractError, ServingContract
+from kimi_k3.serving.drain import DrainError
+from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE, node_share
+from kimi_k3.weights.serving_pod import ServingStartup
 
 
 @dataclass(frozen=True)
 class VllmServingArgs:
-    """Inputs shared by :class:`VllmServer` and :class:`~components.serving.lws.VllmLeaderWorkerSet`."""
+    """Inputs shared by :class:`VllmServer` and :class:`~kimi_k3.serving.lws.VllmLeaderWorkerSet`."""
 
     contract: ServingContract
-    """Image, weights, API and engine profile (see :mod:`components.serving.contracts`)."""
+    """Image, weights, API and engine profile (see :mod:`kimi_k3.serving.contracts`)."""
     api_key: pulumi.Input[str] | None = None
     """API key clients send as ``Authorization: Bearer``; a Pulumi secret. Required unless ``require_api_key`` is false."""
     require_api_key: bool = True
@@ -80,23 +81,23 @@ class VllmServingArgs:
     """Time allowed to copy and verify the weights (Deployment progress deadline; how long a group leader waits for its workers)."""
     pre_stop_sleep_s: int = 30
     """Seconds the API proxy keeps serving after the pod leaves the endpoints, before its graceful stop (NLB deregistration);
-    the engine's preStop is a few seconds longer (:mod:`components.serving.drain`)."""
+    the engine's preStop is a few seconds longer (:mod:`kimi_k3.serving.drain`)."""
     drain_s: int = 1800
     """Seconds in-flight requests may take to finish once the pod stops: the proxy's graceful-stop bound and
     vLLM's ``--shutdown-timeout`` (vLLM's default, 0, aborts them). Cover the longest generation clients run."""
     termination_grace_period_s: int | None = None
     """``terminationGracePeriodSeconds``; ``None`` = the least that covers preStop + drain + margin
-    (:attr:`components.serving.drain.DrainPlan.minimum_grace_s`); a smaller value is refused."""
+    (:attr:`kimi_k3.serving.drain.DrainPlan.minimum_grace_s`); a smaller value is refused."""
     max_generation_s: int = 1800
     """Longest a request may stay silent (a non-streamed answer sends nothing until it is done): the proxy's
     upstream read timeout and the floor of the NLB's idle timeout."""
     extra_routes: tuple[str, ...] = ()
     """Routes the API proxy forwards besides the OpenAI defaults, ``"METHOD /exact/path"`` (vetted by
-    :func:`components.serving.api_proxy.check_extra_route`)."""
+    :func:`kimi_k3.serving.api_proxy.check_extra_route`)."""
     inline_media_bytes: int = 0
     """Request-body bytes allowed on top of the text bound for inline (base64) media; 0 with text-only serving."""
     nlb_idle_timeout_s: int | None = None
-    """Idle timeout of the NLB's TCP listener (``None``: :data:`components.serving.nlb.DEFAULT_IDLE_TIMEOUT_S`)."""
+    """Idle timeout of the NLB's TCP listener (``None``: :data:`kimi_k3.serving.nlb.DEFAULT_IDLE_TIMEOUT_S`)."""
     proxy_image: str = PROXY_IMAGE
     """Image of the API proxy sidecar (nginx-unprivileged pinned by digest; mirror it into ECR for production)."""
     proxy_cpu: int = 1
@@ -104,7 +105,7 @@ class VllmServingArgs:
     init_image: str = AWS_CLI_IMAGE
     """Image of the S3 staging init container (needs ``aws``, ``sh``, ``sha256sum``, ``split``)."""
     startup: ServingStartup | None = None
-    """Time-to-serve wiring (:class:`components.weights.serving_pod.ServingStartup`): node-side sync at line rate,
+    """Time-to-serve wiring (:class:`kimi_k3.weights.serving_pod.ServingStartup`): node-side sync at line rate,
     node-local weights (a StatefulSet), compile-cache restore and the warm-up-then-save sidecar. ``None``: the plain pod."""
     await_rollout: bool = False
     """Make ``pulumi up`` wait for the pods to be ready (off: a block may start days later, loads take an hour)."""
@@ -195,8 +196,6 @@ _NLB_FIELDS = {"idle_timeout_s": "nlb_idle_timeout_s", "deregistration_delay": "
 
 def _front_problems(args: VllmServingArgs, problems: Problems) -> None:
     """What the API proxy, the stop sequence or the NLB would refuse, in the args' own names (their rules, their words)."""
-    from components.serving import api_pod, nlb  # both build on these args
-
     try:
         plan = api_pod.drain_plan(args)
     except DrainError as err:

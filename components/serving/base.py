@@ -9,22 +9,22 @@
   exactly the weights prefix when the weights come from S3;
 * Secrets for the API key (and the Hugging Face token), handed to containers with
   ``secretKeyRef`` only;
-* the API proxy's ConfigMap (the rendered ``nginx.conf``, :mod:`components.serving.api_pod`);
+* the API proxy's ConfigMap (the rendered ``nginx.conf``, :mod:`kimi_k3.serving.api_pod`);
 * after the subclass's workload: Service (ClusterIP, or an NLB through the AWS Load
-  Balancer Controller, annotated by :func:`components.serving.nlb.nlb_annotations`) to the
+  Balancer Controller, annotated by :func:`kimi_k3.serving.nlb.nlb_annotations`) to the
   proxy's API port, a metrics Service to the proxy's metrics port, NetworkPolicies
   (default deny + what the server needs, port by port), a PodDisruptionBudget and
   Prometheus scraping (ServiceMonitor on the metrics Service, or pod annotations).
 
-Subclasses (:class:`~components.serving.vllm.VllmServer`,
-:class:`~components.serving.lws.VllmLeaderWorkerSet`) call
+Subclasses (:class:`~kimi_k3.serving.vllm.VllmServer`,
+:class:`~kimi_k3.serving.lws.VllmLeaderWorkerSet`) call
 :meth:`VllmServingBase._declare_foundation`, build their pods from the returned
-:class:`Foundation` (its :class:`~components.serving.pod_kit.PodKit`), then call
+:class:`Foundation` (its :class:`~kimi_k3.serving.pod_kit.PodKit`), then call
 :meth:`VllmServingBase._declare_frontend` and :meth:`VllmServingBase._register`.
 
 Kubernetes provider: through the component's ``opts`` (``providers={"kubernetes": provider}``),
 inherited by every Kubernetes child; the components refuse to run without one
-(:mod:`components.kubernetes_provider`). AWS children (the Pod Identity role) use the
+(:mod:`kimi_k3.cluster.kubernetes_provider`). AWS children (the Pod Identity role) use the
 component's AWS provider (default or from ``opts`` the same way).
 """
 
@@ -39,13 +39,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
-from components.serving import api_pod, api_proxy, nlb
-from components.serving.args import VllmServingArgs
-from components.serving.pod_kit import PodKit, startup_code_config_map
-from components.weights import pod_files
-from components.weights.compile_cache import compile_cache_policy
-from components.weights.s3store import S3Location
+from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from kimi_k3.serving import api_pod, api_proxy, nlb
+from kimi_k3.serving.args import VllmServingArgs
+from kimi_k3.serving.pod_kit import PodKit, startup_code_config_map
+from kimi_k3.weights import pod_files
+from kimi_k3.weights.compile_cache import compile_cache_policy
+from kimi_k3.weights.image_pull import FLOATING_TAG_SKIP
+from kimi_k3.weights.s3store import S3Location
 
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 """Link-local address of the EKS Pod Identity Agent (credentials for the S3 init container)."""
@@ -324,8 +325,6 @@ def scrape_annotations(args: VllmServingArgs) -> dict[str, str]:
 SECRET_ENV_SKIP = "CKV_K8S_35=vLLM reads its API key only from VLLM_API_KEY or --api-key; the env var comes from a secretKeyRef so the key is in neither the args nor the spec"
 """checkov skip (with its reason) for the API key handed over as an environment variable."""
 
-FLOATING_TAG_SKIP = "CKV_K8S_43=the image is pinned by tag, which settings allow outside prod only (with a warning); prod requires a digest"
-"""checkov skip (with its reason) for a tag-pinned image in a non-production stack."""
 
 
 def checkov_skips(args: VllmServingArgs, *reasons: str) -> dict[str, str]:
@@ -457,7 +456,6 @@ def _nlb_url(status: Any, scheme: str, port: int) -> str | None:
 
 __all__ = [
     "APP_NAME",
-    "FLOATING_TAG_SKIP",
     "METRICS_SERVICE_LABEL",
     "POD_IDENTITY_AGENT_CIDR",
     "SECRET_ENV_SKIP",

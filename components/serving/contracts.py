@@ -3,7 +3,7 @@
 Plain, validated, frozen dataclasses with no Pulumi in them: the serving
 components render Kubernetes objects from a :class:`ServingContract`, and the
 composition (``platform.py``) builds one from the stack settings. A contract that
-cannot work raises :class:`~components.errors.UserError` when it is built, before
+cannot work raises :class:`~kimi_k3.errors.UserError` when it is built, before
 any resource is declared.
 
 How the model reaches vLLM (``--model``):
@@ -24,10 +24,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from components import catalog
-from components.errors import UserError
-from components.formats import ABSOLUTE_PATH, GIT_REVISION
-from components.serving.engine_flags import extra_args_problem, extra_env_problem, override_tuning
+from kimi_k3.core import catalog
+from kimi_k3.core.formats import ABSOLUTE_PATH, GIT_REVISION
+from kimi_k3.errors import UserError
+from kimi_k3.serving.engine_flags import extra_args_problem, extra_env_problem, override_tuning
+from kimi_k3.serving.engine_profiles import DCP_COMM_BACKEND, DCP_SIZE
 
 WEIGHTS_SOURCES = ("huggingface", "s3")
 """Where the weights come from."""
@@ -305,7 +306,7 @@ class EngineProfile:
     moe_backend: str = "auto"
     """MoE kernel backend."""
     tuning_args: tuple[str, ...] = ()
-    """The engine profile's other flags (the recipe's, :mod:`components.engine_profiles`), flag then value;
+    """The engine profile's other flags (the recipe's, :mod:`kimi_k3.serving.engine_profiles`), flag then value;
     an ``extra_args`` item naming the same flag replaces the profile's."""
     env: tuple[tuple[str, str], ...] = ()
     """Further environment variables of the engine (the profile's, then the stack's), ``(NAME, value)``;
@@ -410,7 +411,7 @@ class ServingContract:
         """Nodes of ``instance`` one replica spans, after checking they hold the model.
 
         TP must fill a node and the PP stages must hold the weights plus KV cache
-        (:func:`components.catalog.nodes_to_hold_model`).
+        (:func:`kimi_k3.core.catalog.nodes_to_hold_model`).
         """
         tp = self.engine.tensor_parallel_size
         if tp != instance.gpus:
@@ -447,7 +448,7 @@ class ServingContract:
         :param model_path: where the weights volume is mounted in the container
             (defaults to ``weights.mount_path``).
         :param bind: ``(host, port)`` vLLM listens on; default ``("0.0.0.0", api.port)``. Behind the
-            API proxy: loopback (:func:`components.serving.api_proxy.engine_bind_args`).
+            API proxy: loopback (:func:`kimi_k3.serving.api_proxy.engine_bind_args`).
         :param shutdown_timeout_s: ``--shutdown-timeout``: seconds vLLM lets in-flight requests finish
             after SIGTERM (vLLM's default, 0, aborts them); ``None`` leaves vLLM's default.
         """
@@ -481,8 +482,6 @@ class ServingContract:
             "--kv-cache-dtype", e.kv_cache_dtype,
         ]
         if e.decode_context_parallel:
-            from components.engine_profiles import DCP_COMM_BACKEND, DCP_SIZE  # the recipe's values, in the catalog
-
             args += ["--decode-context-parallel-size", str(DCP_SIZE), "--dcp-comm-backend", DCP_COMM_BACKEND]
         if a.media == "text-only":
             args += ["--language-model-only"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.errors import UserError
+from kimi_k3.errors import UserError
 
 ENGINE_LAG_S = 5
 """Seconds the engine's ``preStop`` outlasts the proxy's."""
@@ -40,7 +40,7 @@ PRE_STOP_RANGE = (0, 600)
 
 DRAIN_RANGE = (1, 3600)
 """Seconds of drain accepted: nginx's ``worker_shutdown_timeout`` needs at least 1; the NLB target group's
-deregistration delay (preStop + drain, see :mod:`components.serving.nlb`) takes at most 3600."""
+deregistration delay (preStop + drain, see :mod:`kimi_k3.serving.nlb`) takes at most 3600."""
 
 
 class DrainError(UserError):

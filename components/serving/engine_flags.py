@@ -2,7 +2,7 @@
 
 The one home of the rules "extra engine arguments may not repeat a flag the library
 sets" and "extra environment variables may not set one the library sets". The engine
-profile's tuning flags and environment (the recipe's, :mod:`components.engine_profiles`)
+profile's tuning flags and environment (the recipe's, :mod:`kimi_k3.serving.engine_profiles`)
 are not owned: an extra argument or variable of the same name replaces the profile's.
 vLLM's parser (``vllm/engine/arg_utils.py``, ``EngineArgs.add_cli_args``;
 ``FlexibleArgumentParser`` in ``vllm/utils``) accepts the same flag several ways, and

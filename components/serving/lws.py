@@ -3,13 +3,13 @@
 A Deployment schedules pods one by one; a replica that needs ``N`` nodes (TP=8 within
 a node × PP=N across nodes, e.g. p5en: 8×141 GB cannot hold ~1.7 TB of weights plus
 KV cache) must start, fail and restart as a unit. A LeaderWorkerSet
-(``leaderworkerset.x-k8s.io/v1``, controller: :class:`~components.lws_controller.LwsController`)
+(``leaderworkerset.x-k8s.io/v1``, controller: :class:`~kimi_k3.addons.lws_controller.LwsController`)
 runs, per replica, one leader pod and ``N−1`` worker pods:
 
 * leader: Ray head, waits until the whole group has joined Ray, then ``exec vllm serve``
   with the contract's arguments plus ``--pipeline-parallel-size N`` and
   ``--distributed-executor-backend ray``, on loopback behind the API proxy sidecar
-  (:mod:`components.serving.api_pod`: the same proxy, probes and stop sequence as
+  (:mod:`kimi_k3.serving.api_pod`: the same proxy, probes and stop sequence as
   ``VllmServer``); it alone serves the API (the pattern of
   ``docs/examples/vllm/GPU/lws.yaml`` in kubernetes-sigs/lws);
 * workers: wait for the head, then ``ray start --address=$LWS_LEADER_ADDRESS:6379 --block``;
@@ -17,7 +17,7 @@ runs, per replica, one leader pod and ``N−1`` worker pods:
   group (a wedged NCCL rank would otherwise hang the others);
 * every pod requests a whole node (GPUs, EFA interfaces, CPU, memory) and stages its
   own copy of the weights on its node's NVMe with the same init containers as
-  :class:`~components.serving.vllm.VllmServer`.
+  :class:`~kimi_k3.serving.vllm.VllmServer`.
 
 Around the workload it declares exactly what ``VllmServer`` declares (shared code:
 namespace, ServiceAccount, Pod Identity role, Secrets, Service, NetworkPolicies, PDB,
@@ -42,7 +42,7 @@ headless Service named after the set (for ``LWS_LEADER_ADDRESS``), which must no
 collide with the API Service ``{name}``.
 
 Kubernetes provider: ``opts.providers``, as for ``VllmServer``. The LWS CRD and webhook must exist first: make the component depend
-on the :class:`~components.lws_controller.LwsController`.
+on the :class:`~kimi_k3.addons.lws_controller.LwsController`.
 """
 
 from __future__ import annotations
@@ -54,16 +54,16 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import catalog, labels
-from components.errors import Problems
-from components.kubernetes_provider import require_kubernetes_provider
-from components.serving import api_pod
-from components.serving.args import VllmServingArgs, validate_serving_args
-from components.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
-from components.serving.contracts import ServingContract
-from components.serving.engine_flags import flag_of
-from components.serving.pod_kit import PROBE_PERIOD_S, kit_env_names
-from components.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
+from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
+from kimi_k3.core import catalog, labels
+from kimi_k3.errors import Problems
+from kimi_k3.serving import api_pod
+from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
+from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
+from kimi_k3.serving.contracts import ServingContract
+from kimi_k3.serving.engine_flags import flag_of
+from kimi_k3.serving.pod_kit import PROBE_PERIOD_S, kit_env_names
+from kimi_k3.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -105,7 +105,7 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @dataclass(frozen=True)
 class VllmLeaderWorkerSetArgs(VllmServingArgs):
-    """Inputs of :class:`VllmLeaderWorkerSet`: every :class:`~components.serving.args.VllmServingArgs` field plus the group's network.
+    """Inputs of :class:`VllmLeaderWorkerSet`: every :class:`~kimi_k3.serving.args.VllmServingArgs` field plus the group's network.
 
     ``replicas`` counts groups (each ``pipeline_parallel_size`` nodes);
     ``weights_staging_timeout_s`` also bounds how long a leader waits for its workers
@@ -123,7 +123,7 @@ class VllmLeaderWorkerSetArgs(VllmServingArgs):
 class VllmLeaderWorkerSet(VllmServingBase):
     """Kimi K3 behind vLLM's OpenAI-compatible API, each replica a LeaderWorkerSet group of whole GPU nodes.
 
-    Outputs (as :class:`~components.serving.vllm.VllmServer`): ``endpoint_url``,
+    Outputs (as :class:`~kimi_k3.serving.vllm.VllmServer`): ``endpoint_url``,
     ``served_model_name``, ``image``, ``model_revision``, ``namespace``,
     ``service_name``; plus ``nodes_per_replica`` (int) and the ``leader_worker_set``
     resource.
@@ -274,7 +274,7 @@ def _problems(name: str, args: VllmLeaderWorkerSetArgs) -> tuple[Problems, int |
     if nodes is not None and nodes < 2 and instance is not None:
         problems.reject(
             "contract.engine.pipeline_parallel_size", nodes,
-            f"the contract's replica fits on one {instance.name} node: use VllmServer (components.serving.vllm) for single-node replicas",
+            f"the contract's replica fits on one {instance.name} node: use VllmServer (kimi_k3.serving.vllm) for single-node replicas",
         )
     for arg in args.contract.engine.extra_args if isinstance(args.contract, ServingContract) else ():
         if flag_of(arg) in _RESERVED_EXTRA_FLAGS:
@@ -296,7 +296,7 @@ def _problems(name: str, args: VllmLeaderWorkerSetArgs) -> tuple[Problems, int |
 
 
 def _validate(name: str, args: VllmLeaderWorkerSetArgs) -> int:
-    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``; return the nodes per replica."""
+    """Raise :class:`~kimi_k3.errors.ComponentInputError` with every problem of ``args``; return the nodes per replica."""
     problems, nodes = _problems(name, args)
     problems.raise_any()
     assert nodes is not None  # no problem: the contract's nodes are known

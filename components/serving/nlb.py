@@ -11,7 +11,7 @@ Checked against the controller's documented annotation set (kubernetes-sigs/aws-
   listener, a non-streamed answer silent for longer than that is cut, so it is refused here;
 * the target group's deregistration delay takes 0-3600 s (annotations.md, target-group-attributes);
 * health checks go to the proxy's probe port and path, which forwards only vLLM's ``/health``
-  (:mod:`components.serving.api_proxy`);
+  (:mod:`kimi_k3.serving.api_proxy`);
 * client IP preservation is on (``preserve_client_ip.enabled=true``): for IP targets it is off by
   default, and then the pods see the NLB's own addresses, which live in the same private subnets
   as the pods, so no NetworkPolicy could tell a client that came through the NLB from any pod of
@@ -23,8 +23,8 @@ Checked against the controller's documented annotation set (kubernetes-sigs/aws-
 
 from __future__ import annotations
 
-from components.errors import UserError
-from components.serving.api_proxy import HEALTH_PATH, ApiProxyConfig
+from kimi_k3.errors import UserError
+from kimi_k3.serving.api_proxy import HEALTH_PATH, ApiProxyConfig
 
 
 class NlbError(UserError):

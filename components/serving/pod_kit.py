@@ -4,8 +4,8 @@ Volumes, the init containers that stage and verify the weights, the engine's
 environment and resources, the API probes, the container security context, and the
 pod spec that puts one pod on one whole Capacity Block GPU node. :class:`PodKit`
 binds the inputs once (component name, serving args, the Secret behind each secret
-environment variable) and hands out the pieces: :class:`~components.serving.vllm.VllmServer`
-and :class:`~components.serving.lws.VllmLeaderWorkerSet` build their pods from it and
+environment variable) and hands out the pieces: :class:`~kimi_k3.serving.vllm.VllmServer`
+and :class:`~kimi_k3.serving.lws.VllmLeaderWorkerSet` build their pods from it and
 nothing else.
 
 Where the weights live: an ``emptyDir``. On AL2023 nodes whose nodeadm
@@ -28,13 +28,15 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import catalog, labels
-from components.serving.contracts import ServingContract
-from components.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
-from components.weights import compile_cache, node_local, node_sync, serving_pod
+from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
+from kimi_k3.core import catalog, labels
+from kimi_k3.serving import api_pod
+from kimi_k3.serving.contracts import ServingContract
+from kimi_k3.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
+from kimi_k3.weights import compile_cache, node_local, node_sync, serving_pod
 
 if TYPE_CHECKING:
-    from components.serving.args import VllmServingArgs
+    from kimi_k3.serving.args import VllmServingArgs
 
 AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.31.23@sha256:668ffb01408e03e1002b36886797c1a97b09f7d0f02fba3123f9fcd68a081dc5"
 """Image of the S3 staging init container (AWS CLI v2, Pod Identity capable).
@@ -42,8 +44,6 @@ AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.31.23@sha256:668ffb01408e03e10
 Tag and digest as pinned together by a public project (not re-checked against the
 registry offline): confirm with ``docker buildx imagetools inspect`` when bumping."""
 
-RUN_AS_USER = 10001
-"""Non-root UID of every container (above 10000 so it maps to no host user)."""
 
 HOME = "/home/vllm"
 """Writable HOME (emptyDir): vLLM, Triton, TorchInductor, FlashInfer, DeepGEMM and CUDA JIT caches."""
@@ -92,21 +92,6 @@ def pod_resources(instance: catalog.InstanceType, reserved_cpu: int, reserved_me
 def weights_limit_gb(contract: ServingContract) -> int:
     """Size limit (GB) of the NVMe weights volume: the checkpoint plus 15%."""
     return math.ceil(contract.weights.expected_size_gb * 1.15)
-
-
-def container_security_context(run_as_user: int = RUN_AS_USER) -> k8s.core.v1.SecurityContextArgs:
-    """Every container: non-root UID (``run_as_user``, also its group), no privilege escalation, every
-    capability dropped, read-only root, RuntimeDefault seccomp."""
-    return k8s.core.v1.SecurityContextArgs(
-        run_as_non_root=True,
-        run_as_user=run_as_user,
-        run_as_group=run_as_user,
-        allow_privilege_escalation=False,
-        privileged=False,
-        read_only_root_filesystem=True,
-        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-    )
 
 
 def plain_env(values: Mapping[str, pulumi.Input[str]]) -> list[k8s.core.v1.EnvVarArgs]:
@@ -287,8 +272,6 @@ class PodKit:
 
     def compile_cache_uri(self) -> str | None:
         """``s3://…/<key>.tar`` of this pod's caches: keyed on image digest, revision, engine args and env, GPU, AMI release."""
-        from components.serving import api_pod
-
         args = self.args
         if args.startup is None:
             return None
@@ -301,8 +284,6 @@ class PodKit:
 
     def warmup_sidecar(self) -> k8s.core.v1.ContainerArgs | None:
         """The warm-up-then-save sidecar (``args.startup.warmup``), else ``None``."""
-        from components.serving import api_pod
-
         args = self.args
         if args.startup is None or not args.startup.warmup:
             return None
@@ -327,10 +308,8 @@ class PodKit:
         """Requests = limits (Guaranteed QoS) for the whole node's share, plus ``extra`` (e.g. EFA interfaces).
 
         :param beside_proxy: the pod also runs the API proxy sidecar: its CPU and memory come out of this share
-            (:func:`components.serving.api_pod.engine_share`), so the pod still fits the node.
+            (:func:`kimi_k3.serving.api_pod.engine_share`), so the pod still fits the node.
         """
-        from components.serving import api_pod  # builds on the serving args, which build on this module
-
         args = self.args
         resources = {**pod_resources(self.instance, args.reserved_cpu, args.reserved_memory_gib), **(extra or {})}
         if beside_proxy:
@@ -349,13 +328,11 @@ class PodKit:
         )
 
     def probes(self, extra_startup_s: int = 0) -> dict[str, k8s.core.v1.ProbeArgs]:
-        """The engine's startup, liveness and readiness (``exec`` on loopback: :func:`components.serving.api_pod.engine_probes`).
+        """The engine's startup, liveness and readiness (``exec`` on loopback: :func:`kimi_k3.serving.api_pod.engine_probes`).
 
         :param extra_startup_s: time the container may spend before the engine even starts
             loading (a group leader waiting for its workers).
         """
-        from components.serving import api_pod
-
         api = self.args.contract.api
         engine_port = api_pod.proxy_config(self.args).engine_port
         readiness = READINESS_SCRIPT.format(port=engine_port, path=api.models_path, name=api.served_model_name)
@@ -366,8 +343,6 @@ class PodKit:
 
     def api_container(self, **overrides: Any) -> k8s.core.v1.ContainerArgs:
         """The engine serving the OpenAI API behind the proxy (``vllm serve`` on loopback); ``overrides`` replace ContainerArgs fields."""
-        from components.serving import api_pod
-
         args = self.args
         contract = args.contract
         fields: dict[str, Any] = dict(
@@ -388,15 +363,11 @@ class PodKit:
         return k8s.core.v1.ContainerArgs(**fields)
 
     def api_sidecar(self) -> k8s.core.v1.ContainerArgs:
-        """The API proxy container next to the engine (:func:`components.serving.api_pod.sidecar`)."""
-        from components.serving import api_pod
-
+        """The API proxy container next to the engine (:func:`kimi_k3.serving.api_pod.sidecar`)."""
         return api_pod.sidecar(self.args)
 
     def api_volumes(self) -> list[k8s.core.v1.VolumeArgs]:
         """The proxy's volumes (its ConfigMap and writable ``emptyDir``), for a pod that runs :meth:`api_sidecar`."""
-        from components.serving import api_pod
-
         return api_pod.volumes(self.name, self.args)
 
     def pod_spec(
@@ -406,7 +377,6 @@ class PodKit:
         extra_volumes: list[k8s.core.v1.VolumeArgs] | None = None,
     ) -> k8s.core.v1.PodSpecArgs:
         """A pod on one whole Capacity Block GPU node: placement, pod security context, ServiceAccount, volumes (plus ``extra_volumes``)."""
-        from components.serving import api_pod
         toleration = labels.GPU_TOLERATION
         return k8s.core.v1.PodSpecArgs(
             service_account_name=self.name,

@@ -2,7 +2,7 @@
 
 Each script reads its inputs from the container's environment (names in capitals),
 never from its command line, so no secret or path is baked into the Kubernetes spec.
-The pod kit (:mod:`components.serving.pod_kit`) and the LeaderWorkerSet component
+The pod kit (:mod:`kimi_k3.serving.pod_kit`) and the LeaderWorkerSet component
 put them into containers; the tests run the verify script with the real coreutils.
 """
 

@@ -2,18 +2,18 @@
 
 Around the Deployment it declares what every serving component declares (namespace,
 ServiceAccount, Pod Identity role, Secrets, Service, NetworkPolicies, PDB, scraping:
-:mod:`components.serving.base`); the pod comes from the pod kit
-(:mod:`components.serving.pod_kit`): init containers stage and verify the weights on
+:mod:`kimi_k3.serving.base`); the pod comes from the pod kit
+(:mod:`kimi_k3.serving.pod_kit`): init containers stage and verify the weights on
 the node's NVMe, then ``vllm serve`` starts with the contract's arguments on loopback, behind
-the API proxy sidecar (:mod:`components.serving.api_pod`). A Capacity Block has no spare GPU
+the API proxy sidecar (:mod:`kimi_k3.serving.api_pod`). A Capacity Block has no spare GPU
 node for a surge, so replicas roll one at a time (:func:`rollout_strategy`).
 
 For a contract whose replica spans several nodes use
-:class:`~components.serving.lws.VllmLeaderWorkerSet`.
+:class:`~kimi_k3.serving.lws.VllmLeaderWorkerSet`.
 
 Kubernetes provider: ``opts=pulumi.ResourceOptions(providers={"kubernetes": k8s_provider})``;
 the Kubernetes children inherit it, and the component refuses to run without one
-(:mod:`components.kubernetes_provider`).
+(:mod:`kimi_k3.cluster.kubernetes_provider`).
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import labels
-from components.errors import Problems
-from components.kubernetes_provider import require_kubernetes_provider
-from components.serving import api_pod
-from components.serving.args import VllmServingArgs, validate_serving_args
-from components.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
-from components.serving.pod_kit import weights_limit_gb
-from components.weights import node_local, pod_files
-from components.weights.serving_pod import WARMUP_CHECKOV_SKIPS
+from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
+from kimi_k3.core import labels
+from kimi_k3.errors import Problems
+from kimi_k3.serving import api_pod
+from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
+from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
+from kimi_k3.serving.pod_kit import weights_limit_gb
+from kimi_k3.weights import node_local, pod_files
+from kimi_k3.weights.serving_pod import WARMUP_CHECKOV_SKIPS
 
 
 def rollout_strategy(replicas: int) -> k8s.apps.v1.DeploymentStrategyArgs:
@@ -41,7 +41,7 @@ def rollout_strategy(replicas: int) -> k8s.apps.v1.DeploymentStrategyArgs:
     * two or more: ``RollingUpdate`` with ``maxSurge: 0, maxUnavailable: 1``: one replica at a time
       goes, the others keep serving. ``Recreate`` would take every replica down at once: zero tokens
       on every paid node until the slowest reload ends. The PodDisruptionBudget allows the same one
-      pod (:data:`components.serving.base.PDB_MAX_UNAVAILABLE`), so a node drain and a rollout never take more.
+      pod (:data:`kimi_k3.serving.base.PDB_MAX_UNAVAILABLE`), so a node drain and a rollout never take more.
     """
     if replicas < 2:
         return k8s.apps.v1.DeploymentStrategyArgs(type="Recreate")
@@ -53,14 +53,14 @@ def rollout_strategy(replicas: int) -> k8s.apps.v1.DeploymentStrategyArgs:
 
 @dataclass(frozen=True)
 class VllmServerArgs(VllmServingArgs):
-    """Inputs of :class:`VllmServer` (single-node replicas; see :class:`~components.serving.args.VllmServingArgs` for every field)."""
+    """Inputs of :class:`VllmServer` (single-node replicas; see :class:`~kimi_k3.serving.args.VllmServingArgs` for every field)."""
 
 
 class VllmServer(VllmServingBase):
     """Kimi K3 behind vLLM's OpenAI-compatible API on the Capacity Block GPU nodes, one pod per replica.
 
     For a contract whose replica spans several nodes use
-    :class:`~components.serving.lws.VllmLeaderWorkerSet`.
+    :class:`~kimi_k3.serving.lws.VllmLeaderWorkerSet`.
 
     Outputs: ``endpoint_url`` (``…/v1``), ``served_model_name``, ``image``,
     ``model_revision``, ``namespace``, ``service_name``.
@@ -121,7 +121,7 @@ def node_local_stateful_set(
     """The workload with node-local weights: a StatefulSet whose claim template binds each replica to a volume on its node.
 
     A re-created pod gets the same claim, hence the same node and the verified files (no transfer).
-    Claims go with the set and on scale-down (:func:`components.weights.node_local.claim_retention_policy`);
+    Claims go with the set and on scale-down (:func:`kimi_k3.weights.node_local.claim_retention_policy`);
     the node-cleanup controller deletes a claim whose node is gone, so the pod schedules elsewhere.
     Updates roll one pod at a time (the StatefulSet default), as :func:`rollout_strategy` does.
     """
@@ -152,13 +152,13 @@ def _problems(name: str, args: VllmServerArgs) -> Problems:
     if nodes is not None and nodes != 1:
         problems.reject(
             "contract.engine.pipeline_parallel_size", nodes,
-            "a Deployment runs one pod per node: use VllmLeaderWorkerSet (components.serving.lws) for multi-node replicas",
+            "a Deployment runs one pod per node: use VllmLeaderWorkerSet (kimi_k3.serving.lws) for multi-node replicas",
         )
     return problems
 
 
 def _validate(name: str, args: VllmServerArgs) -> None:
-    """Raise :class:`~components.errors.ComponentInputError` with every problem of ``args``."""
+    """Raise :class:`~kimi_k3.errors.ComponentInputError` with every problem of ``args``."""
     _problems(name, args).raise_any()
 
 

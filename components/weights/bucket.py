@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.errors import UserError
-from components.secure_bucket import tls_only_policy
+from kimi_k3.errors import UserError
+from kimi_k3.weights.secure_bucket import tls_only_policy
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 

@@ -37,8 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from components.weights import WeightsError
-from components.weights.s3store import SHA256_META, S3Location, head, upload_verified
+from kimi_k3.weights import WeightsError
+from kimi_k3.weights.s3store import SHA256_META, S3Location, head, upload_verified
 
 KEY_VERSION = "v1"
 """Bump when the archive layout or the key's inputs change."""

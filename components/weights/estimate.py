@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from components import catalog
-from components.catalog import Figure
-from components.errors import UserError
+from kimi_k3.core import catalog
+from kimi_k3.core.catalog import Figure
+from kimi_k3.errors import UserError
 
 _DATE = "2026-12"
 FIGURES: dict[str, Figure] = {
@@ -357,9 +357,9 @@ def image_in_region(image_repository: str, region: str) -> bool:
 
 
 def inputs_from_settings(settings, **mechanisms) -> StartupInputs:
-    """:class:`StartupInputs` of a stack (``components.settings.StackSettings``); ``mechanisms`` override
+    """:class:`StartupInputs` of a stack (``kimi_k3.stack.settings.StackSettings``); ``mechanisms`` override
     the switches (default: :data:`TODAYS_MECHANISMS`, the pod before these mechanisms;
-    ``components.time_to_serve.startup_inputs`` passes the ones the stack declares)."""
+    ``kimi_k3.stack.time_to_serve.startup_inputs`` passes the ones the stack declares)."""
     values = dict(
         instance_type=settings.capacity.instance_type,
         nodes=settings.nodes_required,

@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from components.weights import WeightsError
-from components.weights.manifest import check_repo_path
+from kimi_k3.weights import WeightsError
+from kimi_k3.weights.manifest import check_repo_path
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 """Public Hub; ``HF_ENDPOINT`` (as huggingface_hub reads it) points elsewhere."""

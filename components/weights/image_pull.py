@@ -27,8 +27,8 @@ from collections.abc import Mapping
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import labels
-from components.errors import UserError
+from kimi_k3.core import labels
+from kimi_k3.errors import UserError
 
 FAST_IMAGE_PULL_FIRST_RELEASE = "20250813"
 """First AMI release whose nodeadm configures the SOCI snapshotter (amazon-eks-ami CHANGELOG, PR #2352)."""
@@ -41,6 +41,10 @@ NODE_KNOWN_ISSUES = {
 }
 """AMI releases with a reported node start-up problem regardless of FastImagePull (a warning)."""
 _RELEASE = re.compile(r"^(?:\d+\.\d+(?:\.\d+)?-)?v?(\d{8})$")
+
+
+FLOATING_TAG_SKIP = "CKV_K8S_43=the image is pinned by tag, which settings allow outside prod only (with a warning); prod requires a digest"
+"""checkov skip (with its reason) for a tag-pinned image in a non-production stack."""
 
 
 def release_date(ami_release_version: str) -> str:

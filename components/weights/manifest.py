@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from components.weights import WeightsError
+from kimi_k3.weights import WeightsError
 
 MANIFEST_NAME = ".kimi-k3-weights.json"
 """JSON manifest at the root of the prefix; written last of all."""

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import pulumi_kubernetes as k8s
 
-from components.errors import UserError
-from components.formats import GIT_REVISION, systemd_mount_unit
+from kimi_k3.core.formats import GIT_REVISION, systemd_mount_unit
+from kimi_k3.errors import UserError
 
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 """Provisioner name of statically provisioned local volumes (Kubernetes docs, Storage Classes, Local)."""
@@ -165,7 +165,7 @@ def boot_part() -> str:
     ``nodeadm-run.service``: ``After=... cloud-final.service``), so it never waits: it installs a mount
     unit (enabled: it binds the weights directory again after a reboot, before the kubelet) and a
     one-shot unit it starts with ``--no-block``, which waits for the RAID0 outside cloud-final and then
-    starts the mount. ``components.offline.boot_order`` boots a node with it, twice, from the AMI's own
+    starts the mount. ``kimi_k3.offline.boot_order`` boots a node with it, twice, from the AMI's own
     unit files.
     """
     files = ((FIRST_BOOT_SCRIPT, _first_boot_script()), (f"/etc/systemd/system/{FIRST_BOOT_UNIT}", _first_boot_unit()), (f"/etc/systemd/system/{WEIGHTS_MOUNT_UNIT}", _mount_unit()))

@@ -19,7 +19,7 @@ hashed after it ends, since the sync may still replace them. The hasher is ``ope
 re-created on the same node skip both sync and hashing.
 
 Progress: every ``PROGRESS_INTERVAL_S`` seconds the script prints one line of
-:mod:`components.weights.progress` (bytes on the node of the prefix's total, from
+:mod:`kimi_k3.weights.progress` (bytes on the node of the prefix's total, from
 ``aws s3 ls --summarize``; rate; files verified), and a ``done`` line at the end; ``kimi-k3
 status`` reads the newest one from the container's log tail.
 
@@ -31,9 +31,9 @@ pinned CLI bundles it yet, so the sha256 pass stays — overlapped, it costs CPU
 
 from __future__ import annotations
 
-from components import catalog
-from components.errors import UserError
-from components.weights.progress import DEFAULT_INTERVAL_S, SHELL_FUNCTIONS
+from kimi_k3.core import catalog
+from kimi_k3.errors import UserError
+from kimi_k3.weights.progress import DEFAULT_INTERVAL_S, SHELL_FUNCTIONS
 
 NODE_SYNC_SCRIPT = r"""set -eu
 : "${WEIGHTS_S3_URI:?}" "${WEIGHTS_DIR:?}" "${SHA256_MANIFEST:?}" "${TARGET_BANDWIDTH:?}" "${VERIFY_WORKERS:?}"

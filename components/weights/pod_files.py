@@ -1,7 +1,7 @@
 """The pod-side modules as ConfigMap data: how the staging and cache code reaches a pod.
 
 The Job and the cache containers run the project's own files (no image of ours to build
-and pin): the modules listed in :data:`components.weights.POD_MODULES`, read from this
+and pin): the modules listed in :data:`kimi_k3.weights.POD_MODULES`, read from this
 package, become keys of a ConfigMap mounted at :data:`MOUNT_PATH`; ``items`` rebuild the
 package layout and ``PYTHONPATH`` points at the mount. ``components/__init__.py`` is
 replaced by a stub, because the real one imports Pulumi.
@@ -15,20 +15,20 @@ from importlib import resources
 
 import pulumi_kubernetes as k8s
 
-from components.weights import POD_MODULES
+from kimi_k3.weights import POD_MODULES
 
 MOUNT_PATH = "/opt/kimi-k3"
 """Where the ConfigMap is mounted; ``PYTHONPATH`` of the pod-side containers."""
-ROOT_STUB = '"""Stub of the kimi-k3-aws package root for pods: only components.weights runs there."""\n'
+ROOT_STUB = '"""Stub of the kimi-k3-aws package root for pods: only kimi_k3.weights runs there."""\n'
 
 
 def pod_files() -> dict[str, tuple[str, str]]:
     """ConfigMap key -> (path under the mount, file content), in a stable order."""
-    files = {"components-init": ("components/__init__.py", ROOT_STUB)}
-    package = resources.files("components.weights")
-    files["weights-init"] = ("components/weights/__init__.py", package.joinpath("__init__.py").read_text())
+    files = {"root-init": ("kimi_k3/__init__.py", ROOT_STUB)}
+    package = resources.files("kimi_k3.weights")
+    files["weights-init"] = ("kimi_k3/weights/__init__.py", package.joinpath("__init__.py").read_text())
     for name in POD_MODULES:
-        files[f"weights-{name}"] = (f"components/weights/{name}.py", package.joinpath(f"{name}.py").read_text())
+        files[f"weights-{name}"] = (f"kimi_k3/weights/{name}.py", package.joinpath(f"{name}.py").read_text())
     return files
 
 
@@ -81,4 +81,4 @@ def volume(name: str, config_map_name: str) -> k8s.core.v1.VolumeArgs:
 
 
 POD_ENV = {"PYTHONPATH": MOUNT_PATH, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
-"""Environment that makes ``python3 -m components.weights.podmain`` find the mounted files (read-only: no .pyc)."""
+"""Environment that makes ``python3 -m kimi_k3.weights.podmain`` find the mounted files (read-only: no .pyc)."""

@@ -1,4 +1,4 @@
-"""Entry point of the pod-side code: ``python3 -m components.weights.podmain ACTION``.
+"""Entry point of the pod-side code: ``python3 -m kimi_k3.weights.podmain ACTION``.
 
 Runs inside the staging Job and the serving pod's cache containers, from the files of a
 ConfigMap (``PYTHONPATH`` points at its mount); standard library + boto3 only. Every input
@@ -42,10 +42,10 @@ def _s3():
 
 
 def _stage() -> int:
-    from components.weights import WeightsError
-    from components.weights.hub import DEFAULT_ENDPOINT, HubClient
-    from components.weights.s3store import S3Location
-    from components.weights.stage import stage
+    from kimi_k3.weights import WeightsError  # the pod's entry point: each subcommand loads only its own modules
+    from kimi_k3.weights.hub import DEFAULT_ENDPOINT, HubClient  # the pod's entry point: each subcommand loads only its own modules
+    from kimi_k3.weights.s3store import S3Location  # the pod's entry point: each subcommand loads only its own modules
+    from kimi_k3.weights.stage import stage  # the pod's entry point: each subcommand loads only its own modules
 
     done = [0, time.monotonic()]
 
@@ -75,7 +75,7 @@ def _stage() -> int:
 
 
 def _cache(action: str) -> int:
-    from components.weights import compile_cache
+    from kimi_k3.weights import compile_cache  # the pod's entry point: each subcommand loads only its own modules
 
     dirs = [d for d in _env("CACHE_DIRS").split(":") if d]
     uri = _env("CACHE_S3_URI")
@@ -87,7 +87,7 @@ def _cache(action: str) -> int:
 
 
 def _warmup_then_save() -> int:
-    from components.weights import compile_cache, warmup
+    from kimi_k3.weights import compile_cache, warmup  # the pod's entry point: each subcommand loads only its own modules
 
     warmup.warm_up_and_mark(
         _env("VLLM_URL"), _env("SERVED_MODEL_NAME"), _env("WARMUP_MARKER"), api_key=os.environ.get("VLLM_API_KEY") or None
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one action; see the module docstring."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0] not in ACTIONS:
-        print(f"usage: python3 -m components.weights.podmain {{{'|'.join(ACTIONS)}}}", file=sys.stderr)
+        print(f"usage: python3 -m kimi_k3.weights.podmain {{{'|'.join(ACTIONS)}}}", file=sys.stderr)
         return 2
     return ACTIONS[argv[0]]()
 

@@ -31,7 +31,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from components.weights import WeightsError
+from kimi_k3.weights import WeightsError
+from kimi_k3.weights.hub import git_blob_oid
 
 S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/((?:[^*?\s]+/)?)$")
 """``s3://bucket/prefix/`` (trailing slash, no wildcards) — the stack's ``weightsS3Uri`` form."""
@@ -193,8 +194,6 @@ def upload_verified(
     bytes pass; a size or checksum mismatch aborts the upload and raises :class:`ChecksumMismatch`.
     Up to ``parts_in_flight`` parts upload while the next is read. ``on_bytes(n)`` reports progress.
     """
-    from components.weights.hub import git_blob_oid
-
     key = location.key(path)
     part_size = part_size_for(expected_size, part_size)
     metadata = {GIT_OID_META: expected_git_oid} if expected_git_oid else {}

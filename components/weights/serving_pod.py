@@ -2,12 +2,12 @@
 
 :class:`ServingStartup` is what a serving component is told (``VllmServingArgs.startup``);
 ``None`` there keeps the pod as it was (AWS CLI sync + a ``sha256sum`` pass, ``emptyDir``). The
-builders here return SDK ``*Args`` the pod kit (:mod:`components.serving.pod_kit`) puts into the
+builders here return SDK ``*Args`` the pod kit (:mod:`kimi_k3.serving.pod_kit`) puts into the
 pod:
 
-* :func:`sync_container`: :data:`~components.weights.node_sync.NODE_SYNC_SCRIPT` (CRT client at
+* :func:`sync_container`: :data:`~kimi_k3.weights.node_sync.NODE_SYNC_SCRIPT` (CRT client at
   the catalog's target bandwidth, verification overlapping the transfer, a verified marker),
-  with the node-local volume's root mounted and :data:`~components.weights.node_local.PRUNE_SCRIPT`
+  with the node-local volume's root mounted and :data:`~kimi_k3.weights.node_local.PRUNE_SCRIPT`
   first, so each revision lives in its own directory (the engine mounts only that one, as a
   ``subPath``);
 * :func:`cache_restore_container`: ``podmain cache-restore`` before the engine;
@@ -22,15 +22,15 @@ from dataclasses import dataclass
 
 import pulumi_kubernetes as k8s
 
-from components.errors import UserError
-from components.weights import compile_cache, node_local, node_sync, pod_files
+from kimi_k3.errors import UserError
+from kimi_k3.weights import compile_cache, node_local, node_sync, pod_files
 
 WEIGHTS_ROOT = "/weights"
 """Where the sync container mounts the node-local volume's root (one directory per revision under it)."""
 WARMUP_MARKER = "/tmp/.kimi-k3-warmed-up"
 """Written by the warm-up sidecar after the first completion; on the pod's ``/tmp`` ``emptyDir``, shared with the engine."""
 CODE_VOLUME = "kimi-k3-code"
-"""Name of the ConfigMap volume holding the pod-side modules (:mod:`components.weights.pod_files`)."""
+"""Name of the ConfigMap volume holding the pod-side modules (:mod:`kimi_k3.weights.pod_files`)."""
 WARMUP_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 """Requests = limits of the warm-up sidecar (it tars a few GB of caches once); taken from the engine's share."""
 RESTORE_RESOURCES = {"cpu": "4", "memory": "8Gi"}
@@ -39,10 +39,10 @@ RESTORE_RESOURCES = {"cpu": "4", "memory": "8Gi"}
 
 @dataclass(frozen=True)
 class ServingStartup:
-    """How a serving pod starts (docs/weights.md). Every field has its rule's home in ``components.weights``."""
+    """How a serving pod starts (docs/weights.md). Every field has its rule's home in ``kimi_k3.weights``."""
 
     verify_hasher: str = "auto"
-    """``VERIFY_HASHER`` of the node sync (:data:`components.weights.node_sync.HASHERS`)."""
+    """``VERIFY_HASHER`` of the node sync (:data:`kimi_k3.weights.node_sync.HASHERS`)."""
     node_local_storage_class: str | None = None
     """StorageClass of node-local weight volumes: the workload becomes a StatefulSet claiming one; ``None``: ``emptyDir``."""
     compile_cache_s3_uri: str | None = None
@@ -93,7 +93,7 @@ def sync_env(*, startup: ServingStartup, weights_s3_uri: str, mount_path: str, r
 
 
 def code_mount() -> k8s.core.v1.VolumeMountArgs:
-    """The pod-side modules, read-only at :data:`components.weights.pod_files.MOUNT_PATH`."""
+    """The pod-side modules, read-only at :data:`kimi_k3.weights.pod_files.MOUNT_PATH`."""
     return k8s.core.v1.VolumeMountArgs(name=CODE_VOLUME, mount_path=pod_files.MOUNT_PATH, read_only=True)
 
 
@@ -108,7 +108,7 @@ def _python_container(name: str, action: str, *, image: str, pull_policy: str, e
         name=name,
         image=image,
         image_pull_policy=pull_policy,
-        command=["python3", "-m", "components.weights.podmain", action],
+        command=["python3", "-m", "kimi_k3.weights.podmain", action],
         env=[*_env({**pod_files.POD_ENV, **env}), *extra_env],
         resources=k8s.core.v1.ResourceRequirementsArgs(requests=dict(resources), limits=dict(resources)),
         security_context=security_context,

@@ -20,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.weights import WeightsError
-from components.weights.hub import HubClient, HubFile, iter_chunks
-from components.weights.manifest import DEFAULT_SHA256SUMS, MANIFEST_NAME, Manifest, ManifestEntry, largest_first
-from components.weights.s3store import (
+from kimi_k3.weights import WeightsError
+from kimi_k3.weights.hub import HubClient, HubFile, iter_chunks
+from kimi_k3.weights.manifest import DEFAULT_SHA256SUMS, MANIFEST_NAME, Manifest, ManifestEntry, largest_first
+from kimi_k3.weights.s3store import (
     GIT_OID_META,
     SHA256_META,
     ChecksumMismatch,
@@ -31,6 +31,7 @@ from components.weights.s3store import (
     S3Location,
     abort_stale_uploads,
     head_many,
+    object_sha256,
     read_text,
     upload_verified,
     write_text,
@@ -39,7 +40,7 @@ from components.weights.s3store import (
 STAGED, MISSING, MISMATCHED = "staged", "missing", "mismatched"
 
 STAGING_NAMESPACE = "kimi-weights"
-"""Namespace of the in-cluster staging Job (:mod:`components.weights.staging_job`)."""
+"""Namespace of the in-cluster staging Job (:mod:`kimi_k3.weights.staging_job`)."""
 
 
 def job_name(revision: str) -> str:
@@ -242,8 +243,6 @@ def stage(
 
 def _git_file_sha256(s3: Any, location: S3Location, files: list[HubFile]) -> dict[str, str]:
     """sha256 of the small files Hugging Face keeps in git (no published sha256): read back from S3."""
-    from components.weights.s3store import object_sha256
-
     out = {}
     for f in files:
         digest, size = object_sha256(s3, location, f.path)

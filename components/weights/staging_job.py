@@ -6,7 +6,7 @@ region (the cluster's), as a Kubernetes Job:
 * its own namespace (Pod Security ``restricted``), ServiceAccount and EKS Pod Identity role
   whose policy (:func:`staging_policy`) can write only the weights prefix;
 * a ConfigMap carrying the project's stdlib + boto3 staging modules (:mod:`.pod_files`),
-  run with ``python3 -m components.weights.podmain stage`` in a digest-pinned image that has
+  run with ``python3 -m kimi_k3.weights.podmain stage`` in a digest-pinned image that has
   Python 3 and boto3 — by default the stack's own engine image (vLLM's image installs boto3,
   vllm-project/vllm ``docker/Dockerfile`` stage ``vllm-openai-base``), already pinned and, in
   prod, mirrored into ECR;
@@ -17,7 +17,7 @@ name carries the revision, so a new revision is a new Job. ``pulumi up`` does no
 (``pulumi.com/skipAwait``); ``kimi-k3 weights stage STACK --wait`` follows the prefix.
 
 Kubernetes provider: through ``opts`` (``providers={"kubernetes": provider}``), as every
-component (:mod:`components.kubernetes_provider`); the AWS role uses the AWS provider the same way.
+component (:mod:`kimi_k3.cluster.kubernetes_provider`); the AWS role uses the AWS provider the same way.
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import labels
-from components.errors import Problems, UserError
-from components.formats import DNS_LABEL, GIT_REVISION
-from components.kubernetes_provider import require_kubernetes_provider
-from components.pod_identity import PodIdentityRole, PodIdentityRoleArgs
-from components.weights import pod_files
-from components.weights.manifest import DEFAULT_SHA256SUMS
-from components.weights.s3store import S3_URI
-from components.weights.stage import STAGING_NAMESPACE, job_name
+from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
+from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
+from kimi_k3.core import labels
+from kimi_k3.core.formats import DNS_LABEL, GIT_REVISION
+from kimi_k3.errors import Problems, UserError
+from kimi_k3.weights import pod_files
+from kimi_k3.weights.manifest import DEFAULT_SHA256SUMS
+from kimi_k3.weights.s3store import S3_URI
+from kimi_k3.weights.stage import STAGING_NAMESPACE, job_name
 
-RUN_AS_USER = 10001
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 """EKS Pod Identity Agent (link-local); the pod gets its credentials there."""
 
@@ -131,14 +131,6 @@ def validate(args: WeightsStagingJobArgs) -> None:
         raise UserError(f"{what}: hf_endpoint {args.hf_endpoint!r} is not accepted; expected https://host")
 
 
-def security_context() -> k8s.core.v1.SecurityContextArgs:
-    """Pod Security ``restricted``: non-root, no escalation, no capabilities, read-only root, RuntimeDefault seccomp."""
-    return k8s.core.v1.SecurityContextArgs(
-        run_as_non_root=True, run_as_user=RUN_AS_USER, run_as_group=RUN_AS_USER, allow_privilege_escalation=False, privileged=False,
-        read_only_root_filesystem=True, capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]), seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-    )
-
-
 def stage_container(args: WeightsStagingJobArgs, token_secret: str | None) -> k8s.core.v1.ContainerArgs:
     """The container that runs the stager (environment only; no secret in the spec)."""
     env = {
@@ -162,10 +154,10 @@ def stage_container(args: WeightsStagingJobArgs, token_secret: str | None) -> k8
         name="stage",
         image=args.image,
         image_pull_policy="IfNotPresent" if "@sha256:" in args.image else "Always",
-        command=["python3", "-m", "components.weights.podmain", "stage"],
+        command=["python3", "-m", "kimi_k3.weights.podmain", "stage"],
         env=env_vars,
         resources=k8s.core.v1.ResourceRequirementsArgs(requests=resources, limits=resources),
-        security_context=security_context(),
+        security_context=container_security_context(),
         volume_mounts=[
             k8s.core.v1.VolumeMountArgs(name="code", mount_path=pod_files.MOUNT_PATH, read_only=True),
             k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),

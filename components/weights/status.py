@@ -1,6 +1,6 @@
 """How far a prefix is from holding the pinned revision: files and bytes per category.
 
-Pure summary of :func:`components.weights.stage.survey`'s verdicts, plus an optional deep
+Pure summary of :func:`kimi_k3.weights.stage.survey`'s verdicts, plus an optional deep
 check that reads every staged object back and compares its sha256 (``--deep``: catches
 content that changed behind metadata that still looks right).
 """
@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from components.weights.s3store import S3Location, object_sha256
-from components.weights.stage import MISMATCHED, MISSING, STAGED, FileVerdict
+from kimi_k3.weights.s3store import S3Location, object_sha256
+from kimi_k3.weights.stage import MISMATCHED, MISSING, STAGED, FileVerdict
 
 
 @dataclass(frozen=True)

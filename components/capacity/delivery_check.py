@@ -1,0 +1,266 @@
+"""Delivery check: a CloudWatch alarm on the GPU node group's Auto Scaling group, outside the cluster.
+
+The pain most reported with Capacity Blocks is a block that starts with nothing running.
+This check does not depend on the cluster being healthy: CloudWatch watches the node
+group's ASG metric ``GroupInServiceInstances`` (namespace ``AWS/AutoScaling``, dimension
+``AutoScalingGroupName``) and alerts the block's SNS topic when fewer instances than
+reserved are in service, from ``grace`` after the block's start.
+
+Two things EKS does not do for us, both declared here with typed ``*Args``:
+
+* Group metrics collection. The ASG is created and owned by the EKS managed node group;
+  neither the EKS API nor pulumi-aws can turn its metrics collection on
+  (aws/containers-roadmap#762; terraform-provider-aws#13793 — ``aws.autoscaling.Group``
+  would take the group over from EKS). So an EventBridge Scheduler schedule calls
+  ``autoscaling:EnableMetricsCollection`` on it every 10 minutes through the universal
+  target ``arn:aws:scheduler:::aws-sdk:autoscaling:enableMetricsCollection`` (idempotent;
+  it also re-enables collection should EKS recreate the group). No cluster, no Lambda.
+* "From a short time after the block's start". CloudWatch metric math has no clock, so the
+  alarm is declared with actions off while ``now`` is before ``start + grace`` and a
+  one-time schedule at ``start + grace`` calls ``cloudwatch:EnableAlarmActions`` on it;
+  once ``now`` is past that time the alarm is declared with actions on (the same inputs
+  always give the same plan).
+
+Missing data counts as breaching: no data from a started block means collection is off or
+the group is gone, both worth an alert.
+
+Hook for the SNS topic (``CapacityBlockNodeGroup``): its topic policy and KMS key policy
+grant only EventBridge today; CloudWatch alarms need :func:`cloudwatch_topic_statement` and
+:func:`cloudwatch_key_statement` added (an encrypted topic rejects CloudWatch otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from kimi_k3.capacity.scaling import SCALE_UP_MARGIN
+from kimi_k3.errors import Problems
+
+METRIC_NAMESPACE = "AWS/AutoScaling"
+IN_SERVICE_METRIC = "GroupInServiceInstances"
+COLLECTED_METRICS = ("GroupInServiceInstances", "GroupDesiredCapacity", "GroupPendingInstances")
+"""Group metrics the schedule turns on (in service is the alarm's; the others explain it)."""
+ENABLE_METRICS_TARGET = "arn:aws:scheduler:::aws-sdk:autoscaling:enableMetricsCollection"
+ENABLE_ALARM_ACTIONS_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:enableAlarmActions"
+METRICS_SCHEDULE = "rate(10 minutes)"
+
+
+@dataclass(frozen=True)
+class DeliveryCheckArgs:
+    """Inputs of :class:`DeliveryCheck`."""
+
+    asg_name: pulumi.Input[str]
+    """Name of the node group's Auto Scaling group (``CapacityBlockNodeGroup.asg_name``)."""
+    reserved_instances: int
+    """Instances the block reserves: fewer in service raises the alarm."""
+    block_start: datetime
+    """Start of the block (UTC), from the reservation."""
+    alert_topic_arn: pulumi.Input[str]
+    """SNS topic the alarm notifies (``CapacityBlockNodeGroup.alert_topic_arn``)."""
+    now: datetime
+    """The current time (UTC): decides whether the alarm's actions start on or are switched on later."""
+    grace: timedelta = timedelta(minutes=20)
+    """Time after the start before the check counts: scheduled scale-up, launch and boot take ~10 minutes."""
+    period_s: int = 60
+    """Metric period (group metrics are published every minute once collection is on)."""
+    evaluation_periods: int = 5
+    """Consecutive periods below the reserved count before the alarm (a replaced node does not page)."""
+    create_margin: timedelta = SCALE_UP_MARGIN
+    """How long after ``now`` the switch-on schedule is created at the latest (it comes after the GPU node group in a
+    first ``pulumi up``; :data:`kimi_k3.capacity.scaling.SCALE_UP_MARGIN`): it never fires earlier than that."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags on every resource."""
+
+
+def checks_from(args: DeliveryCheckArgs) -> datetime:
+    """When the check starts counting: the block's start plus the grace time."""
+    return args.block_start.astimezone(UTC) + args.grace
+
+
+def switch_on_at(args: DeliveryCheckArgs) -> datetime:
+    """When the one-time schedule switches the alarm's actions on: :func:`checks_from`, but never before the schedule
+    exists (a one-time schedule whose time has passed at create is refused, or never fires: the alarm would stay silent)."""
+    return max(checks_from(args), args.now.astimezone(UTC) + args.create_margin)
+
+
+def scheduler_at(moment: datetime) -> str:
+    """An EventBridge Scheduler one-time expression, ``at(2026-12-01T11:50:00)`` (UTC)."""
+    return f"at({moment.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
+
+
+def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
+    """Raise :class:`~kimi_k3.errors.ComponentInputError` with every input that cannot make a working check."""
+    problems = Problems("DeliveryCheck", name)
+    for key in ("block_start", "now"):
+        if getattr(args, key).tzinfo is None:
+            problems.add(key, f"{key} has no timezone; pass UTC datetimes")
+    if args.reserved_instances < 1:
+        problems.reject("reserved_instances", args.reserved_instances, "a block reserves at least 1 instance")
+    if args.period_s not in (10, 30) and (args.period_s < 60 or args.period_s % 60):
+        problems.reject("period_s", args.period_s, "CloudWatch takes 10, 30 or a multiple of 60 seconds")
+    if args.evaluation_periods < 1:
+        problems.reject("evaluation_periods", args.evaluation_periods, "expected at least 1")
+    if args.grace < timedelta(0):
+        problems.reject("grace", args.grace, "expected a duration that is not negative")
+    problems.raise_any()
+
+
+TOPIC_KEY_ACTIONS = ["kms:GenerateDataKey*", "kms:Decrypt"]
+"""What a service needs of an encrypted topic's KMS key to publish to it (SNS developer guide, sns-key-management)."""
+
+
+def service_statement(sid: str, service: str, action: str | list[str], resource: str, condition: dict[str, Any]) -> dict[str, Any]:
+    """A resource-policy statement allowing the AWS service principal ``service`` ``action`` on ``resource`` under ``condition``."""
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Principal": {"Service": service},
+        "Action": action,
+        "Resource": resource,
+        "Condition": condition,
+    }
+
+
+def cloudwatch_topic_statement(topic_arn: str, account_id: str) -> dict[str, Any]:
+    """Topic-policy statement letting this account's CloudWatch alarms publish to ``topic_arn``."""
+    return service_statement(
+        "CloudWatchAlarms", "cloudwatch.amazonaws.com", "sns:Publish", topic_arn, {"StringEquals": {"aws:SourceAccount": account_id}}
+    )
+
+
+def cloudwatch_key_statement(account_id: str) -> dict[str, Any]:
+    """Key-policy statement letting CloudWatch use the topic's KMS key to publish."""
+    return service_statement(
+        "CloudWatchPublishesToTopic", "cloudwatch.amazonaws.com", TOPIC_KEY_ACTIONS, "*", {"StringEquals": {"aws:SourceAccount": account_id}}
+    )
+
+
+def _scheduler_policy(partition: str, region: str, account: str, asg_name: str, alarm_name: str) -> str:
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "EnableGroupMetrics",
+                "Effect": "Allow",
+                "Action": "autoscaling:EnableMetricsCollection",
+                "Resource": f"arn:{partition}:autoscaling:{region}:{account}:autoScalingGroup:*:autoScalingGroupName/{asg_name}",
+            },
+            {
+                "Sid": "EnableAlarmActions",
+                "Effect": "Allow",
+                "Action": "cloudwatch:EnableAlarmActions",
+                "Resource": f"arn:{partition}:cloudwatch:{region}:{account}:alarm:{alarm_name}",
+            },
+        ],
+    })
+
+
+class DeliveryCheck(pulumi.ComponentResource):
+    """Alarm when fewer GPU instances than reserved are in service after the block's start.
+
+    Attributes: ``alarm`` (``aws.cloudwatch.MetricAlarm``), ``metrics_schedule`` (enables group
+    metrics), ``enable_actions_schedule`` (``None`` once the check is already live), ``role``.
+    """
+
+    def __init__(self, name: str, args: DeliveryCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate ``args``, then declare the scheduler role, the schedules and the alarm."""
+        validate(args, name)
+        super().__init__("kimi-k3:index:DeliveryCheck", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        live = args.now.astimezone(UTC) >= checks_from(args)
+        alarm_name = f"{name}-gpu-instances-in-service"
+        tags = dict(args.tags)
+
+        identity = aws.get_caller_identity_output(opts=invoke)
+        region = aws.get_region_output(opts=invoke)
+        partition = aws.get_partition_output(opts=invoke).partition
+
+        self.role = aws.iam.Role(
+            f"{name}-scheduler-role",
+            assume_role_policy=identity.account_id.apply(lambda account: json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [{
+                    "Effect": "Allow",
+                    "Principal": {"Service": "scheduler.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {"StringEquals": {"aws:SourceAccount": account}},
+                }],
+            })),
+            description="EventBridge Scheduler: enable the GPU node group's ASG metrics and the delivery alarm's actions",
+            tags=tags,
+            opts=child,
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-scheduler-policy",
+            role=self.role.id,
+            policy=pulumi.Output.all(partition, region.region, identity.account_id, args.asg_name).apply(
+                lambda v: _scheduler_policy(v[0], v[1], v[2], v[3], alarm_name)
+            ),
+            opts=child,
+        )
+        after_policy = pulumi.ResourceOptions(parent=self, depends_on=[policy])
+
+        self.metrics_schedule = aws.scheduler.Schedule(
+            f"{name}-enable-group-metrics",
+            description="Turn on group metrics collection of the EKS-managed GPU node group ASG (idempotent)",
+            schedule_expression=METRICS_SCHEDULE,
+            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+            target=aws.scheduler.ScheduleTargetArgs(
+                arn=ENABLE_METRICS_TARGET,
+                role_arn=self.role.arn,
+                input=pulumi.Output.from_input(args.asg_name).apply(lambda asg: json.dumps(
+                    {"AutoScalingGroupName": asg, "Granularity": "1Minute", "Metrics": list(COLLECTED_METRICS)}
+                )),
+            ),
+            opts=after_policy,
+        )
+
+        self.alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-in-service",
+            name=alarm_name,
+            alarm_description=(
+                f"Fewer than {args.reserved_instances} GPU instances in service {int(args.grace.total_seconds() // 60)} min "
+                f"after the Capacity Block started ({args.block_start.astimezone(UTC):%Y-%m-%d %H:%M} UTC)"
+            ),
+            namespace=METRIC_NAMESPACE,
+            metric_name=IN_SERVICE_METRIC,
+            dimensions={"AutoScalingGroupName": args.asg_name},
+            statistic="Maximum",
+            period=args.period_s,
+            evaluation_periods=args.evaluation_periods,
+            datapoints_to_alarm=args.evaluation_periods,
+            threshold=float(args.reserved_instances),
+            comparison_operator="LessThanThreshold",
+            treat_missing_data="breaching",
+            actions_enabled=live,
+            alarm_actions=[args.alert_topic_arn],
+            ok_actions=[args.alert_topic_arn],
+            tags=tags,
+            opts=child,
+        )
+
+        self.enable_actions_schedule = None
+        if not live:
+            self.enable_actions_schedule = aws.scheduler.Schedule(
+                f"{name}-enable-alarm-actions",
+                description=f"Switch on the delivery alarm {alarm_name} at the block's start + grace",
+                schedule_expression=scheduler_at(switch_on_at(args)),
+                schedule_expression_timezone="UTC",
+                flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+                target=aws.scheduler.ScheduleTargetArgs(
+                    arn=ENABLE_ALARM_ACTIONS_TARGET,
+                    role_arn=self.role.arn,
+                    input=json.dumps({"AlarmNames": [alarm_name]}),
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, self.alarm]),
+            )
+
+        self.register_outputs({"alarmName": self.alarm.name, "alarmArn": self.alarm.arn, "checksFrom": checks_from(args).isoformat()})

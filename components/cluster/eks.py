@@ -1,0 +1,538 @@
+"""The EKS control plane, a small CPU system node group and the managed add-ons.
+
+Built on ``pulumi_eks.Cluster`` for the control plane (service role, security
+groups, access entries, kubeconfig), with everything a GPU serving cluster relies
+on declared here explicitly so it is visible in the plan and pinned:
+
+- authentication through EKS access entries only (``authenticationMode=API``): no
+  ``aws-auth`` ConfigMap, and the principal that runs ``pulumi up`` is not made
+  cluster admin behind the scenes (see :func:`disable_creator_admin_bootstrap`);
+  admins are the IAM roles listed in :attr:`ClusterArgs.admin_role_arns`, read-only
+  viewers (``AmazonEKSViewPolicy``) those in :attr:`ClusterArgs.viewer_role_arns`; the
+  Kubernetes provider reaches the cluster as :attr:`ClusterArgs.kubeconfig_role_arn`
+  (pulumi-eks ``providerCredentialOpts``: the kubeconfig runs ``aws eks get-token --role``);
+- a private API endpoint, public access off or limited to named CIDRs;
+- Kubernetes Secrets envelope-encrypted with a KMS key (rotated) this component
+  creates, unless one is passed in;
+- all five control-plane log types, into a log group created here first so its
+  retention is managed;
+- no default node group; a managed on-demand CPU node group for add-ons and
+  controllers (IMDSv2 only, hop limit 1, encrypted root volume);
+- vpc-cni (prefix delegation), kube-proxy, eks-pod-identity-agent, coredns and
+  eks-node-monitoring-agent as EKS managed add-ons, versions pinned or resolved at
+  declaration time. This component owns them: ``pulumi_eks.Cluster`` is told not
+  to create its own vpc-cni / coredns / kube-proxy, and EKS not to install the
+  self-managed ones (``bootstrapSelfManagedAddons=false``).
+
+Pods get AWS permissions through EKS Pod Identity only: :meth:`Cluster.grant`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from kimi_k3.cluster.access import roles_in_both
+from kimi_k3.cluster.node_role import eks_node_role
+from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from kimi_k3.core import labels
+from kimi_k3.core.formats import EKS_ADDON_VERSION, INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN
+from kimi_k3.errors import Problems
+
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+"""Every EKS control-plane log type; all are enabled."""
+
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+"""EKS access policy granted, cluster-wide, to each admin role."""
+CLUSTER_VIEW_POLICY = "AmazonEKSViewPolicy"
+"""EKS access policy granted, cluster-wide, to each viewer role (read-only, no Secrets)."""
+
+ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+"""Add-ons nodes need to become Ready (DaemonSets): created before the system node group."""
+ADDONS_AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
+"""Add-ons that need schedulable nodes to report healthy: created after the system node group."""
+MANAGED_ADDONS = ADDONS_BEFORE_NODES + ADDONS_AFTER_NODES
+"""Every EKS managed add-on this component declares."""
+
+VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFIX_TARGET": "1"}, "enableNetworkPolicy": "true"}
+"""vpc-cni settings: /28 prefixes per ENI slot, so pods are not limited by ENI IP counts; and
+NetworkPolicy enforcement (off by default in the add-on), without which the serving stack's
+default-deny policies would be accepted by the API server and silently not applied."""
+
+AUTHENTICATION_MODE = "API"
+"""EKS authentication mode of the cluster: access entries only (no ``aws-auth`` ConfigMap)."""
+
+_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+_VERSION = re.compile(r"^1\.\d{2}$")
+_KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    """What the EKS cluster looks like. Everything is explicit; nothing is read from stack config."""
+
+    version: str
+    """Kubernetes version of the control plane and the system nodes, e.g. ``"1.34"`` (pinned)."""
+    vpc_id: pulumi.Input[str]
+    """VPC the cluster lives in."""
+    private_subnet_ids: Sequence[pulumi.Input[str]]
+    """Private subnets (at least two, in different AZs): control-plane ENIs and the system nodes."""
+    admin_role_arns: Sequence[str]
+    """IAM roles granted cluster admin through access entries (at least one). The creator is not made
+    admin implicitly: the Kubernetes provider reaches the cluster as ``kubeconfig_role_arn``, or with
+    the caller's own credentials, which must then be one of these roles."""
+    public_subnet_ids: Sequence[pulumi.Input[str]] = ()
+    """Public subnets, passed to EKS alongside the private ones (for internet-facing load balancers)."""
+    endpoint_public_access: bool = False
+    """Whether the API endpoint is reachable from the internet (the private endpoint is always on)."""
+    public_access_cidrs: Sequence[str] = ()
+    """CIDRs allowed to reach the public endpoint; required when it is on; ``0.0.0.0/0`` is refused."""
+    cluster_name: str | None = None
+    """EKS cluster name (max 100 characters); ``None`` uses the component's name."""
+    service_cidr: str | None = None
+    """Kubernetes Service IPv4 range (private, /12 to /24, outside the VPC); ``None`` lets EKS choose."""
+    log_retention_days: int = 90
+    """Retention of the control-plane log group ``/aws/eks/<cluster>/cluster``."""
+    log_kms_key_arn: pulumi.Input[str] | None = None
+    """KMS key encrypting the control-plane log group (its policy must allow CloudWatch Logs); ``None``: AWS-owned key."""
+    system_node_instance_type: str = "m7i.xlarge"
+    """Instance type of the on-demand system nodes."""
+    system_node_count: int = 2
+    """Number of system nodes, spread over the private subnets (at least two)."""
+    system_node_disk_gib: int = 50
+    """Root volume size of each system node (gp3, encrypted)."""
+    encryption_config_key_arn: pulumi.Input[str] | None = None
+    """KMS key for Secrets envelope encryption; ``None`` creates one (rotation on, with an alias)."""
+    addon_versions: Mapping[str, str] | None = None
+    """Pinned add-on versions by add-on name (e.g. ``{"vpc-cni": "v1.20.4-eksbuild.1"}``); add-ons not
+    listed get the default version EKS recommends for ``version``, resolved when the program runs."""
+    kubeconfig_role_arn: str | None = None
+    """IAM role the kubeconfig (and :attr:`Cluster.provider`) assumes, one of ``admin_role_arns`` (the identity
+    running Pulumi needs ``sts:AssumeRole`` on it); ``None`` uses the caller's credentials as they are."""
+    viewer_role_arns: Sequence[str] = ()
+    """IAM roles granted read-only access (``AmazonEKSViewPolicy``, cluster-wide), e.g. the CI preview role.
+    None of them may also be an admin: EKS keeps one access entry per principal and cluster."""
+    create_oidc_provider: bool = True
+    """Create the IAM OIDC provider (IRSA) for tools that do not support Pod Identity yet."""
+    deletion_protection: bool = False
+    """EKS deletion protection on the cluster."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags on every AWS resource created here."""
+
+
+def validate(name: str, args: ClusterArgs) -> str:
+    """Check ``args``; return the EKS cluster name. Raises :class:`~kimi_k3.errors.ComponentInputError` naming every bad arg."""
+    problems = Problems("Cluster", name)
+    reject = problems.reject
+    cluster_name = args.cluster_name or name
+    if not _CLUSTER_NAME.match(cluster_name):
+        reject("cluster_name", cluster_name, "1-100 letters, digits, '-' or '_', starting with a letter or digit")
+    if not _VERSION.match(args.version):
+        reject("version", args.version, "a Kubernetes minor version such as '1.34'")
+    if not args.admin_role_arns:
+        reject("admin_role_arns", list(args.admin_role_arns), "at least one IAM role ARN (nobody else is admin)")
+    for index, arn in enumerate(args.admin_role_arns):
+        if not isinstance(arn, str) or not ROLE_ARN.match(arn):
+            reject(f"admin_role_arns[{index}]", arn, "an IAM role ARN such as arn:aws:iam::123456789012:role/eks-admin")
+    if len(set(args.admin_role_arns)) != len(args.admin_role_arns):
+        reject("admin_role_arns", list(args.admin_role_arns), "each role once")
+    if args.kubeconfig_role_arn is not None and args.kubeconfig_role_arn not in args.admin_role_arns:
+        reject("kubeconfig_role_arn", args.kubeconfig_role_arn, "one of admin_role_arns")
+    _validate_viewers(args, problems)
+    if len(args.private_subnet_ids) < 2:
+        reject("private_subnet_ids", list(args.private_subnet_ids), "at least two private subnets in different AZs")
+    _validate_endpoint(args, problems)
+    if args.service_cidr is not None:
+        _validate_service_cidr(args.service_cidr, problems)
+    if args.log_retention_days not in LOG_RETENTION_DAYS:
+        reject("log_retention_days", args.log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
+    if not INSTANCE_TYPE.match(args.system_node_instance_type):
+        reject("system_node_instance_type", args.system_node_instance_type, "an EC2 instance type such as 'm7i.xlarge'")
+    if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not 2 <= args.system_node_count <= 50:
+        reject("system_node_count", args.system_node_count, "a whole number from 2 to 50 (two or more for multi-AZ)")
+    if not 20 <= args.system_node_disk_gib <= 1000:
+        reject("system_node_disk_gib", args.system_node_disk_gib, "20 to 1000 GiB")
+    if isinstance(args.encryption_config_key_arn, str) and not _KMS_KEY_ARN.match(args.encryption_config_key_arn):
+        reject("encryption_config_key_arn", args.encryption_config_key_arn, "a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+    if isinstance(args.log_kms_key_arn, str) and not _KMS_KEY_ARN.match(args.log_kms_key_arn):
+        reject("log_kms_key_arn", args.log_kms_key_arn, "a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+    for addon, version in (args.addon_versions or {}).items():
+        if addon not in MANAGED_ADDONS:
+            reject("addon_versions", addon, f"keys among {', '.join(MANAGED_ADDONS)}")
+        elif not EKS_ADDON_VERSION.match(version):
+            reject(f"addon_versions[{addon!r}]", version, "an EKS add-on version such as 'v1.20.4-eksbuild.1'")
+    problems.raise_any()
+    return cluster_name
+
+
+def _validate_viewers(args: ClusterArgs, problems: Problems) -> None:
+    both = roles_in_both(args.admin_role_arns, args.viewer_role_arns)
+    for index, arn in enumerate(args.viewer_role_arns):
+        if not isinstance(arn, str) or not ROLE_ARN.match(arn):
+            problems.reject(f"viewer_role_arns[{index}]", arn, "an IAM role ARN such as arn:aws:iam::123456789012:role/ci-preview")
+        elif arn in both:
+            problems.reject(f"viewer_role_arns[{index}]", arn, "a role that is not also in admin_role_arns (EKS allows one access entry per principal)")
+    if len(set(args.viewer_role_arns)) != len(args.viewer_role_arns):
+        problems.reject("viewer_role_arns", list(args.viewer_role_arns), "each role once")
+
+
+def _validate_endpoint(args: ClusterArgs, problems: Problems) -> None:
+    if not args.endpoint_public_access:
+        if args.public_access_cidrs:
+            problems.reject("public_access_cidrs", list(args.public_access_cidrs), "empty while endpoint_public_access is false")
+        return
+    if not args.public_access_cidrs:
+        problems.reject("public_access_cidrs", [], "at least one CIDR when endpoint_public_access is true (the endpoint is never open to all)")
+    for index, cidr in enumerate(args.public_access_cidrs):
+        try:
+            network = ipaddress.ip_network(cidr, strict=True)
+        except (TypeError, ValueError):
+            problems.reject(f"public_access_cidrs[{index}]", cidr, "a CIDR such as 203.0.113.0/24")
+            continue
+        if network.prefixlen == 0:
+            problems.reject(f"public_access_cidrs[{index}]", cidr, "a bounded CIDR: the whole internet is refused")
+
+
+def _validate_service_cidr(cidr: str, problems: Problems) -> None:
+    try:
+        network = ipaddress.ip_network(cidr, strict=True)
+    except (TypeError, ValueError):
+        problems.reject("service_cidr", cidr, "an IPv4 CIDR such as 172.20.0.0/16")
+        return
+    private = [ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
+    if not isinstance(network, ipaddress.IPv4Network) or not 12 <= network.prefixlen <= 24 or not any(network.subnet_of(p) for p in private):
+        problems.reject("service_cidr", cidr, "a private IPv4 range (10/8, 172.16/12, 192.168/16) between /12 and /24")
+
+
+def disable_creator_admin_bootstrap(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """Resource transform: create the EKS cluster without implicit admin for its creator.
+
+    pulumi-eks 4.4 hard-codes ``accessConfig.bootstrapClusterCreatorAdminPermissions=true``
+    on its inner ``aws:eks/cluster:Cluster`` whenever ``authenticationMode`` is set, and
+    exposes no argument to turn it off. A transform on the ``eks.Cluster`` component is
+    applied by the engine to that child too, so this sets the flag to false. The flag is
+    a create-time setting (pulumi-eks ignores later changes to it).
+    """
+    if args.type_ != "aws:eks/cluster:Cluster":
+        return None
+    access: dict[str, Any] = dict(args.props.get("accessConfig") or {})  # type: ignore[arg-type]  # a plain map at transform time
+    access["bootstrapClusterCreatorAdminPermissions"] = False
+    return pulumi.ResourceTransformResult(props={**args.props, "accessConfig": access}, opts=args.opts)
+
+
+def endpoint_of(kubeconfig_json: str) -> str:
+    """The API server URL in a kubeconfig (JSON form)."""
+    return json.loads(kubeconfig_json)["clusters"][0]["cluster"]["server"]
+
+
+def _access_entry_key(role_arn: str, kind: str = "admin") -> str:
+    account, role = role_arn.split(":")[4], role_arn.split(":role/", 1)[1]
+    return f"{kind}-{account}-{role.replace('/', '-')}"
+
+
+def _access_entry(role_arn: str, policy_arn: str, association: str, tags: Mapping[str, str]) -> eks.AccessEntryArgs:
+    return eks.AccessEntryArgs(
+        principal_arn=role_arn,
+        type=eks.AccessEntryType.STANDARD,
+        access_policies={
+            association: eks.AccessPolicyAssociationArgs(
+                policy_arn=policy_arn,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+            )
+        },
+        tags=dict(tags),
+    )
+
+
+class Cluster(pulumi.ComponentResource):
+    """An EKS cluster locked down for GPU serving: see the module docstring for what it holds.
+
+    Kubernetes resources of other components take :attr:`provider`
+    (``opts=pulumi.ResourceOptions(provider=cluster.provider)``); it becomes usable
+    once the system nodes and CoreDNS are up.
+    """
+
+    cluster_name: pulumi.Output[str]
+    """EKS cluster name; resolves once the cluster exists, so dependants wait for it."""
+    endpoint: pulumi.Output[str]
+    """API server URL."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig (JSON), a Pulumi secret."""
+    provider: k8s.Provider
+    """Kubernetes provider for this cluster (server-side apply)."""
+    node_security_group_id: pulumi.Output[str]
+    """Security group of the nodes (the system nodes carry it; GPU node groups should too)."""
+    cluster_security_group_id: pulumi.Output[str]
+    """Security group of the control plane."""
+    oidc_provider_arn: pulumi.Output[str]
+    """IAM OIDC provider ARN (empty when ``create_oidc_provider`` is false)."""
+    oidc_issuer: pulumi.Output[str]
+    """OIDC issuer without ``https://``."""
+    system_node_group: aws.eks.NodeGroup
+    """The managed CPU node group for add-ons and controllers."""
+    node_role: aws.iam.Role
+    """IAM role of the system nodes; another managed node group may reuse it (same policies)."""
+    node_role_arn: pulumi.Output[str]
+    """ARN of :attr:`node_role`."""
+    encryption_key_arn: pulumi.Input[str]
+    """KMS key encrypting Kubernetes Secrets."""
+    log_group: aws.cloudwatch.LogGroup
+    """The control-plane log group."""
+    addons: dict[str, aws.eks.Addon]
+    """Managed add-ons by name."""
+    addon_versions: dict[str, str]
+    """Add-on versions as declared (pinned or resolved), by name."""
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Validate ``args`` (nothing is declared if they are wrong), then declare the cluster.
+
+        :param name: component name; base of every child's name and, by default, the EKS cluster name.
+        :param args: see :class:`ClusterArgs`.
+        :param opts: options of the component itself.
+        """
+        cluster_name = validate(name, args)
+        super().__init__("kimi-k3:index:Cluster", name, None, opts)
+        self._name = name
+        self._tags = tags = dict(args.tags)
+        child = pulumi.ResourceOptions(parent=self)
+        partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
+
+        # EKS would create this log group itself, without retention; owning it first keeps retention managed.
+        self.log_group = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=f"/aws/eks/{cluster_name}/cluster",
+            retention_in_days=args.log_retention_days,
+            kms_key_id=args.log_kms_key_arn,
+            tags=tags,
+            opts=child,
+        )
+
+        if args.encryption_config_key_arn is None:
+            key = aws.kms.Key(
+                f"{name}-secrets-key",
+                description=f"Envelope encryption of Kubernetes Secrets in EKS cluster {cluster_name}",
+                enable_key_rotation=True,
+                deletion_window_in_days=30,
+                tags=tags,
+                opts=child,
+            )
+            aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/eks/{cluster_name}-secrets", target_key_id=key.key_id, opts=child)
+            self.encryption_key_arn = key.arn
+        else:
+            self.encryption_key_arn = args.encryption_config_key_arn
+
+        admin_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
+        view_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_VIEW_POLICY}"
+        # Keyed by account and role name (not position) so reordering the list replaces nothing.
+        access_entries = {
+            **{_access_entry_key(arn): _access_entry(arn, admin_policy, "cluster-admin", tags) for arn in args.admin_role_arns},
+            **{_access_entry_key(arn, "viewer"): _access_entry(arn, view_policy, "cluster-view", tags) for arn in args.viewer_role_arns},
+        }
+
+        self.eks = eks.Cluster(
+            f"{name}-eks",
+            eks.ClusterArgs(
+                name=cluster_name,
+                version=args.version,
+                vpc_id=args.vpc_id,
+                private_subnet_ids=list(args.private_subnet_ids),
+                public_subnet_ids=list(args.public_subnet_ids) or None,
+                authentication_mode=eks.AuthenticationMode(AUTHENTICATION_MODE),
+                access_entries=access_entries,
+                endpoint_private_access=True,
+                endpoint_public_access=args.endpoint_public_access,
+                public_access_cidrs=list(args.public_access_cidrs) if args.endpoint_public_access else None,
+                encryption_config_key_arn=self.encryption_key_arn,
+                enabled_cluster_log_types=list(CONTROL_PLANE_LOG_TYPES),
+                kubernetes_service_ip_address_range=args.service_cidr,
+                skip_default_node_group=True,
+                # The add-ons are declared below as aws.eks.Addon; neither pulumi-eks nor EKS installs its own.
+                bootstrap_self_managed_addons=False,
+                use_default_vpc_cni=True,
+                coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+                kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=False),
+                create_oidc_provider=args.create_oidc_provider,
+                provider_credential_opts=eks.KubeconfigOptionsArgs(role_arn=args.kubeconfig_role_arn) if args.kubeconfig_role_arn else None,
+                deletion_protection=args.deletion_protection,
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[self.log_group],
+                transforms=[disable_creator_admin_bootstrap],
+            ),
+        )
+        self.cluster_name = self.eks.oidc_issuer.apply(lambda _: cluster_name)
+        self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
+        self.endpoint = self.eks.kubeconfig_json.apply(endpoint_of)
+        self.node_security_group_id = self.eks.node_security_group_id
+        self.cluster_security_group_id = self.eks.cluster_security_group_id
+        self.oidc_provider_arn = self.eks.oidc_provider_arn
+        self.oidc_issuer = self.eks.oidc_issuer
+
+        self.addon_versions = {
+            addon: (args.addon_versions or {}).get(addon)
+            or aws.eks.get_addon_version(
+                addon_name=addon, kubernetes_version=args.version, most_recent=False, opts=pulumi.InvokeOptions(parent=self)
+            ).version
+            for addon in MANAGED_ADDONS
+        }
+        self.addons = {}
+        for addon in ADDONS_BEFORE_NODES:
+            self.addons[addon] = self._addon(addon, tags)
+
+        node_role = eks_node_role(name, partition=partition, description=f"EKS nodes of {cluster_name}", tags=tags, opts=child)
+        self.node_role = node_role.role
+        self.node_role_arn = self.node_role.arn
+        node_policies = list(node_role.attachments)
+        launch_template = aws.ec2.LaunchTemplate(
+            f"{name}-system-nodes",
+            description=f"System nodes of EKS cluster {cluster_name}",
+            update_default_version=True,
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",
+                # Hop limit 1: pods (not on the host network) cannot reach the node role through IMDS.
+                http_put_response_hop_limit=1,
+                instance_metadata_tags="disabled",
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name="/dev/xvda",
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=args.system_node_disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"
+                    ),
+                )
+            ],
+            vpc_security_group_ids=[self.node_security_group_id],
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**tags, "Name": f"{cluster_name}-system"})
+                for kind in ("instance", "volume", "network-interface")
+            ],
+            tags=tags,
+            opts=child,
+        )
+        self.system_node_group = aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=self.cluster_name,
+            version=args.version,
+            node_role_arn=self.node_role.arn,
+            subnet_ids=list(args.private_subnet_ids),
+            ami_type="AL2023_x86_64_STANDARD",
+            capacity_type="ON_DEMAND",
+            instance_types=[args.system_node_instance_type],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                desired_size=args.system_node_count, min_size=args.system_node_count, max_size=args.system_node_count
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=launch_template.id, version=launch_template.latest_version.apply(str)),
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
+            labels=dict(labels.SYSTEM_NODE_LABELS),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*node_policies, *self.addons.values()]),
+        )
+
+        for addon in ADDONS_AFTER_NODES:
+            self.addons[addon] = self._addon(addon, tags, depends_on=[self.system_node_group])
+
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            # Workloads need nodes and DNS: anything using this provider waits for both.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, self.addons["coredns"]]),
+        )
+
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "endpoint": self.endpoint,
+                "kubeconfig": self.kubeconfig,
+                "nodeSecurityGroupId": self.node_security_group_id,
+                "clusterSecurityGroupId": self.cluster_security_group_id,
+                "oidcProviderArn": self.oidc_provider_arn,
+                "oidcIssuer": self.oidc_issuer,
+                "nodeRoleArn": self.node_role_arn,
+                "encryptionKeyArn": self.encryption_key_arn,
+                "systemNodeGroupName": self.system_node_group.node_group_name,
+                "addonVersions": self.addon_versions,
+            }
+        )
+
+    def _addon(self, addon: str, tags: Mapping[str, str], depends_on: Sequence[pulumi.Resource] = ()) -> aws.eks.Addon:
+        configuration = {
+            "vpc-cni": VPC_CNI_CONFIGURATION,
+            "coredns": {"nodeSelector": dict(labels.SYSTEM_NODE_LABELS)},
+            # The agent tolerates every taint, its bundled dcgm-server (GPU health) none: let it onto GPU nodes.
+            "eks-node-monitoring-agent": {"dcgmAgent": {"tolerations": [dict(labels.GPU_TOLERATION)]}},
+        }.get(addon)
+        return aws.eks.Addon(
+            f"{self._name}-{addon}",
+            cluster_name=self.cluster_name,
+            addon_name=addon,
+            addon_version=self.addon_versions[addon],
+            configuration_values=json.dumps(configuration) if configuration else None,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=dict(tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
+        )
+
+    def grant(
+        self,
+        name: str,
+        namespace: str,
+        service_account: str,
+        inline_policies: Mapping[str, pulumi.Input[str]] | None = None,
+        managed_policy_arns: Sequence[pulumi.Input[str]] = (),
+    ) -> PodIdentityRole:
+        """Give one ServiceAccount of this cluster an IAM role through EKS Pod Identity.
+
+        The role is a child of this component (``<cluster component>-<name>``). Calling this
+        after the constructor has returned is fine: Pulumi accepts children registered after
+        ``register_outputs``; what it forbids is creating resources inside an ``apply``,
+        which this never does.
+
+        :param name: short, stable name of the grant (e.g. ``"weights-reader"``).
+        :param namespace: namespace of the ServiceAccount.
+        :param service_account: name of the ServiceAccount (it need not exist yet).
+        :param inline_policies: inline IAM policies (name -> JSON document).
+        :param managed_policy_arns: managed policies to attach.
+        """
+        return PodIdentityRole(
+            f"{self._name}-{name}",
+            PodIdentityRoleArgs(
+                cluster_name=self.cluster_name,
+                namespace=namespace,
+                service_account=service_account,
+                inline_policies=dict(inline_policies or {}),
+                managed_policy_arns=tuple(managed_policy_arns),
+                tags=self._tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.addons["eks-pod-identity-agent"]]),
+        )
+
+
+__all__ = [
+    "ADDONS_AFTER_NODES",
+    "ADDONS_BEFORE_NODES",
+    "AUTHENTICATION_MODE",
+    "CLUSTER_ADMIN_POLICY",
+    "CLUSTER_VIEW_POLICY",
+    "CONTROL_PLANE_LOG_TYPES",
+    "MANAGED_ADDONS",
+    "Cluster",
+    "ClusterArgs",
+    "disable_creator_admin_bootstrap",
+    "endpoint_of",
+    "validate",
+]

@@ -1,0 +1,231 @@
+"""The stack config schema: every ``kimi-k3:*`` key, its type, default and meaning.
+
+One table serves three readers: the settings loader (types, defaults, unknown-key
+detection), ``Pulumi.yaml`` (a test checks it declares exactly these keys with the
+same types and defaults) and the README's config reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from kimi_k3.cluster.access import CALLER
+from kimi_k3.core import catalog
+from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, INTERFACE_ENDPOINT_SERVICES
+
+PROJECT = "kimi-k3"
+
+KeyType = Literal["string", "integer", "boolean", "array"]
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One documented stack config key of the ``kimi-k3`` namespace."""
+
+    name: str
+    """Key without namespace, e.g. ``capacityReservationId``."""
+    type: KeyType
+    """Pulumi project config type (``string``, ``integer``, ``boolean`` or ``array``)."""
+    description: str
+    """What the key controls, as shown in Pulumi.yaml and the README."""
+    default: Any = None
+    """Default when unset; ``None`` means the key is required."""
+    secret: bool = False
+    """Whether the value must be set with ``pulumi config set --secret``."""
+
+    @property
+    def required(self) -> bool:
+        """A key without a default must be set in the stack."""
+        return self.default is None
+
+    @property
+    def full_name(self) -> str:
+        """Namespaced key as it appears in stack files, e.g. ``kimi-k3:vpcCidr``."""
+        return f"{PROJECT}:{self.name}"
+
+
+def _range(bounds: tuple[float, float], fmt: str = "") -> str:
+    """``600 to 10800``: a bound pair from the catalog, as the descriptions show it."""
+    low, high = bounds
+    return f"{low:{fmt}} to {high:{fmt}}"
+
+
+_KEYS = (
+    # --- stack --------------------------------------------------------------
+    ConfigKey("environment", "string", "Environment class of the stack: dev, staging or prod. prod enforces digest-pinned images, a private cluster endpoint and a pinned AMI release."),
+    # --- network ------------------------------------------------------------
+    ConfigKey("vpcCidr", "string", "IPv4 CIDR of the VPC (RFC 1918, /16 to /20). One private and one public subnet per AZ: a /20 and a /24 when they fit, smaller in a smaller VPC (down to a /22 and a /26); a CIDR that cannot hold them for the AZ count is refused.", "10.42.0.0/16"),
+    ConfigKey("availabilityZones", "array", "AZs of the VPC. Empty: the Capacity Block's AZ plus the next AZs of the region up to availabilityZoneCount. When set, it must include the Capacity Block's AZ.", []),
+    ConfigKey("availabilityZoneCount", "integer", "Number of AZs when availabilityZones is empty (2 to 4).", 2),
+    ConfigKey("natGateways", "string", "NAT gateways: 'single' (one shared, cheaper) or 'perAz' (one per AZ, survives an AZ outage).", "single"),
+    ConfigKey("flowLogRetentionDays", "integer", "Retention of the VPC flow logs in CloudWatch Logs, in days (a CloudWatch retention value).", 30),
+    ConfigKey("existingVpcId", "string", "Use this VPC instead of creating one (vpc-...). Requires existingPrivateSubnetIds and existingPublicSubnetIds.", ""),
+    ConfigKey("existingPrivateSubnetIds", "array", "Private subnet ids of the existing VPC, one per AZ, including the Capacity Block's AZ.", []),
+    ConfigKey("existingPublicSubnetIds", "array", "Public subnet ids of the existing VPC (for load balancers).", []),
+    # --- cluster ------------------------------------------------------------
+    ConfigKey("clusterVersion", "string", "EKS Kubernetes version (major.minor).", catalog.DEFAULT_EKS_VERSION),
+    ConfigKey("clusterEndpointPublicAccess", "boolean", "Expose the EKS API endpoint publicly (restricted to clusterPublicAccessCidrs). Must be false in prod.", False),
+    ConfigKey("clusterPublicAccessCidrs", "array", "CIDRs allowed to reach a public EKS API endpoint. Required when the endpoint is public; 0.0.0.0/0 is refused.", []),
+    ConfigKey("clusterAdminRoleArns", "array", "IAM role ARNs granted cluster-admin through EKS access entries (at least one). The cluster creator is not made admin implicitly: the deployment's Kubernetes provider reaches the cluster as one of these roles (kimi-k3:kubeconfigRoleArn)."),
+    ConfigKey("clusterServiceCidr", "string", "Kubernetes service CIDR; must not overlap the VPC.", "172.20.0.0/16"),
+    ConfigKey("clusterLogRetentionDays", "integer", "Retention of the EKS control-plane logs, in days (a CloudWatch retention value).", 90),
+    ConfigKey("systemNodeInstanceType", "string", "Instance type of the CPU system node group that runs cluster add-ons.", "m7i.xlarge"),
+    ConfigKey("systemNodeCount", "integer", "Nodes in the system node group (2 to 10, spread over the AZs).", 2),
+    # --- capacity block / GPU nodes ------------------------------------------
+    ConfigKey("capacityReservationId", "string", "EC2 Capacity Block reservation id (cr- followed by 17 hex digits), bought with 'kimi-k3 capacity purchase'. Required when servingPlatform is eks; a hyperpod stack uses trainingPlanArn instead.", ""),
+    ConfigKey("gpuInstanceType", "string", "GPU instance type of the Capacity Block.", "p6-b300.48xlarge"),
+    ConfigKey("gpuAmiReleaseVersion", "string", "EKS AL2023 NVIDIA AMI release version to pin (e.g. 1.34.2-20251120). Empty: latest at creation. Required in prod.", ""),
+    ConfigKey("gpuRootVolumeGiB", "integer", "Encrypted root volume of GPU nodes in GiB (images and weights live on the RAID0 NVMe).", 200),
+    ConfigKey("efaEnabled", "boolean", "Attach EFA interfaces to GPU nodes and install the EFA device plugin. Needed only when one replica spans several nodes.", False),
+    ConfigKey("capacityAlertEmail", "string", "E-mail subscribed to the Capacity Block expiration/delivery alerts (SNS). Empty: topic only.", ""),
+    # --- GPU plugins ----------------------------------------------------------
+    ConfigKey("nvidiaDevicePluginVersion", "string", "Helm chart version of nvidia-device-plugin.", catalog.NVIDIA_DEVICE_PLUGIN_CHART.version),
+    ConfigKey("efaDevicePluginVersion", "string", "Helm chart version of aws-efa-k8s-device-plugin (0.5.10 or newer).", catalog.EFA_DEVICE_PLUGIN_CHART.version.lstrip("v")),
+    ConfigKey("dcgmExporterEnabled", "boolean", "Install NVIDIA DCGM exporter for GPU metrics on GPU nodes.", True),
+    ConfigKey("dcgmExporterVersion", "string", "Helm chart version of dcgm-exporter.", catalog.DCGM_EXPORTER_CHART.version),
+    # --- serving ------------------------------------------------------------
+    ConfigKey("servingImage", "string", "vLLM image, pinned by digest (repo@sha256:...). A tag is refused in prod and warned about elsewhere.", "vllm/vllm-openai:kimi-k3"),
+    ConfigKey("modelId", "string", "Hugging Face model id.", "moonshotai/Kimi-K3"),
+    ConfigKey("modelRevision", "string", "Exact model revision: the 40-hex commit SHA of the Hugging Face repository."),
+    ConfigKey("weightsSource", "string", "Where the weights come from: 'huggingface' or 's3'.", "huggingface"),
+    ConfigKey("weightsS3Uri", "string", "S3 prefix holding the weights (s3://bucket/prefix/), same region. Required when weightsSource is s3.", ""),
+    ConfigKey("weightsSha256Manifest", "string", "Path inside the weights of a sha256sum manifest checked before serving. Empty: no check.", ""),
+    ConfigKey("tensorParallelSize", "integer", "vLLM --tensor-parallel-size (GPUs per node share one TP group).", 8),
+    ConfigKey("pipelineParallelSize", "integer", f"vLLM --pipeline-parallel-size (nodes per replica when one node cannot hold the model; {_range(catalog.PIPELINE_PARALLEL_RANGE)}).", 1),
+    ConfigKey("gpuMemoryUtilization", "string", f"vLLM --gpu-memory-utilization, a decimal from {_range(catalog.GPU_MEMORY_UTILIZATION_RANGE, '.2f')}. Empty: the engine profile's (Blackwell single node 0.95, multi-node 0.90).", ""),
+    ConfigKey("maxModelLen", "integer", f"vLLM --max-model-len ({_range(catalog.MAX_MODEL_LEN_RANGE)} tokens). 0: the engine profile's (Blackwell 1048576, Hopper 32768).", 0),
+    ConfigKey("kvCacheDtype", "string", "vLLM --kv-cache-dtype: auto, fp8, fp8_e4m3 or fp8_e5m2. Empty: the engine profile's (Blackwell fp8 with the recipe's --attention-config, Hopper auto).", ""),
+    ConfigKey("vllmExtraArgs", "array", "Extra vLLM arguments appended verbatim, one flag or value per item (flags the library manages are refused in every spelling: -tp, --flag=value, --no-flag).", []),
+    ConfigKey("engineReadyTimeoutSeconds", "integer", f"VLLM_ENGINE_READY_TIMEOUT_S and the startup-probe budget ({_range(catalog.ENGINE_READY_TIMEOUT_RANGE)} seconds).", catalog.ENGINE_READY_TIMEOUT_S),
+    ConfigKey("replicas", "integer", "Serving replicas. 0: one per group of reserved nodes.", 0),
+    ConfigKey("exposure", "string", "How the API is reached: 'cluster' (port-forward), 'internal' (internal NLB) or 'public' (NLB restricted to servingAllowedCidrs).", "cluster"),
+    ConfigKey("servingAllowedCidrs", "array", "Client CIDRs allowed to call the API through the load balancer; required for internal and public exposure. A CIDR containing the VPC admits it minus the VPC (pods of the VPC call in-cluster).", []),
+    ConfigKey("serviceMonitorEnabled", "boolean", "Create a Prometheus Operator ServiceMonitor (needs its CRDs); otherwise scrape annotations.", False),
+    ConfigKey("apiKey", "string", "API key clients must send (Bearer). Set with: pulumi config set --secret kimi-k3:apiKey.", secret=True),
+    ConfigKey("huggingFaceToken", "string", "Hugging Face token for gated downloads. Set with --secret. Empty: anonymous.", "", secret=True),
+    # --- serving: API proxy, drain, engine profile ---------------------------
+    ConfigKey("servingExtraRoutes", "array", "Routes the API proxy forwards besides POST /v1/chat/completions, POST /v1/completions and GET /v1/models, one 'METHOD /exact/path' per item (GET or POST, under /v1, /v2 or /inference; vLLM's unprotected routes and the LoRA/generate bypasses are refused).", []),
+    ConfigKey("mediaPolicy", "string", "What requests may carry besides text: 'text-only' (vLLM --language-model-only: the vision encoder is skipped, media inputs refused) or 'allowlist' (images fetched only from mediaAllowedDomains, redirects off, or sent inline).", "text-only"),
+    ConfigKey("mediaAllowedDomains", "array", "Host names vLLM may fetch media from (--allowed-media-domains; exact host names, no wildcards). Required with mediaPolicy allowlist.", []),
+    ConfigKey("mediaInlineMiB", "integer", "MiB of inline (base64) media a request body may carry on top of the text bound (0 to 512; base64 is 4/3 of the image size). Only with mediaPolicy allowlist.", 0),
+    ConfigKey("servingMaxGenerationSeconds", "integer", "Longest a request may wait silently for its answer (a non-streamed answer sends nothing until done): the proxy's upstream read timeout and the floor of the NLB idle timeout (60 to 86400).", 1800),
+    ConfigKey("servingDrainSeconds", "integer", "How long in-flight requests may take to finish when a pod stops (rollout, node drain, Capacity Block end): the proxy's graceful stop and vLLM --shutdown-timeout (1 to 3600; at most 3600 minus servingPreStopSeconds behind an NLB).", 1800),
+    ConfigKey("servingPreStopSeconds", "integer", "Seconds a stopping pod keeps accepting while the NLB deregisters it, before the drain starts (0 to 600).", 30),
+    ConfigKey("servingTerminationGraceSeconds", "integer", "terminationGracePeriodSeconds of the serving pods. 0: the least that covers servingPreStopSeconds + 5 + servingDrainSeconds + 30; a smaller value is refused.", 0),
+    ConfigKey("nlbIdleTimeoutSeconds", "integer", "Idle timeout of the NLB's TCP listener (60 to 6000; the NLB default is 350); at least servingMaxGenerationSeconds.", 3600),
+    ConfigKey("decodeContextParallel", "boolean", "The recipe's decode context parallelism (--decode-context-parallel-size 8, a2a, TOKENSPEED_MLA decode with TRTLLM_RAGGED prefill): single-node TP8 with FP8 KV cache only.", False),
+    ConfigKey("hyperpodRoutingStrategy", "string", "HyperPod path (kimi-k3 hyperpod): the operator's intelligent routing, prefixaware, kvaware, session or roundrobin. Empty: off. It cannot be added to or changed on an existing endpoint (InferenceEndpointConfig v1).", ""),
+    ConfigKey("hyperpodLoadBalancerAlgorithm", "string", "HyperPod path: the ALB target group's routing algorithm, least_outstanding_requests or round_robin. Empty: the operator's default (least_outstanding_requests).", ""),
+    ConfigKey("hyperpodKvCache", "string", "HyperPod path: KV-cache offloading, off, l1 (CPU) or l1-l2 (CPU and hyperpodL2CacheBackend). Empty: the operator's default.", ""),
+    ConfigKey("hyperpodL2CacheBackend", "string", "HyperPod path: the L2 KV-cache backend with hyperpodKvCache l1-l2, redis or tieredstorage.", ""),
+    ConfigKey("hyperpodL2CacheUrl", "string", "HyperPod path: l2CacheLocalUrl of the L2 KV-cache backend (e.g. redis://cache.internal:6379).", ""),
+    ConfigKey("servingEnv", "array", "Extra environment variables of the engine, one NAME=value per item; they override the engine profile's, and the ones the library sets (API key, caches, ready timeout, media redirects...) are refused.", []),
+    # --- monitoring and alerts -------------------------------------------------
+    ConfigKey("prometheusOperatorEnabled", "boolean", "The cluster runs the Prometheus Operator (e.g. kube-prometheus-stack): declare the alert rules (PrometheusRule), the Grafana dashboard ConfigMap and ServiceMonitors for vLLM and the DCGM exporter (whatever serviceMonitorEnabled says: the rules read what they scrape). Needs the operator's CRDs, else the apply fails.", False),
+    ConfigKey("prometheusSelectorLabels", "array", "Labels, as key=value, on the PrometheusRule and the ServiceMonitors so the operator's rule and ServiceMonitor selectors pick them up (kube-prometheus-stack selects release=<its Helm release name>). Empty: no label.", ["release=kube-prometheus-stack"]),
+    ConfigKey("monitoringNamespace", "string", "Namespace of the Prometheus that scrapes the serving pods (their NetworkPolicy admits it) and of the PrometheusRule. Must exist.", "monitoring"),
+    ConfigKey("grafanaDashboardNamespace", "string", "Namespace of the Grafana dashboard ConfigMap (labelled grafana_dashboard=1 for Grafana's sidecar). Empty: monitoringNamespace.", ""),
+    ConfigKey("alertTtftP99Seconds", "integer", "KimiK3TimeToFirstTokenHigh fires when the p99 time to first token stays above this many seconds for 10 minutes (1 to 600). The one threshold that depends on your traffic: long agentic prompts need more than chat. The other thresholds follow vLLM's behaviour (docs/observability.md).", 10),
+    ConfigKey("deliveryCheckEnabled", "boolean", "Declare the delivery check: a CloudWatch alarm, outside the cluster, that notifies the Capacity Block alerts topic when fewer GPU instances than reserved are in service 20 minutes after the block's start.", True),
+    # --- deployment access and private wiring ----------------------------------
+    ConfigKey("kubeconfigRoleArn", "string", f"IAM role the deployment's Kubernetes provider (and the exported kubeconfig) assumes to reach the cluster (aws eks get-token --role): one of clusterAdminRoleArns; the identity running Pulumi needs sts:AssumeRole on it. Empty: the first of clusterAdminRoleArns. '{CALLER}': no role is assumed, the credentials running Pulumi are used as they are and must themselves be one of clusterAdminRoleArns (or of clusterViewerRoleArns, for a read-only preview).", ""),
+    ConfigKey("clusterViewerRoleArns", "array", "IAM role ARNs granted read-only access to the cluster (EKS access entries with AmazonEKSViewPolicy, cluster-wide), e.g. the CI preview role. A role cannot also be in clusterAdminRoleArns (EKS keeps one access entry per principal).", []),
+    ConfigKey("interfaceEndpoints", "array", f"Interface VPC endpoints (private DNS) of a new VPC, by service: {', '.join(INTERFACE_ENDPOINT_SERVICES)}. The default keeps image pulls, credentials (STS, EKS Auth for Pod Identity) and the nodes' EC2 calls off the NAT; add logs once something ships node logs to CloudWatch Logs. Each endpoint bills per AZ-hour. Not used with existingVpcId.", list(DEFAULT_INTERFACE_ENDPOINTS)),
+    ConfigKey("weightsKmsKeyArn", "string", "KMS key ARN (arn:aws:kms:<stack region>:<account>:key/<id>) of an SSE-KMS weights bucket (weightsSource s3): the serving pods' role gets kms:Decrypt on it; without it an SSE-KMS bucket answers AccessDenied. Empty: the bucket uses SSE-S3.", ""),
+    # --- time to serve: weights staging, caches, image pull ---------------------
+    ConfigKey("weightsStagingJob", "boolean", "Declare the in-region staging Job (namespace kimi-weights, on the system nodes) that copies modelId@modelRevision into weightsS3Uri with its own Pod Identity role writing only that prefix; resumable, verified against the sha256 Hugging Face publishes (docs/weights.md). Needs weightsSource s3; its image is servingImage (pinned by digest in prod).", False),
+    ConfigKey("weightsBucketName", "string", "Declare the bucket of weightsS3Uri (and of compileCacheS3Uri) with secure defaults: public access blocked, no ACLs, SSE-S3 (SSE-KMS with weightsKmsKeyArn), TLS-only policy, versioning, unfinished uploads aborted after 7 days, protect on. Must be the bucket weightsS3Uri names. Empty: the bucket is managed elsewhere.", ""),
+    ConfigKey("compileCacheS3Uri", "string", "s3://bucket/prefix/ of the torch.compile and Triton/Inductor/FlashInfer/CUDA JIT caches: restored before the engine starts and saved once the replica is warmed up, keyed on image digest, model revision, engine arguments, GPU and AMI release. Needs a digest-pinned servingImage. Empty: off.", ""),
+    ConfigKey("nodeLocalWeights", "boolean", "Keep the weights on the node's NVMe beyond the pod: a StatefulSet whose volumeClaimTemplate uses a node-local StorageClass (local-static-provisioner plus its node-cleanup controller, so nothing stays Pending on a dead node's volume), one directory per revision, fsGroupChangePolicy OnRootMismatch. A pod re-created on the node skips the sync. Needs weightsSource s3 and single-node replicas (pipelineParallelSize 1).", False),
+    ConfigKey("nodeCleanupImage", "string", "Image of the local-static-provisioner's node-cleanup controller (nodeLocalWeights): the release image by tag outside prod; prod requires it pinned by digest, e.g. mirrored into ECR (its digest is not resolvable offline).", "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"),
+    ConfigKey("imagePrePull", "boolean", "Pre-pull the engine image on the GPU nodes with a DaemonSet, so it is pulled while the weights sync instead of after them.", False),
+    ConfigKey("fastImagePull", "boolean", "nodeadm FastImagePull (SOCI parallel pull and unpack) on the GPU nodes. Needs a pinned gpuAmiReleaseVersion of v20250813 or later; refused on known-bad releases (v20260505, awslabs/amazon-eks-ami#2712).", False),
+    ConfigKey("dockerHubPullThroughSecretArn", "string", "Secrets Manager secret ARN (name starting with ecr-pullthroughcache/, in the stack's region, holding the Docker Hub username and accessToken, as ECR requires): declare an ECR pull-through cache rule for Docker Hub (prefix docker-hub) and pull a Docker Hub servingImage through it, in region instead of across the NAT. Empty: off.", ""),
+    ConfigKey("weightsVerifyHasher", "string", "Hasher of the node-side sha256 check of S3 weights: auto (openssl dgst when the image has it, else sha256sum), openssl or sha256sum.", "auto"),
+    # --- serving platform (SageMaker HyperPod) ---------------------------------
+    ConfigKey("servingPlatform", "string", "Where Kimi K3 runs: 'eks' (Capacity Block node group and vLLM on the EKS cluster) or 'hyperpod' (a SageMaker HyperPod cluster orchestrated by the EKS cluster, on a Flexible Training Plan, served by the HyperPod Inference Operator; see docs/hyperpod.md).", "eks"),
+    ConfigKey("trainingPlanArn", "string", "Flexible Training Plan (ARN, or name) backing the HyperPod instance group, bought with 'kimi-k3 hyperpod plans purchase'. Required when servingPlatform is hyperpod.", ""),
+    ConfigKey("hyperpodClusterName", "string", "Name of the SageMaker HyperPod cluster (1-63 letters, digits and '-'). Empty: <project>-<stack>, like the EKS cluster.", ""),
+    ConfigKey("hyperpodEbsVolumeGiB", "integer", "Extra EBS volume per HyperPod instance in GiB (1 to 16384), mounted at /opt/sagemaker: containerd, the kubelet and the operator's weights download live there.", 2048),
+)
+
+CONFIG_KEYS: MappingProxyType[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
+"""All ``kimi-k3`` config keys by name, in documentation order."""
+
+
+SECTIONS = (
+    ("Stack", ("environment",)),
+    ("Network", ("vpcCidr", "availabilityZones", "availabilityZoneCount", "natGateways", "flowLogRetentionDays", "existingVpcId", "existingPrivateSubnetIds", "existingPublicSubnetIds")),
+    ("Cluster", ("clusterVersion", "clusterEndpointPublicAccess", "clusterPublicAccessCidrs", "clusterAdminRoleArns", "clusterServiceCidr", "clusterLogRetentionDays", "systemNodeInstanceType", "systemNodeCount")),
+    ("Capacity Block and GPU nodes", ("capacityReservationId", "gpuInstanceType", "gpuAmiReleaseVersion", "gpuRootVolumeGiB", "efaEnabled", "capacityAlertEmail")),
+    ("GPU plugins", ("nvidiaDevicePluginVersion", "efaDevicePluginVersion", "dcgmExporterEnabled", "dcgmExporterVersion")),
+    ("Serving", ("servingImage", "modelId", "modelRevision", "weightsSource", "weightsS3Uri", "weightsSha256Manifest", "tensorParallelSize", "pipelineParallelSize", "gpuMemoryUtilization", "maxModelLen", "kvCacheDtype", "vllmExtraArgs", "engineReadyTimeoutSeconds", "replicas", "exposure", "servingAllowedCidrs", "serviceMonitorEnabled", "apiKey", "huggingFaceToken")),
+    ("Serving: API proxy, drain and engine profile", ("servingExtraRoutes", "mediaPolicy", "mediaAllowedDomains", "mediaInlineMiB", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds", "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "decodeContextParallel", "servingEnv", "hyperpodRoutingStrategy", "hyperpodLoadBalancerAlgorithm", "hyperpodKvCache", "hyperpodL2CacheBackend", "hyperpodL2CacheUrl")),
+    ("Monitoring and alerts", ("prometheusOperatorEnabled", "prometheusSelectorLabels", "monitoringNamespace", "grafanaDashboardNamespace", "alertTtftP99Seconds", "deliveryCheckEnabled")),
+    ("Deployment access and private wiring", ("kubeconfigRoleArn", "clusterViewerRoleArns", "interfaceEndpoints", "weightsKmsKeyArn")),
+    ("Time to serve: weights staging, caches, image pull", ("weightsStagingJob", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "nodeCleanupImage", "imagePrePull", "fastImagePull", "dockerHubPullThroughSecretArn", "weightsVerifyHasher")),
+    ("Serving platform (SageMaker HyperPod)", ("servingPlatform", "trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolumeGiB")),
+)
+"""Keys grouped for the README's reference (every key exactly once)."""
+
+
+def pulumi_yaml_config() -> dict[str, dict[str, Any]]:
+    """The ``config:`` block of Pulumi.yaml: every key with type, description and default."""
+    declared: dict[str, dict[str, Any]] = {}
+    for key in CONFIG_KEYS.values():
+        entry: dict[str, Any] = {"type": key.type, "description": key.description}
+        if key.type == "array":
+            entry["items"] = {"type": "string"}
+        if key.secret and key.required:
+            entry["secret"] = True
+        if not key.required:
+            entry["default"] = list(key.default) if isinstance(key.default, (list, tuple)) else key.default
+        declared[key.name] = entry
+    return declared
+
+
+def markdown_reference() -> str:
+    """The README's configuration table."""
+    import json
+
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|",
+            "| `aws:region` | string | **required** | AWS region of the stack (the AWS provider's setting), e.g. `us-east-1`. |"]
+    for title, names in SECTIONS:
+        rows.append(f"| **{title}** | | | |")
+        for name in names:
+            key = CONFIG_KEYS[name]
+            if key.required:
+                default = "**required**"
+            elif key.default == "":
+                default = "empty"
+            else:
+                shown = json.dumps(list(key.default)) if isinstance(key.default, (list, tuple)) else (json.dumps(key.default) if isinstance(key.default, bool) else str(key.default))
+                default = f"`{shown}`"
+            if key.secret:
+                default += " (secret)"
+            rows.append(f"| `{key.full_name}` | {key.type} | {default} | {key.description.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+def _write_docs() -> None:
+    """Regenerate Pulumi.yaml's config block and the README table (``make docs``)."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    pulumi_yaml = root / "Pulumi.yaml"
+    text = pulumi_yaml.read_text()
+    head = text[: text.index("config:\n")]
+    pulumi_yaml.write_text(head + yaml.safe_dump({"config": pulumi_yaml_config()}, sort_keys=False, width=100, allow_unicode=True))
+    readme = root / "README.md"
+    text = readme.read_text()
+    start = text.index("| key | type | default | meaning |")
+    end = text.index("\n\n", start) + 1
+    readme.write_text(text[:start] + markdown_reference() + text[end:])
+
+
+if __name__ == "__main__":
+    _write_docs()

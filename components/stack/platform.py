@@ -1,0 +1,372 @@
+"""Composition of the components for one stack: settings in, wired components out.
+
+Everything that can refuse the stack (settings, the Capacity Block look-up, AZ
+resolution) happens before the first resource is declared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+import pulumi
+
+from kimi_k3.addons.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
+from kimi_k3.addons.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
+from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
+from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
+from kimi_k3.capacity.delivery_check import DeliveryCheck
+from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
+from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.cluster.eks import Cluster, ClusterArgs
+from kimi_k3.errors import UserError
+from kimi_k3.network.vpc import ExistingNetworkArgs, Network, NetworkArgs
+from kimi_k3.observability.monitoring import ServingMonitoring
+from kimi_k3.serving.base import VllmServingBase
+from kimi_k3.serving.contracts import ServingContract, contract_summary
+from kimi_k3.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
+from kimi_k3.stack import terms as stack_terms
+from kimi_k3.stack import time_to_serve
+from kimi_k3.stack.foundation import StackFoundation, availability_zones, existing_private_subnets, secret_input
+from kimi_k3.stack.monitoring import alerts_and_dashboard, dcgm_extra_values, delivery_check_args, serving_scrape_fields
+from kimi_k3.stack.settings import ServingSettings, StackSettings
+from kimi_k3.stack.settings import cluster_name as stack_cluster_name
+from kimi_k3.weights import time_to_serve as tts_component
+
+
+@dataclass(frozen=True)
+class ResolvedStack:
+    """What the stack resolves to before anything is declared: facts read from AWS, the contract, the replica count.
+
+    (Not to be confused with the settings' ``environment``, ``dev`` or ``prod``.)
+    """
+
+    reservation: CapacityBlockFacts
+    """The Capacity Block ``capacity.reservation_id`` as read from AWS (``aws.ec2.get_capacity_block_reservation``)."""
+    availability_zones: tuple[str, ...]
+    """AZs of the network, the Capacity Block's first."""
+    warnings: tuple[str, ...]
+    """Non-fatal findings of assessing the block against the stack (:func:`~kimi_k3.capacity.assessment.verdict`), printed once."""
+    existing_private_subnets_by_az: dict[str, str]
+    """With an existing VPC: its private subnet of each AZ (from ``aws.ec2.get_subnet``)."""
+    contract: ServingContract
+    """The serving contract (image, weights, API, engine) built from the settings."""
+    replicas: int
+    """Serving replicas: configured, or one per group of reserved nodes."""
+
+
+def resolve_stack(settings: StackSettings, now: datetime) -> ResolvedStack:
+    """Look the reservation up, derive the AZs and assess the block against the stack at ``now``.
+
+    Raises :class:`UserError` (in the stack's config keys) for a block that cannot back the
+    stack; the warnings are returned, to print once.
+    """
+    try:
+        block = lookup_capacity_block(settings.capacity.reservation_id, region=settings.region)
+    except CapacityBlockNotFound as err:
+        raise UserError(f"{err}. {stack_terms.BLOCK_NOT_FOUND_HINT}") from None
+    existing = existing_private_subnets(settings)
+    azs = tuple(existing) if existing else availability_zones(settings, block.availability_zone)
+    needs = BlockNeeds(instance_type=settings.capacity.instance_type, nodes_required=settings.nodes_required, availability_zones=azs)
+    warnings = verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))
+    contract = settings.serving.contract
+    replicas = settings.replicas_for(block.instance_count)
+    return ResolvedStack(
+        reservation=block,
+        availability_zones=azs,
+        warnings=tuple(warnings),
+        existing_private_subnets_by_az=existing,
+        contract=contract,
+        replicas=replicas,
+    )
+
+
+def serving_front_args(serving: ServingSettings) -> dict[str, Any]:
+    """The serving components' API-proxy, drain and NLB args from the stack settings (the composition's one mapping;
+    the real-proxy tests build the proxy config through it too)."""
+    front = serving.front
+    return {field.name: getattr(front, field.name) for field in fields(front)}
+
+
+class Platform(pulumi.ComponentResource):
+    """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM.
+
+    A ``hyperpod`` stack (``settings.hyperpod``) declares the same network and EKS cluster,
+    then the SageMaker HyperPod pieces instead of the GPU node group and vLLM
+    (:mod:`kimi_k3.stack.hyperpod`, which this class delegates to).
+    """
+
+    hyperpod: Any = None
+    """The HyperPod composition of a ``hyperpod`` stack (:class:`kimi_k3.stack.hyperpod.HyperPodServing`), else ``None``."""
+
+    def __init__(self, name: str, settings: StackSettings, *, now: datetime, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Resolve the stack (:func:`resolve_stack`), then declare every component.
+
+        :param name: base name of every resource of the stack.
+        :param settings: validated stack settings (see :mod:`kimi_k3.stack.settings`).
+        :param now: the moment the program runs (UTC), read once by the entry point
+            (``kimi_k3.core.clock.program_now()``); the Capacity Block checks and the
+            scale-up schedule are decided against it.
+        :param opts: options of the component itself.
+        """
+        if settings.hyperpod is not None:
+            self._compose_hyperpod(name, settings, now=now, opts=opts)
+            return
+        resolved = resolve_stack(settings, now)
+        self.resolved = resolved
+        tags = self._declare_foundation(name, settings, resolved, opts)
+        c = settings.cluster
+
+        cap = settings.capacity
+        self.gpu_nodes = CapacityBlockNodeGroup(
+            f"{name}-gpu",
+            CapacityBlockNodeGroupArgs(
+                cluster_name=self.cluster.cluster_name,
+                kubernetes_version=c.version,
+                subnet_ids_by_az=self.network.private_subnet_ids_by_az,
+                instance_type=cap.instance_type,
+                now=now,
+                reservation=resolved.reservation,
+                ami_release_version=cap.ami_release_version,
+                root_volume_gib=cap.root_volume_gib,
+                efa_enabled=cap.efa_enabled,
+                # The same node security group as the system nodes: it admits all traffic from
+                # itself (CoreDNS on system nodes, EFA between GPU nodes) and the control plane.
+                security_group_ids=[self.cluster.node_security_group_id],
+                vpc_id=self.network.vpc_id,
+                node_role_arn=self.cluster.node_role_arn,
+                alert_email=cap.alert_email,
+                nodes_required=settings.nodes_required,
+                tags=tags,
+                user_data_parts=time_to_serve.user_data_parts(settings),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+        )
+
+        # Every Kubernetes-touching component gets the cluster's provider through its options.
+        in_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider})
+        plugins = settings.plugins
+        self.gpu_plugins = GpuNodePlugins(
+            f"{name}-gpu-plugins",
+            GpuNodePluginsArgs(
+                nvidia=NvidiaDevicePluginArgs(version=plugins.nvidia_device_plugin_version),
+                efa=EfaDevicePluginArgs(enabled=cap.efa_enabled, version=plugins.efa_device_plugin_version, region=settings.region),
+                dcgm=DcgmExporterArgs(
+                    enabled=plugins.dcgm_exporter_enabled,
+                    version=plugins.dcgm_exporter_version,
+                    service_monitor=settings.serving.service_monitor_enabled,
+                    extra_values=dcgm_extra_values(settings),
+                ),
+            ),
+            opts=in_cluster,
+        )
+
+        serving = settings.serving
+        self.load_balancer_controller: LoadBalancerController | None = None
+        if serving.exposure != "cluster":
+            self.load_balancer_controller = LoadBalancerController(
+                f"{name}-lb-controller",
+                LoadBalancerControllerArgs(cluster_name=self.cluster.cluster_name, region=settings.region, vpc_id=self.network.vpc_id, tags=tags),
+                opts=in_cluster,
+            )
+
+        # One node holds a replica: a Deployment. A replica across nodes (TP within a node x PP
+        # across nodes): a LeaderWorkerSet, whose controller comes from its Helm chart.
+        self.lws_controller: LwsController | None = None
+        serving_deps: list[pulumi.Resource] = [r for r in (self.gpu_plugins, self.load_balancer_controller) if r is not None]
+        if settings.nodes_per_replica > 1:
+            self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(), opts=in_cluster)
+            serving_deps.append(self.lws_controller)
+        self.time_to_serve = self._declare_time_to_serve(name, in_cluster, tags)
+        if self.time_to_serve is not None:
+            serving_deps.append(self.time_to_serve)
+        serving_args: dict[str, Any] = dict(
+            contract=resolved.contract,
+            api_key=secret_input(serving.api_key),
+            hugging_face_token=secret_input(serving.hugging_face_token),
+            cluster_name=self.cluster.cluster_name,
+            aws_region=settings.region,
+            instance_type=cap.instance_type,
+            replicas=resolved.replicas,
+            exposure=serving.exposure,
+            allowed_cidrs=serving.allowed_cidrs,
+            vpc_cidr=self.network.vpc_cidr,
+            service_monitor=serving.service_monitor_enabled,
+            **serving_scrape_fields(settings),
+            weights_kms_key_arn=settings.deployment.weights_kms_key_arn,
+            startup=time_to_serve.serving_startup(settings, multi_node=settings.nodes_per_replica > 1),
+            **serving_front_args(serving),
+        )
+        serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
+        self.server: VllmServingBase
+        if self.lws_controller:
+            self.server = VllmLeaderWorkerSet(f"{name}-serving", VllmLeaderWorkerSetArgs(**serving_args), opts=serving_opts)
+        else:
+            self.server = VllmServer(f"{name}-serving", VllmServerArgs(**serving_args), opts=serving_opts)
+
+        self.monitoring = self._declare_monitoring(name, in_cluster)
+        self.delivery_check = self._declare_delivery_check(name, now, tags)
+        self.register_outputs(self.stack_outputs())
+
+    def _declare_time_to_serve(self, name: str, in_cluster: pulumi.ResourceOptions, tags: dict[str, str]) -> tts_component.TimeToServe | None:
+        """Weights bucket, staging Job, node-local storage, image pre-pull and pull-through cache (the ``Time to serve`` keys),
+        and the start-up estimate's warnings (:mod:`kimi_k3.stack.time_to_serve`)."""
+        s = self.settings
+        start, end = self.resolved.reservation.window()
+        lines, warnings = time_to_serve.estimate_lines(s, (end - start).total_seconds() / 3600)
+        self.startup_estimate = lines
+        for warning in warnings:
+            pulumi.log.warn(warning)
+        args = time_to_serve.args_from_settings(
+            s, cluster_name=self.cluster.cluster_name, node_role_name=self.cluster.node_role.name,
+            hugging_face_token=secret_input(s.serving.hugging_face_token), tags=tags,
+        )
+        if not tts_component.declares_anything(args):
+            return None
+        return tts_component.TimeToServe(f"{name}-time-to-serve", args, opts=in_cluster)
+
+    def _declare_monitoring(self, name: str, in_cluster: pulumi.ResourceOptions) -> ServingMonitoring | None:
+        """The PrometheusRule and the dashboard (``kimi-k3:prometheusOperatorEnabled``), keyed on the reservation as it is now."""
+        if not self.settings.monitoring.prometheus_operator:
+            return None
+        args = alerts_and_dashboard(self.settings, self.resolved.reservation, self.server.args)
+        return ServingMonitoring(f"{name}-monitoring", args, opts=in_cluster)
+
+    def _declare_delivery_check(self, name: str, now: datetime, tags: dict[str, str]) -> DeliveryCheck | None:
+        """The CloudWatch delivery check on the GPU node group's ASG (``kimi-k3:deliveryCheckEnabled``)."""
+        if not self.settings.monitoring.delivery_check:
+            return None
+        args = delivery_check_args(
+            self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
+        )
+        return DeliveryCheck(f"{name}-delivery-check", args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
+
+    @staticmethod
+    def _cluster_access(settings: StackSettings) -> dict[str, Any]:
+        """Who reaches the cluster: the role the Kubernetes provider assumes and the read-only viewers (docs/access.md)."""
+        access = settings.deployment
+        return {"kubeconfig_role_arn": access.kubeconfig_role_arn, "viewer_role_arns": access.viewer_role_arns}
+
+    def _declare_foundation(self, name: str, settings: StackSettings, resolved: StackFoundation, opts: pulumi.ResourceOptions | None) -> dict[str, str]:
+        """Print the resolved stack's warnings, register the component, then declare the network and the EKS cluster
+        (the same on both serving platforms); returns the tags of every AWS resource."""
+        for warning in resolved.warnings:
+            pulumi.log.warn(warning)
+        super().__init__("kimi-k3:index:Platform", name, None, opts)
+        self.settings = settings
+        self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
+        tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
+        self._declare_network(name, settings, resolved.availability_zones, resolved.existing_private_subnets_by_az, tags)
+        self._declare_cluster(name, settings, tags)
+        return tags
+
+    def _declare_network(
+        self, name: str, settings: StackSettings, availability_zones: tuple[str, ...], existing_private_subnets_by_az: dict[str, str], tags: dict[str, str]
+    ) -> None:
+        """The stack's VPC (or the existing one), in ``availability_zones``: the same on both serving platforms."""
+        child = pulumi.ResourceOptions(parent=self)
+        net = settings.network
+        if net.existing_vpc_id:
+            self.network = Network.from_existing(
+                f"{name}-network",
+                ExistingNetworkArgs(
+                    vpc_id=net.existing_vpc_id,
+                    private_subnet_ids_by_az=existing_private_subnets_by_az,
+                    public_subnet_ids=net.existing_public_subnet_ids,
+                    availability_zones=availability_zones,
+                ),
+                opts=child,
+            )
+        else:
+            self.network = Network(
+                f"{name}-network",
+                NetworkArgs(
+                    cluster_name=self.cluster_name,
+                    availability_zones=availability_zones,
+                    vpc_cidr=net.vpc_cidr,
+                    nat_mode=net.nat_mode,
+                    flow_log_retention_days=net.flow_log_retention_days,
+                    private_subnet_prefix=net.private_subnet_prefix,
+                    public_subnet_prefix=net.public_subnet_prefix,
+                    region=settings.region,
+                    interface_endpoint_services=settings.deployment.interface_endpoints,
+                    tags=tags,
+                ),
+                opts=child,
+            )
+
+    def _declare_cluster(self, name: str, settings: StackSettings, tags: dict[str, str]) -> None:
+        """The EKS cluster (the orchestrator on a ``hyperpod`` stack): the same on both serving platforms."""
+        child = pulumi.ResourceOptions(parent=self)
+        c = settings.cluster
+        self.cluster = Cluster(
+            f"{name}-cluster",
+            ClusterArgs(
+                cluster_name=self.cluster_name,
+                version=c.version,
+                vpc_id=self.network.vpc_id,
+                private_subnet_ids=list(self.network.private_subnet_ids_by_az.values()),
+                admin_role_arns=c.admin_role_arns,
+                endpoint_public_access=c.endpoint_public_access,
+                public_access_cidrs=c.public_access_cidrs if c.endpoint_public_access else (),
+                service_cidr=c.service_cidr,
+                log_retention_days=c.log_retention_days,
+                system_node_instance_type=c.system_node_instance_type,
+                system_node_count=c.system_node_count,
+                deletion_protection=settings.production,
+                **self._cluster_access(settings),
+                tags=tags,
+            ),
+            opts=child,
+        )
+
+    def _compose_hyperpod(self, name: str, settings: StackSettings, *, now: datetime, opts: pulumi.ResourceOptions | None) -> None:
+        """A ``hyperpod`` stack: read and check the training plan, then network, EKS and the HyperPod pieces."""
+        from kimi_k3.stack import hyperpod as hyperpod_platform  # only hyperpod stacks load it (and pulumi-aws-native)
+        resolved = hyperpod_platform.resolve_hyperpod_stack(settings, now)
+        tags = self._declare_foundation(name, settings, resolved, opts)
+        self.hyperpod = hyperpod_platform.HyperPodServing(self, name, settings, resolved, tags)
+        self.register_outputs(self.stack_outputs())
+
+    def stack_outputs(self) -> dict[str, Any]:
+        """The stack outputs ``__main__.py`` exports."""
+        if self.hyperpod is not None:
+            return self.hyperpod.stack_outputs()
+        block = self.resolved.reservation
+        start, end = block.window()
+        s = self.settings
+        return {
+            "region": s.region,
+            "vpcId": self.network.vpc_id,
+            "environment": s.environment,
+            "availabilityZones": list(self.resolved.availability_zones),
+            "capacityBlock": {
+                "id": block.reservation_id,
+                "state": block.state,
+                "availabilityZone": block.availability_zone,
+                "instanceType": block.instance_type,
+                "instanceCount": block.instance_count,
+                "start": start.isoformat(),
+                "end": end.isoformat(),
+            },
+            "gpuNodes": block.instance_count,
+            "gpusTotal": block.instance_count * s.instance.gpus,
+            "replicas": self.resolved.replicas,
+            "clusterName": self.cluster.cluster_name,
+            "clusterEndpoint": self.cluster.endpoint,
+            "kubeconfig": self.cluster.kubeconfig,
+            "gpuNodeGroup": self.gpu_nodes.node_group_name,
+            "gpuAutoScalingGroup": self.gpu_nodes.asg_name,
+            "gpuScaling": self.gpu_nodes.scaling.summary(),
+            "capacityAlertTopicArn": self.gpu_nodes.alert_topic_arn,
+            "deliveryCheckAlarm": self.delivery_check.alarm.name if self.delivery_check else None,
+            "alertRules": self.monitoring.rule_name if self.monitoring else None,
+            "endpoint": self.server.endpoint_url,
+            "servingNamespace": self.server.namespace,
+            "servingService": self.server.service_name,
+            **contract_summary(self.resolved.contract),
+            "timeToFirstToken": list(self.startup_estimate),
+        }

@@ -1,0 +1,112 @@
+"""How a stack's settings become the time-to-serve mechanisms (docs/weights.md).
+
+:class:`kimi_k3.stack.platform.Platform` calls:
+
+* :func:`user_data_parts` — MIME parts of the GPU launch template: the node-local weights' boot part
+  (``nodeLocalWeights``) and the nodeadm ``FastImagePull`` NodeConfig;
+* :func:`serving_startup` — the serving pod's :class:`~kimi_k3.weights.serving_pod.ServingStartup`;
+* :func:`args_from_settings` — the args of :class:`~kimi_k3.weights.time_to_serve.TimeToServe`.
+
+:func:`startup_inputs` maps the stack to the estimate's :class:`~kimi_k3.weights.estimate.StartupInputs`
+with the mechanisms the stack actually declares; :func:`estimate_lines` is what ``kimi-k3 plan`` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pulumi
+
+from kimi_k3.stack.settings import StackSettings
+from kimi_k3.weights import estimate, image_pull, node_local, node_sync
+from kimi_k3.weights.serving_pod import ServingStartup
+from kimi_k3.weights.time_to_serve import STORAGE_CLASS, TimeToServeArgs
+
+
+def hasher_of(verify_hasher: str) -> str:
+    """The estimate's hasher for ``weightsVerifyHasher`` (``auto`` takes openssl, which the sync prefers when the image has it)."""
+    return "sha256sum" if verify_hasher == "sha256sum" else "openssl"
+
+
+def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
+    """The estimate's inputs with the mechanisms this stack declares.
+
+    S3 weights use the node-side sync (CRT target bandwidth from the catalog, verification overlapping
+    the transfer, half the init container's CPUs hashing); Hugging Face weights keep the snapshot download.
+    """
+    t = settings.time_to_serve
+    weights = settings.serving.contract.weights
+    s3 = weights.source == "s3"
+    verify = ("overlapped" if s3 else "sequential") if weights.sha256_manifest else "none"
+    workers = node_sync.verify_workers(node_sync.init_cpus(settings.instance, 8)) if s3 else 32
+    return estimate.inputs_from_settings(
+        settings,
+        crt_target_bandwidth=s3,
+        verify=verify,
+        hasher=hasher_of(t.verify_hasher) if s3 else "sha256sum",
+        verify_workers=workers,
+        compile_cache=t.compile_cache_s3_uri is not None,
+        node_local_weights=t.node_local_weights,
+        image_prepull=t.image_prepull,
+        fast_image_pull=t.fast_image_pull,
+    )
+
+
+WARNING_KEYS = {"ready_timeout": "kimi-k3:engineReadyTimeoutSeconds", "block_window": "kimi-k3:capacityReservationId", "huggingface": "kimi-k3:weightsSource"}
+"""The config key each of the estimate's warnings (:func:`kimi_k3.weights.estimate.startup_warnings`) concerns."""
+
+
+def estimate_lines(settings: StackSettings, block_hours: float | None) -> tuple[list[str], list[str]]:
+    """``(lines, warnings)``: the time-to-first-token and cost lines, and the warnings (ready timeout, block window,
+    Hugging Face direct), each led by the config key it concerns."""
+    x = startup_inputs(settings)
+    warnings = estimate.startup_warnings(x, settings.serving.contract.engine.ready_timeout_s, block_hours)
+    return estimate.format_estimates(x), [f"{WARNING_KEYS[topic]}: {text}" for topic, text in warnings]
+
+
+def user_data_parts(settings: StackSettings) -> tuple[tuple[str, str], ...]:
+    """Extra MIME parts of the GPU nodes' user data."""
+    t = settings.time_to_serve
+    parts: list[tuple[str, str]] = []
+    if t.fast_image_pull:
+        parts.append(("application/node.eks.aws", image_pull.nodeadm_fast_image_pull()))
+    if t.node_local_weights:
+        parts.append(("text/x-shellscript", node_local.boot_part()))
+    return tuple(parts)
+
+
+def serving_startup(settings: StackSettings, *, multi_node: bool) -> ServingStartup:
+    """The serving pod's wiring. A LeaderWorkerSet gets the node-side sync only (no sidecar: its leader pod is built apart)."""
+    t = settings.time_to_serve
+    if multi_node:
+        return ServingStartup(verify_hasher=t.verify_hasher, warmup=False, ami_release_version=settings.capacity.ami_release_version)
+    return ServingStartup(
+        verify_hasher=t.verify_hasher,
+        node_local_storage_class=STORAGE_CLASS if t.node_local_weights else None,
+        compile_cache_s3_uri=t.compile_cache_s3_uri,
+        ami_release_version=settings.capacity.ami_release_version,
+        warmup=True,
+    )
+
+
+def args_from_settings(settings: StackSettings, *, cluster_name: pulumi.Input[str], node_role_name: pulumi.Input[str] | None, hugging_face_token: pulumi.Input[str] | None,
+                       tags: Mapping[str, str] | None = None) -> TimeToServeArgs:
+    """The component's args for a stack."""
+    t = settings.time_to_serve
+    contract = settings.serving.contract
+    return TimeToServeArgs(
+        region=settings.region, cluster_name=cluster_name, engine_image=contract.image.image, instance_type=settings.capacity.instance_type,
+        model_id=contract.weights.model_id, revision=contract.weights.revision, weights_s3_uri=contract.weights.s3_uri, sha256_manifest=contract.weights.sha256_manifest,
+        bucket_name=t.bucket_name, kms_key_arn=settings.deployment.weights_kms_key_arn, staging_job=t.staging_job, allow_floating_tag=not settings.production,
+        hugging_face_token=hugging_face_token, node_local_weights=t.node_local_weights, node_cleanup_image=t.node_cleanup_image, image_prepull=t.image_prepull,
+        pull_through_secret_arn=t.pull_through_secret_arn, node_role_name=node_role_name, tags=dict(tags or {}),
+    )
+
+
+__all__ = [
+    "args_from_settings",
+    "estimate_lines",
+    "serving_startup",
+    "startup_inputs",
+    "user_data_parts",
+]

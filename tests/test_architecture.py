@@ -1,0 +1,77 @@
+"""The structure drawn from the import graph (tools/import_graph.py): rooms by concept, one direction, no circles.
+
+docs/architecture.md draws the rooms and their order; these tests hold the code to it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("import_graph", ROOT / "tools" / "import_graph.py")
+assert _spec and _spec.loader
+import_graph = importlib.util.module_from_spec(_spec)
+sys.modules["import_graph"] = import_graph
+_spec.loader.exec_module(import_graph)
+
+MAX_LINES = 700
+PENDING_SPLIT = {"stack/settings.py"}
+"""Modules above :data:`MAX_LINES` whose split is under way (none once the settings are split by section)."""
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return import_graph.load()
+
+
+def test_there_is_no_import_circle(graph):
+    assert graph.circles() == []
+
+
+def test_no_room_imports_a_room_above_it(graph):
+    assert graph.upward_imports() == []
+
+
+def test_every_room_is_placed_in_the_layers_and_documented(graph):
+    rooms = {graph.room(m) for m in graph.modules}
+    assert rooms <= set(import_graph.LAYERS)
+    architecture = (ROOT / "docs" / "architecture.md").read_text()
+    assert [room for room in sorted(rooms - {"kimi_k3", "errors"}) if f"{room}/" not in architecture] == []
+
+
+def test_the_top_level_holds_at_most_twelve_modules(graph):
+    assert len(graph.top_level_modules()) <= 12
+
+
+def test_no_module_is_longer_than_seven_hundred_lines(graph):
+    long = [path for lines, path in graph.largest(20) if lines > MAX_LINES]
+    assert sorted(set(long) - PENDING_SPLIT) == []
+
+
+def test_every_import_inside_a_function_says_why(graph):
+    """Lazy imports stay only for start-up (a command, a stack kind or a pod subcommand loads what it uses), each with its reason."""
+    missing = [f"{f.module}:{f.line} -> {f.target}" for f in graph.function_imports if not f.reason and not f.module.startswith("kimi_k3.stack.settings")]
+    assert missing == []
+
+
+def test_the_checker_sees_a_planted_circle_and_an_upward_import(tmp_path):
+    """The graph finds what it must: a circle between two modules and an import from core into stack."""
+    source = tmp_path / "components"
+    for rel, text in {
+        "__init__.py": "",
+        "core/__init__.py": "",
+        "core/a.py": "from kimi_k3.core import b\nfrom kimi_k3.stack import s\n",
+        "core/b.py": "from kimi_k3.core import a\n",
+        "stack/__init__.py": "",
+        "stack/s.py": "def f():\n    from kimi_k3.core import a\n    return a\n",
+    }.items():
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text(text)
+    planted = import_graph.load(source)
+    assert ["kimi_k3.core.a", "kimi_k3.core.b"] in planted.circles()
+    assert planted.upward_imports() == [("kimi_k3.core.a", "kimi_k3.stack.s")]
+    assert [(f.module, f.reason) for f in planted.function_imports] == [("kimi_k3.stack.s", "")]
