@@ -3,13 +3,15 @@
 The cluster's creator gets no implicit admin (pulumi-eks hard-codes it on; the project turns it
 off), so the stack's Kubernetes provider assumes ``kimi-k3:kubeconfigRoleArn`` (default: the
 first admin role) through pulumi-eks ``providerCredentialOpts`` — whose kubeconfig then runs
-``aws eks get-token --role <arn>`` (nodejs/eks/cluster/cluster.ts, generateKubeconfig) — or, with
+``aws eks get-token --role <arn>`` (nodejs/eks/cluster/cluster.ts, generateKubeconfig), which the
+cluster spells ``--role-arn``, the option's real name (aws-cli get_token.py) — or, with
 ``caller``, uses the credentials running Pulumi. ``kimi-k3:clusterViewerRoleArns`` get read-only
 access entries (``AmazonEKSViewPolicy``).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
@@ -18,7 +20,7 @@ from kimi_k3 import offline
 from kimi_k3.cluster.eks import Cluster, ClusterArgs
 from kimi_k3.errors import SettingsError, UserError
 from tests.builders import load_stack_settings
-from tests.conftest import NOW, fixture_for
+from tests.conftest import DATA, NOW, fixture_for
 
 ADMIN = "arn:aws:iam::123456789012:role/platform-admin"
 DEPLOY = "arn:aws:iam::123456789012:role/github-actions-deploy"
@@ -71,13 +73,39 @@ def test_the_stack_kubeconfig_assumes_the_role_through_provider_credential_opts(
     result = _stack()
     assert result.one(EKS).plain_inputs["providerCredentialOpts"] == {"roleArn": ADMIN}
     args = _provider_token_args(result)
-    assert args[args.index("--role") + 1] == ADMIN  # as pulumi-eks writes it, so the provider really assumes it
+    assert args[args.index("--role-arn") + 1] == ADMIN  # pulumi-eks's `--role`, spelt in full: the provider really assumes it
+    assert "--role" not in args
 
 
 def test_with_caller_no_role_is_assumed():
     result = _stack(kubeconfigRoleArn="caller")
     assert "providerCredentialOpts" not in result.one(EKS).plain_inputs
-    assert "--role" not in _provider_token_args(result)
+    assert not {"--role", "--role-arn"} & set(_provider_token_args(result))
+
+
+def _aws_cli_options() -> tuple[set[str], set[str]]:
+    """``(global options, get-token options)`` of the AWS CLI v2, read from its own sources (tests/data, aws-cli 2.36.7)."""
+    cli = json.loads((DATA / "aws-cli-2.36.7-cli.json").read_text())
+    tree = ast.parse((DATA / "aws-cli-2.36.7-eks-get_token.py").read_text())
+    (table,) = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "ARG_TABLE" for t in n.targets)]
+    get_token = {entry["name"] for entry in ast.literal_eval(table)}
+    return set(cli["options"]), get_token
+
+
+@pytest.mark.parametrize("mode", ["", "caller"])
+def test_every_flag_of_the_exported_kubeconfig_is_an_option_the_aws_cli_defines_in_full(mode):
+    """An abbreviation (``--role``) runs only while argparse finds it unambiguous: every flag must be a full option name."""
+    global_options, get_token_options = _aws_cli_options()
+    assert "role-arn" in get_token_options and "role" not in get_token_options
+    result = _stack(kubeconfigRoleArn=mode)
+    args = _provider_token_args(result)
+    split = args.index("get-token")
+    flags_before = [a[2:] for a in args[:split] if a.startswith("--")]
+    flags_after = [a[2:] for a in args[split:] if a.startswith("--")]
+    assert set(flags_before) <= global_options
+    assert set(flags_after) <= get_token_options | global_options
+    exported = json.loads(offline.reveal(result.outputs["kubeconfig"]))
+    assert exported["users"][0]["user"]["exec"]["args"] == args
 
 
 def test_viewers_get_a_read_only_access_entry_and_admins_keep_theirs():

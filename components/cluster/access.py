@@ -6,7 +6,7 @@ turns it off), so access is exactly the access entries the stack declares: clust
 (``AmazonEKSClusterAdminPolicy``) and read-only viewers (``AmazonEKSViewPolicy``). The
 Kubernetes provider that applies the charts and the vLLM objects must itself be one of the
 admins: it assumes :func:`kubeconfig_role` through pulumi-eks ``providerCredentialOpts``
-(its kubeconfig runs ``aws eks get-token --role <arn>``), or, with :data:`CALLER`, uses the
+(its kubeconfig runs ``aws eks get-token --role-arn <arn>``), or, with :data:`CALLER`, uses the
 credentials running Pulumi as they are. ``docs/access.md`` explains the choice.
 """
 

@@ -10,7 +10,8 @@ on declared here explicitly so it is visible in the plan and pinned:
   admins are the IAM roles listed in :attr:`ClusterArgs.admin_role_arns`, read-only
   viewers (``AmazonEKSViewPolicy``) those in :attr:`ClusterArgs.viewer_role_arns`; the
   Kubernetes provider reaches the cluster as :attr:`ClusterArgs.kubeconfig_role_arn`
-  (pulumi-eks ``providerCredentialOpts``: the kubeconfig runs ``aws eks get-token --role``);
+  (pulumi-eks ``providerCredentialOpts``: the kubeconfig runs ``aws eks get-token --role-arn``, the flag
+  spelt in full by :func:`spell_kubeconfig_flags`);
 - a private API endpoint, public access off or limited to named CIDRs;
 - Kubernetes Secrets envelope-encrypted with a KMS key (rotated) this component
   creates, unless one is passed in;
@@ -229,6 +230,25 @@ def disable_creator_admin_bootstrap(args: pulumi.ResourceTransformArgs) -> pulum
     return pulumi.ResourceTransformResult(props={**args.props, "accessConfig": access}, opts=args.opts)
 
 
+KUBECONFIG_FLAG_SPELLINGS = {"--role": "--role-arn"}
+"""Flags pulumi-eks writes into the kubeconfig's ``aws eks get-token`` call, spelt in full.
+
+pulumi-eks ``generateKubeconfig`` (nodejs/eks/cluster.ts) appends ``--role <arn>`` for
+``providerCredentialOpts.roleArn``, but ``aws eks get-token`` defines ``--role-arn``
+(aws-cli ``awscli/customizations/eks/get_token.py``, ``ARG_TABLE``); ``--role`` works only because
+the CLI's argparse accepts an unambiguous prefix, which a later option could make ambiguous."""
+
+
+def spell_kubeconfig_flags(kubeconfig_json: str) -> str:
+    """The kubeconfig (JSON) with its exec arguments' abbreviated flags spelt in full (:data:`KUBECONFIG_FLAG_SPELLINGS`)."""
+    config = json.loads(kubeconfig_json)
+    for user in config.get("users") or []:
+        exec_ = (user.get("user") or {}).get("exec") or {}
+        if isinstance(exec_.get("args"), list):
+            exec_["args"] = [KUBECONFIG_FLAG_SPELLINGS.get(arg, arg) for arg in exec_["args"]]
+    return json.dumps(config)
+
+
 def endpoint_of(kubeconfig_json: str) -> str:
     """The API server URL in a kubeconfig (JSON form)."""
     return json.loads(kubeconfig_json)["clusters"][0]["cluster"]["server"]
@@ -372,7 +392,7 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
         self.cluster_name = self.eks.oidc_issuer.apply(lambda _: cluster_name)
-        self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json)
+        self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json.apply(spell_kubeconfig_flags))
         self.endpoint = self.eks.kubeconfig_json.apply(endpoint_of)
         self.node_security_group_id = self.eks.node_security_group_id
         self.cluster_security_group_id = self.eks.cluster_security_group_id
@@ -529,10 +549,12 @@ __all__ = [
     "CLUSTER_ADMIN_POLICY",
     "CLUSTER_VIEW_POLICY",
     "CONTROL_PLANE_LOG_TYPES",
+    "KUBECONFIG_FLAG_SPELLINGS",
     "MANAGED_ADDONS",
     "Cluster",
     "ClusterArgs",
     "disable_creator_admin_bootstrap",
     "endpoint_of",
+    "spell_kubeconfig_flags",
     "validate",
 ]
