@@ -2,8 +2,8 @@
 
 It answers, from the objects a test puts in, exactly what the official Python client asks:
 ``GET /api/v1/nodes``, ``GET /api/v1/namespaces/NS/pods`` (both with an equality
-``labelSelector``), and ``GET /api/v1/namespaces/NS/pods/POD/log`` (``container``,
-``tailLines``, ``previous``), as the API server does: JSON lists with ``kind`` /
+``labelSelector``), ``GET /api/v1/namespaces/NS/events``, and ``GET /api/v1/namespaces/NS/pods/POD/log``
+(``container``, ``tailLines``, ``previous``), as the API server does: JSON lists with ``kind`` /
 ``apiVersion`` / ``items``, plain-text logs, a ``Status`` object with 400 for a container
 that has not started, 404 for a pod that does not exist, 401 without the bearer token.
 
@@ -113,6 +113,16 @@ def pod(
     }
 
 
+def pulled_event(pod_name: str, image: str, took: str, at: datetime, namespace: str = "kimi-serving") -> dict:
+    """The kubelet's ``Pulled`` event (``Successfully pulled image "…" in 1m7.272s (1m7.272s including waiting)``)."""
+    return {
+        "kind": "Event", "apiVersion": "v1", "metadata": {"name": f"{pod_name}.pulled", "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "name": pod_name, "namespace": namespace}, "reason": "Pulled", "type": "Normal",
+        "message": f'Successfully pulled image "{image}" in {took} ({took} including waiting). Image size: 10778400361 bytes.',
+        "firstTimestamp": iso(at), "lastTimestamp": iso(at),
+    }
+
+
 # --------------------------------------------------------------------------- the server
 
 
@@ -133,6 +143,8 @@ class FakeKubeApi:
         self.pods: dict[str, list[dict]] = {}
         self.logs: dict[tuple[str, str, str, bool], str] = {}
         """(namespace, pod, container, previous) -> log text."""
+        self.events: dict[str, list[dict]] = {}
+        """namespace -> ``v1.Event`` objects."""
         self.requests: list[tuple[str, dict[str, list[str]], str | None]] = []
         """(path, query, Authorization header) of every request."""
         self.before_each: Callable[[FakeKubeApi], None] | None = None
@@ -175,6 +187,8 @@ class FakeKubeApi:
                         server.before_each(server)
                     items = [p for p in server.pods.get(parts[3], []) if _matches(p["metadata"]["labels"], selector)]
                     return self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "4243"}, "items": items})
+                if len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "events":
+                    return self._send(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "4244"}, "items": server.events.get(parts[3], [])})
                 if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and parts[6] == "log":
                     ns, name = parts[3], parts[5]
                     container = (query.get("container") or [""])[0]

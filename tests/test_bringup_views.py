@@ -160,7 +160,9 @@ def test_ready_and_hopeless():
     ready_pod = pods.classify(k.pod("a", created=CREATED, node_name=NODE, init=[DONE], ready=True, phase="Running",
                                     containers=[k.container_status("vllm", k.running(CREATED), ready=True, started=True)]), now=NOW)
     assert snapshot(pods=(ready_pod, ready_pod), scaledown=None).ready
-    assert render(snapshot(pods=(ready_pod, ready_pod)))[-1] == "Endpoint: READY"
+    ready = snapshot(pods=(ready_pod, ready_pod))
+    assert render(ready)[-2:] == ["Endpoint: READY", f"Start-up phases measured beside the estimate: kimi-k3 startup-report {ready.stack}"]
+    assert ready.to_json()["startup_report"] == f"kimi-k3 startup-report {ready.stack}"
     expired = snapshot(block=block(state="expired"), pods=())
     assert expired.hopeless and render(expired)[-1] == "Endpoint: will not come up: the Capacity Block is expired"
 

@@ -214,7 +214,7 @@ def test_wait_returns_0_once_every_replica_is_ready(api, aws, tmp_path, capsys, 
     assert clock.sleeps == [20, 20]
     summaries = [line for line in out.splitlines() if line.startswith("12:05:00 ")]
     assert len(summaries) == 2 and "abcde weights 36%" in summaries[0] and "0/2 ready" in summaries[0]
-    assert out.rstrip().endswith("Endpoint: READY")
+    assert out.rstrip().endswith("Endpoint: READY\nStart-up phases measured beside the estimate: kimi-k3 startup-report dev")
 
 
 def test_wait_gives_up_at_the_timeout_with_exit_1(api, aws, tmp_path, capsys, monkeypatch):

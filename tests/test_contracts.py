@@ -53,7 +53,7 @@ def test_image_without_tag_or_digest_is_refused(ref):
 
 def test_weights_defaults_follow_the_three_contracts():
     w = WeightsContract(revision=REVISION)
-    assert (w.model_id, w.source, w.mount_path, w.expected_size_gb) == ("moonshotai/Kimi-K3", "huggingface", "/models/kimi-k3", 1700)
+    assert (w.model_id, w.source, w.mount_path, w.expected_size_gb) == ("moonshotai/Kimi-K3", "huggingface", "/models/kimi-k3", 1560)
     assert w.s3_bucket is None and w.s3_prefix is None
     assert w.weights_dir == f"/models/kimi-k3/models--moonshotai--Kimi-K3/snapshots/{REVISION}"
 
@@ -187,7 +187,10 @@ def test_env_pins_the_hugging_face_cache_and_ready_timeout():
         "VLLM_ENGINE_READY_TIMEOUT_S": "3600",
         "HF_HUB_OFFLINE": "1",
         "HF_HUB_CACHE": "/models/kimi-k3",
+        "VLLM_ENABLE_STARTUP_PLAN": "1",
+        "FASTSAFETENSORS_ODIRECT": "0",
     }
+    assert "FASTSAFETENSORS_ODIRECT" not in hf_contract(load_format="auto").vllm_env()  # vLLM's own loader reads through mmap
 
 
 def test_probe_budget_covers_the_engine_ready_timeout():

@@ -212,6 +212,11 @@ THIRD_PARTY_ENV = {
     "HF_HOME": "huggingface_hub", "HF_HUB_OFFLINE": "huggingface_hub", "HF_HUB_CACHE": "huggingface_hub", "HF_TOKEN": "huggingface_hub",
     "TRITON_CACHE_DIR": "Triton", "TORCHINDUCTOR_CACHE_DIR": "PyTorch Inductor", "PYTORCH_CUDA_ALLOC_CONF": "PyTorch CUDA caching allocator",
     "CUDA_CACHE_PATH": "CUDA JIT cache", "DO_NOT_TRACK": "read by vLLM's VLLM_DO_NOT_TRACK (vllm/envs.py)",
+    "TRITON_CACHE_AUTOTUNING": "Triton (vLLM 0.27.1 sets it by default in vllm/env_override.py)",
+    "DG_JIT_CACHE_DIR": "DeepGEMM (vLLM 0.27.1 vllm/utils/deep_gemm.py sets its default)",
+    "FLASHINFER_WORKSPACE_BASE": "FlashInfer (flashinfer-python 0.6.16.post3 flashinfer/jit/env.py)",
+    "FASTSAFETENSORS_ODIRECT": "fastsafetensors (>= 0.4 common.py is_odirect_enabled; 0.3.2 reads buffered and ignores it)",
+    "CACHE_RESTORED_MARKER": "this project's cache restore (kimi_k3.weights.podmain)",
     "NCCL_CUMEM_ENABLE": "NCCL", "NCCL_SOCKET_IFNAME": "NCCL", "GLOO_SOCKET_IFNAME": "PyTorch Gloo",
     "FI_PROVIDER": "libfabric", "FI_EFA_USE_DEVICE_RDMA": "libfabric EFA provider", "FI_EFA_FORK_SAFE": "libfabric EFA provider", "FI_EFA_USE_HUGE_PAGE": "libfabric EFA provider",
     "RAY_GCS_PORT": "this project's leader/worker scripts", "RAYLET_PORT": "this project's leader/worker scripts",
@@ -279,7 +284,10 @@ def test_every_flag_and_variable_the_pods_get_exists_in_vllm_0_27_1(profile, cha
                 assert set(config) <= set(VLLM["choices"]["attention_config"]), config
                 assert config["mla_prefill_backend"].upper() in VLLM["choices"]["mla_prefill_backend"]
             if flag in ("--load-format",):
-                assert values == ("fastsafetensors",) or values == ("auto",)
+                assert values in (("fastsafetensors",), ("auto",)) and values[0] in VLLM["choices"]["load_format"]
+            if flag == "--cudagraph-capture-sizes":
+                sizes = [int(v) for v in values]
+                assert sizes == sorted(set(sizes)) and sizes[0] == 1 and sizes[-1] <= 512, sizes
     for container in containers:
         for env in container.get("env", []):
             name = env["name"]

@@ -253,7 +253,7 @@ def test_weights_are_staged_by_every_pod_on_its_own_node(plans):
         leader, worker = (templates(plan)[r]["spec"] for r in ("leader", "worker"))
         assert [c["name"] for c in leader["initContainers"]] == ["fetch-weights", "verify-weights"], mode
         assert worker["initContainers"] == leader["initContainers"], mode
-        assert {v["name"]: v for v in worker["volumes"]}["models"]["emptyDir"] == {"sizeLimit": "1955G"}
+        assert {v["name"]: v for v in worker["volumes"]}["models"]["emptyDir"] == {"sizeLimit": "1794G"}
         assert {"name": "models", "mountPath": "/models/kimi-k3"} in container(plan, "worker")["volumeMounts"]
     fetch = templates(plans["s3-internal"])["worker"]["spec"]["initContainers"][0]
     assert env_of(fetch)["WEIGHTS_S3_URI"] == S3_URI

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from kimi_k3.errors import SettingsError
+from kimi_k3.stack import time_to_serve
 from kimi_k3.stack.settings import load_stack
 from kimi_k3.stack.time_to_serve import estimate_lines
+from kimi_k3.weights import estimate
 from tests.builders import DIGEST, load_stack_settings
 
 S3 = {"weightsSource": "s3", "weightsS3Uri": "s3://acme-weights-us-east-1/kimi/3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20/", "dockerHubPullThroughSecretArn": None}
@@ -89,8 +91,8 @@ def test_a_ready_timeout_below_the_estimate_warns_naming_the_key():
 
 
 def test_a_block_too_short_to_serve_is_a_warning():
-    _, warnings = estimate_lines(load_stack("prod"), block_hours=1)
-    assert any(w.startswith("kimi-k3:capacityReservationId: a 1 h block cannot serve") for w in warnings)
+    _, warnings = estimate_lines(load_stack("prod"), block_hours=0.5)
+    assert any(w.startswith("kimi-k3:capacityReservationId: a 0.5 h block cannot serve") for w in warnings)
     _, week = estimate_lines(load_stack("prod"), block_hours=24 * 7)
     assert not any("capacityReservationId" in w for w in week)
 
@@ -98,4 +100,5 @@ def test_a_block_too_short_to_serve_is_a_warning():
 def test_hugging_face_direct_warns_with_its_modelled_time_and_nat_cost():
     _, warnings = estimate_lines(load_stack("dev"), block_hours=24 * 7)
     (warning,) = [w for w in warnings if w.startswith("kimi-k3:weightsSource")]
-    assert "~82 min to first token" in warning and "1,700 GB of NAT data processing" in warning and "kimi-k3 weights stage" in warning
+    cold = estimate.estimate_case(time_to_serve.startup_inputs(load_stack("dev")), "cold").minutes
+    assert f"~{cold:.0f} min to first token" in warning and "1,561 GB of NAT data processing" in warning and "kimi-k3 weights stage" in warning

@@ -156,7 +156,7 @@ def test_gpu_cpu_memory_and_shm_sized_for_the_node(plans):
     volumes = {v["name"]: v for v in pod_spec(plans["cluster"])["volumes"]}
     assert volumes["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
     assert int(limits["memory"][:-2]) > 64 * 4 * 1024  # shm is counted inside the limit, with room to spare
-    assert volumes["models"]["emptyDir"]["sizeLimit"] == "1955G"  # 1700 GB + 15%
+    assert volumes["models"]["emptyDir"]["sizeLimit"] == "1794G"  # 1560 GB + 15%
     assert {"name": "shm", "mountPath": "/dev/shm"} in server(plans["cluster"])["volumeMounts"]
 
 

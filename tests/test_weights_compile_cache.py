@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from kimi_k3.serving.pod_kit import HOME_ENV, SERVER_CACHE_ENV
 from kimi_k3.weights import WeightsError, podmain, warmup
 from kimi_k3.weights import compile_cache as cc
 from tests.fake_openai_server import FakeOpenAIServer
@@ -30,7 +31,7 @@ def inputs(**changes) -> cc.CacheKeyInputs:
 def test_the_key_is_stable_and_changes_with_everything_that_invalidates_a_kernel():
     base = cc.cache_key(inputs())
     assert base == cc.cache_key(inputs(engine_env={"VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION": "1"}))
-    assert base.startswith(f"v1-b300-{REV[:12]}-")
+    assert base.startswith(f"v2-b300-{REV[:12]}-")
     changed = {
         "image": IMAGE.replace("9" * 64, "8" * 64),
         "model_revision": "0" * 40,
@@ -49,10 +50,11 @@ def test_a_floating_tag_has_no_cache_key():
 
 
 def test_cache_dirs_follow_the_pod_environment():
-    env = {"HOME": "/home/vllm", "XDG_CACHE_HOME": "/home/vllm/.cache", "VLLM_CACHE_ROOT": "/home/vllm/.cache/vllm", "TRITON_CACHE_DIR": "/home/vllm/.triton/cache", "TORCHINDUCTOR_CACHE_DIR": "/home/vllm/.cache/torchinductor", "CUDA_CACHE_PATH": "/home/vllm/.nv/ComputeCache"}
+    env = {**HOME_ENV, **SERVER_CACHE_ENV}
     assert cc.cache_dirs_from_env(env) == [
-        "/home/vllm/.cache/vllm", "/home/vllm/.cache/torchinductor", "/home/vllm/.triton/cache", "/home/vllm/.nv/ComputeCache", "/home/vllm/.cache/flashinfer", "/home/vllm/.deep_gemm",
-    ]
+        "/home/vllm/.cache/vllm", "/home/vllm/.cache/torchinductor", "/home/vllm/.triton/cache", "/home/vllm/.nv/ComputeCache", "/home/vllm/.cache/flashinfer",
+    ]  # DeepGEMM's directory (DG_JIT_CACHE_DIR) lies under VLLM_CACHE_ROOT: saved once
+    assert cc.cache_dirs_from_env({"HOME": "/h", "DG_JIT_CACHE_DIR": "/dg", "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR": "/fa", "FLASHINFER_WORKSPACE_BASE": "/fi"}) == ["/dg", "/fa", "/fi/.cache/flashinfer"]
 
 
 def test_the_policy_writes_only_the_cache_prefix():
@@ -106,14 +108,57 @@ def test_save_then_restore_reproduces_the_cache_directories(s3, tmp_path):
     assert snapshot(dirs) == before
 
 
+# What each cache of a vLLM 0.27.1 start writes, under the directories the pod's environment names (relative to HOME).
+EVERY_CACHE = {
+    ".cache/vllm/torch_compile_cache/3f1c/rank_0_0/backbone/cache_key_factors.json": "vLLM compile cache (Inductor artifacts)",
+    ".cache/vllm/torch_compile_cache/torch_aot_compile/9ab2/rank_0_0/model": "AOT compiled function (VLLM_USE_AOT_COMPILE)",
+    ".cache/vllm/deep_gemm/cache/kernel.fp8_gemm_nt.4f/kernel.cubin": "DeepGEMM JIT (DG_JIT_CACHE_DIR)",
+    ".cache/vllm/flashinfer_autotune_cache/0.6.16.post3/100a/5e/autotune_configs.json": "FlashInfer autotune results",
+    ".cache/vllm/startup_plan/startup_plan_0a1b2c3d4e5f6a7b.json": "vLLM startup plan (VLLM_ENABLE_STARTUP_PLAN)",
+    ".triton/cache/XyZ/_fwd_kda_kernel.cubin": "Triton kernel",
+    ".triton/cache/XyZ/_fwd_kda_kernel.autotune.json": "Triton autotuning result (TRITON_CACHE_AUTOTUNING)",
+    ".cache/torchinductor/fxgraph/ab/fab12/entry": "Inductor FX graph cache",
+    ".nv/ComputeCache/index": "CUDA driver JIT cache",
+    ".cache/flashinfer/0.6.16.post3/100a/cached_ops/trtllm_fmha/trtllm_fmha.so": "FlashInfer JIT",
+    ".cache/flashinfer/cubins/moe/kernel.cubin": "FlashInfer downloaded cubins",
+}
+
+
+def test_every_cache_directory_of_the_pod_survives_a_save_and_a_restore(s3, tmp_path):
+    home = tmp_path / "home/vllm"
+    env = {k: v.replace("/home/vllm", str(home)) for k, v in {**HOME_ENV, **SERVER_CACHE_ENV}.items()}
+    dirs = cc.cache_dirs_from_env(env)
+    for rel, what in EVERY_CACHE.items():
+        path = home / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(what.encode() + (seeded_bytes(70 << 20, "big") if "trtllm_fmha" in rel else b""))  # one file past a ranged GET
+    (home / ".cache/huggingface/token").parent.mkdir(parents=True)
+    (home / ".cache/huggingface/token").write_text("not a cache")
+    before = snapshot(dirs)
+    assert len(before) == len(EVERY_CACHE)  # the token is in no cache directory: never uploaded
+    uri = cc.cache_object_uri(PREFIX_URI, cc.cache_key(inputs()))
+    assert f"saved {len(EVERY_CACHE)} files" in cc.save(s3, uri, dirs)
+    for path in before:
+        os.remove(path)
+    marker = str(home / ".cache/kimi-k3-compile-cache-restored")
+    assert f"restored {len(EVERY_CACHE)} files" in cc.restore(s3, uri, dirs, marker=marker)
+    assert snapshot(dirs) == before
+    assert Path(marker).read_text() == uri + "\n"
+    other = cc.cache_object_uri(PREFIX_URI, cc.cache_key(inputs(gpu="B200")))
+    assert "miss" in cc.restore(s3, other, dirs, marker=marker) and not Path(marker).exists()  # a miss forces no AOT load
+
+
 def test_a_miss_changes_nothing_and_a_corrupt_archive_is_not_restored(s3, tmp_path):
     dirs = fill(tmp_path, b"two")
     uri = cc.cache_object_uri(PREFIX_URI, cc.cache_key(inputs()))
     assert "miss" in cc.restore(s3, uri, dirs)
     cc.save(s3, uri, dirs)
     s3.put_object(Bucket=BUCKET, Key=f"compile-cache/{uri.rsplit('/', 1)[1]}", Body=b"not a tar", Metadata={"sha256": "0" * 64})
+    marker = tmp_path / "restored"
+    marker.write_text("stale")
     with pytest.raises(WeightsError, match="is not the 0000"):
-        cc.restore(s3, uri, dirs)
+        cc.restore(s3, uri, dirs, marker=str(marker))
+    assert not marker.exists()
 
 
 def test_an_archive_reaching_outside_the_cache_directories_is_refused(tmp_path):

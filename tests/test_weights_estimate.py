@@ -1,7 +1,8 @@
-"""The start-up estimate: phases with sources, the critical path, costs at the block rate, derived timeouts."""
+"""The start-up estimate: phases with sources and ranges, the critical path, costs at the block rate, derived timeouts."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -9,38 +10,84 @@ import pytest
 from kimi_k3.core import catalog
 from kimi_k3.errors import UserError
 from kimi_k3.weights import estimate as est
+from kimi_k3.weights.startup_figures import FIGURES
 
 PROD = est.StartupInputs(nodes=2)
-TODAY = replace(PROD, crt_target_bandwidth=False, verify="sequential", hasher="sha256sum", verify_workers=32, compile_cache=False, node_local_weights=False, image_prepull=False, fast_image_pull=False)
+TODAY = replace(PROD, **est.TODAYS_MECHANISMS)
+TARGETS = {"cold": 18, "warm": 10, "pod re-created": 4, "container restart": 3}
+"""Issue 26's central targets."""
 
 
 def minutes(x, case):
     return est.estimate_case(x, case).minutes
 
 
-def test_the_line_a_plan_prints():
+def test_the_line_a_plan_prints_has_ranges_the_warm_part_after_ready_and_the_drain():
     lines = est.format_estimates(PROD)
-    assert lines[0].startswith("time to first token: cold ") and ", warm " in lines[0] and ", pod re-created " in lines[0] and ", container restart " in lines[0]
+    line = lines[0]
+    assert re.fullmatch(
+        r"time to first token: cold \d+ min \(\d+–\d+\), warm \d+ min \(\d+–\d+; \d+ after the node is Ready\), "
+        r"pod re-created \d+ min \(\d+–\d+\) after the old pod's drain of 0\.6–31 min, container restart \d+ min \(\d+–\d+\)", line,
+    ), line
     assert "$112.3/instance-h x 2 nodes (block rate, estimate, 2026-12)" in lines[1]
+    cold = est.estimate_case(PROD, "cold")
+    assert f"cold {-(-cold.minutes // 1):.0f} min ({int(cold.low)}–" in line
 
 
-def test_todays_stack_models_at_about_an_hour_and_each_mechanism_moves_it():
-    assert 50 <= minutes(TODAY, "cold") <= 65  # the review's ~60 min
-    assert minutes(replace(TODAY, crt_target_bandwidth=True), "cold") < minutes(TODAY, "cold") - 15  # 10 Gb/s fallback -> catalog target
+def test_the_weights_are_the_models_real_size_and_shards():
+    assert catalog.KIMI_K3.weights_gb == 1560.9 and catalog.KIMI_K3.weights_shards == 96
+    assert round(catalog.KIMI_K3.weights_gb / catalog.KIMI_K3.weights_shards, 1) == pytest.approx(catalog.KIMI_K3.largest_shard_gb, abs=0.1)
+    assert "1,453.7 GiB" in catalog.KIMI_K3_WEIGHTS_SOURCE and round(1453.7 * 2**30 / 1e9, 1) == 1560.9
+
+
+def test_every_figure_is_cited_measured_or_an_estimate_with_its_range():
+    for key, f in FIGURES.items():
+        assert len(f.source) > 40, key
+        assert f.lo <= f.value <= f.hi, key
+        if f.estimate and key != "nat_data_processing":
+            assert f.lo < f.hi, f"{key}: an estimate carries its range"
+            assert f.source.startswith("estimate"), key
+    # cited figures that disagree are taken in the middle, never the best
+    assert FIGURES["compile_cold"].value == pytest.approx((118.36 + 160.29) / 2 / 60)
+    assert FIGURES["image_pull_fast"].value == pytest.approx((59.813 + 67.272) / 2 / 60)
+    load = FIGURES["weights_load"]
+    assert load.lo < load.value < load.hi  # the median of three upstream loads, not the fastest
+
+
+def test_every_phase_has_a_source_and_unmeasured_ones_are_marked_with_their_range():
+    for case in est.estimate_all(PROD).values():
+        assert case.low <= case.minutes <= case.high
+        for phase in case.phases:
+            assert len(phase.source) > 20, phase
+            assert phase.lo <= phase.minutes <= phase.hi, phase
+            if phase.estimate:
+                assert "estimate" in est.format_phases(case)[list(case.phases).index(phase) + 1] or phase.source.startswith("min(")
+
+
+def test_todays_stack_and_each_mechanism_moves_it():
+    assert minutes(TODAY, "cold") > minutes(PROD, "cold") * 2
+    assert minutes(replace(TODAY, crt_target_bandwidth=True), "cold") < minutes(TODAY, "cold") - 15  # 10 Gb/s fallback -> the measured S3 rate
     assert minutes(replace(TODAY, node_local_weights=True), "pod re-created") < minutes(TODAY, "pod re-created") - 20
-    assert minutes(replace(TODAY, compile_cache=True), "warm") < minutes(TODAY, "warm") - 5
+    assert minutes(replace(TODAY, compile_cache=True), "warm") < minutes(TODAY, "warm") - 3
     assert minutes(replace(TODAY, image_prepull=True), "cold") < minutes(TODAY, "cold")
+    assert minutes(replace(PROD, startup_plan=False), "warm") > minutes(PROD, "warm")
+    assert minutes(replace(PROD, capture_sizes=16), "container restart") < minutes(PROD, "container restart")
+    # the weights from the page cache instead of the NVMe: the loader is the bound on p6-b300 either way (8 NVMe ~ its rate)
+    assert minutes(replace(PROD, buffered_load=False), "container restart") >= minutes(PROD, "container restart")
 
 
-def test_prod_with_every_mechanism_against_the_targets():
+def test_prod_against_issue_26s_targets_and_what_stands_in_the_way():
     results = {case: e.minutes for case, e in est.estimate_all(PROD).items()}
-    assert results["pod re-created"] <= 10
-    assert results["cold"] < minutes(TODAY, "cold") / 2
-    # node boot alone (an estimate) is 10 min of a 12 min warm target: the model says so instead of hiding it
-    needed = est.mechanisms_needed(PROD, {"cold": 25, "warm": 12, "pod re-created": 10})
-    assert "pod re-created" not in needed
+    assert results["cold"] <= TARGETS["cold"] and results["pod re-created"] <= TARGETS["pod re-created"]
+    # warm and container restart miss by minutes no mechanism of ours holds: node boot, the S3 transfer and the engine's own phases
+    needed = est.mechanisms_needed(PROD, TARGETS)
+    assert set(needed) == {"warm", "container restart"}
     for case in needed:
-        assert needed[case] == ["none left to turn on: the remaining minutes are node boot and the engine itself"]
+        assert needed[case] == ["none left to turn on: the remaining minutes are node boot, the weights' transfer and the engine itself"]
+    warm = est.estimate_case(PROD, "warm")
+    assert warm.after_node_ready > 4
+    sync = next(p for p in warm.phases if p.name.startswith("weights sync"))
+    assert sync.minutes == pytest.approx(catalog.KIMI_K3.weights_gb / FIGURES["s3_node_rate"].value / 60)
 
 
 def test_a_pre_pulled_image_hides_behind_the_longer_lane():
@@ -52,17 +99,19 @@ def test_a_pre_pulled_image_hides_behind_the_longer_lane():
     assert cold.minutes == pytest.approx(sum(p.minutes for p in cold.phases if not p.block) + max(pull.minutes, lane_weights))
 
 
-def test_every_phase_has_a_source_and_unmeasured_ones_are_marked():
-    for case in est.estimate_all(PROD).values():
-        for phase in case.phases:
-            assert len(phase.source) > 20, phase
-    assert est.FIGURES["node_boot"].estimate and not est.FIGURES["openssl_per_core"].estimate
-    assert "aws-c-s3" in catalog.STARTUP_FACTS["p6-b300.48xlarge"].s3_target_gbps.source
+def test_streaming_from_s3_would_shorten_a_new_nodes_load_but_not_the_restarts_and_checks_nothing():
+    options = {o.name: o for o in est.overlap_options(PROD)}
+    ours = options["node copy, verified, then a page-cache load (the stacks)"]
+    alone = options["Run:ai streamer from S3, no node copy"]
+    both = options["Run:ai streamer from S3 while the node copy is written"]
+    assert ours.verified and not alone.verified and not both.verified
+    assert alone.minutes < ours.minutes and alone.restart_minutes > ours.restart_minutes
+    assert both.minutes > ours.minutes  # two readers share the node's S3 rate
 
 
 def test_hugging_face_direct_is_far_slower_and_says_what_to_turn_on():
     dev = replace(TODAY, weights_source="huggingface", image_in_region=False, nodes=1)
-    assert minutes(dev, "cold") > 75
+    assert minutes(dev, "cold") > 60
     assert any(h.startswith("weights staged in S3") for h in est.mechanisms_needed(dev, {"cold": 25})["cold"])
 
 
@@ -73,20 +122,20 @@ def test_costs_use_the_block_price_and_say_when_it_is_unknown():
     assert "unknown Capacity Block price" in line and "on-demand $113.9/h is not what a block costs" in line
 
 
-def test_the_ready_timeout_and_startup_probe_cover_the_cold_engine():
+def test_the_ready_timeout_and_startup_probe_cover_the_cold_engines_high_end():
     recommended = est.recommended_ready_timeout_s(PROD)
-    cold_engine = est.engine_minutes(est.estimate_case(PROD, "cold")) * 60
-    assert recommended >= cold_engine * 2 + 600 and recommended % 60 == 0
+    cold = est.estimate_case(PROD, "cold")
+    assert recommended >= max(est.engine_minutes(cold) * 2, est.engine_minutes(cold, "high")) * 60 + 600 and recommended % 60 == 0
     assert est.check_ready_timeout(recommended, PROD) is None
     assert est.check_ready_timeout(catalog.ENGINE_READY_TIMEOUT_S, PROD) is None
     warning = est.check_ready_timeout(900, PROD)
-    assert warning.startswith("engine ready timeout 900 s is shorter than the cold start estimate")
+    assert warning.startswith("engine ready timeout 900 s is shorter than the cold start estimate's high end")
     assert est.startup_probe_failure_threshold(3600, 10) * 10 >= 3600 + 600
 
 
 def test_a_block_too_short_to_serve_is_a_warning():
     assert est.block_window_warning(24, PROD) is None
-    assert "cannot serve" in est.block_window_warning(1, PROD)
+    assert "cannot serve" in est.block_window_warning(0.5, PROD)
     assert "serves only" in est.block_window_warning(8, replace(TODAY, weights_source="huggingface"))
 
 
@@ -110,5 +159,5 @@ def test_plan_lines_for_the_real_stacks():
     dev = est.plan_lines(load_stack("dev"))
     assert any(line.startswith("warning: weights come from Hugging Face through the NAT gateway: ~") for line in dev)
     assert est.inputs_from_settings(load_stack("dev")).image_in_region  # Docker Hub through the stack's ECR pull-through cache
-    on = est.inputs_from_settings(prod, crt_target_bandwidth=True, verify="overlapped", hasher="openssl", verify_workers=64, compile_cache=True, node_local_weights=True, image_prepull=True, fast_image_pull=True)
+    on = est.inputs_from_settings(prod, **dict.fromkeys(est.TOGGLES, True), verify="overlapped", hasher="openssl", verify_workers=64)
     assert est.estimate_case(on, "cold").minutes < est.estimate_case(est.inputs_from_settings(prod), "cold").minutes / 1.8

@@ -18,11 +18,14 @@ torch and a GPU stack), with :mod:`ast`:
 * environment variables: the keys of ``environment_variables`` in ``vllm/envs.py``;
 * value choices of the flags the serving contract gives enumerated values: the
   ``Literal`` aliases ``MoEBackend`` (``vllm/config/kernel.py``), ``DCPCommBackend``
-  (``vllm/config/parallel.py``), ``CacheDType`` (``vllm/config/cache.py``), the member
+  (``vllm/config/parallel.py``), ``CacheDType`` (``vllm/config/cache.py``), ``LoadFormats``
+  (``vllm/model_executor/model_loader/__init__.py``, ``--load-format``),
+  ``SafetensorsLoadStrategy`` (``vllm/config/load.py``), the member
   names of ``AttentionBackendEnum`` (``vllm/v1/attention/backends/registry.py``) and
   ``MLAPrefillBackendEnum`` (``vllm/v1/attention/backends/mla/prefill/registry.py``),
   the fields of ``AttentionConfig`` (``vllm/config/attention.py``, the keys of
-  ``--attention-config``), and the tool-call and reasoning parser names registered in
+  ``--attention-config``) and of ``CompilationConfig`` (``vllm/config/compilation.py``, the keys
+  of ``--compilation-config``), and the tool-call and reasoning parser names registered in
   ``vllm/tool_parsers/__init__.py`` and ``vllm/reasoning/__init__.py``.
 
 The output records the wheel's name and sha256 and each source file's sha256.
@@ -45,12 +48,14 @@ LITERALS = {
     "moe_backend": ("vllm/config/kernel.py", "MoEBackend"),
     "dcp_comm_backend": ("vllm/config/parallel.py", "DCPCommBackend"),
     "kv_cache_dtype": ("vllm/config/cache.py", "CacheDType"),
+    "load_format": ("vllm/model_executor/model_loader/__init__.py", "LoadFormats"),
+    "safetensors_load_strategy": ("vllm/config/load.py", "SafetensorsLoadStrategy"),
 }
 ENUMS = {
     "attention_backend": ("vllm/v1/attention/backends/registry.py", "AttentionBackendEnum"),
     "mla_prefill_backend": ("vllm/v1/attention/backends/mla/prefill/registry.py", "MLAPrefillBackendEnum"),
 }
-CONFIG_FIELDS = {"attention_config": ("vllm/config/attention.py", "AttentionConfig")}
+CONFIG_FIELDS = {"attention_config": ("vllm/config/attention.py", "AttentionConfig"), "compilation_config": ("vllm/config/compilation.py", "CompilationConfig")}
 PARSER_REGISTRIES = {"tool_call_parser": "vllm/tool_parsers/__init__.py", "reasoning_parser": "vllm/reasoning/__init__.py"}
 
 
@@ -116,6 +121,8 @@ def _literal(source: str, alias: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == alias for t in node.targets):
             return sorted(set(_strings(node.value)))
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == alias and node.value is not None:
+            return sorted(set(_strings(node.value)))  # `Alias: TypeAlias = Literal[...]`
     raise SystemExit(f"{alias} not found")
 
 

@@ -1,7 +1,8 @@
 """The cluster reads of ``kimi-k3 status``, with the official Kubernetes Python client, as the API's JSON.
 
-Three read-only calls (what ``kubectl get nodes -l …``, ``kubectl get pods -n … -l …`` and
-``kubectl logs --tail`` call): ``GET /api/v1/nodes``, ``GET /api/v1/namespaces/NS/pods``,
+Four read-only calls (what ``kubectl get nodes -l …``, ``kubectl get pods -n … -l …``,
+``kubectl get events -n …`` and ``kubectl logs --tail`` call): ``GET /api/v1/nodes``,
+``GET /api/v1/namespaces/NS/pods``, ``GET /api/v1/namespaces/NS/events``,
 ``GET /api/v1/namespaces/NS/pods/POD/log``. Answers stay the API's JSON (``_preload_content=False``)
 so the pure views read the same documents a recorded response or a stub server holds.
 
@@ -127,14 +128,21 @@ class KubeReader:
         data = self._call(f"list pods in {namespace}", self._core.list_namespaced_pod, namespace, label_selector=_selector(selector))
         return list(json.loads(data).get("items") or [])
 
-    def log_tail(self, namespace: str, pod: str, container: str, lines: int = 40, previous: bool = False) -> list[str]:
-        """The last ``lines`` of a container's log; empty when there is none yet (container waiting, pod gone)."""
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        """Events of ``namespace`` (the kubelet's image pulls, scheduling)."""
+        data = self._call(f"list events in {namespace}", self._core.list_namespaced_event, namespace)
+        return list(json.loads(data).get("items") or [])
+
+    def log_tail(self, namespace: str, pod: str, container: str, lines: int = 40, previous: bool = False, timestamps: bool = False) -> list[str]:
+        """The last ``lines`` of a container's log (each led by its RFC 3339 time with ``timestamps``); empty when there is
+        none yet (container waiting, pod gone)."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
             data = self._core.read_namespaced_pod_log(
-                pod, namespace, container=container, tail_lines=lines, previous=previous, _preload_content=False, _request_timeout=TIMEOUT_S,
+                pod, namespace, container=container, tail_lines=lines, previous=previous, timestamps=timestamps,
+                _preload_content=False, _request_timeout=TIMEOUT_S,
             ).data
         except ApiException as err:
             if err.status in (400, 404):  # "container … is waiting to start", or the pod went away

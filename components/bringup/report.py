@@ -76,6 +76,7 @@ class BringUp:
             "now": now.isoformat(),
             "ready": self.ready,
             "endpoint": {"replicas_ready": self.replicas_ready, "replicas_expected": self.replicas_expected},
+            "startup_report": startup_report_command(self.stack) if self.ready else None,
             "capacity_block": None if block is None else {
                 "id": block.reservation_id,
                 "state": block.state,
@@ -191,6 +192,11 @@ def _pod_line(p: PodView, now: datetime) -> list[str]:
     return lines
 
 
+def startup_report_command(stack: str) -> str:
+    """The command that lays this start's measured phases beside the estimate (``kimi-k3 startup-report``)."""
+    return f"kimi-k3 startup-report {stack}"
+
+
 def render(report: BringUp) -> list[str]:
     """The snapshot as lines for a terminal."""
     now = utc(report.now)
@@ -206,6 +212,7 @@ def render(report: BringUp) -> list[str]:
         lines.append(f"could not read: {error}")
     if report.ready:
         lines.append("Endpoint: READY")
+        lines.append(f"Start-up phases measured beside the estimate: {startup_report_command(report.stack)}")
     elif report.hopeless:
         lines.append(f"Endpoint: will not come up: the Capacity Block is {report.block.state if report.block else '?'}")
     else:
@@ -222,4 +229,4 @@ def summary_line(report: BringUp) -> str:
     return f"{now:%H:%M:%S} block {block}; {nodes}; {phases}; {report.replicas_ready}/{report.replicas_expected} ready"
 
 
-__all__ = ["SCHEMA", "BringUp", "bar", "render", "summary_line"]
+__all__ = ["SCHEMA", "BringUp", "bar", "render", "startup_report_command", "summary_line"]

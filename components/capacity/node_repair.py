@@ -10,7 +10,7 @@ Reboot).
 
 A replacement is the wrong first answer on a Capacity Block: the instance is scarce (its
 slot must come back inside the same reservation), a new instance starts with empty local
-NVMe, so the ~1.7 TB of weights and the compile cache are fetched again, while a reboot keeps
+NVMe, so the ~1.6 TB of weights and the compile cache are fetched again, while a reboot keeps
 the instance store. So for the reasons EKS replaces by default but whose NVIDIA resolution
 starts with a GPU reset or a reboot (``RESET_GPU`` / ``WORKFLOW_NVLINK_ERR`` buckets of the
 NVIDIA XID catalog, as the agent's ``monitors/nvidia/dcgm/dcgm_policies.go`` lists them),

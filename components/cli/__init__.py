@@ -16,7 +16,7 @@ import pulumi
 
 from kimi_k3.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status", "startup-report")
 DISTRIBUTION = "kimi-k3-aws"
 """The package whose metadata ``kimi-k3 --version`` reports."""
 
@@ -44,7 +44,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version(), help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS if only is None else (only,):
-        importlib.import_module(f"kimi_k3.cli.{name}").add_parser(sub)
+        importlib.import_module(f"kimi_k3.cli.{name.replace('-', '_')}").add_parser(sub)
     return parser
 
 

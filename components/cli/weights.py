@@ -3,7 +3,7 @@
 ``status`` compares the prefix (``kimi-k3:weightsS3Uri``) with the revision's file list on
 Hugging Face and prints files and bytes staged / missing / mismatched, with a progress bar.
 
-``stage`` copies what is missing. Where it runs matters (1.7 TB): in AWS, in the stack's
+``stage`` copies what is missing. Where it runs matters (1.56 TB): in AWS, in the stack's
 region, never on a laptop and never on Capacity Block time. So:
 
 * ``stage STACK`` (the default) does not copy: the copy runs in the cluster, as the Job the

@@ -79,7 +79,11 @@ class ModelFootprint:
     active_experts: int
     """Experts each token is routed to."""
     weights_gb: float
-    """Size of the MXFP4 checkpoint on disk (upper end of 1.4-1.7 TB)."""
+    """Size of the MXFP4 checkpoint on disk in GB (10^9 bytes): :data:`KIMI_K3_WEIGHTS_SOURCE`."""
+    weights_shards: int
+    """Safetensors shards of the checkpoint (``model-000NN-of-000MM.safetensors``)."""
+    largest_shard_gb: float
+    """Size of the largest shard in GB: the verification tail after the last byte lands."""
     min_kv_cache_gb: float
     """GPU memory to leave for KV cache and activations at a useful context length."""
 
@@ -91,9 +95,18 @@ KIMI_K3 = ModelFootprint(
     active_params_b=104,
     experts=896,
     active_experts=16,
-    weights_gb=1700,
+    weights_gb=1560.9,
+    weights_shards=96,
+    largest_shard_gb=16.3,
     min_kv_cache_gb=150,
 )
+
+KIMI_K3_WEIGHTS_SOURCE = (
+    "1,453.7 GiB = 1,560.9 GB in 96 safetensors shards (kernelore/kimi-k3-gcp-enterprise-serving README.md, "
+    "'Static Disk Capacity'; FareedKhan-dev/kimi-k3-in-c issue #18: 'the checkpoint is 1.56 TB'; ggml-org/llama.cpp PR #26185: "
+    "'all 96 official safetensors headers'); shards of about 16.3 GB (1,560.9 GB / 96 = 16.26 GB)"
+)
+"""Where the checkpoint's size and shard count come from (read 2026-12)."""
 
 
 def nodes_to_hold_model(instance: InstanceType, model: ModelFootprint = KIMI_K3) -> int:
@@ -147,7 +160,7 @@ ENGINE_READY_TIMEOUT_S = 3600
 
 # Bounds of the engine profile (enforced by kimi_k3.serving.contracts.EngineProfile).
 ENGINE_READY_TIMEOUT_RANGE = (600, 10_800)
-"""Seconds: under 10 minutes a 1.7 TB load cannot finish; past 3 hours the engine is wedged, not slow."""
+"""Seconds: under 10 minutes a 1.56 TB load and a cold compile cannot both finish; past 3 hours the engine is wedged, not slow."""
 MAX_MODEL_LEN_RANGE = (1024, 1_048_576)
 """Tokens: vLLM's Kimi K3 recipe serves contexts up to 1,048,576."""
 GPU_MEMORY_UTILIZATION_RANGE = (0.5, 0.98)
@@ -175,6 +188,20 @@ class Figure:
     """When the number was read or estimated (``YYYY-MM``)."""
     estimate: bool = False
     """True when no measurement or published figure backs it (printed as ``estimate``)."""
+    low: float | None = None
+    """Low end of the figure's range (an estimate's, or the spread of the cited measurements); ``None``: :attr:`value`."""
+    high: float | None = None
+    """High end of the range; ``None``: :attr:`value`."""
+
+    @property
+    def lo(self) -> float:
+        """:attr:`low`, or :attr:`value` when the figure has no range."""
+        return self.value if self.low is None else self.low
+
+    @property
+    def hi(self) -> float:
+        """:attr:`high`, or :attr:`value` when the figure has no range."""
+        return self.value if self.high is None else self.high
 
 
 @dataclass(frozen=True)
@@ -187,12 +214,15 @@ class StartupFacts:
     """Instance-store NVMe drives (RAID0 by nodeadm ``localStorage``)."""
     nvme_write_gbytes_per_s_per_drive: Figure
     """Sustained sequential write of one instance-store drive (bounds the sync)."""
+    nvme_read_gbytes_per_s_per_drive: Figure
+    """Sustained sequential read of one instance-store drive (bounds a load that misses the page cache)."""
     block_usd_per_hour: Figure | None
     """Capacity Block price per instance-hour (not the on-demand rate); ``None`` when unknown."""
 
 
 _AWS_C_S3 = "awslabs/aws-c-s3 source/s3_platform_info.c @ dd71b3be (v0.12.5, 2026-06-02), single-NIC figure"
-_NVME_WRITE = Figure(2.0, "GB/s", "estimate: datacenter NVMe Gen4 sequential write; AWS publishes no per-drive figure for P instances", "2026-12", estimate=True)
+_NVME_WRITE = Figure(2.0, "GB/s", "estimate: datacenter NVMe Gen4 sequential write; AWS publishes no per-drive figure for P instances", "2026-12", estimate=True, low=1.5, high=3.0)
+_NVME_READ = Figure(3.0, "GB/s", "estimate: datacenter NVMe Gen4 sequential read; AWS publishes no per-drive figure for P instances", "2026-12", estimate=True, low=2.0, high=7.0)
 
 STARTUP_FACTS: MappingProxyType[str, StartupFacts] = MappingProxyType(
     {
@@ -200,6 +230,7 @@ STARTUP_FACTS: MappingProxyType[str, StartupFacts] = MappingProxyType(
             s3_target_gbps=Figure(350, "Gbps", _AWS_C_S3, "2026-12"),
             nvme_drives=8,
             nvme_write_gbytes_per_s_per_drive=_NVME_WRITE,
+            nvme_read_gbytes_per_s_per_drive=_NVME_READ,
             block_usd_per_hour=Figure(
                 112.3, "USD/h",
                 "upper end of the 93.6-112.3 USD per instance-hour Capacity Block offerings seen in public run logs "
@@ -211,12 +242,14 @@ STARTUP_FACTS: MappingProxyType[str, StartupFacts] = MappingProxyType(
             s3_target_gbps=Figure(200, "Gbps", _AWS_C_S3, "2026-12"),
             nvme_drives=8,
             nvme_write_gbytes_per_s_per_drive=_NVME_WRITE,
+            nvme_read_gbytes_per_s_per_drive=_NVME_READ,
             block_usd_per_hour=None,
         ),
         "p5en.48xlarge": StartupFacts(
             s3_target_gbps=Figure(100, "Gbps", _AWS_C_S3, "2026-12"),
             nvme_drives=8,
             nvme_write_gbytes_per_s_per_drive=_NVME_WRITE,
+            nvme_read_gbytes_per_s_per_drive=_NVME_READ,
             block_usd_per_hour=Figure(
                 43.26, "USD/h",
                 "EC2 Capacity Blocks pricing page, effective instance hourly rate for 8 x H200 in US East (Ohio), prices of 2025-01",

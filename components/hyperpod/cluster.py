@@ -168,7 +168,7 @@ class HyperPodClusterArgs:
     """Key prefix of the lifecycle scripts in the bucket."""
     ebs_volume_size_gib: int = 2048
     """Extra EBS volume per instance (``/opt/sagemaker``): containerd and the kubelet live there, so the
-    engine image (~20 GB) and, with Hugging Face weights, the operator's ~1.7 TB download must fit."""
+    engine image (~20 GB) and, with Hugging Face weights, the operator's ~1.6 TB download must fit."""
     threads_per_core: int | None = None
     """``ThreadsPerCore`` (1 or 2); ``None`` keeps the instance type's default."""
     node_recovery: str = "Automatic"

@@ -27,7 +27,7 @@ inference-operator chart 2.2.2, copied in ``tests/data``):
     init container, never the server.
   - S3: ``s3Storage`` (bucket, region) + ``modelLocation`` (the revision's prefix),
     mounted by the operator (Mountpoint for Amazon S3). ``prefetchEnabled`` stays
-    off: it stages the model in host RAM, ~1.7 TB here.
+    off: it stages the model in host RAM, ~1.6 TB here.
 
 * API: ``modelInvocationPort`` = the API port, ``invocationEndpoint``
   ``v1/chat/completions``, the load balancer health check on ``/health``, probes on

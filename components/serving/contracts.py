@@ -28,7 +28,14 @@ from kimi_k3.core import catalog
 from kimi_k3.core.formats import ABSOLUTE_PATH, GIT_REVISION
 from kimi_k3.errors import UserError
 from kimi_k3.serving.engine_flags import extra_args_problem, extra_env_problem, override_tuning
-from kimi_k3.serving.engine_profiles import DCP_COMM_BACKEND, DCP_SIZE
+from kimi_k3.serving.engine_profiles import (
+    DCP_COMM_BACKEND,
+    DCP_SIZE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    cudagraph_capture_sizes,
+    flag_value,
+)
 
 WEIGHTS_SOURCES = ("huggingface", "s3")
 """Where the weights come from."""
@@ -351,6 +358,18 @@ class EngineProfile:
             raise ContractError("engine profile", "engine.env", [f"{p[0]}={p[1]}" if isinstance(p, tuple) and len(p) == 2 else p for p in self.env], problem)
         if not isinstance(self.decode_context_parallel, bool):
             raise ContractError("engine profile", "engine.decode_context_parallel", self.decode_context_parallel, "expected true or false")
+        for item in self._all_args():
+            # vLLM 0.27.1 EngineArgs.create_engine_config: "cudagraph_capture_sizes and compilation_config.cudagraph_capture_sizes are mutually exclusive"
+            if item.startswith("{") and "cudagraph_capture_sizes" in item:
+                raise ContractError(
+                    "engine profile", "engine.extra_args", list(self.extra_args),
+                    "--compilation-config may not set cudagraph_capture_sizes: the contract passes --cudagraph-capture-sizes matched to the "
+                    "profile's --max-num-seqs, and vLLM refuses both (set --max-num-seqs instead)",
+                )
+        for flag in ("--max-num-seqs", "--max-num-batched-tokens"):
+            value = flag_value(self._all_args(), flag)
+            if value is not None and (not value.isdigit() or int(value) < 1):
+                raise ContractError("engine profile", "engine.extra_args", value, f"{flag} takes a whole number of at least 1")
         if self.decode_context_parallel:
             # vllm-project/recipes Kimi-K3.yaml, decode_context_parallelism: "scoped to single_node_tp", the DCP size
             # (8) "must divide the tensor-parallel size", and it "pairs ... under FP8 KV".
@@ -365,6 +384,23 @@ class EngineProfile:
                     "engine profile", "engine.decode_context_parallel", True,
                     f"the recipe pairs decode context parallelism with FP8 KV cache (TOKENSPEED_MLA decode); engine.kv_cache_dtype is {self.kv_cache_dtype}",
                 )
+
+
+    def _all_args(self) -> tuple[str, ...]:
+        """The profile's tuning flags then the extra ones (the later value of a flag wins)."""
+        return (*self.tuning_args, *self.extra_args)
+
+    @property
+    def max_num_seqs(self) -> int:
+        """The profile's maximum batch: ``--max-num-seqs`` of the tuning or extra flags, else vLLM 0.27.1's default."""
+        value = flag_value(self._all_args(), "--max-num-seqs")
+        return int(value) if value else DEFAULT_MAX_NUM_SEQS
+
+    @property
+    def cudagraph_capture_sizes(self) -> tuple[int, ...]:
+        """``--cudagraph-capture-sizes``: vLLM's spacing up to the profile's maximum batch (:func:`~kimi_k3.serving.engine_profiles.cudagraph_capture_sizes`)."""
+        tokens = flag_value(self._all_args(), "--max-num-batched-tokens")
+        return cudagraph_capture_sizes(self.max_num_seqs, int(tokens) if tokens else DEFAULT_MAX_NUM_BATCHED_TOKENS)
 
 
 # --- the whole contract ---------------------------------------------------------
@@ -487,6 +523,7 @@ class ServingContract:
             args += ["--language-model-only"]
         else:
             args += ["--allowed-media-domains", *a.media_domains]
+        args += ["--cudagraph-capture-sizes", *(str(n) for n in e.cudagraph_capture_sizes)]
         args += override_tuning(tuple(e.tuning_args), tuple(e.extra_args))
         args += ["--host", host, "--port", str(port)]
         if shutdown_timeout_s is not None:
@@ -499,7 +536,14 @@ class ServingContract:
             "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION": "1",
             "VLLM_ENGINE_READY_TIMEOUT_S": str(self.engine.ready_timeout_s),
             "HF_HUB_OFFLINE": "1",
+            # vLLM 0.27.1 vllm/v1/worker/startup_plan.py: the profiled KV-cache size is kept under VLLM_CACHE_ROOT (which the
+            # compile cache carries) and a later start with the same fingerprint and enough free memory skips memory profiling.
+            "VLLM_ENABLE_STARTUP_PLAN": "1",
         }
+        if self.engine.load_format == "fastsafetensors":
+            # fastsafetensors >= 0.4 reads with O_DIRECT on local filesystems (fastsafetensors/common.py is_odirect_enabled),
+            # bypassing the page cache the node sync filled; buffered reads let a load, a restart and a re-created pod hit it.
+            env["FASTSAFETENSORS_ODIRECT"] = "0"
         if self.weights.source == "huggingface":
             env["HF_HUB_CACHE"] = self.weights.mount_path
         if self.api.media == "allowlist":

@@ -69,6 +69,7 @@ MANAGED_FLAGS = MappingProxyType(
         "--allowed-local-media-path": "never set: it lets requests read files of the server (vLLM ModelConfig: 'This is a security risk')",
         "--decode-context-parallel-size": "engine.decode_context_parallel",
         "--dcp-comm-backend": "engine.decode_context_parallel",
+        "--cudagraph-capture-sizes": "engine.cudagraph_capture_sizes: vLLM's spacing up to the profile's --max-num-seqs (set that instead)",
         "--uds": "api.port: the proxy reaches vLLM over TCP on loopback",
         "--grpc": "api.port: the proxy speaks HTTP to vLLM",
         "--ssl-keyfile": "api.port: the proxy speaks plain HTTP to vLLM on loopback (TLS ends at the load balancer)",
@@ -163,7 +164,14 @@ MANAGED_ENV = MappingProxyType(
         "HF_HUB_CACHE": "weights.mount_path",
         "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "api.media (an allowed domain may not redirect a media fetch elsewhere)",
         "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION": "always 1 (the AWS deployment guide's reference environment)",
-        **dict.fromkeys(("HOME", "USER", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HF_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"), "the pod's writable HOME and caches"),
+        "VLLM_ENABLE_STARTUP_PLAN": "always 1: the profiled KV-cache size is reused by a later start (docs/engine-profiles.md)",
+        "FASTSAFETENSORS_ODIRECT": "engine.load_format: fastsafetensors reads through the page cache (0)",
+        "VLLM_FORCE_AOT_LOAD": "set by the engine's start after a compile cache restore (docs/engine-profiles.md)",
+        **dict.fromkeys(
+            ("HOME", "USER", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HF_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH",
+             "DG_JIT_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_AUTOTUNING", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"),
+            "the pod's writable HOME and caches",
+        ),
         **dict.fromkeys(("RAY_GCS_PORT", "RAYLET_PORT", "RAY_OBJECT_STORE_BYTES", "GROUP_JOIN_TIMEOUT_S"), "the LeaderWorkerSet's group setup (Ray ports, object store, join timeout)"),
         **dict.fromkeys(("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE", "FI_EFA_USE_HUGE_PAGE", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"), "the LeaderWorkerSet's EFA setup (its nccl_env overrides it)"),
     }

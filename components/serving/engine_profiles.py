@@ -10,7 +10,7 @@ variable here is checked against that release (``tests/data/vllm-0.27.1-names.js
 Two layouts serve Kimi K3 on the instance types the catalog knows:
 
 * ``single_node_tp`` (the recipe's default strategy): one node, TP=8. Blackwell
-  (p6-b300; the B200's 1,440 GB cannot hold the ~1.68 TB checkpoint, see
+  (p6-b300; the B200's 1,440 GB cannot hold the 1.56 TB checkpoint and its KV cache, see
   :func:`kimi_k3.core.catalog.nodes_to_hold_model`);
 * ``multi_node_tp_pp``: TP=8 within a node × PP across nodes. The recipe's
   2-node profile: Blackwell (p6-b200, or p6-b300 for throughput) and, with the recipe's
@@ -61,6 +61,39 @@ DCP_TUNING_ARGS = (
 )
 """What the DCP feature pairs with it: the TOKENSPEED_MLA decode backend with TRTLLM_RAGGED MLA prefill under FP8 KV
 (it replaces the Blackwell FP8-KV ``--attention-config``)."""
+
+
+DEFAULT_MAX_NUM_SEQS = 1024
+"""vLLM 0.27.1's ``--max-num-seqs`` for the OpenAI API server on a GPU of 70 GiB or more, A100 excepted
+(``vllm/engine/arg_utils.py``, ``EngineArgs.get_batch_defaults``): the profile's maximum batch when the recipe sets none."""
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+"""vLLM 0.27.1's ``--max-num-batched-tokens`` there (same function): a batch never holds more tokens."""
+VLLM_MAX_CAPTURE_SIZE = 512
+"""vLLM 0.27.1 captures CUDA graphs for at most 512 tokens by default (``VllmConfig._set_cudagraph_sizes``)."""
+
+
+def cudagraph_capture_sizes(max_num_seqs: int = DEFAULT_MAX_NUM_SEQS, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> tuple[int, ...]:
+    """The CUDA graph sizes matched to a profile's maximum batch: vLLM 0.27.1's own spacing (1, 2, 4, then steps of 8 up to 256
+    and of 16 above, ``VllmConfig._set_cudagraph_sizes``) up to the maximum batch itself, instead of its default bound of twice
+    ``max_num_seqs`` (which pads no decode batch of this profile: a batch never holds more sequences than ``max_num_seqs``).
+
+    Capped at :data:`VLLM_MAX_CAPTURE_SIZE` and ``max_num_batched_tokens``; the cap itself is captured, as vLLM appends
+    ``max_num_batched_tokens``.
+    """
+    cap = min(max_num_seqs, VLLM_MAX_CAPTURE_SIZE, max_num_batched_tokens)
+    sizes = {s for s in (1, 2, 4) if s <= cap} | set(range(8, min(cap + 1, 256), 8)) | set(range(256, cap + 1, 16)) | {cap}
+    return tuple(sorted(sizes))
+
+
+def flag_value(args: tuple[str, ...], flag: str) -> str | None:
+    """The value after the last ``flag`` (or ``flag=value``) in ``args``; ``None`` when absent."""
+    value = None
+    for i, item in enumerate(args):
+        if item == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif item.startswith(flag + "="):
+            value = item.split("=", 1)[1]
+    return value
 
 
 @dataclass(frozen=True)
@@ -204,6 +237,8 @@ __all__ = [
     "DCP_COMM_BACKEND",
     "DCP_SIZE",
     "DCP_TUNING_ARGS",
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
+    "DEFAULT_MAX_NUM_SEQS",
     "FP8_KV_ATTENTION_CONFIG",
     "GPU_GENERATIONS",
     "MIN_VLLM_VERSION",
@@ -212,6 +247,9 @@ __all__ = [
     "RECIPE_COMMIT",
     "RECIPE_SOURCE",
     "SINGLE_NODE",
+    "VLLM_MAX_CAPTURE_SIZE",
     "EngineRecipe",
+    "cudagraph_capture_sizes",
+    "flag_value",
     "recipe_for",
 ]

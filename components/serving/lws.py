@@ -1,7 +1,7 @@
 """``VllmLeaderWorkerSet``: Kimi K3 on vLLM when one replica spans several GPU nodes.
 
 A Deployment schedules pods one by one; a replica that needs ``N`` nodes (TP=8 within
-a node × PP=N across nodes, e.g. p5en: 8×141 GB cannot hold ~1.7 TB of weights plus
+a node × PP=N across nodes, e.g. p5en: 8×141 GB cannot hold ~1.6 TB of weights plus
 KV cache) must start, fail and restart as a unit. A LeaderWorkerSet
 (``leaderworkerset.x-k8s.io/v1``, controller: :class:`~kimi_k3.addons.lws_controller.LwsController`)
 runs, per replica, one leader pod and ``N−1`` worker pods:

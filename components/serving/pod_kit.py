@@ -60,12 +60,21 @@ HOME_ENV = {
 SERVER_CACHE_ENV = {
     "VLLM_CACHE_ROOT": f"{HOME}/.cache/vllm",
     "TRITON_CACHE_DIR": f"{HOME}/.triton/cache",
+    # Triton keeps autotuning results beside its kernels only with this (vLLM 0.27.1 sets it by default: vllm/env_override.py, vllm#37188).
+    "TRITON_CACHE_AUTOTUNING": "1",
     "TORCHINDUCTOR_CACHE_DIR": f"{HOME}/.cache/torchinductor",
     "CUDA_CACHE_PATH": f"{HOME}/.nv/ComputeCache",
+    # vLLM 0.27.1's own default (vllm/utils/deep_gemm.py), set so the compile cache names it.
+    "DG_JIT_CACHE_DIR": f"{HOME}/.cache/vllm/deep_gemm",
+    # FlashInfer's JIT workspace and cubins go to $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer (flashinfer/jit/env.py).
+    "FLASHINFER_WORKSPACE_BASE": HOME,
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
 }
-"""Cache locations and opt-outs of every container running vLLM code."""
+"""Cache locations and opt-outs of every container running vLLM code (the compile cache saves every directory they name)."""
+
+CACHE_RESTORED_MARKER = f"{HOME}/.cache/kimi-k3-compile-cache-restored"
+"""Written by the restore init container after a complete restore; the engine's start then forces vLLM's AOT load."""
 
 SECRET_ENV = ("VLLM_API_KEY", "HF_TOKEN")
 """Environment variables the kit fills from Secrets (``secretKeyRef``), never from literals."""
@@ -245,7 +254,10 @@ class PodKit:
         mounts = self.mounts()
         if node_local_weights:
             mounts = [k8s.core.v1.VolumeMountArgs(name="models", mount_path=serving_pod.WEIGHTS_ROOT), *(m for m in mounts if m.name != "models")]
-        resources = {"cpu": str(cpus), "memory": "64Gi"}
+        # The node's share of memory (what the pod's containers add up to, so the pod's request does not grow): the files the
+        # sync writes and hashes stay in the page cache, charged to this container, instead of being reclaimed at 64 GiB.
+        _, sync_memory_gib, _ = node_share(self.instance, args.reserved_cpu, args.reserved_memory_gib)
+        resources = {"cpu": str(cpus), "memory": f"{sync_memory_gib}Gi"}
         containers = [
             k8s.core.v1.ContainerArgs(
                 name="fetch-weights",
@@ -262,7 +274,8 @@ class PodKit:
         if cache_uri is not None:
             containers.append(serving_pod.cache_restore_container(
                 image=args.contract.image.image, pull_policy=args.contract.image.pull_policy, cache_uri=cache_uri, cache_dirs=self.cache_dirs(),
-                region=str(args.aws_region), home_env=HOME_ENV, mounts=[m for m in self.mounts() if m.name in ("home", "tmp")], security_context=container_security_context(),
+                region=str(args.aws_region), home_env={**HOME_ENV, "CACHE_RESTORED_MARKER": CACHE_RESTORED_MARKER},
+                mounts=[m for m in self.mounts() if m.name in ("home", "tmp")], security_context=container_security_context(),
             ))
         return containers
 
@@ -345,12 +358,13 @@ class PodKit:
         """The engine serving the OpenAI API behind the proxy (``vllm serve`` on loopback); ``overrides`` replace ContainerArgs fields."""
         args = self.args
         contract = args.contract
+        # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself (the AOT wrapper execs it).
+        command = ["/bin/sh", "-c", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER), "vllm-serve"] if self.compile_cache_uri() else ["vllm", "serve"]
         fields: dict[str, Any] = dict(
             name="vllm",
             image=contract.image.image,
             image_pull_policy=contract.image.pull_policy,
-            # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself.
-            command=["vllm", "serve"],
+            command=command,
             args=api_pod.engine_args(args, contract.weights.mount_path),
             env=self.engine_env(),
             resources=self.engine_resources(beside_proxy=True),
@@ -400,6 +414,7 @@ class PodKit:
 
 __all__ = [
     "AWS_CLI_IMAGE",
+    "CACHE_RESTORED_MARKER",
     "HOME",
     "PROBE_PERIOD_S",
     "RUN_AS_USER",

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 import pulumi
 
+from kimi_k3.serving.drain import DrainPlan
 from kimi_k3.stack.settings import StackSettings
 from kimi_k3.weights import estimate, image_pull, node_local, node_sync
 from kimi_k3.weights.serving_pod import ServingStartup
@@ -32,13 +33,20 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     """The estimate's inputs with the mechanisms this stack declares.
 
     S3 weights use the node-side sync (CRT target bandwidth from the catalog, verification overlapping
-    the transfer, half the init container's CPUs hashing); Hugging Face weights keep the snapshot download.
+    the transfer, half the init container's CPUs hashing, the node's memory keeping the files in the
+    page cache); Hugging Face weights keep the snapshot download. Every engine reads through the page
+    cache (``FASTSAFETENSORS_ODIRECT=0``, or vLLM's mmap loader), keeps vLLM's startup plan in its
+    cache root and captures the CUDA graph sizes of its profile's maximum batch. The drain is the
+    serving front's: a re-created pod's clock starts when the old engine has exited.
     """
     t = settings.time_to_serve
-    weights = settings.serving.contract.weights
+    contract = settings.serving.contract
+    weights = contract.weights
     s3 = weights.source == "s3"
     verify = ("overlapped" if s3 else "sequential") if weights.sha256_manifest else "none"
     workers = node_sync.verify_workers(node_sync.init_cpus(settings.instance, 8)) if s3 else 32
+    front = settings.serving.front
+    drain = DrainPlan(pre_stop_s=front.pre_stop_sleep_s, drain_s=front.drain_s, grace_period_s=front.termination_grace_period_s)
     return estimate.inputs_from_settings(
         settings,
         crt_target_bandwidth=s3,
@@ -49,6 +57,11 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
         node_local_weights=t.node_local_weights,
         image_prepull=t.image_prepull,
         fast_image_pull=t.fast_image_pull,
+        buffered_load=True,
+        sync_page_cache=s3,
+        startup_plan="VLLM_ENABLE_STARTUP_PLAN" in contract.vllm_env(),
+        capture_sizes=len(contract.engine.cudagraph_capture_sizes),
+        drain_s=(drain.engine_pre_stop_s, min(drain.engine_pre_stop_s + drain.drain_s, drain.grace_s)),
     )
 
 

@@ -36,7 +36,7 @@ class WeightsBucketArgs:
     noncurrent_version_days: int = 30
     """Days a replaced or deleted object version is kept."""
     protect: bool = True
-    """Refuse to delete the bucket from Pulumi (1.7 TB takes hours to stage again)."""
+    """Refuse to delete the bucket from Pulumi (1.56 TB takes hours to stage again)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on the bucket."""
 

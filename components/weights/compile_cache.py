@@ -1,4 +1,4 @@
-"""vLLM's torch.compile cache and the Triton / Inductor / CUDA / FlashInfer JIT caches, kept in S3 across blocks.
+"""vLLM's torch.compile and AOT artifacts and the Triton / Inductor / CUDA / FlashInfer / DeepGEMM JIT caches, kept in S3 across blocks.
 
 vLLM's design doc (vllm-project/vllm ``docs/design/torch_compile.md``, "Compilation Cache")
 says the whole ``~/.cache/vllm/torch_compile_cache`` directory can be copied to another
@@ -8,9 +8,10 @@ invalidates a compiled kernel: the image digest (vLLM, PyTorch, Triton, CUDA run
 model revision, the engine arguments and environment, the GPU, and the AMI release (the
 driver) — :func:`cache_key`. One object per key: ``<prefix><key>.tar``.
 
-* restore (init container, before the engine starts): on a hit, download, check the sha256
-  recorded at save time, unpack into the cache directories; on a miss or any error, log and
-  go on — the engine then compiles, as it would without a cache;
+* restore (init container, before the engine starts): on a hit, download with parallel ranged
+  GETs, check the sha256 recorded at save time, unpack into the cache directories and write a
+  marker (the engine's start then forces vLLM's AOT load, ``VLLM_FORCE_AOT_LOAD``); on a miss or
+  any error, log and go on — the engine then compiles, as it would without a cache;
 * save (sidecar, once the replica is ready and warmed up): tar the directories, upload as
   a FULL_OBJECT CRC32 multipart upload with the tar's sha256 in the metadata. A failed save
   is logged, never raised: serving never waits on it. Two replicas saving the same key both
@@ -25,6 +26,7 @@ Standard library + boto3 only (runs in the engine image).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -40,8 +42,12 @@ from typing import Any
 from kimi_k3.weights import WeightsError
 from kimi_k3.weights.s3store import SHA256_META, S3Location, head, upload_verified
 
-KEY_VERSION = "v1"
-"""Bump when the archive layout or the key's inputs change."""
+KEY_VERSION = "v2"
+"""Bump when the archive layout or the key's inputs change (v2: FlashInfer's and DeepGEMM's directories as vLLM 0.27.1 sets them)."""
+RESTORE_CHUNK = 64 << 20
+"""Part size of the parallel ranged GETs of a restore."""
+RESTORE_CONCURRENCY = 16
+"""Ranged GETs of a restore at once (in-region S3 serves each at ~100 MB/s: 16 reach ~1.5 GB/s)."""
 _DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$")
 
 
@@ -87,24 +93,36 @@ def cache_object_uri(prefix_uri: str, key: str) -> str:
     return f"s3://{location.bucket}/{location.prefix}{key}.tar"
 
 
-def cache_dirs_from_env(env: Mapping[str, str]) -> list[str]:
-    """The cache directories a pod's environment points at (``VLLM_CACHE_ROOT``, ``TRITON_CACHE_DIR``...), in a stable order.
+CACHE_DIR_VARIABLES = (
+    ("VLLM_CACHE_ROOT", "vLLM: torch_compile_cache (Inductor artifacts, torch_aot_compile), deep_gemm, flashinfer_autotune_cache, startup_plan"),
+    ("TORCHINDUCTOR_CACHE_DIR", "PyTorch Inductor FX graph and kernel cache"),
+    ("TRITON_CACHE_DIR", "Triton kernels and, with TRITON_CACHE_AUTOTUNING=1 (vLLM's default, vllm/env_override.py), autotuning results"),
+    ("CUDA_CACHE_PATH", "CUDA driver JIT cache (PTX compiled for the GPU)"),
+    ("DG_JIT_CACHE_DIR", "DeepGEMM JIT kernels (vLLM 0.27.1 vllm/utils/deep_gemm.py defaults it to $VLLM_CACHE_ROOT/deep_gemm)"),
+    ("VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", "FlashInfer autotuning results (default under $VLLM_CACHE_ROOT/flashinfer_autotune_cache)"),
+)
+"""Variables naming a cache directory, and what each holds."""
 
-    FlashInfer and DeepGEMM keep their JIT output under ``$XDG_CACHE_HOME/flashinfer`` and
-    ``$HOME/.deep_gemm`` by default (confirm in the pinned image).
+
+def cache_dirs_from_env(env: Mapping[str, str]) -> list[str]:
+    """The cache directories a pod's environment points at, in a stable order, nested ones dropped.
+
+    :data:`CACHE_DIR_VARIABLES`, plus FlashInfer's JIT workspace and downloaded cubins,
+    ``${FLASHINFER_WORKSPACE_BASE:-$HOME}/.cache/flashinfer`` (flashinfer-python 0.6.16.post3, the
+    release vLLM 0.27.1 pins: ``flashinfer/jit/env.py`` ``FLASHINFER_CACHE_DIR``).
     """
-    dirs = [env[k] for k in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH") if env.get(k)]
-    if env.get("XDG_CACHE_HOME"):
-        dirs.append(f"{env['XDG_CACHE_HOME']}/flashinfer")
-    if env.get("HOME"):
-        dirs.append(f"{env['HOME']}/.deep_gemm")
+    dirs = [env[k] for k, _ in CACHE_DIR_VARIABLES if env.get(k)]
+    base = env.get("FLASHINFER_WORKSPACE_BASE") or env.get("HOME")
+    if base:
+        dirs.append(f"{base.rstrip('/')}/.cache/flashinfer")
     out: list[str] = []
     for d in dirs:
         if not d.startswith("/") or ".." in d.split("/"):
             raise WeightsError(f"compile cache: directory {d!r} is not an absolute path")
+        d = d.rstrip("/")
         if d not in out:
-            out.append(d.rstrip("/"))
-    return out
+            out.append(d)
+    return [d for d in out if not any(d != o and d.startswith(o + "/") for o in out)]
 
 
 def compile_cache_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn: str | None = None) -> dict:
@@ -184,8 +202,23 @@ def save(s3: Any, object_uri: str, dirs: Sequence[str], tmp_dir: str | None = No
     return f"compile cache {object_uri}: saved {files} files ({size} bytes)"
 
 
-def restore(s3: Any, object_uri: str, dirs: Sequence[str], tmp_dir: str | None = None) -> str:
-    """Unpack the saved caches of this key into ``dirs`` (a miss changes nothing); returns what happened."""
+def _download(s3: Any, location: S3Location, name: str, path: str) -> None:
+    """The object to ``path`` with :data:`RESTORE_CONCURRENCY` ranged GETs at once (boto3's transfer manager)."""
+    from boto3.s3.transfer import TransferConfig  # boto3 loads only where a cache is restored (the pod's image has it)
+
+    config = TransferConfig(multipart_threshold=RESTORE_CHUNK, multipart_chunksize=RESTORE_CHUNK, max_concurrency=RESTORE_CONCURRENCY)
+    s3.download_file(location.bucket, location.key(name), path, Config=config)
+
+
+def restore(s3: Any, object_uri: str, dirs: Sequence[str], tmp_dir: str | None = None, marker: str | None = None) -> str:
+    """Unpack the saved caches of this key into ``dirs`` (a miss changes nothing); returns what happened.
+
+    :param marker: a file written after a complete restore (its content: the object), read by the engine's start
+        to force vLLM's AOT load; removed first, so a miss or a failure leaves none.
+    """
+    if marker:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(marker)
     location, name = _split(object_uri)
     state = head(s3, location, name)
     if state is None:
@@ -193,18 +226,22 @@ def restore(s3: Any, object_uri: str, dirs: Sequence[str], tmp_dir: str | None =
     expected = state.metadata.get(SHA256_META)
     with tempfile.TemporaryDirectory(dir=tmp_dir) as work:
         archive = os.path.join(work, "cache.tar")
+        _download(s3, location, name, archive)
         digest = hashlib.sha256()
-        body = s3.get_object(Bucket=location.bucket, Key=location.key(name), ChecksumMode="ENABLED")["Body"]
-        with open(archive, "wb") as fh:
-            for chunk in iter(lambda: body.read(8 << 20), b""):
+        with open(archive, "rb") as fh:
+            for chunk in iter(lambda: fh.read(8 << 20), b""):
                 digest.update(chunk)
-                fh.write(chunk)
         if digest.hexdigest() != expected:
             raise WeightsError(f"compile cache {object_uri}: sha256 {digest.hexdigest()} is not the {expected} recorded at save; not restored")
+        size = os.path.getsize(archive)
         for d in dirs:
             os.makedirs(d, exist_ok=True)
         files = extract_archive(archive, dirs)
-    return f"compile cache {object_uri}: restored {files} files"
+    if marker:
+        os.makedirs(os.path.dirname(marker) or ".", exist_ok=True)
+        with open(marker, "w") as fh:
+            fh.write(object_uri + "\n")
+    return f"compile cache {object_uri}: restored {files} files ({size} bytes)"
 
 
 def _split(object_uri: str) -> tuple[S3Location, str]:
@@ -223,9 +260,9 @@ def _timed(what, *args) -> None:
     print(f"{message} [{time.monotonic() - start:.1f} s]", file=sys.stderr, flush=True)
 
 
-def restore_or_log(s3: Any, object_uri: str, dirs: Sequence[str]) -> None:
+def restore_or_log(s3: Any, object_uri: str, dirs: Sequence[str], marker: str | None = None) -> None:
     """:func:`restore`, logging instead of raising."""
-    _timed(restore, s3, object_uri, dirs)
+    _timed(restore, s3, object_uri, dirs, None, marker)
 
 
 def save_or_log(s3: Any, object_uri: str, dirs: Sequence[str]) -> None:

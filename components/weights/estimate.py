@@ -1,16 +1,18 @@
-"""Minutes from a Capacity Block's start to the first token, and what they cost, per start case.
+"""Minutes from a Capacity Block's start to the first token, with their ranges and costs, per start case.
 
-Pure: inputs are settings-like facts (:class:`StartupInputs`), figures come from the catalog
-or from :data:`FIGURES` here, each with its source or marked ``estimate`` (no measurement on
-a real block yet). Four cases:
+Pure: inputs are settings-like facts (:class:`StartupInputs`), figures come from the catalog or
+from :data:`~kimi_k3.weights.startup_figures.FIGURES`, each cited, measured, or an ``estimate``
+with its range. Four cases:
 
 * ``cold`` — first block: new node, empty caches;
 * ``warm`` — a later block: new node again, but the compile/JIT caches are in S3;
-* ``pod re-created`` — same block, same node (rollout, eviction, delete);
+* ``pod re-created`` — same block, same node (rollout, eviction, delete); the clock starts when the
+  old pod has released its GPUs, and the drain before that is printed beside it;
 * ``container restart`` — same pod; init containers do not run again, ``emptyDir`` survives.
 
 Phases that run side by side (the image pre-pull next to the weight sync) count once, as the
-longest of them. Costs are at the Capacity Block rate (catalog), not the on-demand rate.
+longest of them. Each phase carries a low and a high end; a case's range adds them the same way.
+Costs are at the Capacity Block rate (catalog), not the on-demand rate.
 """
 
 from __future__ import annotations
@@ -19,33 +21,8 @@ import math
 from dataclasses import dataclass, replace
 
 from kimi_k3.core import catalog
-from kimi_k3.core.catalog import Figure
 from kimi_k3.errors import UserError
-
-_DATE = "2026-12"
-FIGURES: dict[str, Figure] = {
-    "node_boot": Figure(10, "min", "estimate: Capacity Block instance launch at the block start + AL2023 nodeadm join + device plugin; review range 8-15 min", _DATE, estimate=True),
-    "image_pull": Figure(5, "min", "estimate: ~10 GB compressed vLLM image from in-region ECR with containerd defaults; review range 4-6 min", _DATE, estimate=True),
-    "image_pull_fast": Figure(2.5, "min", "estimate: nodeadm FastImagePull (SOCI parallel pull and unpack); nodeadm doc/examples.md says only 'potentially decreasing image pull time'", _DATE, estimate=True),
-    "image_pull_nat_extra": Figure(3, "min", "estimate: Docker Hub across the NAT gateway instead of in-region ECR", _DATE, estimate=True),
-    "hf_download": Figure(0.5, "GB/s", "estimate: Hugging Face CDN through a NAT gateway; review modelled dev at ~75 min to first token", _DATE, estimate=True),
-    "s3_efficiency": Figure(0.6, "x target", "estimate: share of the CRT target bandwidth reached on a long download", _DATE, estimate=True),
-    "sha256sum_per_core": Figure(0.32, "GB/s", "measured: tools/bench_verify.py, coreutils sha256sum, one AMD EPYC core, page cache warm", _DATE),
-    "openssl_per_core": Figure(1.34, "GB/s", "measured: tools/bench_verify.py, openssl dgst -sha256, one AMD EPYC core, page cache warm", _DATE),
-    "largest_file_gb": Figure(10, "GB", "estimate: largest checkpoint shard (the verification tail after the last byte lands)", _DATE, estimate=True),
-    "pod_start": Figure(0.5, "min", "estimate: scheduling, volume set-up and container starts", _DATE, estimate=True),
-    "engine_start": Figure(1.5, "min", "estimate: Python imports, 8 workers, NCCL init, API server", _DATE, estimate=True),
-    "weights_load": Figure(10, "GB/s", "estimate: fastsafetensors from local NVMe / page cache into 8 GPUs (vllm docs/models/extensions/fastsafetensor.md)", _DATE, estimate=True),
-    "compile_cold": Figure(8, "min", "estimate: torch.compile + Triton/FlashInfer/DeepGEMM JIT with empty caches; review range 9-21 min for engine start plus cold compile", _DATE, estimate=True),
-    "compile_warm": Figure(1.5, "min", "estimate: Dynamo tracing still runs, Inductor compilation is bypassed on a cache hit (vllm docs/design/torch_compile.md)", _DATE, estimate=True),
-    "cuda_graphs": Figure(1.5, "min", "estimate: piecewise CUDA graph capture, done at every start (not cached)", _DATE, estimate=True),
-    "cache_restore": Figure(0.2, "min", "estimate: a few GB of compile/JIT cache from in-region S3", _DATE, estimate=True),
-    "first_request": Figure(1, "min", "review: the first request after start pays lazy initialisation, 30-60 s on large models", _DATE, estimate=True),
-    "old_pod_drain": Figure(0.5, "min", "pre-stop sleep (30 s by default) before the old pod releases the node", _DATE),
-    "nat_data_processing": Figure(0.045, "USD/GB", "Amazon VPC pricing, NAT gateway data processing in us-east-1 (recalled, not re-read here; check the region's price)", _DATE, estimate=True),
-    "restart_backoff": Figure(0.2, "min", "kubelet's first restart back-off (10 s)", _DATE),
-}
-"""Phase figures not specific to an instance type (minutes unless the unit says otherwise)."""
+from kimi_k3.weights.startup_figures import DEFAULT_CAPTURE_SIZES, FIGURES
 
 CASES = ("cold", "warm", "pod re-created", "container restart")
 END_BUFFER_MIN = 40
@@ -84,6 +61,16 @@ class StartupInputs:
     """nodeadm FastImagePull (SOCI parallel pull)."""
     image_in_region: bool = True
     """Image in ECR in the stack's region (or an ECR pull-through cache), not Docker Hub through NAT."""
+    buffered_load: bool = True
+    """The loader reads through the page cache (``FASTSAFETENSORS_ODIRECT=0``); False: it may read with O_DIRECT, from the NVMe every time."""
+    sync_page_cache: bool = True
+    """The sync container's memory holds the checkpoint, so the files it wrote are still in the page cache when the engine loads."""
+    startup_plan: bool = True
+    """vLLM persists the profiled KV-cache size (``VLLM_ENABLE_STARTUP_PLAN``) and a start that finds it skips memory profiling."""
+    capture_sizes: int = DEFAULT_CAPTURE_SIZES
+    """CUDA graph sizes captured (``--cudagraph-capture-sizes``); the figure is for vLLM's default 51."""
+    drain_s: tuple[int, int] = (35, 1835)
+    """Seconds from a re-created pod's delete until its engine exits and releases the GPUs: (no request in flight, the longest drain)."""
 
 
 @dataclass(frozen=True)
@@ -93,15 +80,33 @@ class Phase:
     name: str
     """What the step is, as printed (``node boot and join``)."""
     minutes: float
-    """How long the step takes, in minutes."""
+    """How long the step takes, in minutes (the central figure)."""
     source: str
     """Where the figure comes from: a :data:`FIGURES` source, or the formula with the sources of its inputs."""
     estimate: bool
-    """True when the figure is not measured; :func:`format_phases` then marks it ``estimate``."""
+    """True when the figure is not measured or cited; :func:`format_phases` then marks it ``estimate``."""
     block: str = ""
     """Phases of one block run side by side in lanes; the block takes as long as its longest lane."""
     lane: str = ""
     """Lane within :attr:`block` (phases of one lane run one after the other)."""
+    low: float | None = None
+    """Low end in minutes; ``None``: :attr:`minutes`."""
+    high: float | None = None
+    """High end in minutes; ``None``: :attr:`minutes`."""
+    engine: bool = False
+    """The step runs inside the engine container, before ``/health`` (what the startup probe and the ready timeout must cover)."""
+    node: bool = False
+    """The step ends when the node is Ready with its GPUs advertised (the rest of a case comes after the node)."""
+
+    @property
+    def lo(self) -> float:
+        """:attr:`low`, or :attr:`minutes`."""
+        return self.minutes if self.low is None else self.low
+
+    @property
+    def hi(self) -> float:
+        """:attr:`high`, or :attr:`minutes`."""
+        return self.minutes if self.high is None else self.high
 
 
 @dataclass(frozen=True)
@@ -112,27 +117,46 @@ class CaseEstimate:
     """One of :data:`CASES`."""
     phases: tuple[Phase, ...]
     """The steps in order; :attr:`minutes` adds them up, a block counting as its longest lane."""
+    drain_s: tuple[int, int] | None = None
+    """For ``pod re-created``: the drain before the clock starts (seconds, shortest and longest)."""
 
-    def _lane_minutes(self) -> dict[str, dict[str, float]]:
-        """Minutes of each lane of each block (phases outside a block are in none)."""
+    def _lanes(self, value) -> dict[str, dict[str, float]]:
         blocks: dict[str, dict[str, float]] = {}
         for p in self.phases:
             if p.block:
                 lanes = blocks.setdefault(p.block, {})
-                lanes[p.lane] = lanes.get(p.lane, 0.0) + p.minutes
+                lanes[p.lane] = lanes.get(p.lane, 0.0) + value(p)
         return blocks
+
+    def _total(self, value) -> float:
+        total = sum(value(p) for p in self.phases if not p.block)
+        return total + sum(max(lanes.values()) for lanes in self._lanes(value).values())
 
     @property
     def minutes(self) -> float:
         """Critical path: phases outside a block add up; a block adds its longest lane."""
-        total = sum(p.minutes for p in self.phases if not p.block)
-        return total + sum(max(lanes.values()) for lanes in self._lane_minutes().values())
+        return self._total(lambda p: p.minutes)
+
+    @property
+    def low(self) -> float:
+        """The critical path with every phase at its low end."""
+        return self._total(lambda p: p.lo)
+
+    @property
+    def high(self) -> float:
+        """The critical path with every phase at its high end."""
+        return self._total(lambda p: p.hi)
+
+    @property
+    def after_node_ready(self) -> float:
+        """Minutes of the case after the node is Ready (everything but the node's own boot)."""
+        return self.minutes - sum(p.minutes for p in self.phases if p.node)
 
     def on_critical_path(self, phase: Phase) -> bool:
         """False for a phase in a block lane that is not the longest (it is hidden)."""
         if not phase.block:
             return True
-        lanes = self._lane_minutes()[phase.block]
+        lanes = self._lanes(lambda p: p.minutes)[phase.block]
         return lanes[phase.lane] == max(lanes.values())
 
     def cost_usd(self, price_per_hour: float, nodes: int) -> float:
@@ -140,28 +164,28 @@ class CaseEstimate:
         return self.minutes / 60 * price_per_hour * nodes
 
 
-def _p(key: str, minutes: float | None = None, name: str | None = None) -> Phase:
+def _p(key: str, name: str | None = None, *, scale: float = 1.0, **where) -> Phase:
     f = FIGURES[key]
-    return Phase(name or key.replace("_", " "), f.value if minutes is None else minutes, f.source, f.estimate)
+    return Phase(name or key.replace("_", " "), f.value * scale, f.source, f.estimate, low=f.lo * scale, high=f.hi * scale, **where)
+
+
+def _rate_phase(name: str, gb: float, rate, source: str, estimate: bool, **where) -> Phase:
+    """Minutes to move ``gb`` at ``rate`` (a Figure in GB/s): the central, low and high ends (a high rate is the low end)."""
+    return Phase(name, gb / rate.value / 60, source, estimate, low=gb / rate.hi / 60, high=gb / rate.lo / 60, **where)
 
 
 def _transfer_phases(x: StartupInputs) -> list[Phase]:
     """Weights onto the node (sync or download) and their verification."""
     size_gb = x.weights_bytes / 1e9
-    facts = catalog.STARTUP_FACTS[x.instance_type]
     if x.weights_source == "huggingface":
         download = FIGURES["hf_download"]
-        transfer = Phase("weights download (Hugging Face)", size_gb / download.value / 60, download.source, True)
+        transfer = _rate_phase("weights download (Hugging Face)", size_gb, download, download.source, True)
+    elif x.crt_target_bandwidth:
+        rate = FIGURES["s3_node_rate"]
+        transfer = _rate_phase("weights sync (S3, CRT)", size_gb, rate, rate.source, rate.estimate)
     else:
-        disk = facts.nvme_drives * facts.nvme_write_gbytes_per_s_per_drive.value
-        if x.crt_target_bandwidth:
-            net = facts.s3_target_gbps.value / 8 * FIGURES["s3_efficiency"].value
-            src = f"min(CRT target {facts.s3_target_gbps.value:g} Gbps [{facts.s3_target_gbps.source}] x {FIGURES['s3_efficiency'].value} [estimate], {facts.nvme_drives} NVMe x {facts.nvme_write_gbytes_per_s_per_drive.value:g} GB/s [estimate])"
-        else:
-            net = catalog.CRT_FALLBACK_GBPS.value / 8
-            src = f"CRT fallback {catalog.CRT_FALLBACK_GBPS.value:g} Gb/s [{catalog.CRT_FALLBACK_GBPS.source}]"
-        rate = min(net, disk)
-        transfer = Phase("weights sync (S3, CRT)", size_gb / rate / 60, src, x.crt_target_bandwidth)
+        fallback = catalog.CRT_FALLBACK_GBPS
+        transfer = Phase("weights sync (S3, CRT fallback)", size_gb / (fallback.value / 8) / 60, f"CRT fallback {fallback.value:g} Gb/s [{fallback.source}]", False)
     phases = [transfer]
     per_core = FIGURES[f"{x.hasher}_per_core"]
     hash_rate = per_core.value * x.verify_workers
@@ -169,8 +193,11 @@ def _transfer_phases(x: StartupInputs) -> list[Phase]:
         phases.append(Phase("sha256 verify (after the sync)", size_gb / hash_rate / 60, f"{x.verify_workers} workers x {per_core.value} GB/s [{per_core.source}]", False))
     elif x.verify == "overlapped":
         behind = max(0.0, size_gb / hash_rate / 60 - transfer.minutes)
-        tail = FIGURES["largest_file_gb"].value / per_core.value / 60
-        phases.append(Phase("sha256 verify (overlapped; tail after the last file)", behind + tail, f"largest file / {per_core.value} GB/s per core [{per_core.source}; file size estimate]", True))
+        tail = catalog.KIMI_K3.largest_shard_gb / per_core.value / 60
+        phases.append(Phase(
+            "sha256 verify (overlapped; tail after the last file)", behind + tail,
+            f"largest shard {catalog.KIMI_K3.largest_shard_gb} GB [{catalog.KIMI_K3_WEIGHTS_SOURCE}] / {per_core.value} GB/s per core [{per_core.source}]", False,
+        ))
     elif x.verify != "none":
         raise UserError(f"estimate: verify {x.verify!r} is not accepted; accepted: overlapped, sequential, none")
     return phases
@@ -179,29 +206,44 @@ def _transfer_phases(x: StartupInputs) -> list[Phase]:
 def _image_phase(x: StartupInputs) -> Phase:
     key = "image_pull_fast" if x.fast_image_pull else "image_pull"
     f = FIGURES[key]
-    minutes = f.value + (0 if x.image_in_region else FIGURES["image_pull_nat_extra"].value)
-    note = "" if x.image_in_region else " + Docker Hub through NAT [estimate]"
-    if x.image_prepull:
-        return Phase("engine image pull (DaemonSet, beside the sync)", minutes, f.source + note, True, block="node-prep", lane="image")
-    return Phase("engine image pull (after the init containers)", minutes, f.source + note, True)
+    extra = FIGURES["image_pull_nat_extra"]
+    add, add_lo, add_hi = (0.0, 0.0, 0.0) if x.image_in_region else (extra.value, extra.lo, extra.hi)
+    note = "" if x.image_in_region else f" + Docker Hub through NAT [{extra.source}]"
+    block, lane = ("node-prep", "image") if x.image_prepull else ("", "")
+    name = "engine image pull (DaemonSet, beside the sync)" if x.image_prepull else "engine image pull (after the init containers)"
+    return Phase(name, f.value + add, f.source + note, f.estimate or not x.image_in_region, block=block, lane=lane, low=f.lo + add_lo, high=f.hi + add_hi)
 
 
-def _engine_phases(x: StartupInputs, compile_key: str) -> list[Phase]:
+def _load_phase(x: StartupInputs, resident: bool) -> Phase:
+    """The weights into the GPUs: the loader's measured rate, bounded by the NVMe when the files are not in the page cache."""
+    size_gb = x.weights_bytes / 1e9
     load = FIGURES["weights_load"]
-    return [
-        _p("engine_start"),
-        Phase("weights load into GPUs", x.weights_bytes / 1e9 / load.value / 60, load.source, load.estimate),
-        _p(compile_key, name="compile " + ("(cold)" if compile_key == "compile_cold" else "(cache hit)")),
-        _p("cuda_graphs", name="CUDA graph capture"),
-        _p("first_request", name="first request (warm-up before Ready)"),
+    if resident:
+        return _rate_phase("weights load into GPUs (page cache)", size_gb, load, load.source, load.estimate, engine=True)
+    facts = catalog.STARTUP_FACTS[x.instance_type]
+    drive = facts.nvme_read_gbytes_per_s_per_drive
+    nvme = replace(drive, value=drive.value * facts.nvme_drives, low=drive.lo * facts.nvme_drives, high=drive.hi * facts.nvme_drives)
+    rate = replace(load, value=min(load.value, nvme.value), low=min(load.lo, nvme.lo), high=min(load.hi, nvme.hi))
+    source = f"min(loader: {load.source}; NVMe read: {facts.nvme_drives} x {drive.value:g} GB/s [{drive.source}])"
+    return _rate_phase("weights load into GPUs (from the NVMe)", size_gb, rate, source, True, engine=True)
+
+
+def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool) -> list[Phase]:
+    """The engine container from its start to the first token: ``caches`` = its compile/JIT caches are there (a hit)."""
+    graphs = x.capture_sizes / DEFAULT_CAPTURE_SIZES
+    phases = [_p("engine_start", engine=True), _load_phase(x, resident)]
+    if caches:
+        phases.append(_p("compile_warm", "compile (cache hit)", engine=True))
+    else:
+        phases += [_p("compile_cold", "compile (cold)", engine=True), _p("kernel_jit_cold", "kernel JIT and autotune (cold)", engine=True)]
+    if not plan:
+        phases.append(_p("memory_profiling", "memory profiling", engine=True))
+    phases += [
+        _p("profile_run", "profile run and KV cache", engine=True),
+        _p("cuda_graphs", f"CUDA graph capture ({x.capture_sizes} sizes)", scale=graphs, engine=True),
+        _p("first_request", "first request (warm-up before Ready)"),
     ]
-
-
-def _restored_engine_phases(x: StartupInputs, caches_in_s3: bool) -> list[Phase]:
-    """The engine's phases in a new pod: a cache hit after restoring the caches from S3, else a cold compile."""
-    if caches_in_s3:
-        return [_p("cache_restore", name="compile cache restore"), *_engine_phases(x, "compile_warm")]
-    return _engine_phases(x, "compile_cold")
+    return phases
 
 
 def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
@@ -214,23 +256,31 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
         raise UserError(f"estimate: case {case!r} is not accepted; accepted: {', '.join(CASES)}")
     phases: list[Phase] = []
     if case in ("cold", "warm"):
-        phases.append(_p("node_boot", name="node boot and join"))
-        phases.append(_p("pod_start", name="pod start"))
+        phases.append(_p("node_boot", "node boot, join and GPUs advertised", node=True))
+        phases.append(_p("pod_start", "pod start"))
         transfer = _transfer_phases(x)
         if x.image_prepull:
             transfer = [replace(p, block="node-prep", lane="weights") for p in transfer]
         phases += transfer
         phases.append(_image_phase(x))
-        phases += _restored_engine_phases(x, case == "warm" and x.compile_cache)
-    elif case == "pod re-created":
-        phases.append(_p("old_pod_drain", name="old pod drains"))
-        phases.append(_p("pod_start", name="pod start"))
+        hit = case == "warm" and x.compile_cache
+        if hit:
+            phases.append(_p("cache_restore", "compile cache restore"))
+        resident = x.buffered_load and x.sync_page_cache and x.weights_source == "s3"
+        phases += _engine_phases(x, caches=hit, resident=resident, plan=hit and x.startup_plan)
+        return CaseEstimate(case, tuple(phases))
+    if case == "pod re-created":
+        phases.append(_p("pod_start", "pod start"))
         if not x.node_local_weights:
             phases += _transfer_phases(x)
-        phases += _restored_engine_phases(x, x.compile_cache)
-    else:
-        phases.append(_p("restart_backoff", name="restart back-off"))
-        phases += _engine_phases(x, "compile_warm")  # HOME (emptyDir) keeps the caches across a container restart
+        if x.compile_cache:
+            phases.append(_p("cache_restore", "compile cache restore"))
+        resident = x.buffered_load and (x.node_local_weights or x.sync_page_cache)
+        phases += _engine_phases(x, caches=x.compile_cache, resident=resident, plan=x.compile_cache and x.startup_plan)
+        return CaseEstimate(case, tuple(phases), drain_s=x.drain_s)
+    phases.append(_p("restart_backoff", "restart back-off"))
+    # HOME (emptyDir) keeps the caches and the startup plan across a container restart; the page cache keeps the weights.
+    phases += _engine_phases(x, caches=True, resident=x.buffered_load, plan=x.startup_plan)
     return CaseEstimate(case, tuple(phases))
 
 
@@ -239,20 +289,35 @@ def estimate_all(x: StartupInputs) -> dict[str, CaseEstimate]:
     return {case: estimate_case(x, case) for case in CASES}
 
 
-def block_price(instance_type: str) -> Figure | None:
+def block_price(instance_type: str) -> catalog.Figure | None:
     """Capacity Block price per instance-hour of ``instance_type`` (catalog), ``None`` when unknown."""
     facts = catalog.STARTUP_FACTS.get(instance_type)
     return facts.block_usd_per_hour if facts else None
 
 
-def _mins(value: float) -> str:
-    return f"{math.ceil(value)} min"
+def _minutes_text(value: float) -> str:
+    return f"{value:.1f}".rstrip("0").rstrip(".") if value < 1 else f"{math.ceil(value)}"
+
+
+def case_text(e: CaseEstimate) -> str:
+    """``cold 15 min (9–23)``: the central figure rounded up, the range to whole minutes; the warm case adds its part after the
+    node is Ready, a re-created pod the drain before its clock starts."""
+    notes = []
+    low, high = math.floor(e.low), math.ceil(e.high)
+    if (low, high) != (math.ceil(e.minutes), math.ceil(e.minutes)):
+        notes.append(f"{low}–{high}")
+    if e.case == "warm":
+        notes.append(f"{math.ceil(e.after_node_ready)} after the node is Ready")
+    text = f"{e.case} {math.ceil(e.minutes)} min" + (f" ({'; '.join(notes)})" if notes else "")
+    if e.drain_s is not None:
+        text += f" after the old pod's drain of {_minutes_text(e.drain_s[0] / 60)}–{_minutes_text(e.drain_s[1] / 60)} min"
+    return text
 
 
 def format_estimates(x: StartupInputs, estimates: dict[str, CaseEstimate] | None = None) -> list[str]:
-    """``time to first token: cold 28 min, ...`` and the cost per start at the block rate."""
+    """``time to first token: cold 15 min (11–21), ...`` and the cost per start at the block rate."""
     estimates = estimates or estimate_all(x)
-    lines = ["time to first token: " + ", ".join(f"{case} {_mins(e.minutes)}" for case, e in estimates.items())]
+    lines = ["time to first token: " + ", ".join(case_text(e) for e in estimates.values())]
     price = block_price(x.instance_type)
     if price is None:
         od = catalog.INSTANCE_TYPES[x.instance_type].on_demand_usd_per_hour
@@ -265,34 +330,37 @@ def format_estimates(x: StartupInputs, estimates: dict[str, CaseEstimate] | None
 
 
 def format_phases(estimate: CaseEstimate) -> list[str]:
-    """One line per phase: minutes, whether it is hidden behind a longer lane, and its source."""
-    lines = [f"{estimate.case}: {estimate.minutes:.1f} min"]
+    """One line per phase: minutes and range, whether it is hidden behind a longer lane, and its source."""
+    lines = [f"{estimate.case}: {estimate.minutes:.1f} min ({estimate.low:.1f}-{estimate.high:.1f})"]
     for p in estimate.phases:
         hidden = "" if estimate.on_critical_path(p) else " (hidden: runs beside a longer step)"
-        lines.append(f"  {p.minutes:5.1f}  {p.name}{hidden}  [{'estimate: ' if p.estimate and not p.source.startswith('estimate') else ''}{p.source}]")
+        spread = f" ({p.lo:.1f}-{p.hi:.1f})" if (p.lo, p.hi) != (p.minutes, p.minutes) else ""
+        lines.append(f"  {p.minutes:5.1f}{spread}  {p.name}{hidden}  [{'estimate: ' if p.estimate and not p.source.startswith('estimate') else ''}{p.source}]")
     return lines
 
 
-ENGINE_PHASES = ("engine start", "weights load into GPUs", "compile (cold)", "compile (cache hit)", "CUDA graph capture")
+def engine_minutes(estimate: CaseEstimate, end: str = "central") -> float:
+    """Minutes from the engine container's start to a healthy ``/health`` (what the startup probe and the ready timeout must cover);
+    ``end`` ``high`` takes every phase at its high end."""
+    return sum(p.hi if end == "high" else p.minutes for p in estimate.phases if p.engine)
 
 
-def engine_minutes(estimate: CaseEstimate) -> float:
-    """Minutes from the engine container's start to a healthy ``/health`` (what the startup probe and the ready timeout must cover)."""
-    return sum(p.minutes for p in estimate.phases if p.name in ENGINE_PHASES)
+def _worst_engine(x: StartupInputs, end: str = "central") -> float:
+    return max(engine_minutes(e, end) for e in estimate_all(x).values())
 
 
 def recommended_ready_timeout_s(x: StartupInputs, safety: float = 2.0, margin_s: int = 600) -> int:
-    """``VLLM_ENGINE_READY_TIMEOUT_S`` for the slowest case (cold): estimate x ``safety`` + margin, in whole minutes."""
-    worst = max(engine_minutes(e) for e in estimate_all(x).values())
-    return int(math.ceil((worst * 60 * safety + margin_s) / 60) * 60)
+    """``VLLM_ENGINE_READY_TIMEOUT_S`` for the slowest case (cold): the larger of its estimate x ``safety`` and its high end, + margin, in whole minutes."""
+    worst = max(_worst_engine(x) * safety, _worst_engine(x, "high"))
+    return int(math.ceil((worst * 60 + margin_s) / 60) * 60)
 
 
 def check_ready_timeout(configured_s: int, x: StartupInputs, margin_s: int = 600) -> str | None:
-    """A warning when ``configured_s`` is shorter than the cold engine estimate + margin (vLLM would give up mid-compile)."""
-    worst = max(engine_minutes(e) for e in estimate_all(x).values())
+    """A warning when ``configured_s`` is shorter than the cold engine's high end + margin (vLLM would give up mid-compile)."""
+    worst = _worst_engine(x, "high")
     floor = math.ceil(worst * 60 + margin_s)
     if configured_s < floor:
-        return f"engine ready timeout {configured_s} s is shorter than the cold start estimate ({worst:.0f} min) + {margin_s // 60} min; set at least {floor} s (recommended {recommended_ready_timeout_s(x)} s)"
+        return f"engine ready timeout {configured_s} s is shorter than the cold start estimate's high end ({worst:.0f} min) + {margin_s // 60} min; set at least {floor} s (recommended {recommended_ready_timeout_s(x)} s)"
     return None
 
 
@@ -314,17 +382,62 @@ def block_window_warning(block_hours: float, x: StartupInputs, max_overhead: flo
     return None
 
 
+@dataclass(frozen=True)
+class OverlapOption:
+    """One way of getting the weights into the GPUs on a new node, modelled (issue 26: overlap loading with the weights' arrival)."""
+
+    name: str
+    """What the option is."""
+    minutes: float
+    """Minutes from the pod's start to the weights in the GPUs (sync, verification, engine start, load)."""
+    restart_minutes: float
+    """The same for a re-created pod or a restarted container on that node."""
+    verified: bool
+    """Every byte is checked against the staged manifest's sha256 before the engine reads it."""
+    source: str
+    """The figures it rests on."""
+
+
+def overlap_options(x: StartupInputs) -> list[OverlapOption]:
+    """The node copy then a page-cache load (what the stacks do) against streaming from S3 with vLLM's Run:ai loader.
+
+    vLLM 0.27.1's loaders list every shard when the load starts (``DefaultModelLoader._prepare_weights``), so an engine that
+    starts before the sync has finished cannot read the shards as they land: the overlap available is the streamer reading S3
+    itself, with or without the node copy written beside it (they then share the node's S3 bandwidth)."""
+    size_gb = x.weights_bytes / 1e9
+    sync = sum(p.minutes for p in _transfer_phases(replace(x, weights_source="s3", crt_target_bandwidth=True, verify="overlapped")))
+    start = FIGURES["engine_start"].value
+    load = _load_phase(x, resident=True).minutes
+    stream = FIGURES["streamer_s3_rate"]
+    s3 = FIGURES["s3_node_rate"]
+    alone = size_gb / stream.value / 60
+    shared = size_gb / (min(stream.value, s3.value / 2)) / 60
+    return [
+        OverlapOption("node copy, verified, then a page-cache load (the stacks)", sync + start + load, start + load, True,
+                      f"{s3.source}; {FIGURES['weights_load'].source}"),
+        OverlapOption("Run:ai streamer from S3, no node copy", start + alone, start + alone, False, stream.source),
+        OverlapOption("Run:ai streamer from S3 while the node copy is written", start + shared, start + load, False,
+                      f"the node's S3 rate ({s3.value:g} GB/s) shared by two readers; {stream.source}"),
+    ]
+
+
+TOGGLES = {
+    "crt_target_bandwidth": "CRT target bandwidth from the catalog",
+    "compile_cache": "compile/JIT caches in S3",
+    "node_local_weights": "node-local weights that outlive the pod",
+    "image_prepull": "image pre-pull DaemonSet",
+    "fast_image_pull": "nodeadm FastImagePull",
+    "image_in_region": "image in region (ECR / pull-through cache)",
+    "buffered_load": "weights read through the page cache (FASTSAFETENSORS_ODIRECT=0)",
+    "sync_page_cache": "sync container memory that keeps the files in the page cache",
+    "startup_plan": "vLLM's persisted startup plan (VLLM_ENABLE_STARTUP_PLAN)",
+}
+"""The mechanisms :func:`mechanisms_needed` tries, by :class:`StartupInputs` field."""
+
+
 def mechanisms_needed(x: StartupInputs, targets: dict[str, float]) -> dict[str, list[str]]:
     """Per case over its target: the mechanisms that are off in ``x`` and would each bring it down, with the minutes saved."""
-    toggles = {
-        "crt_target_bandwidth": "CRT target bandwidth from the catalog",
-        "compile_cache": "compile/JIT caches in S3",
-        "node_local_weights": "node-local weights that outlive the pod",
-        "image_prepull": "image pre-pull DaemonSet",
-        "fast_image_pull": "nodeadm FastImagePull",
-        "image_in_region": "image in region (ECR / pull-through cache)",
-    }
-    alternatives: list[tuple[dict[str, object], str]] = [({name: True}, label) for name, label in toggles.items() if not getattr(x, name)]
+    alternatives: list[tuple[dict[str, object], str]] = [({name: True}, label) for name, label in TOGGLES.items() if not getattr(x, name)]
     if x.verify != "overlapped":
         alternatives.append(({"verify": "overlapped"}, "verification overlapping the sync"))
     out: dict[str, list[str]] = {}
@@ -340,14 +453,17 @@ def mechanisms_needed(x: StartupInputs, targets: dict[str, float]) -> dict[str, 
         if x.weights_source == "huggingface":
             saved = base[case].minutes - estimate_case(replace(x, weights_source="s3"), case).minutes
             helps.append(f"weights staged in S3 (-{saved:.1f} min)")
-        out[case] = helps or ["none left to turn on: the remaining minutes are node boot and the engine itself"]
+        out[case] = helps or ["none left to turn on: the remaining minutes are node boot, the weights' transfer and the engine itself"]
     return out
 
 
-TODAYS_MECHANISMS = dict(crt_target_bandwidth=False, verify="sequential", hasher="sha256sum", verify_workers=32, compile_cache=False, node_local_weights=False, image_prepull=False, fast_image_pull=False)
+TODAYS_MECHANISMS = dict(
+    crt_target_bandwidth=False, verify="sequential", hasher="sha256sum", verify_workers=32, compile_cache=False, node_local_weights=False,
+    image_prepull=False, fast_image_pull=False, buffered_load=False, sync_page_cache=False, startup_plan=False,
+)
 """What the serving pod does before the mechanisms of docs/weights.md: CRT at its fallback, a
 sequential ``sha256sum`` pass on 32 CPUs, no caches, emptyDir weights, image pulled after the
-init containers."""
+init containers, a loader that may bypass the page cache, no startup plan."""
 
 
 def image_in_region(image_repository: str, region: str) -> bool:

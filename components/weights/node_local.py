@@ -92,7 +92,7 @@ def claim_retention_policy() -> k8s.apps.v1.StatefulSetPersistentVolumeClaimRete
 
 
 def pod_security_context(uid: int = 10001) -> k8s.core.v1.PodSecurityContextArgs:
-    """``restricted`` pod context; ``fsGroupChangePolicy: OnRootMismatch`` so 1.7 TB is not chowned at every mount."""
+    """``restricted`` pod context; ``fsGroupChangePolicy: OnRootMismatch`` so 1.56 TB is not chowned at every mount."""
     return k8s.core.v1.PodSecurityContextArgs(
         run_as_non_root=True, run_as_user=uid, run_as_group=uid, fs_group=uid, fs_group_change_policy="OnRootMismatch",
         seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),

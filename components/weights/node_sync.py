@@ -4,7 +4,7 @@ Tool choice (details and sources in docs/weights.md): the AWS CLI v2's CRT trans
 already in the pinned init image and Pod Identity capable, with ``target_bandwidth`` set per
 instance type from the catalog — without it the CRT client targets 10 Gb/s on an instance its
 bundled aws-c-s3 does not list (p6-b300 before aws-c-s3 v0.12.5; the pinned CLI 2.31.23
-bundles awscrt 0.27.6), ~23 min for 1.7 TB instead of ~2.
+bundles awscrt 0.27.6), ~21 min for 1.56 TB instead of ~3.
 
 Verification overlaps the transfer: the CRT client writes each file to a temporary name and
 renames it when complete (aws/aws-cli ``awscli/s3transfer/crt.py``, ``RenameTempFileHandler``),
@@ -171,17 +171,9 @@ def init_cpus(instance: catalog.InstanceType, reserved_cpu: int) -> int:
     return instance.vcpus - reserved_cpu
 
 
-def sync_minutes(bytes_total: float, instance_type: str, efficiency: float = 0.6) -> float:
-    """Modelled transfer time: bytes / min(CRT target x efficiency, RAID0 NVMe write)."""
-    facts = catalog.STARTUP_FACTS[instance_type]
-    network = facts.s3_target_gbps.value * 1e9 / 8 * efficiency
-    disk = facts.nvme_drives * facts.nvme_write_gbytes_per_s_per_drive.value * 1e9
-    return bytes_total / min(network, disk) / 60
-
-
 def crt_fallback_minutes(bytes_total: float, efficiency: float = 1.0) -> float:
     """The same transfer at the CRT client's 10 Gb/s fallback."""
     return bytes_total / (catalog.CRT_FALLBACK_GBPS.value * 1e9 / 8 * efficiency) / 60
 
 
-__all__ = ["HASHERS", "NODE_SYNC_SCRIPT", "crt_fallback_minutes", "init_cpus", "node_sync_env", "sync_minutes", "target_bandwidth_bytes_per_s", "verify_workers"]
+__all__ = ["HASHERS", "NODE_SYNC_SCRIPT", "crt_fallback_minutes", "init_cpus", "node_sync_env", "target_bandwidth_bytes_per_s", "verify_workers"]

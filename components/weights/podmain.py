@@ -7,7 +7,8 @@ comes from the environment the pod spec sets:
 * ``stage``: ``MODEL_ID``, ``MODEL_REVISION``, ``WEIGHTS_S3_URI``, ``SHA256_MANIFEST``,
   ``AWS_REGION``, optional ``HF_ENDPOINT``, ``HF_TOKEN``, ``STAGE_WORKERS``;
 * ``cache-restore`` / ``cache-save``: ``CACHE_S3_URI`` (the object of this key),
-  ``CACHE_DIRS`` (colon-separated directories), ``AWS_REGION``;
+  ``CACHE_DIRS`` (colon-separated directories), ``AWS_REGION``; the restore writes
+  ``CACHE_RESTORED_MARKER`` (optional) after a complete restore;
 * ``warmup-then-save``: as ``cache-save`` plus ``VLLM_URL``, ``SERVED_MODEL_NAME``,
   ``WARMUP_MARKER`` and ``VLLM_API_KEY`` — the sidecar that sends the warm-up request once
   the engine answers, marks the pod ready-to-serve, saves the caches, then watches the engine
@@ -80,7 +81,7 @@ def _cache(action: str) -> int:
     dirs = [d for d in _env("CACHE_DIRS").split(":") if d]
     uri = _env("CACHE_S3_URI")
     if action == "cache-restore":
-        compile_cache.restore_or_log(_s3(), uri, dirs)
+        compile_cache.restore_or_log(_s3(), uri, dirs, os.environ.get("CACHE_RESTORED_MARKER") or None)
     else:
         compile_cache.save_or_log(_s3(), uri, dirs)
     return 0

@@ -135,6 +135,19 @@ def warmup_container(*, image: str, pull_policy: str, engine_url: str, served_mo
     )
 
 
+def aot_load_wrapper(marker: str) -> str:
+    """The engine's start when a compile cache is configured: after a complete restore (``marker``), force vLLM's AOT load.
+
+    vLLM 0.27.1 (``vllm/envs.py``, ``VLLM_FORCE_AOT_LOAD``): "Failure to load will result in a hard error"; without it a failed
+    load silently compiles again, minutes of paid GPU time. The marker is consumed, so a start after a failed forced load (the
+    container restarts) compiles as usual instead of failing again. ``exec`` keeps ``vllm`` PID 1 (it receives SIGTERM itself).
+    """
+    return (
+        f'if [ -f "{marker}" ]; then rm -f "{marker}"; export VLLM_FORCE_AOT_LOAD=1; '
+        'echo "compile cache restored: VLLM_FORCE_AOT_LOAD=1" >&2; fi; exec vllm serve "$@"'
+    )
+
+
 def readiness_guard(script: str) -> str:
     """``script`` (a Python readiness check) preceded by a check of the warm-up marker: no client before the warm-up request."""
     return f"import os, sys\nif not os.path.exists({WARMUP_MARKER!r}):\n    sys.exit(1)\n{script}"
@@ -153,6 +166,7 @@ __all__ = [
     "WARMUP_MARKER",
     "WEIGHTS_ROOT",
     "ServingStartup",
+    "aot_load_wrapper",
     "cache_object_uri",
     "cache_restore_container",
     "code_volume",

@@ -105,7 +105,7 @@ class WeightsStagingJobArgs:
     memory: str = "6Gi"
     """Memory request and limit."""
     active_deadline_s: int = 12 * 3600
-    """Give up after this long (1.7 TB at ~100 MB/s from the Hub is ~5 h)."""
+    """Give up after this long (1.56 TB at ~100 MB/s from the Hub is ~4.5 h)."""
     backoff_limit: int = 4
     """Pod retries; each resumes where the previous one stopped."""
     allow_floating_tag: bool = False
