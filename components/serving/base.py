@@ -175,25 +175,26 @@ class VllmServingBase(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
-        def opaque_secret(secret_name: str, value: pulumi.Input[str]) -> k8s.core.v1.Secret:
-            """An Opaque Secret ``secret_name`` holding ``value`` under ``key``."""
+        def opaque_secret(secret_name: str, data: Mapping[str, pulumi.Input[str]]) -> k8s.core.v1.Secret:
+            """An Opaque Secret ``secret_name`` holding ``data``."""
             return k8s.core.v1.Secret(
                 secret_name,
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=secret_name, namespace=ns, labels={**common, **selector}),
                 type="Opaque",
-                string_data={"key": pulumi.Output.secret(value)},
+                string_data=dict(data),
                 opts=in_ns,
             )
 
         secret_names: dict[str, str] = {}
         self.api_key_secret = None
         if args.api_key is not None:
-            secret_names["VLLM_API_KEY"] = f"{name}-api-key"
-            self.api_key_secret = opaque_secret(f"{name}-api-key", args.api_key)
+            key_secret = api_pod.api_key_secret_name(name)
+            secret_names["VLLM_API_KEY"] = key_secret
+            self.api_key_secret = opaque_secret(key_secret, api_pod.api_key_secret_data(args.api_key))
         self.hf_token_secret = None
         if args.hugging_face_token is not None and contract.weights.source == "huggingface":
             secret_names["HF_TOKEN"] = f"{name}-hf-token"
-            self.hf_token_secret = opaque_secret(f"{name}-hf-token", args.hugging_face_token)
+            self.hf_token_secret = opaque_secret(f"{name}-hf-token", {"key": pulumi.Output.secret(args.hugging_face_token)})
         self.api_proxy_config_map = api_pod.config_map(name, args, {**common, **selector}, in_ns)
         workload_deps: list[pulumi.Resource] = [self.namespace_resource, self.api_proxy_config_map]
         self.startup_code_config_map = None
