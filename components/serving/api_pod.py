@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_kubernetes as k8s
 
-from kimi_k3.serving import api_proxy, proxy_edge
+from kimi_k3.serving import api_proxy, nlb, proxy_edge
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
 from kimi_k3.serving.drain import DrainPlan
 
@@ -102,7 +102,10 @@ def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
 
 def drain_plan(args: VllmServingArgs) -> DrainPlan:
     """The stop sequence of a serving component's API pods (:mod:`kimi_k3.serving.drain`)."""
-    return DrainPlan(pre_stop_s=args.pre_stop_sleep_s, drain_s=args.drain_s, grace_period_s=args.termination_grace_period_s)
+    return DrainPlan(
+        pre_stop_s=args.pre_stop_sleep_s, drain_s=args.drain_s, grace_period_s=args.termination_grace_period_s,
+        behind_nlb=args.exposure in nlb.EXPOSURE_SCHEMES,
+    )
 
 
 def config_map_name(name: str) -> str:

@@ -22,7 +22,7 @@ from kimi_k3.errors import Problems, UserError
 from kimi_k3.serving import api_pod, nlb
 from kimi_k3.serving.api_proxy import PROXY_IMAGE, ApiRoute, ProxyConfigError, check_extra_route
 from kimi_k3.serving.contracts import EXPOSURES, ContractError, ServingContract
-from kimi_k3.serving.drain import DrainError
+from kimi_k3.serving.drain import DEFAULT_PRE_STOP_S, DrainError
 from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE, node_share
 from kimi_k3.weights.serving_pod import ServingStartup
 
@@ -79,8 +79,9 @@ class VllmServingArgs:
     """Size limit of the writable HOME (compile and JIT caches)."""
     weights_staging_timeout_s: int = 7200
     """Time allowed to copy and verify the weights (Deployment progress deadline; how long a group leader waits for its workers)."""
-    pre_stop_sleep_s: int = 30
-    """Seconds the API proxy keeps serving after the pod leaves the endpoints, before its graceful stop (NLB deregistration);
+    pre_stop_sleep_s: int = DEFAULT_PRE_STOP_S
+    """Seconds the API proxy keeps serving after the pod leaves the endpoints, before its graceful stop: the NLB keeps
+    sending new connections for about two minutes (behind an NLB at least :data:`kimi_k3.serving.drain.MIN_PRE_STOP_BEHIND_NLB_S`);
     the engine's preStop is a few seconds longer (:mod:`kimi_k3.serving.drain`)."""
     drain_s: int = 1800
     """Seconds in-flight requests may take to finish once the pod stops: the proxy's graceful-stop bound and
