@@ -50,6 +50,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.serving import api_proxy, nlb, proxy_edge
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
+from kimi_k3.serving.block_end import BlockEndPlan, block_end_plan
 from kimi_k3.serving.drain import DrainPlan
 
 if TYPE_CHECKING:
@@ -106,6 +107,17 @@ def drain_plan(args: VllmServingArgs) -> DrainPlan:
         pre_stop_s=args.pre_stop_sleep_s, drain_s=args.drain_s, grace_period_s=args.termination_grace_period_s,
         behind_nlb=args.exposure in nlb.EXPOSURE_SCHEMES,
     )
+
+
+def block_end(args: VllmServingArgs) -> BlockEndPlan | None:
+    """The block-end drain of the component's pods in this run (:mod:`kimi_k3.serving.block_end`); ``None`` without a block."""
+    return None if args.block_end is None else block_end_plan(drain_plan(args), args.block_end)
+
+
+def declared_replicas(args: VllmServingArgs) -> int:
+    """Replicas the workload declares: ``args.replicas``, or 0 once the run is past the block-end drain's stop time."""
+    plan = block_end(args)
+    return args.replicas if plan is None or plan.serving else 0
 
 
 def config_map_name(name: str) -> str:
@@ -220,8 +232,10 @@ __all__ = [
     "LIVENESS_PERIOD_S",
     "api_key_secret_data",
     "api_key_secret_name",
+    "block_end",
     "config_map",
     "config_map_name",
+    "declared_replicas",
     "drain_plan",
     "engine_args",
     "engine_lifecycle",

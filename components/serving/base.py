@@ -40,7 +40,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
-from kimi_k3.serving import api_pod, api_proxy, nlb
+from kimi_k3.serving import api_pod, api_proxy, block_end, nlb
 from kimi_k3.serving.args import VllmServingArgs
 from kimi_k3.serving.pod_kit import PodKit, startup_code_config_map
 from kimi_k3.weights import pod_files
@@ -293,6 +293,16 @@ class VllmServingBase(pulumi.ComponentResource):
         self.model_revision = pulumi.Output.from_input(contract.weights.revision)
         self.namespace = self.namespace_resource.metadata.apply(_name_of)
         self.service_name = self.service.metadata.apply(_name_of)
+
+    def _declare_block_end(self, name: str, args: VllmServingArgs, foundation: Foundation, target: block_end.ScaleTarget) -> None:
+        """The block-end drain of the workload ``target`` (:mod:`kimi_k3.serving.block_end`), when the args name a block."""
+        plan = api_pod.block_end(args)
+        self.block_end_plan = plan
+        self.block_end_cron_job = None
+        if plan is not None:
+            self.block_end_cron_job = block_end.declare_block_end_drain(
+                name, namespace=args.namespace, plan=plan, target=target, image=args.proxy_image, common=foundation.common, opts=foundation.in_namespace,
+            )
 
     def _register(self) -> None:
         """Register the outputs (once, last)."""

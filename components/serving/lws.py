@@ -60,6 +60,7 @@ from kimi_k3.errors import Problems
 from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
 from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
+from kimi_k3.serving.block_end import ScaleTarget
 from kimi_k3.serving.contracts import ServingContract
 from kimi_k3.serving.engine_flags import flag_of
 from kimi_k3.serving.pod_kit import PROBE_PERIOD_S, kit_env_names
@@ -218,7 +219,7 @@ class VllmLeaderWorkerSet(VllmServingBase):
             kind="LeaderWorkerSet",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=self.lws_name, namespace=args.namespace, labels={**common, **selector}, annotations=lws_annotations),
             spec={
-                "replicas": args.replicas,
+                "replicas": api_pod.declared_replicas(args),
                 # Workers are created with the leader: the leader waits for them before it can become ready.
                 "startupPolicy": "LeaderCreated",
                 # No spare node in a Capacity Block: replace one group at a time, never surge.
@@ -235,6 +236,7 @@ class VllmLeaderWorkerSet(VllmServingBase):
         )
 
         self._declare_frontend(name, args, foundation, api_selector)
+        self._declare_block_end(name, args, foundation, ScaleTarget("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", self.lws_name))
         self.group_network_policy = _group_network_policy(name, args, common, selector, foundation.in_namespace)
         self._register()
 
