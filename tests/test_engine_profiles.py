@@ -214,8 +214,8 @@ THIRD_PARTY_ENV = {
     "CUDA_CACHE_PATH": "CUDA JIT cache", "DO_NOT_TRACK": "read by vLLM's VLLM_DO_NOT_TRACK (vllm/envs.py)",
     "NCCL_CUMEM_ENABLE": "NCCL", "NCCL_SOCKET_IFNAME": "NCCL", "GLOO_SOCKET_IFNAME": "PyTorch Gloo",
     "FI_PROVIDER": "libfabric", "FI_EFA_USE_DEVICE_RDMA": "libfabric EFA provider", "FI_EFA_FORK_SAFE": "libfabric EFA provider", "FI_EFA_USE_HUGE_PAGE": "libfabric EFA provider",
-    "RAY_GCS_PORT": "this project's leader/worker scripts", "RAYLET_PORT": "this project's leader/worker scripts",
-    "RAY_OBJECT_STORE_BYTES": "this project's leader/worker scripts", "GROUP_JOIN_TIMEOUT_S": "this project's leader/worker scripts",
+    "GROUP_GATE_PORT": "this project's leader/worker scripts", "DIST_MASTER_PORT": "this project's worker probes and preStop",
+    "GROUP_JOIN_TIMEOUT_S": "this project's leader/worker scripts",
 }
 """Variables the pods set that are not vLLM's, with who reads them."""
 

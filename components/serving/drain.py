@@ -47,7 +47,7 @@ ENGINE_LAG_S = 5
 """Seconds the engine's ``preStop`` outlasts the proxy's."""
 
 MARGIN_S = 30
-"""Seconds the grace period keeps beyond the engine's drain: vLLM's teardown (workers, NCCL, the Ray head) and process exit."""
+"""Seconds the grace period keeps beyond the engine's drain: vLLM's teardown (workers, NCCL, the distributed store) and process exit."""
 
 NLB_STOPS_SENDING_S = 120
 """Seconds an NLB keeps opening new connections to an IP target after its deregistration starts, as measured in public.

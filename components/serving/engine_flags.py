@@ -164,7 +164,7 @@ MANAGED_ENV = MappingProxyType(
         "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "api.media (an allowed domain may not redirect a media fetch elsewhere)",
         "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION": "always 1 (the AWS deployment guide's reference environment)",
         **dict.fromkeys(("HOME", "USER", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HF_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"), "the pod's writable HOME and caches"),
-        **dict.fromkeys(("RAY_GCS_PORT", "RAYLET_PORT", "RAY_OBJECT_STORE_BYTES", "GROUP_JOIN_TIMEOUT_S"), "the LeaderWorkerSet's group setup (Ray ports, object store, join timeout)"),
+        **dict.fromkeys(("GROUP_GATE_PORT", "DIST_MASTER_PORT", "GROUP_JOIN_TIMEOUT_S", "VLLM_HOST_IP"), "the LeaderWorkerSet's group setup (the gate, the distributed store, the join timeout, the pod's address)"),
         **dict.fromkeys(("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE", "FI_EFA_USE_HUGE_PAGE", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"), "the LeaderWorkerSet's EFA setup (its nccl_env overrides it)"),
     }
 )
