@@ -333,7 +333,9 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _authorized(self) -> bool:
-        return self.headers.get("Authorization", "") == f"Bearer {self.fake.api_key}"
+        # vLLM 0.27.1's AuthenticationMiddleware.verify_token: scheme "Bearer" in any case, one space, the key exactly.
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and token == self.fake.api_key
 
     def _read_body(self) -> dict[str, Any] | None:
         length = int(self.headers.get("Content-Length") or 0)

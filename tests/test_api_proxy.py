@@ -9,7 +9,7 @@ import pytest
 
 from kimi_k3 import offline
 from kimi_k3.errors import UserError
-from kimi_k3.serving import api_proxy
+from kimi_k3.serving import api_proxy, proxy_edge
 from kimi_k3.serving.api_proxy import DEFAULT_ROUTES, ApiProxyConfig, ApiRoute, render_nginx_conf
 from tests import k8s_checks
 from tests.conftest import DATA, NOW
@@ -138,7 +138,9 @@ def test_the_config_is_deterministic_and_self_contained():
     text = render_nginx_conf(CONFIG)
     assert text == render_nginx_conf(ApiProxyConfig(max_model_len=262_144))
     assert api_proxy.config_map_data(CONFIG) == {"nginx.conf": text}
-    assert not re.search(r"^\s*(include|load_module)\b", text, re.M)
+    assert not re.search(r"^\s*load_module\b", text, re.M)
+    # One include only: the key's digest, from the API-key Secret's mount (the key itself is in no ConfigMap).
+    assert re.findall(r"^\s*include (\S+);$", text, re.M) == [f"{proxy_edge.KEY_DIR}/{proxy_edge.KEY_FILE}"]
     assert "daemon off;" in text and "pid /tmp/nginx.pid;" in text and "error_log stderr" in text
     # Every path nginx may write is under the emptyDir.
     for directive in ("client_body_temp_path", "proxy_temp_path", "fastcgi_temp_path", "uwsgi_temp_path", "scgi_temp_path"):
@@ -184,7 +186,7 @@ def _pod_objects(config: ApiProxyConfig = CONFIG) -> list[dict]:
                         security_context=k8s.core.v1.PodSecurityContextArgs(run_as_non_root=True, run_as_user=10001, run_as_group=10001, fs_group=10001,
                                                                             seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault")),
                         containers=[api_proxy.proxy_container(config, pre_stop_sleep_s=30)],
-                        volumes=api_proxy.proxy_volumes(config, "kimi-api-proxy"),
+                        volumes=api_proxy.proxy_volumes(config, "kimi-api-proxy", "kimi-api-key"),
                     ),
                 ),
             ),
@@ -221,7 +223,7 @@ def _container(objects: list[dict]) -> dict:
 def test_the_sidecar_runs_the_rendered_config_as_a_restricted_container(pod_objects):
     c = _container(pod_objects)
     assert c["image"] == api_proxy.PROXY_IMAGE and "@sha256:" in c["image"]
-    assert c["command"] == ["nginx", "-e", "stderr", "-c", "/etc/nginx/nginx.conf"]
+    assert c["command"] == ["/bin/sh", "-c", api_proxy.STOP_WRAPPER, "api-proxy", "nginx", "-e", "stderr", "-c", "/etc/nginx/nginx.conf"]
     assert c["securityContext"] == {
         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False, "readOnlyRootFilesystem": True,
         "runAsGroup": 10001, "runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"},
@@ -231,7 +233,10 @@ def test_the_sidecar_runs_the_rendered_config_as_a_restricted_container(pod_obje
         {"name": "probe", "containerPort": 8081, "protocol": "TCP"},
         {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
     ]
-    assert {m["mountPath"]: m.get("readOnly", False) for m in c["volumeMounts"]} == {"/etc/nginx": True, "/tmp": False}
+    assert {m["mountPath"]: m.get("readOnly", False) for m in c["volumeMounts"]} == {"/etc/nginx": True, "/tmp": False, proxy_edge.KEY_DIR: True}
+    (deployment,) = [o for o in pod_objects if o["kind"] == "Deployment"]
+    key_volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == api_proxy.KEY_VOLUME)
+    assert key_volume["secret"] == {"secretName": "kimi-api-key", "defaultMode": 0o440, "items": [{"key": proxy_edge.KEY_FILE, "path": proxy_edge.KEY_FILE}]}
     assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "probe"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "probe"}
     assert c["lifecycle"]["preStop"] == {"sleep": {"seconds": 30}}

@@ -4,7 +4,8 @@ Each test gets a private network namespace and a private mount namespace
 (:mod:`tests.proxy_sandbox`), so the pod's fixed ports (8000, 127.0.0.1:8001, 8081,
 9090) and paths (``/etc/nginx``, ``/tmp``) are used as they are, in parallel with
 anything else on the machine. The fake vLLM listens where vLLM will: on loopback,
-port :data:`~kimi_k3.serving.api_proxy.ENGINE_PORT`.
+port :data:`~kimi_k3.serving.api_proxy.ENGINE_PORT`. What a client without the key can
+cost and the JSON errors are in ``tests/test_api_proxy_edge.py``.
 """
 
 from __future__ import annotations
@@ -12,104 +13,34 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import os
 import re
 import signal
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from kimi_k3.serving import api_pod, api_proxy
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute, render_nginx_conf
-from kimi_k3.serving.vllm import VllmServerArgs
-from kimi_k3.stack.platform import serving_front_args
-from kimi_k3.stack.settings import load_stack
 from tests.conftest import DATA
-from tests.fake_openai_server import UNPROTECTED_ROUTES, FakeOpenAIServer
-from tests.proxy_sandbox import Nginx, PrivateNetwork, require_sandbox
-
-API_KEY = "sk-proxy_Test=+/0f3c"  # characters a header rewrite would mangle
-HOST = "127.0.0.1"
-
-
-def stack_proxy_config(stack: str) -> ApiProxyConfig:
-    """The proxy config the composition builds for a stack: the settings, Platform's mapping onto the serving
-    args (``serving_front_args``), the components' one builder (``api_pod.proxy_config``)."""
-    serving = load_stack(stack).serving
-    return api_pod.proxy_config(VllmServerArgs(contract=serving.contract, api_key="unused", **serving_front_args(serving)))
-
-
-STACK_CONFIG = stack_proxy_config("prod")
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self):
-        return json.loads(self.body)
-
-
-def call(port: int, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None, timeout: float = 10) -> Reply:
-    """One HTTP/1.1 request with the path sent exactly as given (no client-side normalisation)."""
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        resp = conn.getresponse()
-        return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
-    finally:
-        conn.close()
-
-
-def keyed(key: str = API_KEY) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-
-
-def chat_body(stream: bool = False, content: str = "ping") -> bytes:
-    return json.dumps({"model": "Kimi-K3", "messages": [{"role": "user", "content": content}], "stream": stream}).encode()
-
-
-@dataclass
-class Sandbox:
-    fake: FakeOpenAIServer
-    nginx: Nginx
-    config: ApiProxyConfig
-
-    def engine_paths(self) -> list[str]:
-        return [r.path for r in self.fake.requests]
-
-
-@pytest.fixture
-def sandbox_factory(tmp_path):
-    """Start (fake vLLM, nginx with a rendered config) in a private sandbox; torn down after the test."""
-    require_sandbox()
-    stack = []
-
-    def start(config: ApiProxyConfig = STACK_CONFIG, **behaviour) -> Sandbox:
-        net = PrivateNetwork().__enter__()
-        stack.append(net.__exit__)
-        fake = FakeOpenAIServer(api_key=API_KEY, port=config.engine_port).start()
-        stack.append(lambda *a: fake.stop())
-        for key, value in behaviour.items():
-            setattr(fake.behaviour, key, value)
-        nginx = Nginx(render_nginx_conf(config), tmp_path / f"sandbox{len(stack)}")
-        stack.append(lambda *a: nginx.stop())
-        nginx.start(wait_ports=(config.api_port, config.probe_port, config.metrics_port))
-        return Sandbox(fake, nginx, config)
-
-    yield start
-    for undo in reversed(stack):
-        undo(None, None, None)
-
-
-@pytest.fixture
-def sandbox(sandbox_factory) -> Sandbox:
-    return sandbox_factory()
-
+from tests.fake_openai_server import UNPROTECTED_ROUTES
+from tests.proxy_harness import (  # noqa: F401 (pytest fixtures)
+    API_KEY,
+    EVENTS_PER_STREAM,
+    HOST,
+    STACK_CONFIG,
+    Stream,
+    call,
+    chat_body,
+    key_check,
+    keyed,
+    sandbox,
+    sandbox_factory,
+    stack_proxy_config,
+)
+from tests.proxy_sandbox import Nginx, require_sandbox
 
 # --- what the sandbox really runs ------------------------------------------------------
 
@@ -247,14 +178,26 @@ def test_a_wrong_method_on_an_allowed_path_is_a_404(sandbox):
     assert sandbox.engine_paths() == []
 
 
-def test_the_authorization_header_passes_untouched_so_a_wrong_key_gets_vllms_401(sandbox):
-    wrong = call(8000, "POST", "/v1/chat/completions", chat_body(), keyed("sk-wrong"))
-    assert wrong.status == 401 and wrong.json() == {"error": "Unauthorized"} and wrong.headers["content-type"] == "application/json"
-    missing = call(8000, "GET", "/v1/models")
-    assert missing.status == 401 and missing.json() == {"error": "Unauthorized"}
-    right = call(8000, "POST", "/v1/chat/completions", chat_body(), keyed())
-    assert right.status == 200
-    assert [r.authorized for r in sandbox.fake.requests] == [False, False, True]  # vLLM judged every key itself
+def test_a_wrong_or_missing_key_gets_the_proxys_401_and_never_reaches_vllm(sandbox):
+    for headers in (keyed("sk-wrong"), {}, keyed(API_KEY.lower()), {"Authorization": f"Bearer  {API_KEY}"}, {"Authorization": f"Basic {API_KEY}"}):
+        reply = call(8000, "POST", "/v1/chat/completions", chat_body(), headers)
+        assert reply.status == 401 and reply.headers["content-type"] == "application/json", (headers, reply.status)
+        assert reply.json()["error"] == {"message": "Missing or wrong API key: send Authorization: Bearer <key>", "type": "AuthenticationError", "param": None, "code": 401}
+    assert call(8000, "GET", "/v1/models").status == 401
+    assert sandbox.engine_paths() == []  # nginx judged the key itself, before any body
+    # The right key passes with its header untouched (vLLM checks it again); the scheme is case-insensitive, as in vLLM.
+    assert call(8000, "POST", "/v1/chat/completions", chat_body(), keyed()).status == 200
+    assert call(8000, "GET", "/v1/models", headers={"Authorization": f"bearer {API_KEY}"}).status == 200
+    assert [r.authorized for r in sandbox.fake.requests] == [True, True]  # and vLLM agrees
+    assert call(8000, "GET", "/nothing-here").status == 404  # outside the allowlist the answer is still 404, key or not
+
+
+def test_without_a_key_the_proxy_checks_none(sandbox_factory):
+    config = ApiProxyConfig(max_model_len=STACK_CONFIG.max_model_len, check_api_key=False)
+    assert "auth_request" not in render_nginx_conf(config) and not re.search(r"^\s*include ", render_nginx_conf(config), re.M)
+    box = sandbox_factory(config)
+    assert call(8000, "GET", "/v1/models").status == 401  # vLLM's own answer, passed through
+    assert box.engine_paths() == ["/v1/models"]
 
 
 def _body_of_size(size: int) -> bytes:
@@ -322,45 +265,6 @@ def test_an_extra_route_from_settings_is_forwarded(sandbox_factory):
 # --- stopping ----------------------------------------------------------------------------
 
 
-class Stream:
-    """A streamed chat read line by line, so the test can act in the middle of it."""
-
-    def __init__(self, port: int = 8000) -> None:
-        body = chat_body(stream=True)
-        self.sock = socket.create_connection((HOST, port), timeout=10)
-        self.sock.sendall(
-            (f"POST /v1/chat/completions HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer {API_KEY}\r\n"
-             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
-        )
-        self.resp = http.client.HTTPResponse(self.sock)
-        self.resp.begin()
-        self.events: list[bytes] = []
-
-    def next_event(self) -> bytes | None:
-        while True:
-            try:
-                line = self.resp.readline()
-            except (http.client.IncompleteRead, ConnectionError, OSError):
-                return None
-            if not line:
-                return None
-            if line.startswith(b"data:"):
-                self.events.append(line.strip())
-                return line.strip()
-
-    def rest(self) -> list[bytes]:
-        while (event := self.next_event()) is not None and event != b"data: [DONE]":
-            pass
-        self.close()
-        return self.events
-
-    def close(self) -> None:
-        # Both: the response's file object keeps the socket open otherwise (and nginx then
-        # lingers up to lingering_timeout, 5 s, for a client that might still send).
-        self.resp.close()
-        self.sock.close()
-
-
 def _refuses_new_connections(port: int, within_s: float) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -372,23 +276,24 @@ def _refuses_new_connections(port: int, within_s: float) -> bool:
     return False
 
 
-EVENTS_PER_STREAM = 11  # role + 6 reasoning words + "po" "ng" + finish + [DONE]
 
 
-def test_a_graceful_stop_lets_the_in_flight_stream_finish(sandbox):
+@pytest.mark.parametrize("signum", [signal.SIGQUIT, signal.SIGTERM], ids=["SIGQUIT", "SIGTERM"])
+def test_any_stop_signal_lets_the_in_flight_stream_finish(sandbox, signum):
+    # The kubelet sends the image's STOPSIGNAL (SIGQUIT in nginx's images) or SIGTERM: the wrapper makes both graceful.
     sandbox.fake.behaviour.token_delay = 0.1
     stream = Stream()
     assert stream.next_event() is not None
     t0 = time.monotonic()
-    sandbox.nginx.signal(signal.SIGQUIT)  # the image's STOPSIGNAL: what the kubelet sends after preStop
-    assert _refuses_new_connections(8000, within_s=1.0), "nginx kept accepting after SIGQUIT"
+    sandbox.nginx.signal(signum)
+    assert _refuses_new_connections(8000, within_s=1.0), f"nginx kept accepting after {signum!r}"
     events = stream.rest()
     done = time.monotonic() - t0
     assert len(events) == EVENTS_PER_STREAM and events[-1] == b"data: [DONE]", events
     assert sandbox.nginx.wait(timeout=10) == 0
     exited = time.monotonic() - t0
     assert exited - done < 1.0, f"nginx exited {exited - done:.2f} s after the last stream ended"
-    print(f"graceful stop: stream finished {done:.2f} s and nginx exited {exited:.2f} s after SIGQUIT")
+    print(f"graceful stop on {signum!r}: stream finished {done:.2f} s and nginx exited {exited:.2f} s after the signal")
 
 
 def test_the_drain_is_bounded_by_drain_timeout(sandbox_factory):
@@ -404,12 +309,12 @@ def test_the_drain_is_bounded_by_drain_timeout(sandbox_factory):
     assert 0.9 < took < 2.5, took
 
 
-def test_a_fast_stop_would_cut_the_stream(sandbox):
-    # Why the stop signal matters: SIGTERM (the default without the image's STOPSIGNAL) aborts at once.
+def test_nginxs_own_sigterm_would_cut_the_stream(sandbox):
+    # Why the wrapper: SIGTERM straight to nginx (the kubelet's default stop signal) is its fast stop, which aborts at once.
     sandbox.fake.behaviour.token_delay = 0.1
     stream = Stream()
     assert stream.next_event() is not None
-    sandbox.nginx.signal(signal.SIGTERM)
+    os.kill(sandbox.nginx.master_pid(), signal.SIGTERM)
     events = stream.rest()
     assert events[-1] != b"data: [DONE]" and len(events) < EVENTS_PER_STREAM
 
@@ -419,7 +324,7 @@ def test_a_fast_stop_would_cut_the_stream(sandbox):
 
 CONFIGS = {
     "prod stack": STACK_CONFIG,
-    "1M context, images, 4 CPUs": ApiProxyConfig(max_model_len=1_048_576, inline_media_bytes=27 * 1024 * 1024, cpu=4, worker_connections=16384),
+    "1M context, images, 4 CPUs": ApiProxyConfig(max_model_len=1_048_576, inline_media_bytes=27 * 1024 * 1024, cpu=4, worker_connections=8192),
     "extra routes (one path, two methods)": ApiProxyConfig(
         max_model_len=131_072,
         extra_routes=(ApiRoute("POST", "/v1/embeddings"), ApiRoute("POST", "/v1/responses"), ApiRoute("GET", "/v1/responses"), ApiRoute("POST", "/v2/rerank")),
@@ -431,7 +336,7 @@ CONFIGS = {
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_nginx_accepts_every_rendered_config(name, tmp_path):
     require_sandbox()
-    result = Nginx(render_nginx_conf(CONFIGS[name]), tmp_path).check()
+    result = Nginx(render_nginx_conf(CONFIGS[name]), tmp_path, key_check=key_check(CONFIGS[name])).check()
     assert result.returncode == 0, result.stderr
     assert "syntax is ok" in result.stderr and "test is successful" in result.stderr
 
@@ -439,7 +344,7 @@ def test_nginx_accepts_every_rendered_config(name, tmp_path):
 def test_nginx_t_does_reject_a_broken_config(tmp_path):
     require_sandbox()
     broken = render_nginx_conf(STACK_CONFIG).replace("proxy_buffering off;", "proxy_buffering sometimes;")
-    result = Nginx(broken, tmp_path).check()
+    result = Nginx(broken, tmp_path, key_check=key_check(STACK_CONFIG)).check()
     assert result.returncode != 0 and "proxy_buffering" in result.stderr
 
 

@@ -219,8 +219,8 @@ THIRD_PARTY_ENV = {
     "CACHE_RESTORED_MARKER": "this project's cache restore (kimi_k3.weights.podmain)",
     "NCCL_CUMEM_ENABLE": "NCCL", "NCCL_SOCKET_IFNAME": "NCCL", "GLOO_SOCKET_IFNAME": "PyTorch Gloo",
     "FI_PROVIDER": "libfabric", "FI_EFA_USE_DEVICE_RDMA": "libfabric EFA provider", "FI_EFA_FORK_SAFE": "libfabric EFA provider", "FI_EFA_USE_HUGE_PAGE": "libfabric EFA provider",
-    "RAY_GCS_PORT": "this project's leader/worker scripts", "RAYLET_PORT": "this project's leader/worker scripts",
-    "RAY_OBJECT_STORE_BYTES": "this project's leader/worker scripts", "GROUP_JOIN_TIMEOUT_S": "this project's leader/worker scripts",
+    "GROUP_GATE_PORT": "this project's leader/worker scripts", "DIST_MASTER_PORT": "this project's worker probes and preStop",
+    "GROUP_JOIN_TIMEOUT_S": "this project's leader/worker scripts",
 }
 """Variables the pods set that are not vLLM's, with who reads them."""
 

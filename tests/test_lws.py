@@ -3,7 +3,8 @@
 The main rendering is a p5en-style replica: TP=8 within a node × PP=2 across nodes,
 EFA on. Objects are checked against the LeaderWorkerSet CRD schema (vendored in
 tests/data), the Kubernetes 1.34 schemas (strict) and checkov; the leader/worker
-shell scripts are run against fake ``ray``/``python3``/``vllm`` binaries.
+scripts run for real (their group gate is Python sockets on loopback) in front of a
+fake ``vllm`` binary that records when and how it was started.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -23,7 +27,7 @@ from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
 from kimi_k3.core import catalog, labels
 from kimi_k3.errors import UserError
 from kimi_k3.serving import ServingContract, VllmServer, VllmServerArgs
-from kimi_k3.serving.lws import EFA_RESOURCE, WORKER_INDEX_LABEL, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
+from kimi_k3.serving.lws import EFA_RESOURCE, WORKER_INDEX_LABEL, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs, multi_node_args
 from kimi_k3.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
 from tests import k8s_checks
 from tests.builders import REVISION, S3_URI, in_cluster, serving_contract
@@ -127,96 +131,119 @@ def test_group_size_follows_the_pipeline_stages():
     assert flag_values(container(plan, "leader")["args"])["--pipeline-parallel-size"] == "4"
 
 
-def test_leader_runs_ray_head_then_the_api_server_with_every_seed_flag(plans):
+def test_leader_runs_vllms_own_multi_node_mode_with_every_seed_flag(plans):
     leader = container(plans["hf-cluster"], "leader")
     assert leader["command"][:2] == ["/bin/sh", "-c"]
     script = leader["command"][2]
-    assert "ray start --head" in script and 'exec vllm serve "$@"' in script
+    assert 'exec vllm serve "$@"' in script and "ray" not in script.lower().replace("array", "")
     got = flag_values(leader["args"])
     assert flag_values(SEED_ARGS).items() <= got.items()
     assert got["--pipeline-parallel-size"] == "2" and got["--tensor-parallel-size"] == "8"
-    assert got["--distributed-executor-backend"] == "ray"
+    # vLLM 0.27.1's multiprocessing executor across nodes (vllm/config/parallel.py nnodes/node_rank/master_addr/master_port).
+    assert (got["--distributed-executor-backend"], got["--nnodes"], got["--node-rank"]) == ("mp", "2", "0")
+    assert (got["--master-addr"], got["--master-port"]) == ("$(LWS_LEADER_ADDRESS)", "29501")
     # vLLM on loopback behind the proxy sidecar, which owns the API port.
     assert (got["--host"], got["--port"], got["--revision"]) == ("127.0.0.1", "8001", REVISION)
     assert got["--shutdown-timeout"] == "1800"
     assert SEED_ENV.items() <= env_of(leader).items()
-    assert leader["ports"] == [{"name": "ray-gcs", "containerPort": 6379, "protocol": "TCP"}]
+    assert env_of(leader)["VLLM_HOST_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert leader["ports"] == [{"name": "dist-master", "containerPort": 29501, "protocol": "TCP"}, {"name": "group-gate", "containerPort": 29600, "protocol": "TCP"}]
     proxy = next(c for c in templates(plans["hf-cluster"])["leader"]["spec"]["containers"] if c["name"] == "api-proxy")
     assert {"name": "http", "containerPort": 8000, "protocol": "TCP"} in proxy["ports"]
     s3 = flag_values(container(plans["s3-internal"], "leader")["args"])
     assert s3["--model"] == "/models/kimi-k3"
 
 
-def test_workers_join_the_leaders_ray_head_and_serve_no_api(plan):
+def test_vllm_0_27_1_has_every_multi_node_flag_the_group_uses(plan):
+    names = json.loads((Path(__file__).parent / "data" / "vllm-0.27.1-names.json").read_text())["flags"]
+    added = {a for a in [*multi_node_args(2, node_rank="0"), "--headless"] if a.startswith("--")}
+    assert added == {"--distributed-executor-backend", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless"}
+    assert added <= set(names)
+    for role in ("leader", "worker"):
+        assert added - {"--headless"} <= set(container(plan, role)["args"]), role
+
+
+def test_workers_run_headless_vllm_with_their_node_rank_and_serve_no_api(plan):
     worker = container(plan, "worker")
+    leader = container(plan, "leader")
     script = worker["command"][2]
-    assert worker["command"][:2] == ["/bin/sh", "-c"] and "args" not in worker
-    assert 'ray start --address="$head"' in script and "--block" in script and "LWS_LEADER_ADDRESS" in script
-    assert "vllm serve" not in script
-    assert all(p["containerPort"] != 8000 for p in worker["ports"])
+    assert worker["command"][:2] == ["/bin/sh", "-c"] and 'exec vllm serve "$@"' in script and "LWS_LEADER_ADDRESS" in script
+    got = flag_values(worker["args"])
+    assert worker["args"][-1] == "--headless" and got["--node-rank"] == "$(LWS_WORKER_INDEX)"
+    # The same engine configuration as the leader's: only the node rank and headless differ.
+    assert {k: v for k, v in got.items() if k not in ("--node-rank", "--headless")} == {k: v for k, v in flag_values(leader["args"]).items() if k != "--node-rank"}
+    assert "ports" not in worker or all(p["containerPort"] != 8000 for p in worker["ports"])
     env = env_of(worker)
-    assert "VLLM_API_KEY" not in env and env["RAY_GCS_PORT"] == "6379"
-    assert SEED_ENV.items() <= env.items()  # Ray starts vLLM's workers from this raylet: same engine env
-    assert env_of(container(plan, "leader"))["RAY_GCS_PORT"] == "6379"
+    assert "VLLM_API_KEY" not in env and env["DIST_MASTER_PORT"] == "29501" and env["GROUP_GATE_PORT"] == "29600"
+    assert SEED_ENV.items() <= env.items()  # the same engine environment on every node
+    assert not any(k.startswith("RAY_") for k in {**env, **env_of(leader)})
 
 
-# --- scripts, run against fake binaries -----------------------------------------------------
+# --- the scripts, for real: the group gate on loopback, a fake vllm ------------------------------------
 
 
-def fake_bin(tmp_path: Path, alive_nodes: int, head_up: bool = True) -> dict[str, str]:
+def fake_vllm(tmp_path: Path) -> dict[str, str]:
+    """A ``vllm`` that appends ``<monotonic time> <node> vllm <args>`` to a log; the real python3 beside it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.log"
-    scripts = {
-        "ray": f'echo "ray $*" >> {log}',
-        "vllm": f'echo "vllm $*" >> {log}',
-        # The leader asks Python for the number of alive Ray nodes; the worker for a TCP connect to the head.
-        "python3": f'case "$*" in *socket*) exit {0 if head_up else 1};; *) echo {alive_nodes};; esac',
-    }
-    for tool, body in scripts.items():
-        path = bin_dir / tool
-        path.write_text(f"#!/bin/sh\n{body}\n")
-        path.chmod(0o755)
+    (bin_dir / "vllm").write_text(f"#!/bin/sh\necho \"$({sys.executable} -c 'import time; print(time.monotonic())') $NODE vllm $*\" >> {log}\n")
+    (bin_dir / "vllm").chmod(0o755)
+    (bin_dir / "python3").symlink_to(sys.executable)
     return {"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(log)}
 
 
-def run_script(script: str, env: dict[str, str], args: list[str] = ()) -> subprocess.CompletedProcess:
-    full = {
-        "PATH": env["PATH"], "RAY_GCS_PORT": "6379", "RAYLET_PORT": "6380", "RAY_OBJECT_STORE_BYTES": "1024",
-        "GROUP_JOIN_TIMEOUT_S": env.get("GROUP_JOIN_TIMEOUT_S", "60"), "LWS_GROUP_SIZE": "2", "LWS_LEADER_ADDRESS": "kimi-lws-0.kimi-lws.kimi-serving",
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def group_env(env: dict[str, str], port: int, node: str, size: int = 3, timeout_s: int = 60) -> dict[str, str]:
+    return {
+        "PATH": env["PATH"], "NODE": node, "GROUP_GATE_PORT": str(port), "DIST_MASTER_PORT": "29501", "GROUP_JOIN_TIMEOUT_S": str(timeout_s),
+        "GROUP_POLL_S": "0.2", "LWS_GROUP_SIZE": str(size), "LWS_LEADER_ADDRESS": "127.0.0.1", "LWS_WORKER_INDEX": node,
     }
-    return subprocess.run(["/bin/sh", "-c", script, "vllm-leader", *args], env=full, capture_output=True, text=True, timeout=30)
 
 
-def test_leader_script_starts_vllm_with_the_container_args_once_the_group_joined(tmp_path, plan):
-    env = fake_bin(tmp_path, alive_nodes=2)
+def start_script(script: str, env: dict[str, str], args: list[str] = ()) -> subprocess.Popen:
+    return subprocess.Popen(["/bin/sh", "-c", script, "vllm-node", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_group_starts_vllm_on_every_node_only_once_every_worker_has_its_weights(tmp_path, plan):
+    env, port = fake_vllm(tmp_path), _free_port()
     args = container(plan, "leader")["args"]
-    done = run_script(LEADER_SCRIPT, env, args)
-    assert done.returncode == 0, done.stderr
-    calls = Path(env["LOG"]).read_text().splitlines()
-    assert calls[0].startswith("ray start --head --port=6379")
-    assert calls[1] == "vllm serve " + " ".join(args)
+    leader = start_script(LEADER_SCRIPT, group_env(env, port, "0"), args)
+    early = start_script(WORKER_SCRIPT, group_env(env, port, "1"), ["--headless"])
+    time.sleep(1.5)  # worker 2 is still staging its weights: nobody may start
+    assert not Path(env["LOG"]).exists()
+    t_late = time.monotonic()
+    late = start_script(WORKER_SCRIPT, group_env(env, port, "2"), ["--headless"])
+    for process in (leader, early, late):
+        out, err = process.communicate(timeout=30)
+        assert process.returncode == 0, (out, err)
+    calls = [line.split(" ", 3) for line in Path(env["LOG"]).read_text().splitlines()]
+    assert sorted(node for _, node, _, _ in calls) == ["0", "1", "2"]
+    started = [float(at) for at, _, _, _ in calls]
+    assert min(started) >= t_late and max(started) - min(started) < 5  # all ranks within seconds of each other
+    leader_call = next(rest for _, node, _, rest in calls if node == "0")
+    assert leader_call == "serve " + " ".join(args)  # the container's arguments, untouched
 
 
-def test_leader_script_gives_up_when_the_group_never_joins(tmp_path):
-    env = fake_bin(tmp_path, alive_nodes=1)
-    done = run_script(LEADER_SCRIPT, {**env, "GROUP_JOIN_TIMEOUT_S": "0"})
-    assert done.returncode == 1 and "only 1 of 2 Ray nodes joined" in done.stderr
-    assert "vllm" not in Path(env["LOG"]).read_text()
+def test_the_leader_gives_up_when_a_worker_never_comes(tmp_path):
+    env, port = fake_vllm(tmp_path), _free_port()
+    leader = start_script(LEADER_SCRIPT, group_env(env, port, "0", size=2, timeout_s=1))
+    _, err = leader.communicate(timeout=30)
+    assert leader.returncode == 1 and "only 0 of 1 workers staged their weights within 1s" in err
+    assert not Path(env["LOG"]).exists()
 
 
-def test_worker_script_joins_the_leader_and_blocks(tmp_path):
-    env = fake_bin(tmp_path, alive_nodes=0)
-    done = run_script(WORKER_SCRIPT, env)
-    assert done.returncode == 0, done.stderr
-    (call,) = Path(env["LOG"]).read_text().splitlines()
-    assert call.startswith("ray start --address=kimi-lws-0.kimi-lws.kimi-serving:6379 --node-manager-port=6380") and call.endswith("--block")
-
-
-def test_worker_script_gives_up_when_the_head_never_answers(tmp_path):
-    env = fake_bin(tmp_path, alive_nodes=0, head_up=False)
-    done = run_script(WORKER_SCRIPT, {**env, "GROUP_JOIN_TIMEOUT_S": "0"})
-    assert done.returncode == 1 and "not reachable" in done.stderr
+def test_a_worker_gives_up_when_the_leader_never_opens_its_gate(tmp_path):
+    env, port = fake_vllm(tmp_path), _free_port()
+    worker = start_script(WORKER_SCRIPT, group_env(env, port, "1", timeout_s=1))
+    _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 1 and "did not let worker 1 in within 1s" in err
+    assert not Path(env["LOG"]).exists()
 
 
 # --- resources, EFA, placement ----------------------------------------------------------------
@@ -287,10 +314,10 @@ def test_probes_outlast_the_group_join_and_the_engine_load(ready_timeout_s):
     assert liveness["failureThreshold"] * liveness["periodSeconds"] >= int(env_of(leader).get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300")) + 120
     assert "/v1/models" in leader["readinessProbe"]["exec"]["command"][2]
     worker = container(plan, "worker")
-    assert worker["startupProbe"]["tcpSocket"] == {"port": "raylet"}
-    assert worker["startupProbe"]["failureThreshold"] * worker["startupProbe"]["periodSeconds"] >= 5000
-    assert worker["readinessProbe"]["tcpSocket"] == worker["livenessProbe"]["tcpSocket"] == {"port": "raylet"}
-    assert {"name": "raylet", "containerPort": 6380, "protocol": "TCP"} in worker["ports"]
+    startup = worker["startupProbe"]
+    assert "DIST_MASTER_PORT" in startup["exec"]["command"][2]  # the leader's distributed store answers
+    assert startup["failureThreshold"] * startup["periodSeconds"] >= 5000 + ready_timeout_s
+    assert worker["readinessProbe"]["exec"] == worker["livenessProbe"]["exec"] == startup["exec"]
 
 
 # --- service and network ------------------------------------------------------------------------

@@ -65,8 +65,13 @@ def test_every_annotation_is_documented_with_a_value_of_its_type(kwargs):
 def test_long_generations_survive_the_listener_and_the_drain_the_target_group():
     annotations = nlb_annotations(PROXY, scheme="internal", pre_stop_sleep_s=30)
     assert annotations[f"{LB}listener-attributes.TCP-8000"] == "tcp.idle_timeout.seconds=3600"
-    # 30 s preStop + 300 s drain; client IP preservation so the pods' NetworkPolicy sees the clients, not the NLB.
-    assert annotations[f"{LB}target-group-attributes"] == "deregistration_delay.timeout_seconds=330,preserve_client_ip.enabled=true"
+    # 30 s preStop + 300 s drain; client IP preservation so the pods' NetworkPolicy sees the clients, not the NLB; an
+    # unhealthy target keeps its connections for as long instead of an RST to each (the documented pair of attributes).
+    assert annotations[f"{LB}target-group-attributes"] == (
+        "deregistration_delay.timeout_seconds=330,preserve_client_ip.enabled=true,"
+        "target_health_state.unhealthy.connection_termination.enabled=false,target_health_state.unhealthy.draining_interval_seconds=330"
+    )
+    assert "target_health_state.unhealthy.connection_termination.enabled=false,target_health_state.unhealthy.draining_interval_seconds=30" in DOC
     assert (annotations[f"{LB}healthcheck-port"], annotations[f"{LB}healthcheck-path"], annotations[f"{LB}healthcheck-protocol"]) == ("8081", "/health", "HTTP")
     assert annotations[f"{LB}nlb-target-type"] == "ip" and annotations[f"{LB}type"] == "external"
     # The documented example of the listener attribute has exactly this shape.

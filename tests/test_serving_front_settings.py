@@ -28,7 +28,7 @@ def refused(key: str, match: str, **changes) -> SettingsError:
 
 def test_the_defaults_give_a_drain_that_covers_the_longest_generation():
     front = load_stack_settings().serving.front
-    assert (front.max_generation_s, front.drain_s, front.pre_stop_sleep_s, front.termination_grace_period_s, front.nlb_idle_timeout_s) == (1800, 1800, 30, None, 3600)
+    assert (front.max_generation_s, front.drain_s, front.pre_stop_sleep_s, front.termination_grace_period_s, front.nlb_idle_timeout_s) == (1800, 1800, 180, None, 3600)
     assert front.extra_routes == () and front.inline_media_bytes == 0
 
 
@@ -44,13 +44,16 @@ def test_extra_routes_pass_the_proxys_own_rules():
 
 
 def test_the_drain_rule_names_the_key_that_breaks_it():
-    refused("servingTerminationGraceSeconds", "at least 1865 s = preStop 30 s", servingTerminationGraceSeconds=300)
-    assert load_stack_settings(servingTerminationGraceSeconds=2000).serving.front.termination_grace_period_s == 2000
+    refused("servingTerminationGraceSeconds", "at least 2015 s = preStop 180 s", servingTerminationGraceSeconds=300)
+    assert load_stack_settings(servingTerminationGraceSeconds=2100).serving.front.termination_grace_period_s == 2100
     refused("servingDrainSeconds", "drain_timeout_s 0 is not accepted; expected a whole number from 1 to 3600", servingDrainSeconds=0)
     refused("servingPreStopSeconds", "whole seconds from 0 to 600", servingPreStopSeconds=900)
     refused("servingMaxGenerationSeconds", "max_generation_s 30 is not accepted", servingMaxGenerationSeconds=30)
     # Behind an NLB the target group's deregistration delay (preStop + drain) takes at most 3600 s.
-    refused("servingDrainSeconds", "deregistration delay 3630 s", servingDrainSeconds=3600, **INTERNAL)
+    refused("servingDrainSeconds", "deregistration delay 3780 s", servingDrainSeconds=3600, **INTERNAL)
+    # Behind an NLB the listener must outlast the NLB's deregistration; in-cluster only, a short preStop is fine.
+    refused("servingPreStopSeconds", "behind an NLB it must be at least 150 s", servingPreStopSeconds=30, **INTERNAL)
+    assert load_stack_settings(servingPreStopSeconds=30).serving.front.pre_stop_sleep_s == 30
     assert load_stack_settings(servingDrainSeconds=3600).serving.front.drain_s == 3600  # no NLB: fine
 
 

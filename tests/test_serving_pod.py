@@ -14,7 +14,7 @@ import pytest
 
 from kimi_k3 import offline
 from kimi_k3.errors import UserError
-from kimi_k3.serving import api_pod, nlb
+from kimi_k3.serving import api_pod, drain, nlb
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
 from kimi_k3.serving.drain import ENGINE_LAG_S, MARGIN_S, DrainPlan
 from kimi_k3.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
@@ -178,7 +178,7 @@ def test_prestop_then_proxy_drain_then_engine_drain_within_the_grace_period(plan
     shutdown = int(args[args.index("--shutdown-timeout") + 1])
     text = obj(plans[name], "ConfigMap", "kimi-api-proxy")["data"]["nginx.conf"]
     proxy_drain = int(text.split("worker_shutdown_timeout ", 1)[1].split("s;", 1)[0])
-    assert (proxy_pre_stop, engine_pre_stop) == (30, 30 + ENGINE_LAG_S)  # the engine still accepts when the proxy stops
+    assert (proxy_pre_stop, engine_pre_stop) == (180, 180 + ENGINE_LAG_S)  # the engine still accepts when the proxy stops
     assert shutdown == proxy_drain == 1800 > 0  # vLLM's default 0 would abort every in-flight request
     assert spec["terminationGracePeriodSeconds"] == engine_pre_stop + shutdown + MARGIN_S
 
@@ -187,12 +187,12 @@ def test_the_lws_workers_outlive_their_leaders_drain():
     plan = render(kind="lws")
     worker = obj(plan, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     script = worker["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][2]
-    assert "LWS_LEADER_ADDRESS" in script and f"+ {30 + ENGINE_LAG_S + 1800} ))" in script
-    assert worker["terminationGracePeriodSeconds"] >= 30 + ENGINE_LAG_S + 1800
+    assert "LWS_LEADER_ADDRESS" in script and f"+ {180 + ENGINE_LAG_S + 1800} ))" in script
+    assert worker["terminationGracePeriodSeconds"] >= 180 + ENGINE_LAG_S + 1800
 
 
 def test_the_grace_rule_refuses_a_period_the_drain_does_not_fit():
-    with pytest.raises(UserError, match="termination_grace_period_s 600 is not accepted; it must be at least 1865 s"):
+    with pytest.raises(UserError, match="termination_grace_period_s 600 is not accepted; it must be at least 2015 s"):
         offline.OfflineEngine(now=NOW).run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key="k", termination_grace_period_s=600), opts=in_cluster()))
     assert DrainPlan(pre_stop_s=10, drain_s=60).minimum_grace_s == 10 + 5 + 60 + 30
     plan = DrainPlan(pre_stop_s=30, drain_s=600)
@@ -221,11 +221,17 @@ def test_the_lws_rolls_one_group_at_a_time_like_its_pdb(plans):
 
 def test_the_service_annotations_are_nlb_annotations_of_the_stacks_proxy_and_drain(plans):
     annotations = obj(plans["deployment-nlb"], "Service", "kimi")["metadata"]["annotations"]
-    expected = nlb.nlb_annotations(ApiProxyConfig(max_model_len=262_144, max_generation_s=1800, drain_timeout_s=1800), scheme="internal", pre_stop_sleep_s=30)
+    expected = nlb.nlb_annotations(ApiProxyConfig(max_model_len=262_144, max_generation_s=1800, drain_timeout_s=1800), scheme="internal", pre_stop_sleep_s=180)
     assert annotations == expected
     assert annotations[f"{nlb.LB}listener-attributes.TCP-8000"] == "tcp.idle_timeout.seconds=3600"
     attributes = dict(pair.split("=") for pair in annotations[f"{nlb.LB}target-group-attributes"].split(","))
-    assert attributes == {"deregistration_delay.timeout_seconds": str(DrainPlan(pre_stop_s=30, drain_s=1800).deregistration_delay_s), "preserve_client_ip.enabled": "true"}
+    delay = str(DrainPlan(pre_stop_s=180, drain_s=1800).deregistration_delay_s)
+    assert delay == "1980"
+    # An unhealthy (or draining, probe listener closed) target keeps its streams for the whole drain instead of an RST.
+    assert attributes == {
+        "deregistration_delay.timeout_seconds": delay, "preserve_client_ip.enabled": "true",
+        "target_health_state.unhealthy.connection_termination.enabled": "false", "target_health_state.unhealthy.draining_interval_seconds": delay,
+    }
     assert annotations[f"{nlb.LB}healthcheck-port"] == "8081"
 
 
@@ -301,3 +307,34 @@ def test_the_proxy_config_is_built_once_from_the_args():
     args = VllmServerArgs(contract=serving_contract(max_model_len=131_072), api_key="k", extra_routes=("POST /v1/embeddings",), max_generation_s=900, drain_s=600, inline_media_bytes=1024)
     config = api_pod.proxy_config(args)
     assert config == ApiProxyConfig(max_model_len=131_072, max_generation_s=900, drain_timeout_s=600, inline_media_bytes=1024, extra_routes=(ApiRoute("POST", "/v1/embeddings"),))
+
+
+# --- the NLB's deregistration: the pinned minimum -----------------------------------------------------------
+
+
+def test_behind_an_nlb_the_listener_outlasts_the_nlbs_two_minute_deregistration():
+    # Public measurements (no AWS document gives the figure): IP targets keep receiving new connections for about two
+    # minutes after DeregisterTargets, whatever the deregistration delay says.
+    assert drain.NLB_STOPS_SENDING_S == 120
+    for source in ("aws-load-balancer-controller#2366", "#3270", "aws/containers-roadmap#470", "at least 2 minutes", "120"):
+        assert source in drain.NLB_STOPS_SENDING_SOURCE
+    assert drain.MIN_PRE_STOP_BEHIND_NLB_S == 150 == drain.NLB_STOPS_SENDING_S + drain.CONTROLLER_LAG_S
+    assert drain.DEFAULT_PRE_STOP_S >= drain.MIN_PRE_STOP_BEHIND_NLB_S
+    with pytest.raises(drain.DrainError, match="behind an NLB it must be at least 150 s"):
+        DrainPlan(pre_stop_s=149, drain_s=1800, behind_nlb=True)
+    assert DrainPlan(pre_stop_s=30, drain_s=1800).pre_stop_s == 30  # in-cluster only: endpoints update within seconds
+    # The figures it makes, each within its limit: the grace period (an int64, no maximum) and the target group's 0-3600 s.
+    plan = DrainPlan(drain_s=1800, behind_nlb=True)
+    assert (plan.pre_stop_s, plan.engine_pre_stop_s, plan.grace_s, plan.deregistration_delay_s) == (180, 185, 2015, 1980)
+    assert plan.deregistration_delay_s <= nlb.DEREGISTRATION_DELAY_RANGE[1]
+    assert DrainPlan(pre_stop_s=180, drain_s=3420, behind_nlb=True).deregistration_delay_s == 3600
+    first = {}
+    for at, what in plan.timeline():
+        first.setdefault(what.split(":")[0], at)
+    assert first["NLB"] < first["proxy"] == plan.pre_stop_s  # the NLB stops sending before the listener closes
+
+
+@pytest.mark.parametrize("name", ["deployment-nlb", "lws-nlb"])
+def test_the_stacks_nlb_pods_keep_their_listener_past_the_nlbs_deregistration(plans, name):
+    pod = containers(plans[name])
+    assert pod["api-proxy"]["lifecycle"]["preStop"]["sleep"]["seconds"] >= drain.MIN_PRE_STOP_BEHIND_NLB_S

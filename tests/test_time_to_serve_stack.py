@@ -18,6 +18,7 @@ import pytest
 from kimi_k3 import offline
 from kimi_k3.core import catalog, labels
 from kimi_k3.serving.contracts import ServingContract
+from kimi_k3.serving.drain import DrainPlan
 from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
 from kimi_k3.stack import time_to_serve
 from kimi_k3.weights import compile_cache, estimate, image_pull, node_local, node_sync, serving_pod
@@ -178,7 +179,12 @@ def test_prod_plan_prints_the_estimate_of_its_mechanisms(prod_plan):
     lines = prod_plan.plain_outputs()["timeToFirstToken"]
     x = time_to_serve.startup_inputs(prod_plan.settings)
     assert lines == estimate.format_estimates(x)
-    assert lines[0].startswith("time to first token: cold ") and "after the node is Ready" in lines[0] and "after the old pod's drain of 0.6–31 min" in lines[0]
+    assert lines[0].startswith("time to first token: cold ") and "after the node is Ready" in lines[0]
+    # the drain printed beside the pod re-created case is the stack's own stop sequence (engine preStop, then at most the drain window)
+    front = prod_plan.settings.serving.front
+    plan = DrainPlan(pre_stop_s=front.pre_stop_sleep_s, drain_s=front.drain_s, grace_period_s=front.termination_grace_period_s)
+    assert x.drain_s == (plan.engine_pre_stop_s, min(plan.engine_pre_stop_s + plan.drain_s, plan.grace_s))
+    assert x.drain_s[0] >= front.pre_stop_sleep_s and "after the old pod's drain of " in lines[0]
     assert x.compile_cache and x.node_local_weights and x.image_prepull and x.fast_image_pull and x.crt_target_bandwidth and x.verify == "overlapped"
 
 

@@ -10,7 +10,7 @@ import pytest
 from kimi_k3 import offline
 from kimi_k3.core import labels
 from kimi_k3.errors import UserError
-from kimi_k3.serving import ImageContract, ServingContract, VllmServer, VllmServerArgs, WeightsContract
+from kimi_k3.serving import ImageContract, ServingContract, VllmServer, VllmServerArgs, WeightsContract, proxy_edge
 from kimi_k3.serving.base import POD_IDENTITY_AGENT_CIDR
 from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
@@ -138,8 +138,8 @@ def test_readiness_proves_the_model_is_served_without_exposing_the_key(plans):
 def test_graceful_shutdown(plans):
     spec = pod_spec(plans["cluster"])
     # The engine's preStop outlasts the proxy's by 5 s; the grace period covers it, the drain and a margin.
-    assert server(plans["cluster"])["lifecycle"]["preStop"] == {"sleep": {"seconds": 35}}
-    assert spec["terminationGracePeriodSeconds"] == 35 + 1800 + 30
+    assert server(plans["cluster"])["lifecycle"]["preStop"] == {"sleep": {"seconds": 185}}
+    assert spec["terminationGracePeriodSeconds"] == 185 + 1800 + 30
     assert obj(plans["cluster"], "Deployment")["spec"]["strategy"] == {"type": "Recreate"}  # one replica
     assert obj(plans["internal"], "Deployment")["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
 
@@ -211,7 +211,13 @@ def test_api_key_flows_from_a_pulumi_secret_to_a_secret_key_ref(plans):
     plan = plans["cluster"]
     secret = plan.one("kubernetes:core/v1:Secret", "kimi-api-key")
     assert offline.contains_secret(secret.inputs["stringData"])
-    assert secret.plain_inputs["stringData"] == {"key": API_KEY}
+    # The key for vLLM and, for the proxy's check before any body is read, its digest: both only in this Secret.
+    assert secret.plain_inputs["stringData"] == {"key": API_KEY, proxy_edge.KEY_FILE: proxy_edge.key_check_file(API_KEY)}
+    digest = proxy_edge.key_digest(API_KEY)
+    for resource in plan.resources:
+        if resource is not secret:
+            text = json.dumps(resource.plain_inputs)
+            assert API_KEY not in text and digest not in text, resource.type
     env = env_of(server(plan))
     assert env["VLLM_API_KEY"] == {"secretKeyRef": {"name": "kimi-api-key", "key": "key"}}
     assert not any(a.startswith("--api-key") for a in server(plan)["args"])
@@ -242,13 +248,14 @@ def test_hugging_face_token_only_reaches_the_download_container(plans):
         ({"replicas": 0}, "replicas 0"),
         ({"instance_type": "g5.48xlarge"}, "instance_type"),
         ({"shm_size_gib": 2048}, "shm_size_gib"),
-        ({"termination_grace_period_s": 40}, "termination_grace_period_s 40 is not accepted; it must be at least 1865 s"),
+        ({"termination_grace_period_s": 40}, "termination_grace_period_s 40 is not accepted; it must be at least 2015 s"),
         ({"exposure": "internal", "vpc_cidr": VPC_CIDR}, "allowed_cidrs is required for internal exposure"),
         ({"drain_s": 0}, "drain_s 0 is not accepted"),
         ({"extra_routes": ("POST /invocations",)}, "unprotected list"),
         ({"exposure": "public", "vpc_cidr": VPC_CIDR, "allowed_cidrs": ("203.0.113.0/24",), "tls_certificate_arn": "arn:aws:acm:us-east-1:123456789012:certificate/0f1e"}, "TLS listener"),
         ({"exposure": "internal", "vpc_cidr": VPC_CIDR, "allowed_cidrs": ("10.0.0.0/8",), "nlb_idle_timeout_s": 600}, "idle_timeout_s 600 is shorter than max_generation_s 1800"),
-        ({"exposure": "internal", "vpc_cidr": VPC_CIDR, "allowed_cidrs": ("10.0.0.0/8",), "drain_s": 3590}, "deregistration delay 3620 s"),
+        ({"exposure": "internal", "vpc_cidr": VPC_CIDR, "allowed_cidrs": ("10.0.0.0/8",), "drain_s": 3590}, "deregistration delay 3770 s"),
+        ({"exposure": "internal", "vpc_cidr": VPC_CIDR, "allowed_cidrs": ("10.0.0.0/8",), "pre_stop_sleep_s": 30}, "pre_stop_sleep_s 30 is not accepted; behind an NLB it must be at least 150 s"),
     ],
 )
 def test_bad_args_stop_before_anything_is_declared(changes, message):

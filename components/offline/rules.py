@@ -19,6 +19,11 @@ The rules (each a function below):
 - :func:`one_time_schedule_fires_after_creation` — an EventBridge Scheduler one-time
   schedule (``at(...)``) must fire after it is created (reported refused at create; a schedule
   that never fires is as bad);
+- :func:`date_pinned_cron_job_fires_after_creation` — a Kubernetes CronJob pinned to one date
+  (``minute hour day month *``, the block-end drain) must fire after it is created: the
+  CronJob controller counts schedules from the object's creation (kubernetes/kubernetes
+  ``pkg/controller/cronjob/utils.go``, ``mostRecentScheduleTime``: ``earliestTime :=
+  cj.ObjectMeta.CreationTimestamp.Time``), so a time already past fires next year, not now;
 - :func:`node_boots_in_order` — a launch template's user data, booted twice (first boot and a
   reboot) through the AMI's own unit order (:mod:`kimi_k3.offline.boot_order`, from the
   vendored amazon-eks-ami and cloud-init unit files): no wait inside ``cloud-final`` for what
@@ -35,9 +40,11 @@ from typing import Any
 from kimi_k3.errors import UserError
 from kimi_k3.offline import boot_order
 from kimi_k3.offline.timeline import Moment, Registration, Timeline
+from kimi_k3.serving.block_end import FIRES_AT_ANNOTATION, TIME_ZONE, cron_schedule
 
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 SCHEDULER_SCHEDULE = "aws:scheduler/schedule:Schedule"
+CRON_JOB = "kubernetes:batch/v1:CronJob"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
@@ -175,6 +182,38 @@ def one_time_schedule_fires_after_creation(registration: Registration, moment: M
     )
 
 
+CRON_JOB_CREATION_SOURCE = (
+    "kubernetes/kubernetes pkg/controller/cronjob/utils.go, mostRecentScheduleTime: 'earliestTime := "
+    "cj.ObjectMeta.CreationTimestamp.Time' while the CronJob has no lastScheduleTime: a schedule time before the object's "
+    "creation is never run; the next match of 'minute hour day month *' is a year later"
+)
+
+
+def date_pinned_cron_job_fires_after_creation(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse a CronJob pinned to one moment (annotation ``kimi-k3.io/fires-at``) whose moment is not after its creation,
+    or whose schedule and time zone do not say that moment."""
+    if registration.type != CRON_JOB:
+        return None
+    metadata: Mapping[str, Any] = registration.inputs.get("metadata") or {}
+    fires = (metadata.get("annotations") or {}).get(FIRES_AT_ANNOTATION)
+    if not isinstance(fires, str):
+        return None
+    spec: Mapping[str, Any] = registration.inputs.get("spec") or {}
+    at = parse_schedule_time(fires)
+    expected = cron_schedule(at)
+    if spec.get("schedule") != expected or spec.get("timeZone") != TIME_ZONE:
+        return (
+            f"{FIRES_AT_ANNOTATION} {fires} but schedule {spec.get('schedule')!r} in time zone {spec.get('timeZone')!r}: "
+            f"it would fire at another moment; expected {expected!r} in {TIME_ZONE}"
+        )
+    if at > moment.starts:
+        return None
+    return (
+        f"the CronJob is pinned to {fires}, which has passed when it is created: {_create_call(moment, timeline)}; "
+        f"it would not run until a year later ({CRON_JOB_CREATION_SOURCE})"
+    )
+
+
 def node_boots_in_order(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
     """Refuse a launch template whose user data, booted through the AMI's unit order, waits in cloud-final, deadlocks or loses a mount."""
     if registration.type != LAUNCH_TEMPLATE:
@@ -190,7 +229,7 @@ def node_boots_in_order(registration: Registration, moment: Moment, timeline: Ti
 
 RULES: tuple[Rule, ...] = (
     schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge, one_time_schedule_fires_after_creation,
-    node_boots_in_order,
+    date_pinned_cron_job_fires_after_creation, node_boots_in_order,
 )
 """Every apply-time rule the offline engine enforces."""
 
@@ -219,6 +258,7 @@ class ApplyTimeRules:
 
 
 __all__ = [
+    "CRON_JOB_CREATION_SOURCE",
     "MINIMAL_UPDATE_SOURCE",
     "ONE_TIME_SCHEDULE_SOURCE",
     "RULES",
@@ -228,6 +268,7 @@ __all__ = [
     "ApplyTimeRules",
     "RuleViolation",
     "capacity_block_updates_without_surge",
+    "date_pinned_cron_job_fires_after_creation",
     "node_boots_in_order",
     "one_time_schedule_fires_after_creation",
     "parse_schedule_time",

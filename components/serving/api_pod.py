@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_kubernetes as k8s
 
-from kimi_k3.serving import api_proxy
+from kimi_k3.serving import api_proxy, nlb, proxy_edge
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
+from kimi_k3.serving.block_end import BlockEndPlan, block_end_plan
 from kimi_k3.serving.drain import DrainPlan
 
 if TYPE_CHECKING:
@@ -96,17 +97,44 @@ def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
         extra_routes=tuple(ApiRoute.parse(route) for route in args.extra_routes),
         api_port=args.contract.api.port,
         cpu=args.proxy_cpu,
+        check_api_key=args.api_key is not None,
     )
 
 
 def drain_plan(args: VllmServingArgs) -> DrainPlan:
     """The stop sequence of a serving component's API pods (:mod:`kimi_k3.serving.drain`)."""
-    return DrainPlan(pre_stop_s=args.pre_stop_sleep_s, drain_s=args.drain_s, grace_period_s=args.termination_grace_period_s)
+    return DrainPlan(
+        pre_stop_s=args.pre_stop_sleep_s, drain_s=args.drain_s, grace_period_s=args.termination_grace_period_s,
+        behind_nlb=args.exposure in nlb.EXPOSURE_SCHEMES,
+    )
+
+
+def block_end(args: VllmServingArgs) -> BlockEndPlan | None:
+    """The block-end drain of the component's pods in this run (:mod:`kimi_k3.serving.block_end`); ``None`` without a block."""
+    return None if args.block_end is None else block_end_plan(drain_plan(args), args.block_end)
+
+
+def declared_replicas(args: VllmServingArgs) -> int:
+    """Replicas the workload declares: ``args.replicas``, or 0 once the run is past the block-end drain's stop time."""
+    plan = block_end(args)
+    return args.replicas if plan is None or plan.serving else 0
 
 
 def config_map_name(name: str) -> str:
     """Name of the proxy's ConfigMap for the serving component ``name``."""
     return f"{name}-api-proxy"
+
+
+def api_key_secret_name(name: str) -> str:
+    """Name of the API-key Secret of the serving component ``name``: ``key`` (vLLM's ``VLLM_API_KEY``) and the proxy's
+    key-check file (:data:`kimi_k3.serving.proxy_edge.KEY_FILE`, the key's digest)."""
+    return f"{name}-api-key"
+
+
+def api_key_secret_data(api_key: pulumi.Input[str]) -> dict[str, pulumi.Output[str]]:
+    """``stringData`` of the API-key Secret: the key for vLLM and its digest line for the proxy, both Pulumi secrets."""
+    key = pulumi.Output.secret(api_key)
+    return {"key": key, proxy_edge.KEY_FILE: key.apply(proxy_edge.key_check_file)}
 
 
 def config_map(name: str, args: VllmServingArgs, labels: dict[str, str], opts: pulumi.ResourceOptions) -> k8s.core.v1.ConfigMap:
@@ -181,7 +209,7 @@ def sidecar(args: VllmServingArgs) -> k8s.core.v1.ContainerArgs:
 
 def volumes(name: str, args: VllmServingArgs) -> list[k8s.core.v1.VolumeArgs]:
     """The proxy's ConfigMap volume and its writable ``emptyDir``."""
-    return api_proxy.proxy_volumes(proxy_config(args), config_map_name(name))
+    return api_proxy.proxy_volumes(proxy_config(args), config_map_name(name), api_key_secret_name(name) if args.api_key is not None else None)
 
 
 def template_annotations(args: VllmServingArgs) -> dict[str, str]:
@@ -202,8 +230,12 @@ __all__ = [
     "HEALTH_SCRIPT",
     "LIVENESS_MARGIN_S",
     "LIVENESS_PERIOD_S",
+    "api_key_secret_data",
+    "api_key_secret_name",
+    "block_end",
     "config_map",
     "config_map_name",
+    "declared_replicas",
     "drain_plan",
     "engine_args",
     "engine_lifecycle",

@@ -12,11 +12,17 @@ pod's ports:
 * API port (:data:`kimi_k3.core.catalog.API_PORT`, 8000): exactly the allowlisted
   ``METHOD path`` pairs (:data:`DEFAULT_ROUTES` plus vetted extras); everything
   else, a wrong method on an allowed path included, gets a JSON 404 and never
-  reaches vLLM. The ``Authorization`` header is passed through untouched, so a
-  wrong key still gets vLLM's own 401.
+  reaches vLLM. nginx checks the bearer key before it reads a body (a missing or
+  wrong key gets the proxy's JSON 401); the ``Authorization`` header is passed
+  through untouched and vLLM checks it again.
 * probe port (:data:`PROBE_PORT`): ``GET /health`` forwarded to vLLM's
   ``/health`` (kubelet probes and the NLB health check reach the pod IP, not
   loopback) and ``GET /livez`` answered by nginx itself (the proxy's liveness).
+
+What a client without the key can cost (the key checked before any body is read,
+per-address limits, timeouts, memory sized for the worst case) is
+:mod:`kimi_k3.serving.proxy_edge`; the JSON bodies of the errors nginx answers itself
+are :mod:`kimi_k3.serving.proxy_errors`.
 * metrics port (:data:`METRICS_PORT`): ``GET /metrics`` forwarded, nothing else;
   the NetworkPolicy admits only the monitoring namespace there.
 
@@ -32,8 +38,8 @@ Why nginx (Debian's 1.22 runs in the tests; the image pins a 1.30 stable build):
   ``..`` and ``//`` resolved first), and ``proxy_pass`` with a fixed URI sends vLLM
   exactly the allowlisted path whatever spelling the client used;
 * graceful drain: SIGQUIT closes the listeners and lets in-flight requests
-  finish, bounded by ``worker_shutdown_timeout``; the image's ``STOPSIGNAL
-  SIGQUIT`` makes that the signal the kubelet sends (see :data:`PROXY_IMAGE`);
+  finish, bounded by ``worker_shutdown_timeout``; the container's PID 1
+  (:data:`STOP_WRAPPER`) turns whatever stop signal the kubelet sends into SIGQUIT;
 * non-root, read-only root: every path nginx writes (pid, five temp dirs) is under
   :data:`RUNTIME_DIR`, an ``emptyDir``; logs go to stdout/stderr.
 
@@ -46,7 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi_kubernetes as k8s
 
@@ -54,6 +60,8 @@ from kimi_k3.cluster.pod_security import container_security_context
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import DNS_LABEL
 from kimi_k3.errors import UserError
+from kimi_k3.serving import proxy_edge, proxy_errors
+from kimi_k3.serving.proxy_edge import EdgeError, EdgeLimits
 
 PROXY_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.30.1@sha256:6f5c8f8836fce1eba7daa6b4f0dbfe7aa742be47e1b15386a67be7a3dbd06086"
 """nginx 1.30.1 (stable branch), the unprivileged build of nginxinc/docker-nginx-unprivileged.
@@ -173,9 +181,8 @@ ROUTE_METHODS = ("GET", "POST")
 """Methods an allowlisted route may have (vLLM's OpenAI routes use only these)."""
 
 _PATH_RE = re.compile(r"^(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+$")
-_NOT_FOUND_BODY = '{"error":{"message":"Not Found","type":"NotFoundError","code":404}}'
-_TOO_LARGE_BODY = '{"error":{"message":"Request body too large","type":"RequestEntityTooLarge","code":413}}'
-_NOT_FOUND_ELSEWHERE = ("        location / {", f"            return 404 '{_NOT_FOUND_BODY}';", "        }")
+_NOT_FOUND = proxy_errors.error_return(404)
+_NOT_FOUND_ELSEWHERE = ("        location / {", f"            {_NOT_FOUND}", "        }")
 """The last location of every server block: whatever no other location allows is a 404 that never reaches vLLM."""
 
 
@@ -274,16 +281,30 @@ class ApiProxyConfig:
     """Metrics server port (Prometheus from the monitoring namespace)."""
     cpu: int = 1
     """Whole CPUs of the container (requests = limits); one nginx worker per CPU."""
-    worker_connections: int = 4096
-    """Connections per worker; a proxied request holds two (client and upstream)."""
+    worker_connections: int = 2048
+    """Connection slots per worker; a proxied request holds two (client and upstream). Sizes the memory limit
+    (:func:`kimi_k3.serving.proxy_edge.memory_limit_mib`)."""
+    check_api_key: bool = True
+    """nginx checks the bearer key before it reads a body (the digest from the API-key Secret, mounted at
+    :data:`kimi_k3.serving.proxy_edge.KEY_DIR`); off only for a server without a key."""
+    limits: EdgeLimits = field(default_factory=EdgeLimits)
+    """Timeouts and per-address limits of the API port (:class:`kimi_k3.serving.proxy_edge.EdgeLimits`)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.check_api_key, bool):
+            raise ProxyConfigError("check_api_key", f"api proxy: check_api_key {self.check_api_key!r} is not accepted; expected true or false")
+        if not isinstance(self.limits, EdgeLimits):
+            raise ProxyConfigError("limits", f"api proxy: limits {self.limits!r} is not accepted; expected an EdgeLimits")
         _whole("max_model_len", self.max_model_len, 1024, 1_048_576)
         _whole("max_generation_s", self.max_generation_s, 60, 86_400)
         _whole("drain_timeout_s", self.drain_timeout_s, 1, 3600)
         _whole("inline_media_bytes", self.inline_media_bytes, 0, 512 * 1024 * 1024)
         _whole("cpu", self.cpu, 1, 8)
         _whole("worker_connections", self.worker_connections, 256, 65_536)
+        try:
+            proxy_edge.memory_limit_mib(self.cpu, self.worker_connections)
+        except EdgeError as err:
+            raise ProxyConfigError(err.field, str(err)) from None
         ports = {}
         for name in ("api_port", "engine_port", "probe_port", "metrics_port"):
             ports[name] = _whole(name, getattr(self, name), 1024, 65_535)
@@ -319,12 +340,13 @@ class ApiProxyConfig:
 
 def _method_guard(methods: list[str]) -> str:
     if len(methods) == 1:
-        return f"if ($request_method != {methods[0]}) {{ return 404 '{_NOT_FOUND_BODY}'; }}"
-    return f"if ($request_method !~ ^({'|'.join(methods)})$) {{ return 404 '{_NOT_FOUND_BODY}'; }}"
+        return f"if ($request_method != {methods[0]}) {{ {_NOT_FOUND} }}"
+    return f"if ($request_method !~ ^({'|'.join(methods)})$) {{ {_NOT_FOUND} }}"
 
 
 def render_nginx_conf(config: ApiProxyConfig) -> str:
-    """The proxy's complete ``nginx.conf`` (self-contained: includes nothing, loads no module).
+    """The proxy's complete ``nginx.conf`` (loads no module; includes one file only: the key's digest from the
+    API-key Secret, when the key is checked, :mod:`kimi_k3.serving.proxy_edge`).
 
     Deterministic: the same config gives the same bytes (the ConfigMap, and
     :func:`config_checksum`, depend on nothing else).
@@ -338,6 +360,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         api_locations += [
             f"        location = {path} {{",
             f"            {_method_guard(sorted(methods))}",
+            *(f"            {line}" for line in proxy_edge.key_guard(config.check_api_key)),
             # A fixed URI: vLLM receives exactly the allowlisted path (query string kept).
             f"            proxy_pass {upstream}{path};",
             "        }",
@@ -350,6 +373,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         f"worker_processes {config.cpu};",
         f"pid {RUNTIME_DIR}/nginx.pid;",
         "error_log stderr notice;",
+        f"worker_rlimit_nofile {proxy_edge.rlimit_nofile(config.worker_connections)};",
         "# Graceful stop (SIGQUIT): listeners close at once, in-flight requests get this long.",
         f"worker_shutdown_timeout {config.drain_timeout_s}s;",
         "",
@@ -375,12 +399,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         "",
         "    # Clients.",
         f"    client_max_body_size {config.max_body_bytes};",
-        "    client_body_buffer_size 1m;",
-        "    client_header_timeout 60s;",
-        "    client_body_timeout 60s;",
-        "    send_timeout 60s;",
-        "    keepalive_timeout 75s;",
-        "    large_client_header_buffers 4 16k;",
+        *proxy_edge.http_lines(config.cpu, config.worker_connections, config.limits, config.check_api_key),
         "",
         "    # Upstream: vLLM on loopback, one connection per request (no keepalive race with",
         "    # uvicorn's short keep-alive), never retried (a generation is not idempotent).",
@@ -400,10 +419,9 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         "    # API: the allowlist; anything else is a 404 that never reaches vLLM.",
         "    server {",
         f"        listen {config.api_port} default_server;",
-        "        error_page 413 @body_too_large;",
-        "        location @body_too_large {",
-        f"            return 413 '{_TOO_LARGE_BODY}';",
-        "        }",
+        *proxy_edge.api_server_lines(config.cpu, config.worker_connections, config.limits, config.check_api_key),
+        "        # Errors nginx answers itself: JSON in vLLM's error shape (proxy_errors.py).",
+        *proxy_errors.error_page_lines(),
         *api_locations,
         *_NOT_FOUND_ELSEWHERE,
         "    }",
@@ -412,6 +430,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         "    server {",
         f"        listen {config.probe_port};",
         "        access_log off;",
+        *proxy_errors.error_page_lines(),
         f"        location = {HEALTH_PATH} {{",
         f"            {_method_guard(['GET'])}",
         "            proxy_read_timeout 30s;",
@@ -428,6 +447,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         "    server {",
         f"        listen {config.metrics_port};",
         "        access_log off;",
+        *proxy_errors.error_page_lines(),
         f"        location = {METRICS_PATH} {{",
         f"            {_method_guard(['GET'])}",
         "            proxy_read_timeout 30s;",
@@ -462,6 +482,32 @@ CONFIG_VOLUME = "api-proxy-config"
 TMP_VOLUME = "api-proxy-tmp"
 """The proxy's writable ``emptyDir`` (:data:`RUNTIME_DIR`)."""
 
+KEY_VOLUME = "api-proxy-key"
+"""The API-key Secret's key-check file (:data:`kimi_k3.serving.proxy_edge.KEY_FILE`), mounted at
+:data:`kimi_k3.serving.proxy_edge.KEY_DIR`."""
+
+STOP_WRAPPER = """set -u
+"$@" &
+pid=$!
+trap 'kill -QUIT "$pid" 2>/dev/null' TERM QUIT INT
+status=0
+while :; do
+  wait "$pid"; status=$?
+  kill -0 "$pid" 2>/dev/null || break
+done
+exit "$status"
+"""
+"""The container's PID 1: runs nginx and turns the kubelet's stop signal, whichever it is, into nginx's graceful SIGQUIT.
+
+nginx stops gracefully only on SIGQUIT (SIGTERM is its fast stop, which cuts every stream).
+The kubelet sends the container's stop signal: the image's ``STOPSIGNAL`` (SIGQUIT in
+nginxinc/docker-nginx-unprivileged's Dockerfiles), else SIGTERM. That cannot be checked
+offline for a mirrored image, and the pod field that would set it, ``lifecycle.stopSignal``,
+is alpha behind the ``ContainerStopSignals`` feature gate in Kubernetes 1.33 and 1.34
+(kubernetes/enhancements KEP-4960), which EKS does not enable. This wrapper makes the stop
+graceful whatever the image says. ``wait`` returns early when a trapped signal arrives, so it
+waits again until nginx has really exited, and exits with nginx's status."""
+
 PORT_NAMES = {"api": "http", "probe": "probe", "metrics": "metrics"}
 """Container port names: ``http`` stays the Service's ``targetPort``; ``metrics`` is what the ServiceMonitor selects."""
 
@@ -482,33 +528,51 @@ def tmp_size_limit(config: ApiProxyConfig) -> str:
     return f"{mib}Mi"
 
 
-def proxy_volumes(config: ApiProxyConfig, config_map_name: str) -> list[k8s.core.v1.VolumeArgs]:
-    """The ConfigMap volume (read-only files) and the writable ``emptyDir``; add them to the pod's volumes."""
+def proxy_volumes(config: ApiProxyConfig, config_map_name: str, key_secret_name: str | None = None) -> list[k8s.core.v1.VolumeArgs]:
+    """The ConfigMap volume (read-only files), the writable ``emptyDir`` and, when the key is checked, the key-check
+    file of the API-key Secret ``key_secret_name``; add them to the pod's volumes."""
     if not isinstance(config_map_name, str) or not DNS_LABEL.match(config_map_name):
         raise UserError(f"api proxy: config_map_name {config_map_name!r} is not accepted; expected a DNS label")
-    return [
+    volumes = [
         k8s.core.v1.VolumeArgs(
             name=CONFIG_VOLUME,
             config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=config_map_name, default_mode=0o444),
         ),
         k8s.core.v1.VolumeArgs(name=TMP_VOLUME, empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=tmp_size_limit(config))),
     ]
+    if config.check_api_key:
+        if not isinstance(key_secret_name, str) or not DNS_LABEL.match(key_secret_name):
+            raise UserError(f"api proxy: key_secret_name {key_secret_name!r} is not accepted; the key check needs the API-key Secret's name (a DNS label)")
+        volumes.append(k8s.core.v1.VolumeArgs(
+            name=KEY_VOLUME,
+            secret=k8s.core.v1.SecretVolumeSourceArgs(
+                secret_name=key_secret_name, default_mode=0o440,
+                items=[k8s.core.v1.KeyToPathArgs(key=proxy_edge.KEY_FILE, path=proxy_edge.KEY_FILE)],
+            ),
+        ))
+    return volumes
 
 
 def container_resources(config: ApiProxyConfig) -> dict[str, str]:
-    """CPU and memory of the sidecar (requests = limits): ``cpu`` whole CPUs, 256 MiB per worker plus 256 MiB."""
-    return {"cpu": str(config.cpu), "memory": f"{256 * config.cpu + 256}Mi"}
+    """CPU and memory of the sidecar (requests = limits): ``cpu`` whole CPUs, twice the worst case in memory
+    (:func:`kimi_k3.serving.proxy_edge.memory_limit_mib`)."""
+    return {"cpu": str(config.cpu), "memory": f"{proxy_edge.memory_limit_mib(config.cpu, config.worker_connections)}Mi"}
+
+
+def proxy_command() -> list[str]:
+    """The container's command: :data:`STOP_WRAPPER` running nginx on the rendered config (not the image's entrypoint scripts,
+    which rewrite ``/etc/nginx``, read-only here)."""
+    return ["/bin/sh", "-c", STOP_WRAPPER, "api-proxy", "nginx", "-e", "stderr", "-c", f"{CONFIG_DIR}/{CONFIG_FILE}"]
 
 
 def proxy_container(config: ApiProxyConfig, *, pre_stop_sleep_s: int, image: str = PROXY_IMAGE) -> k8s.core.v1.ContainerArgs:
     """The sidecar: nginx with the rendered config, non-root, read-only root, every capability dropped.
 
     Stop sequence: the ``preStop`` sleep keeps the proxy serving while the NLB
-    deregisters the pod; then the kubelet sends the image's ``STOPSIGNAL`` (SIGQUIT,
-    precedence "ContainerSpec > image STOPSIGNAL > SIGTERM", kubernetes/enhancements
-    KEP-4960), nginx closes its listeners and in-flight streams finish within
-    ``drain_timeout_s``. The pod's grace period must cover ``pre_stop_sleep_s +
-    drain_timeout_s``.
+    deregisters the pod (:mod:`kimi_k3.serving.drain`); then the kubelet sends the stop
+    signal, :data:`STOP_WRAPPER` hands nginx SIGQUIT whatever that signal is, nginx closes
+    its listeners and in-flight streams finish within ``drain_timeout_s``. The pod's grace
+    period must cover ``pre_stop_sleep_s + drain_timeout_s``.
 
     Resources are requests = limits, so a Guaranteed engine container keeps its pod Guaranteed.
 
@@ -524,8 +588,7 @@ def proxy_container(config: ApiProxyConfig, *, pre_stop_sleep_s: int, image: str
         name=CONTAINER_NAME,
         image=image,
         image_pull_policy="IfNotPresent",
-        # Bypasses the image's entrypoint scripts (they rewrite /etc/nginx, which is read-only here).
-        command=["nginx", "-e", "stderr", "-c", f"{CONFIG_DIR}/{CONFIG_FILE}"],
+        command=proxy_command(),
         ports=[
             k8s.core.v1.ContainerPortArgs(name=PORT_NAMES["api"], container_port=config.api_port, protocol="TCP"),
             k8s.core.v1.ContainerPortArgs(name=PORT_NAMES["probe"], container_port=probe_port, protocol="TCP"),
@@ -549,6 +612,7 @@ def proxy_container(config: ApiProxyConfig, *, pre_stop_sleep_s: int, image: str
         volume_mounts=[
             k8s.core.v1.VolumeMountArgs(name=CONFIG_VOLUME, mount_path=CONFIG_DIR, read_only=True),
             k8s.core.v1.VolumeMountArgs(name=TMP_VOLUME, mount_path=RUNTIME_DIR),
+            *([k8s.core.v1.VolumeMountArgs(name=KEY_VOLUME, mount_path=proxy_edge.KEY_DIR, read_only=True)] if config.check_api_key else []),
         ],
     )
 

@@ -13,6 +13,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import pulumi
 
@@ -21,8 +22,9 @@ from kimi_k3.core.formats import DNS_LABEL
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.serving import api_pod, nlb
 from kimi_k3.serving.api_proxy import PROXY_IMAGE, ApiRoute, ProxyConfigError, check_extra_route
+from kimi_k3.serving.block_end import BlockEnd
 from kimi_k3.serving.contracts import EXPOSURES, ContractError, ServingContract
-from kimi_k3.serving.drain import DrainError
+from kimi_k3.serving.drain import DEFAULT_PRE_STOP_S, DrainError
 from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE, node_share
 from kimi_k3.weights.serving_pod import ServingStartup
 
@@ -79,8 +81,9 @@ class VllmServingArgs:
     """Size limit of the writable HOME (compile and JIT caches)."""
     weights_staging_timeout_s: int = 7200
     """Time allowed to copy and verify the weights (Deployment progress deadline; how long a group leader waits for its workers)."""
-    pre_stop_sleep_s: int = 30
-    """Seconds the API proxy keeps serving after the pod leaves the endpoints, before its graceful stop (NLB deregistration);
+    pre_stop_sleep_s: int = DEFAULT_PRE_STOP_S
+    """Seconds the API proxy keeps serving after the pod leaves the endpoints, before its graceful stop: the NLB keeps
+    sending new connections for about two minutes (behind an NLB at least :data:`kimi_k3.serving.drain.MIN_PRE_STOP_BEHIND_NLB_S`);
     the engine's preStop is a few seconds longer (:mod:`kimi_k3.serving.drain`)."""
     drain_s: int = 1800
     """Seconds in-flight requests may take to finish once the pod stops: the proxy's graceful-stop bound and
@@ -107,6 +110,10 @@ class VllmServingArgs:
     startup: ServingStartup | None = None
     """Time-to-serve wiring (:class:`kimi_k3.weights.serving_pod.ServingStartup`): node-side sync at line rate,
     node-local weights (a StatefulSet), compile-cache restore and the warm-up-then-save sidecar. ``None``: the plain pod."""
+    block_end: BlockEnd | None = None
+    """The Capacity Block's end and the run's ``now``: every replica stops taking new work and drains before EKS scales the
+    nodes to 0 (:mod:`kimi_k3.serving.block_end`; past the stop time the workload is declared with no replicas). ``None``: no
+    block-end step."""
     await_rollout: bool = False
     """Make ``pulumi up`` wait for the pods to be ready (off: a block may start days later, loads take an hour)."""
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -170,6 +177,10 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
         problems.reject("tls_certificate_arn", args.tls_certificate_arn, "expected an ACM certificate ARN")
     _front_problems(args, problems)
     _startup_problems(args, problems)
+    if args.block_end is not None and not (
+        isinstance(args.block_end, BlockEnd) and all(isinstance(t, datetime) and t.tzinfo is not None for t in (args.block_end.ends_at, args.block_end.now))
+    ):
+        problems.reject("block_end", args.block_end, "expected a BlockEnd of two timezone-aware datetimes (the block's end, the run's now)")
     if args.init_image and "@sha256:" not in args.init_image and ":" not in args.init_image.rsplit("/", 1)[-1]:
         problems.reject("init_image", args.init_image, "expected an image with a tag or a digest")
     return nodes

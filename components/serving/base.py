@@ -40,7 +40,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
-from kimi_k3.serving import api_pod, api_proxy, nlb
+from kimi_k3.serving import api_pod, api_proxy, block_end, nlb
 from kimi_k3.serving.args import VllmServingArgs
 from kimi_k3.serving.pod_kit import PodKit, startup_code_config_map
 from kimi_k3.weights import pod_files
@@ -175,25 +175,26 @@ class VllmServingBase(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
-        def opaque_secret(secret_name: str, value: pulumi.Input[str]) -> k8s.core.v1.Secret:
-            """An Opaque Secret ``secret_name`` holding ``value`` under ``key``."""
+        def opaque_secret(secret_name: str, data: Mapping[str, pulumi.Input[str]]) -> k8s.core.v1.Secret:
+            """An Opaque Secret ``secret_name`` holding ``data``."""
             return k8s.core.v1.Secret(
                 secret_name,
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=secret_name, namespace=ns, labels={**common, **selector}),
                 type="Opaque",
-                string_data={"key": pulumi.Output.secret(value)},
+                string_data=dict(data),
                 opts=in_ns,
             )
 
         secret_names: dict[str, str] = {}
         self.api_key_secret = None
         if args.api_key is not None:
-            secret_names["VLLM_API_KEY"] = f"{name}-api-key"
-            self.api_key_secret = opaque_secret(f"{name}-api-key", args.api_key)
+            key_secret = api_pod.api_key_secret_name(name)
+            secret_names["VLLM_API_KEY"] = key_secret
+            self.api_key_secret = opaque_secret(key_secret, api_pod.api_key_secret_data(args.api_key))
         self.hf_token_secret = None
         if args.hugging_face_token is not None and contract.weights.source == "huggingface":
             secret_names["HF_TOKEN"] = f"{name}-hf-token"
-            self.hf_token_secret = opaque_secret(f"{name}-hf-token", args.hugging_face_token)
+            self.hf_token_secret = opaque_secret(f"{name}-hf-token", {"key": pulumi.Output.secret(args.hugging_face_token)})
         self.api_proxy_config_map = api_pod.config_map(name, args, {**common, **selector}, in_ns)
         workload_deps: list[pulumi.Resource] = [self.namespace_resource, self.api_proxy_config_map]
         self.startup_code_config_map = None
@@ -292,6 +293,16 @@ class VllmServingBase(pulumi.ComponentResource):
         self.model_revision = pulumi.Output.from_input(contract.weights.revision)
         self.namespace = self.namespace_resource.metadata.apply(_name_of)
         self.service_name = self.service.metadata.apply(_name_of)
+
+    def _declare_block_end(self, name: str, args: VllmServingArgs, foundation: Foundation, target: block_end.ScaleTarget) -> None:
+        """The block-end drain of the workload ``target`` (:mod:`kimi_k3.serving.block_end`), when the args name a block."""
+        plan = api_pod.block_end(args)
+        self.block_end_plan = plan
+        self.block_end_cron_job = None
+        if plan is not None:
+            self.block_end_cron_job = block_end.declare_block_end_drain(
+                name, namespace=args.namespace, plan=plan, target=target, image=args.proxy_image, common=foundation.common, opts=foundation.in_namespace,
+            )
 
     def _register(self) -> None:
         """Register the outputs (once, last)."""

@@ -172,7 +172,7 @@ MANAGED_ENV = MappingProxyType(
              "DG_JIT_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_AUTOTUNING", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"),
             "the pod's writable HOME and caches",
         ),
-        **dict.fromkeys(("RAY_GCS_PORT", "RAYLET_PORT", "RAY_OBJECT_STORE_BYTES", "GROUP_JOIN_TIMEOUT_S"), "the LeaderWorkerSet's group setup (Ray ports, object store, join timeout)"),
+        **dict.fromkeys(("GROUP_GATE_PORT", "DIST_MASTER_PORT", "GROUP_JOIN_TIMEOUT_S", "VLLM_HOST_IP"), "the LeaderWorkerSet's group setup (the gate, the distributed store, the join timeout, the pod's address)"),
         **dict.fromkeys(("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE", "FI_EFA_USE_HUGE_PAGE", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"), "the LeaderWorkerSet's EFA setup (its nccl_env overrides it)"),
     }
 )

@@ -9,7 +9,16 @@ Checked against the controller's documented annotation set (kubernetes-sigs/aws-
 * "The connection idle timeout for TLS listeners is 350 seconds and can't be modified" (Elastic Load
   Balancing, Network Load Balancers, "Update the TCP idle timeout"): with an ACM certificate on the
   listener, a non-streamed answer silent for longer than that is cut, so it is refused here;
-* the target group's deregistration delay takes 0-3600 s (annotations.md, target-group-attributes);
+* the target group's deregistration delay takes 0-3600 s (annotations.md, target-group-attributes); it is
+  the stop sequence's preStop + drain (:func:`kimi_k3.serving.drain.deregistration_delay_s`);
+* a target that fails its health checks keeps its established connections for as long
+  (``target_health_state.unhealthy.connection_termination.enabled=false`` and
+  ``.draining_interval_seconds``, annotations.md's example): by default the NLB resets every
+  connection of an unhealthy target ("If a target becomes unhealthy, the load balancer sends
+  a TCP RST for packets received on the client connections associated with the target",
+  Elastic Load Balancing, "Health checks for Network Load Balancer target groups"), which
+  would cut every live stream of a replica whose ``/health`` failed once, or whose probe
+  listener closed while it drains;
 * health checks go to the proxy's probe port and path, which forwards only vLLM's ``/health``
   (:mod:`kimi_k3.serving.api_proxy`);
 * client IP preservation is on (``preserve_client_ip.enabled=true``): for IP targets it is off by
@@ -24,6 +33,7 @@ Checked against the controller's documented annotation set (kubernetes-sigs/aws-
 from __future__ import annotations
 
 from kimi_k3.errors import UserError
+from kimi_k3.serving import drain
 from kimi_k3.serving.api_proxy import HEALTH_PATH, ApiProxyConfig
 
 
@@ -69,8 +79,8 @@ def scheme_of(exposure: str) -> str:
 
 
 def deregistration_delay_s(proxy: ApiProxyConfig, pre_stop_sleep_s: int) -> int:
-    """The target stays ``draining`` as long as the pod may still serve: the preStop sleep plus the proxy's drain."""
-    return pre_stop_sleep_s + proxy.drain_timeout_s
+    """The target stays ``draining`` as long as the pod may still serve (:func:`kimi_k3.serving.drain.deregistration_delay_s`)."""
+    return drain.deregistration_delay_s(pre_stop_sleep_s, proxy.drain_timeout_s)
 
 
 def nlb_annotations(
@@ -112,7 +122,10 @@ def nlb_annotations(
         f"{LB}healthcheck-protocol": "HTTP",
         f"{LB}healthcheck-port": str(proxy.probe_port),
         f"{LB}healthcheck-path": HEALTH_PATH,
-        f"{LB}target-group-attributes": f"deregistration_delay.timeout_seconds={delay},preserve_client_ip.enabled=true",
+        f"{LB}target-group-attributes": (
+            f"deregistration_delay.timeout_seconds={delay},preserve_client_ip.enabled=true,"
+            f"target_health_state.unhealthy.connection_termination.enabled=false,target_health_state.unhealthy.draining_interval_seconds={delay}"
+        ),
     }
     if tls_certificate_arn:
         if idle_timeout_s is not None:

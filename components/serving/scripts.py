@@ -48,31 +48,56 @@ with urllib.request.urlopen(req, timeout=8) as resp:
 sys.exit(0 if {name!r} in ids else 1)
 """
 
-# Leader: Ray head, wait for the whole group, then vLLM as PID 1 with the arguments of the container ("$@").
+# The group gate: every worker reports (its index) once its init containers have staged its weights and keeps asking;
+# the leader answers "wait" until all have reported, then "go" to each, and starts vLLM once each has had its "go", so
+# every rank starts within seconds of the others (torch's rendezvous would time out on a rank an hour late).
+# Leader: the gate, then vLLM as PID 1 with the container's arguments ("$@": vLLM's multi-node flags, node rank 0).
 LEADER_SCRIPT = """set -eu
-ray start --head --port="$RAY_GCS_PORT" --node-manager-port="$RAYLET_PORT" --object-store-memory="$RAY_OBJECT_STORE_BYTES" --include-dashboard=false --disable-usage-stats
-deadline=$(( $(date +%s) + GROUP_JOIN_TIMEOUT_S ))
-while :; do
-  alive=$(python3 -c 'import ray; ray.init(address="auto", logging_level="ERROR"); print(sum(1 for n in ray.nodes() if n["Alive"]))' 2>/dev/null || echo 0)
-  [ "$alive" -ge "$LWS_GROUP_SIZE" ] && break
-  [ "$(date +%s)" -lt "$deadline" ] || { echo "only $alive of $LWS_GROUP_SIZE Ray nodes joined within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
-  echo "waiting for the group: $alive of $LWS_GROUP_SIZE Ray nodes alive"
-  sleep 10
-done
-echo "all $LWS_GROUP_SIZE Ray nodes joined; starting vLLM"
+python3 - <<'GATE'
+import os, socket, sys, time
+workers = int(os.environ["LWS_GROUP_SIZE"]) - 1
+timeout = int(os.environ["GROUP_JOIN_TIMEOUT_S"])
+deadline = time.monotonic() + timeout
+server = socket.create_server(("", int(os.environ["GROUP_GATE_PORT"])))
+server.settimeout(5)
+ready, released = set(), set()
+while len(released) < workers:
+    if time.monotonic() > deadline:
+        sys.exit(f"only {len(ready)} of {workers} workers staged their weights within {timeout}s")
+    try:
+        conn, _ = server.accept()
+    except TimeoutError:
+        continue
+    with conn:
+        try:
+            conn.settimeout(5)
+            index = conn.recv(64).decode().strip()
+            if not (index.isdigit() and 0 < int(index) <= workers):
+                continue
+            ready.add(index)
+            go = len(ready) == workers
+            conn.sendall(b"go\\n" if go else b"wait\\n")
+        except OSError:
+            continue
+    if go:
+        released.add(index)
+    else:
+        print(f"waiting for the group: {len(ready)} of {workers} workers ready", flush=True)
+print(f"all {workers} workers ready; starting vLLM", flush=True)
+GATE
 exec vllm serve "$@"
 """
 
-# Worker: wait until the leader's Ray head answers (it may still be staging weights), then join and block.
+# Worker: its weights are staged (the init containers are done): ask the leader until it says go, then vLLM headless, PID 1.
 WORKER_SCRIPT = """set -eu
-head="$LWS_LEADER_ADDRESS:$RAY_GCS_PORT"
 deadline=$(( $(date +%s) + GROUP_JOIN_TIMEOUT_S ))
-until python3 -c 'import os, socket; socket.create_connection((os.environ["LWS_LEADER_ADDRESS"], int(os.environ["RAY_GCS_PORT"])), 5).close()' 2>/dev/null; do
-  [ "$(date +%s)" -lt "$deadline" ] || { echo "Ray head $head not reachable within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
-  echo "waiting for the Ray head at $head"
-  sleep 10
+until python3 -c 'import os, socket; s = socket.create_connection((os.environ["LWS_LEADER_ADDRESS"], int(os.environ["GROUP_GATE_PORT"])), 5); s.settimeout(5); s.sendall(os.environ["LWS_WORKER_INDEX"].encode() + b"\\n"); raise SystemExit(0 if s.recv(16).startswith(b"go") else 1)' 2>/dev/null; do
+  [ "$(date +%s)" -lt "$deadline" ] || { echo "the group's leader $LWS_LEADER_ADDRESS:$GROUP_GATE_PORT did not let worker $LWS_WORKER_INDEX in within ${GROUP_JOIN_TIMEOUT_S}s" >&2; exit 1; }
+  echo "waiting for the group at $LWS_LEADER_ADDRESS:$GROUP_GATE_PORT"
+  sleep "${GROUP_POLL_S:-5}"
 done
-exec ray start --address="$head" --node-manager-port="$RAYLET_PORT" --object-store-memory="$RAY_OBJECT_STORE_BYTES" --disable-usage-stats --block
+echo "the group is ready; starting vLLM on node $LWS_WORKER_INDEX of the group (headless)"
+exec vllm serve "$@"
 """
 
 

@@ -29,6 +29,7 @@ from kimi_k3.errors import Problems
 from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
 from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
+from kimi_k3.serving.block_end import ScaleTarget
 from kimi_k3.serving.pod_kit import weights_limit_gb
 from kimi_k3.weights import node_local, pod_files
 from kimi_k3.weights.serving_pod import WARMUP_CHECKOV_SKIPS
@@ -95,13 +96,14 @@ class VllmServer(VllmServingBase):
         if kit.node_local_weights:
             self.stateful_set = node_local_stateful_set(name, args, foundation, pod_labels, deployment_annotations, template)
             self._declare_frontend(name, args, foundation, selector)
+            self._declare_block_end(name, args, foundation, ScaleTarget("apps", "v1", "statefulsets", name))
             self._register()
             return
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=args.namespace, labels=pod_labels, annotations=deployment_annotations),
             spec=k8s.apps.v1.DeploymentSpecArgs(
-                replicas=args.replicas,
+                replicas=api_pod.declared_replicas(args),
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
                 strategy=rollout_strategy(args.replicas),
                 revision_history_limit=5,
@@ -112,6 +114,7 @@ class VllmServer(VllmServingBase):
         )
 
         self._declare_frontend(name, args, foundation, selector)
+        self._declare_block_end(name, args, foundation, ScaleTarget("apps", "v1", "deployments", name))
         self._register()
 
 
@@ -131,7 +134,7 @@ def node_local_stateful_set(
         f"{name}-statefulset",
         metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=args.namespace, labels=pod_labels, annotations=annotations),
         spec=k8s.apps.v1.StatefulSetSpecArgs(
-            replicas=args.replicas,
+            replicas=api_pod.declared_replicas(args),
             selector=k8s.meta.v1.LabelSelectorArgs(match_labels=foundation.selector),
             service_name=f"{name}-metrics",  # the headless metrics Service (clusterIP None) governs the set
             pod_management_policy="Parallel",

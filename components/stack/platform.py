@@ -25,6 +25,8 @@ from kimi_k3.errors import UserError
 from kimi_k3.network.vpc import ExistingNetworkArgs, Network, NetworkArgs
 from kimi_k3.observability.monitoring import ServingMonitoring
 from kimi_k3.serving.base import VllmServingBase
+from kimi_k3.serving.block_end import BlockEnd
+from kimi_k3.serving.block_end import iso as block_end_iso
 from kimi_k3.serving.contracts import ServingContract, contract_summary
 from kimi_k3.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
@@ -198,6 +200,7 @@ class Platform(pulumi.ComponentResource):
             **serving_scrape_fields(settings),
             weights_kms_key_arn=settings.deployment.weights_kms_key_arn,
             startup=time_to_serve.serving_startup(settings, multi_node=settings.nodes_per_replica > 1),
+            block_end=BlockEnd(ends_at=resolved.reservation.window()[1], now=now),
             **serving_front_args(serving),
         )
         serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
@@ -207,9 +210,27 @@ class Platform(pulumi.ComponentResource):
         else:
             self.server = VllmServer(f"{name}-serving", VllmServerArgs(**serving_args), opts=serving_opts)
 
+        self._warn_block_end()
         self.monitoring = self._declare_monitoring(name, in_cluster)
         self.delivery_check = self._declare_delivery_check(name, now, tags)
         self.register_outputs(self.stack_outputs())
+
+    def _warn_block_end(self) -> None:
+        """Say when this run comes too late for the block-end drain (:mod:`kimi_k3.serving.block_end`)."""
+        plan = self.server.block_end_plan
+        if plan is None:
+            return
+        if not plan.serving:
+            pulumi.log.warn(
+                f"the block-end drain's stop time {block_end_iso(plan.stop_at)} has passed: the serving workload is declared with 0 replicas "
+                f"(the Capacity Block ends {block_end_iso(plan.ends_at)}; EKS scales its nodes to 0 at {block_end_iso(plan.scale_down_at)})"
+            )
+        elif plan.late:
+            assert plan.fires_at is not None
+            pulumi.log.warn(
+                f"the block-end drain fires at {block_end_iso(plan.fires_at)}, after the {block_end_iso(plan.stop_at)} the whole drain needs: "
+                f"requests still running at EKS's scale-down ({block_end_iso(plan.scale_down_at)}) are cut"
+            )
 
     def _declare_time_to_serve(self, name: str, in_cluster: pulumi.ResourceOptions, tags: dict[str, str]) -> tts_component.TimeToServe | None:
         """Weights bucket, staging Job, node-local storage, image pre-pull and pull-through cache (the ``Time to serve`` keys),

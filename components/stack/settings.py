@@ -197,8 +197,8 @@ class ServingFrontSettings:
     """Longest silent wait for an answer (proxy read timeout, NLB idle floor)."""
     drain_s: int = 1800
     """Proxy graceful stop and vLLM ``--shutdown-timeout``."""
-    pre_stop_sleep_s: int = 30
-    """preStop sleep while the NLB deregisters the pod."""
+    pre_stop_sleep_s: int = 180
+    """preStop sleep while the NLB deregisters the pod (behind an NLB at least ``drain.MIN_PRE_STOP_BEHIND_NLB_S``)."""
     termination_grace_period_s: int | None = None
     """``terminationGracePeriodSeconds``; ``None`` = the drain plan's minimum."""
     nlb_idle_timeout_s: int = 3600
@@ -951,7 +951,9 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
         raise SettingsError(_key("servingExtraRoutes"), list(routes), str(err)) from None
     grace = r.get("servingTerminationGraceSeconds") or None
     try:
-        plan = drain.DrainPlan(pre_stop_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_timeout_s, grace_period_s=grace)
+        plan = drain.DrainPlan(
+            pre_stop_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_timeout_s, grace_period_s=grace, behind_nlb=exposure in nlb.EXPOSURE_SCHEMES,
+        )
     except drain.DrainError as err:
         raise SettingsError(_key(_DRAIN_KEYS[err.field]), err.value, err.accepted) from None
     idle = r.get("nlbIdleTimeoutSeconds")
