@@ -37,6 +37,15 @@ END = datetime(2026, 12, 9, 11, 30, tzinfo=NOW.tzinfo)
 NLB = dict(exposure="internal", vpc_cidr="10.42.0.0/16", allowed_cidrs=("10.0.0.0/8",), replicas=2)
 
 
+def _shell_now() -> int:
+    """The clock the step's script reads (``date -u +%s`` in a child process).
+
+    The script reads the clock: that is its job (it runs at the block's end). Python's clock
+    is moved by ``--travel``; a child process's is not, so the window is built on the latter.
+    """
+    return int(subprocess.run(["date", "-u", "+%s"], check=True, capture_output=True, text=True).stdout)
+
+
 def render(kind: str = "deployment", now: datetime = NOW, **changes) -> offline.PlanResult:
     if kind == "lws":
         values = dict(contract=serving_contract("s3", pipeline_parallel_size=2), instance_type="p5en.48xlarge")
@@ -242,7 +251,7 @@ def _run_step(server: _ApiServer, sa: Path, *, not_before: int, not_after: int) 
 def test_the_step_scales_the_workload_to_zero_with_its_token(api):
     start, sa = api
     server = start()
-    now = int(datetime.now(NOW.tzinfo).timestamp())  # the script reads the clock: that is its job (it runs at the block's end)
+    now = _shell_now()
     done = _run_step(server, sa, not_before=now - 60, not_after=now + 3600)
     assert done.returncode == 0, done.stderr
     assert "scaled to 0" in done.stdout
@@ -255,7 +264,7 @@ def test_the_step_scales_the_workload_to_zero_with_its_token(api):
 def test_outside_its_blocks_window_the_step_does_nothing(api):
     start, sa = api
     server = start()
-    now = int(datetime.now(NOW.tzinfo).timestamp())
+    now = _shell_now()
     for window in ((now + 60, now + 3600), (now - 3600, now - 60)):  # too early; a year later on the same date
         done = _run_step(server, sa, not_before=window[0], not_after=window[1])
         assert done.returncode == 0 and "nothing to do" in done.stdout
@@ -265,7 +274,7 @@ def test_outside_its_blocks_window_the_step_does_nothing(api):
 def test_a_refused_scale_fails_the_job_with_the_api_servers_message(api):
     start, sa = api
     server = start(status=403)
-    now = int(datetime.now(NOW.tzinfo).timestamp())
+    now = _shell_now()
     done = _run_step(server, sa, not_before=now - 60, not_after=now + 3600)
     assert done.returncode != 0 and "forbidden: no" in done.stdout + done.stderr
     assert len(server.seen) == 1  # a 4xx is not retried

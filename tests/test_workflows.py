@@ -565,3 +565,55 @@ def test_ci_stack_secrets_script_pipes_secrets_through_stdin(tmp_path: Path) -> 
     assert "k3y" not in result.stdout + result.stderr
     missing = subprocess.run(["bash", str(script), "prod"], env={**env, "KIMI_K3_API_KEY": ""}, capture_output=True, text=True, timeout=30)
     assert missing.returncode == 1 and "KIMI_K3_API_KEY is not set for stack prod" in missing.stderr
+
+
+def test_pr_test_job_writes_the_change_review_of_every_stack_into_the_job_summary(pr_workflow: dict[str, Any]) -> None:
+    """After the offline plans: the base branch checked out, tools/change-review.sh into $GITHUB_STEP_SUMMARY, then the upload."""
+    job = pr_workflow["jobs"]["test"]
+    steps = job["steps"]
+    (base,) = [s for s in steps_using(job, "actions/checkout") if (s.get("with") or {}).get("ref")]
+    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}" and base["with"]["persist-credentials"] is False
+    (review,) = [s for s in steps if "change-review.sh" in str(s.get("run", ""))]
+    assert review["run"].strip() == f'tools/change-review.sh {base["with"]["path"]} >> "$GITHUB_STEP_SUMMARY"'
+    at = {id(s): i for i, s in enumerate(steps)}
+    plan_all = next(i for i, s in enumerate(steps) if str(s.get("run", "")).strip() == "make plan-all")
+    (upload,) = steps_using(job, "actions/upload-artifact")
+    assert plan_all < at[id(base)] < at[id(review)] < at[id(upload)]
+    # the script writes the review into build/plan/, which the upload carries
+    assert upload["with"]["path"].rstrip("/") == "build/plan" and "$work/plan/change-review/" in (ROOT / "tools" / "change-review.sh").read_text()
+
+
+def test_the_change_review_script_reviews_every_stack_against_the_base_branchs_plan(tmp_path: Path) -> None:
+    """Run the real script with a recording `python`: the base plan from the base checkout, the review with --previous, one section per stack."""
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        f"printf '%s|%s\\n' \"$PWD\" \"$*\" >> {log}\n"
+        'case "$*" in\n'
+        '  *--previous*) echo "Key facts:"; echo; echo "Change review (against X, block not serving yet: starts 2026-12-02 11:30 UTC):"; '
+        'echo "  no change: all 3 resources unchanged";;\n'
+        '  *" hyperpod "*) echo "no stack file Pulumi.hyperpod.yaml" >&2; exit 2;;\n'
+        "esac\n"
+    )
+    fake.chmod(0o755)
+    base, work = tmp_path / "base", tmp_path / "work"
+    base.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "KIMI_K3_REVIEW_NOW": "2026-12-01T08:00:00Z", "KIMI_K3_REVIEW_WORK": str(work)}
+    result = subprocess.run(["bash", str(ROOT / "tools" / "change-review.sh"), str(base)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = [line.split("|", 1) for line in log.read_text().splitlines()]
+    for stack in expected_stacks():
+        assert [str(base), f"-m kimi_k3.cli plan {stack} --out {work}/plan-base/{stack} --now 2026-12-01T08:00:00Z --quiet"] in calls
+        if stack != "hyperpod":
+            review = f"-m kimi_k3.cli plan {stack} --previous {work}/plan-base/{stack} --out {work}/plan/change-review/{stack} --now 2026-12-01T08:00:00Z --quiet"
+            assert [str(ROOT), review] in calls
+    summary = result.stdout
+    assert summary.startswith("## Change review against the base branch")
+    for stack in expected_stacks():
+        section = summary.split(f"### {stack}\n", 1)[1].split("### ", 1)[0]
+        if stack == "hyperpod":
+            assert section.startswith("The base branch's plan of hyperpod failed")
+        else:
+            assert section.startswith("```\nChange review (against X") and "no change: all 3 resources unchanged" in section and "Key facts" not in section

@@ -19,7 +19,11 @@ Two things EKS does not do for us, both declared here with typed ``*Args``:
   alarm is declared with actions off while ``now`` is before ``start + grace`` and a
   one-time schedule at ``start + grace`` calls ``cloudwatch:EnableAlarmActions`` on it;
   once ``now`` is past that time the alarm is declared with actions on (the same inputs
-  always give the same plan).
+  always give the same plan). The schedule is never created sooner than ``create_margin``
+  after ``now``; that margin applies when it is created, not on a re-run: UpdateSchedule
+  overwrites the schedule (EventBridge Scheduler API reference), so a pending switch-on
+  time that lies ahead is kept (``pending_switch_on_at``, read by the caller from the
+  stack's previous state; :func:`kimi_k3.capacity.scaling.keep_pending`).
 
 Missing data counts as breaching: no data from a started block means collection is off or
 the group is gone, both worth an alert.
@@ -40,7 +44,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.capacity.scaling import SCALE_UP_MARGIN
+from kimi_k3.capacity.scaling import SCALE_UP_MARGIN, keep_pending
 from kimi_k3.errors import Problems
 
 METRIC_NAMESPACE = "AWS/AutoScaling"
@@ -75,8 +79,16 @@ class DeliveryCheckArgs:
     create_margin: timedelta = SCALE_UP_MARGIN
     """How long after ``now`` the switch-on schedule is created at the latest (it comes after the GPU node group in a
     first ``pulumi up``; :data:`kimi_k3.capacity.scaling.SCALE_UP_MARGIN`): it never fires earlier than that."""
+    pending_switch_on_at: datetime | None = None
+    """When the switch-on schedule that exists already fires (a previous run's, read by the caller); a time still ahead is
+    kept instead of being recomputed from ``now`` (:func:`kimi_k3.capacity.scaling.keep_pending`)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every resource."""
+
+
+def alarm_name(name: str) -> str:
+    """Name of the delivery alarm of the :class:`DeliveryCheck` named ``name``."""
+    return f"{name}-gpu-instances-in-service"
 
 
 def checks_from(args: DeliveryCheckArgs) -> datetime:
@@ -86,13 +98,23 @@ def checks_from(args: DeliveryCheckArgs) -> datetime:
 
 def switch_on_at(args: DeliveryCheckArgs) -> datetime:
     """When the one-time schedule switches the alarm's actions on: :func:`checks_from`, but never before the schedule
-    exists (a one-time schedule whose time has passed at create is refused, or never fires: the alarm would stay silent)."""
-    return max(checks_from(args), args.now.astimezone(UTC) + args.create_margin)
+    exists (a one-time schedule whose time has passed at create is refused, or never fires: the alarm would stay silent);
+    a pending switch-on that lies ahead keeps its time (``pending_switch_on_at``)."""
+    fresh = max(checks_from(args), args.now.astimezone(UTC) + args.create_margin)
+    return keep_pending(args.pending_switch_on_at, fresh, args.now, not_before=checks_from(args))
 
 
 def scheduler_at(moment: datetime) -> str:
     """An EventBridge Scheduler one-time expression, ``at(2026-12-01T11:50:00)`` (UTC)."""
     return f"at({moment.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
+
+
+def parse_scheduler_at(expression: str) -> datetime | None:
+    """The moment of an ``at(2026-12-01T11:50:00)`` expression (UTC); ``None`` for any other expression."""
+    try:
+        return datetime.strptime(expression, "at(%Y-%m-%dT%H:%M:%S)").replace(tzinfo=UTC)
+    except (TypeError, ValueError):
+        return None
 
 
 def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
@@ -142,7 +164,7 @@ def cloudwatch_key_statement(account_id: str) -> dict[str, Any]:
     )
 
 
-def _scheduler_policy(partition: str, region: str, account: str, asg_name: str, alarm_name: str) -> str:
+def _scheduler_policy(partition: str, region: str, account: str, asg_name: str, alarm: str) -> str:
     return json.dumps({
         "Version": "2012-10-17",
         "Statement": [
@@ -156,7 +178,7 @@ def _scheduler_policy(partition: str, region: str, account: str, asg_name: str, 
                 "Sid": "EnableAlarmActions",
                 "Effect": "Allow",
                 "Action": "cloudwatch:EnableAlarmActions",
-                "Resource": f"arn:{partition}:cloudwatch:{region}:{account}:alarm:{alarm_name}",
+                "Resource": f"arn:{partition}:cloudwatch:{region}:{account}:alarm:{alarm}",
             },
         ],
     })
@@ -176,7 +198,7 @@ class DeliveryCheck(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOutputOptions(parent=self)
         live = args.now.astimezone(UTC) >= checks_from(args)
-        alarm_name = f"{name}-gpu-instances-in-service"
+        alarm = alarm_name(name)
         tags = dict(args.tags)
 
         identity = aws.get_caller_identity_output(opts=invoke)
@@ -202,7 +224,7 @@ class DeliveryCheck(pulumi.ComponentResource):
             f"{name}-scheduler-policy",
             role=self.role.id,
             policy=pulumi.Output.all(partition, region.region, identity.account_id, args.asg_name).apply(
-                lambda v: _scheduler_policy(v[0], v[1], v[2], v[3], alarm_name)
+                lambda v: _scheduler_policy(v[0], v[1], v[2], v[3], alarm)
             ),
             opts=child,
         )
@@ -225,7 +247,7 @@ class DeliveryCheck(pulumi.ComponentResource):
 
         self.alarm = aws.cloudwatch.MetricAlarm(
             f"{name}-in-service",
-            name=alarm_name,
+            name=alarm,
             alarm_description=(
                 f"Fewer than {args.reserved_instances} GPU instances in service {int(args.grace.total_seconds() // 60)} min "
                 f"after the Capacity Block started ({args.block_start.astimezone(UTC):%Y-%m-%d %H:%M} UTC)"
@@ -251,14 +273,14 @@ class DeliveryCheck(pulumi.ComponentResource):
         if not live:
             self.enable_actions_schedule = aws.scheduler.Schedule(
                 f"{name}-enable-alarm-actions",
-                description=f"Switch on the delivery alarm {alarm_name} at the block's start + grace",
+                description=f"Switch on the delivery alarm {alarm} at the block's start + grace",
                 schedule_expression=scheduler_at(switch_on_at(args)),
                 schedule_expression_timezone="UTC",
                 flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
                 target=aws.scheduler.ScheduleTargetArgs(
                     arn=ENABLE_ALARM_ACTIONS_TARGET,
                     role_arn=self.role.arn,
-                    input=json.dumps({"AlarmNames": [alarm_name]}),
+                    input=json.dumps({"AlarmNames": [alarm]}),
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, self.alarm]),
             )

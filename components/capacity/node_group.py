@@ -168,6 +168,11 @@ LEAVE_UNCHANGED = -1
 """A scheduled action's size the action must not change (pulumi-aws ``autoscaling.Schedule``: "Set to -1 if you don't want to change")."""
 
 
+def scale_up_action_name(reservation_id: str) -> str:
+    """Name of the one-off Auto Scaling scheduled action that scales a block's node group up (one per block)."""
+    return f"kimi-k3-{reservation_id}-start"
+
+
 def rfc3339(moment: datetime) -> str:
     """``2026-12-01T11:30:00Z``: the UTC form Auto Scaling scheduled actions take."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -206,6 +211,10 @@ class CapacityBlockNodeGroupArgs:
     scale_up_margin: timedelta = SCALE_UP_MARGIN
     """How long after ``now`` the scale-up action is created at the latest (:data:`kimi_k3.capacity.scaling.SCALE_UP_MARGIN`);
     a block starting sooner is scaled up at ``now + scale_up_margin``."""
+    pending_scale_up_at: datetime | None = None
+    """Start time of this block's scale-up action (:func:`scale_up_action_name`) as it exists already, read by the caller
+    from the stack's previous state; a time still ahead is kept instead of being recomputed (a re-run never moves it
+    later: :func:`kimi_k3.capacity.scaling.keep_pending`)."""
     node_role_arn: pulumi.Input[str] | None = None
     """Existing node IAM role; ``None`` creates one with the EKS worker, ECR pull and CNI policies."""
     alert_email: str | None = None
@@ -236,7 +245,7 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         now = args.now
         _validate(name, args)
         facts, block_warnings = _block(name, args)
-        plan = scaling_plan(facts, now, args.scale_up_margin)
+        plan = scaling_plan(facts, now, args.scale_up_margin, args.pending_scale_up_at)
         super().__init__("kimi-k3:index:CapacityBlockNodeGroup", name, None, opts)
         for warning in block_warnings:
             pulumi.log.warn(warning, resource=self)
@@ -336,13 +345,14 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
 
         self.scale_up: aws.autoscaling.Schedule | None = None
         if plan.scale_at is not None:
-            # One-off action (no recurrence) at max(start, now + margin). It sets the desired
+            # One-off action (no recurrence) at max(start, now + margin), or the pending action's
+            # time when one already exists and lies ahead (kimi_k3.capacity.scaling). It sets the desired
             # capacity only (-1: leave min and max alone; the provider sends 0 for an unset
             # size): EKS's own action scales the group to 0 forty minutes before the block ends
             # (EC2 terminates the instances from thirty minutes before) and must be able to.
             self.scale_up = aws.autoscaling.Schedule(
                 f"{name}-scale-at-start",
-                scheduled_action_name=f"kimi-k3-{facts.reservation_id}-start",
+                scheduled_action_name=scale_up_action_name(facts.reservation_id),
                 autoscaling_group_name=self.asg_name,
                 start_time=rfc3339(plan.scale_at),
                 min_size=LEAVE_UNCHANGED,
@@ -571,5 +581,6 @@ __all__ = [
     "efa_network_interfaces",
     "event_pattern",
     "nodeadm_user_data",
+    "scale_up_action_name",
     "scaling_plan",
 ]

@@ -10,7 +10,14 @@ The decision follows the block's phase at the run's ``now``
   only after the cluster and the node group, :data:`SCALE_UP_MARGIN` after the program
   starts at the latest: a block starting inside that window is scaled up at ``now + margin``
   instead of being left without an action. Later runs leave the desired size alone
-  (``ignore_changes``): the action owns it.
+  (``ignore_changes``): the action owns it. The margin applies when the action is created,
+  not on later runs: PutScheduledUpdateGroupAction overwrites an existing action
+  (terraform-provider-aws ``internal/service/autoscaling/schedule.go`` creates and updates
+  with the same ``resourceSchedulePut``), so a re-run that recomputed ``now + margin`` would
+  move a pending scale-up later (a key rotation at 11:20 for a block at 11:30: to 12:05, 35
+  minutes of idle reserved nodes). An action that already exists and still lies ahead keeps
+  its time (:func:`keep_pending`; the caller reads it from the stack's previous state,
+  :mod:`kimi_k3.stack.previous_run`).
 - **serving** (active, or past its start while EC2 still says ``scheduled``): this run sets
   the desired size to the reserved count itself, without ``ignore_changes``, so a group left
   below the count (a first ``up`` that failed before its action was created, an action that
@@ -104,14 +111,37 @@ def describe(summary: dict[str, Any]) -> str:
     return f"kept at {now}: the block has ended"
 
 
-def scaling_plan(facts: CapacityBlockFacts, now: datetime, margin: timedelta = SCALE_UP_MARGIN) -> ScalingPlan:
-    """The sizing of the block's node group in a run at ``now`` (see the module docstring)."""
+def keep_pending(pending: datetime | None, fresh: datetime, now: datetime, not_before: datetime) -> datetime:
+    """When a one-off schedule fires: ``pending``, the time of the one that already exists, while it still lies ahead.
+
+    ``fresh`` is the time a new schedule would get in this run. A pending time is kept when it
+    is after ``now`` and not before ``not_before`` (the earliest time the schedule may fire,
+    e.g. the block's start); the earlier of the two wins, so a pending schedule is never moved
+    later by a re-run. A pending time that has passed (the schedule fired) gives ``fresh``.
+    """
+    if pending is None:
+        return fresh
+    pending = utc(pending)
+    if pending <= utc(now) or pending < utc(not_before):
+        return fresh
+    return min(pending, fresh)
+
+
+def scaling_plan(
+    facts: CapacityBlockFacts, now: datetime, margin: timedelta = SCALE_UP_MARGIN, pending_scale_up_at: datetime | None = None
+) -> ScalingPlan:
+    """The sizing of the block's node group in a run at ``now`` (see the module docstring).
+
+    ``pending_scale_up_at``: the start time of this block's scale-up action as it exists already
+    (a previous run's); kept while it lies ahead (:func:`keep_pending`).
+    """
     now = utc(now)
     count = facts.instance_count
     start, _ = facts.window()
     current = phase(facts, now)
     if current == BEFORE:
-        return ScalingPlan(current, 0, count, 0, desired_managed=False, scale_at=max(start, now + margin), scale_to=count)
+        scale_at = keep_pending(pending_scale_up_at, max(start, now + margin), now, not_before=start)
+        return ScalingPlan(current, 0, count, 0, desired_managed=False, scale_at=scale_at, scale_to=count)
     if current == SERVING:
         return ScalingPlan(current, 0, count, count, desired_managed=True, scale_at=None, scale_to=count)
     if current == ENDING:
@@ -120,4 +150,4 @@ def scaling_plan(facts: CapacityBlockFacts, now: datetime, margin: timedelta = S
     return ScalingPlan(current, 0, count, 0, desired_managed=True, scale_at=None, scale_to=count)
 
 
-__all__ = ["EKS_SCALEDOWN_BEFORE_END", "SCALED_DESIRED_SIZE", "SCALE_UP_MARGIN", "ScalingPlan", "describe", "scaling_plan"]
+__all__ = ["EKS_SCALEDOWN_BEFORE_END", "SCALED_DESIRED_SIZE", "SCALE_UP_MARGIN", "ScalingPlan", "describe", "keep_pending", "scaling_plan"]

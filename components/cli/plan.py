@@ -4,6 +4,13 @@ The program is the project of ``--program DIR``, else the nearest ``Pulumi.yaml`
 the current directory up (:mod:`kimi_k3.stack.project`): this repository's own program
 when run inside it, someone's own program anywhere else. The plan goes to
 ``<project>/build/plan/STACK`` unless ``--out`` says otherwise.
+
+``--previous DIR`` makes the run a later ``up`` of the stack the plan in DIR recorded
+(``state.json``, :mod:`kimi_k3.offline.state`): the program reads that state where it reads
+its stack's existing resources, and the plan prints the change review against it
+(:mod:`kimi_k3.offline.review`, docs/change-review.md), writes ``review.json`` and exits 1
+when the change replaces weights volumes or GPU nodes while the block serves, unless
+``--allow-disruption``.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ from kimi_k3.core.catalog import DEFAULT_GPU_INSTANCE_TYPE
 from kimi_k3.errors import UserError
 from kimi_k3.guardrails import verdict as policy_verdict
 from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
+from kimi_k3.offline import state as plan_state
 from kimi_k3.offline import training_plan_rehearsal
 from kimi_k3.offline.rehearsal import STATES, Rehearsal
+from kimi_k3.offline.review import Review, review
 from kimi_k3.stack import lint as stack_lint
 from kimi_k3.stack import project
 from kimi_k3.stack.settings import StackSettings
@@ -51,6 +60,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--policy-config", type=Path, metavar="FILE",
         help="policy pack config, as for `pulumi preview --policy-pack-config` (default: <project>/policy/config/STACK.json if it exists)",
     )
+    changes = parser.add_argument_group("review the change against an earlier plan (docs/change-review.md)")
+    changes.add_argument(
+        "--previous", type=Path, metavar="DIR",
+        help="the --out directory of an earlier plan of this stack: run as a later `pulumi up` of it and print the change review",
+    )
+    changes.add_argument(
+        "--allow-disruption", action="store_true",
+        help="accept a change that replaces weights volumes or GPU nodes while the block serves (refused otherwise: exit 1)",
+    )
+    changes.add_argument("--json", action="store_true", help="print the change review as JSON (for machines) instead of the summary; needs --previous")
     rehearse = parser.add_argument_group("rehearse the Capacity Block (the offline engine cannot read AWS)")
     rehearse.add_argument("--reservation-state", default="scheduled", choices=STATES)
     rehearse.add_argument("--reservation-az", help="AZ of the block, in the stack's region (default: the stack's first AZ)")
@@ -85,10 +104,18 @@ def _any_block(rehearsal: Rehearsal, region: str, now: datetime):
 
 def run(args: argparse.Namespace) -> int:
     """Run the offline plan, print the summary and the policy verdict; 1 on a mandatory violation."""
+    if args.json and args.previous is None:
+        raise UserError("--json prints the change review: give --previous DIR (the --out directory of an earlier plan) with it")
+    # Read before the plan is written: --out may be the very directory of the previous plan.
+    previous = plan_state.read(args.previous) if args.previous is not None else None
     now = clock.parse_moment(args.now, "--now") if args.now is not None else clock.program_now()
     start = clock.parse_moment(args.reservation_start, "--reservation-start") if args.reservation_start is not None else None
+    if start is None and previous is not None:
+        start = previous.reservation_start  # the same block as the previous plan's: a Capacity Block does not move
     rehearsal = Rehearsal(state=args.reservation_state, availability_zone=args.reservation_az, instance_count=args.reservation_count, start=start)
     plan_start = clock.parse_moment(args.training_plan_start, "--training-plan-start") if args.training_plan_start is not None else None
+    if plan_start is None and previous is not None:
+        plan_start = previous.training_plan_start
     plan_rehearsal = training_plan_rehearsal.TrainingPlanRehearsal(
         state=args.training_plan_state, availability_zone=args.training_plan_az, instance_count=args.training_plan_count,
         instance_type=args.training_plan_type, start=plan_start,
@@ -120,17 +147,34 @@ def run(args: argparse.Namespace) -> int:
         )
 
     reservation_for = None if proj.uses_kimi_k3_settings else _any_block(rehearsal, offline.stack_region(stack_config.values), now)
-    result = offline.run_project(proj, args.stack, now=now, reservation=for_settings, reservation_for=reservation_for, training_plan=plan_for_settings)
+    result = offline.run_project(
+        proj, args.stack, now=now, reservation=for_settings, reservation_for=reservation_for, training_plan=plan_for_settings,
+        engine_options={"previous": previous} if previous is not None else None,
+    )
     verdict = policy.verdict(result.resources)
+    change_review = review(previous, result, allow_disruption=args.allow_disruption) if previous is not None else None
     try:
         manifests = offline.write_plan(result, out)
         (out / "policy.json").write_text(json.dumps(verdict.document(), indent=2, sort_keys=True) + "\n")
+        if change_review is not None:
+            (out / "review.json").write_text(json.dumps(change_review.document(), indent=2, sort_keys=True) + "\n")
     except OSError as err:
         where = f"--out {args.out}" if args.out is not None else f"the output directory {out}"
         raise UserError(f"{where}: cannot write the plan there ({err.strerror})") from None
     warnings = stack_lint.stack_warnings(stack_config.stack_values, stack_config.secret_keys)
-    print(render_summary(result, out, len(manifests), tree=not args.quiet, verdict=verdict, stack_warnings=warnings, project_name=proj.name))
-    return 0 if verdict.passed else 1
+    if args.json and change_review is not None:
+        print(json.dumps(change_review.document(), indent=2, sort_keys=True))
+    else:
+        print(render_summary(result, out, len(manifests), tree=not args.quiet, verdict=verdict, stack_warnings=warnings, project_name=proj.name))
+        if change_review is not None:
+            print("\n" + "\n".join(change_review.lines()))
+    return exit_status(verdict, change_review)
+
+
+def exit_status(verdict: policy_verdict.Verdict, change_review: Review | None) -> int:
+    """0, or 1 on a mandatory policy violation or a change review that refuses the change."""
+    refused = change_review is not None and change_review.refused is not None
+    return 1 if refused or not verdict.passed else 0
 
 
 def render_tree(result: offline.PlanResult) -> list[str]:
@@ -224,7 +268,8 @@ def render_summary(
         "",
         f"Wrote {out / 'resources.json'} ({len(result.resources)} resources), {out / 'outputs.json'}, {manifest_count} manifests in "
         f"{out / 'manifests'} (objects the program declares), {len(helm)} Helm values files in {out / 'helm'} "
-        "(charts the provider renders at apply time)" + (f" and {out / 'policy.json'}" if verdict is not None else ""),
+        "(charts the provider renders at apply time), " + f"{out / 'state.json'} (what `--previous {out}` reads)"
+        + (f" and {out / 'policy.json'}" if verdict is not None else ""),
     ]
     return "\n".join(lines)
 
@@ -236,4 +281,4 @@ def _when(value: str | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
-__all__ = ["add_parser", "port_forward_command", "render_summary", "render_tree", "run"]
+__all__ = ["add_parser", "exit_status", "port_forward_command", "render_summary", "render_tree", "run"]

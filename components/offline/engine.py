@@ -7,6 +7,10 @@ parent, inputs, dependencies); resources and invokes are answered by
 :class:`~kimi_k3.offline.fixtures.ReservationFixture`. Each registration also goes through
 the apply-time rules (:mod:`kimi_k3.offline.rules`, on the modelled first-``up`` timeline of
 :mod:`kimi_k3.offline.timeline`): a plan AWS would refuse during ``pulumi up`` fails here.
+
+With a ``previous`` state (an earlier plan's ``state.json``, :mod:`kimi_k3.offline.state`) the
+run is a second ``up``: the program's read of its own stack's resources is answered from it,
+and the rules and the timeline know which resources exist already.
 """
 
 from __future__ import annotations
@@ -33,8 +37,12 @@ from kimi_k3.offline.redaction import redact_numbers, reveal
 from kimi_k3.offline.results import PlanResult
 from kimi_k3.offline.rules import ApplyTimeRules
 from kimi_k3.offline.sagemaker import OfflineSageMaker, TrainingPlanAnswers
+from kimi_k3.offline.state import PreviousState
 from kimi_k3.stack.config_keys import PROJECT
+from kimi_k3.stack.previous_run import READ_STACK_RESOURCE_OUTPUTS
 
+ORGANIZATION = "organization"
+"""``pulumi.get_organization()`` under the offline engine: the constant a DIY backend uses (Pulumi docs, Stacks)."""
 InvokeHandler = Callable[[dict], dict]
 """A test's answer to one invoke: its args in, the result out."""
 ResourceHandler = Callable[[pulumi_mocks.MockResourceArgs], dict]
@@ -152,6 +160,10 @@ class OfflineEngine:
     ``apply_time_rules`` (on by default) fails a run that breaks a rule AWS enforces during
     ``pulumi up`` (:mod:`kimi_k3.offline.rules`); only a test that declares deliberately
     broken resources for another checker (the policy pack's tests) turns it off.
+
+    ``previous`` makes the run a later ``up`` of a stack an earlier plan recorded: the builtin
+    ``pulumi:pulumi:readStackResourceOutputs`` is answered with its resources (without it,
+    with none: a stack's first ``up``).
     """
 
     def __init__(
@@ -167,6 +179,7 @@ class OfflineEngine:
         apply_time_rules: bool = True,
         training_plan: training_plan_check.TrainingPlanFacts | None = None,
         training_plan_for: Callable[[str], training_plan_check.TrainingPlanFacts] | None = None,
+        previous: PreviousState | None = None,
     ) -> None:
         """Set up an engine whose runs happen at ``now`` in ``region``.
 
@@ -181,6 +194,7 @@ class OfflineEngine:
         self.resource_overrides = dict(resource_overrides or {})
         self.apply_time_rules = apply_time_rules
         self.training_plans = TrainingPlanAnswers(plan=training_plan, plan_for=training_plan_for)
+        self.previous = previous
         self.monitor: _RecordingMonitor | None = None
         self.invokes: list[tuple[str, dict]] = []
         self.rules: ApplyTimeRules | None = None
@@ -222,10 +236,13 @@ class OfflineEngine:
         logger.handlers = [handler]
 
         runtime_settings.ROOT.set(None)
-        self.rules = ApplyTimeRules(self.now)
+        self.rules = ApplyTimeRules(self.now, previous=self.previous)
         self.monitor = _RecordingMonitor(_Mocks(self), self.rules)
         pulumi.runtime.set_all_config(config, list(secret_keys))
-        pulumi.runtime.set_mocks(_Mocks(self), project=project, stack=stack, preview=False, logger=logger, monitor=self.monitor)
+        # The organization a DIY backend names every stack with ("organization/<project>/<stack>").
+        pulumi.runtime.set_mocks(
+            _Mocks(self), project=project, stack=stack, preview=False, logger=logger, monitor=self.monitor, organization=ORGANIZATION,
+        )
         runtime_settings.SETTINGS.rpc_manager.clear()
         runtime_settings.SETTINGS.outputs.clear()
 
@@ -281,6 +298,10 @@ class OfflineEngine:
         region = args.get("region") or self.region
         if token == "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation":
             return self._capacity_block(args, region)
+        if token == READ_STACK_RESOURCE_OUTPUTS:
+            # The stack's own resources as its latest snapshot holds them: the previous plan's, or none (a first `up`).
+            outputs = self.previous.stack_resource_outputs() if self.previous is not None else {}
+            return {"name": args.get("stackName"), "outputs": outputs}
         return answers.invoke_answer(token, args, region, self.existing_subnet_azs)
 
     def _capacity_block(self, args: dict, region: str) -> dict | tuple[dict, list[tuple[str, str]]]:

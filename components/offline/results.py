@@ -2,7 +2,8 @@
 
 :class:`PlanResult` answers questions about the recorded resources (by type, parent,
 children, the Kubernetes objects, the Helm values); :func:`write_plan` writes
-``resources.json``, ``outputs.json``, ``manifests/`` and ``helm/`` with deterministic bytes
+``resources.json``, ``outputs.json``, ``state.json`` (what a later ``--previous`` run reads:
+:mod:`kimi_k3.offline.state`), ``manifests/`` and ``helm/`` with deterministic bytes
 (sorted by URN or object identity, keys sorted).
 """
 
@@ -19,6 +20,7 @@ from kimi_k3.errors import UserError
 from kimi_k3.offline.fixtures import ReservationFixture
 from kimi_k3.offline.helm_plan import helm_values_files
 from kimi_k3.offline.redaction import redact
+from kimi_k3.offline.state import write_state
 from kimi_k3.stack import settings as stack_settings
 
 if TYPE_CHECKING:
@@ -143,7 +145,7 @@ def kubernetes_manifest(resource: RecordedResource) -> dict | None:
 
 
 def write_plan(result: PlanResult, out_dir: Path) -> list[Path]:
-    """Write ``resources.json``, ``outputs.json``, ``manifests/*.yaml`` and ``helm/*.values.yaml``; returns manifest paths.
+    """Write ``resources.json``, ``outputs.json``, ``state.json``, ``manifests/*.yaml`` and ``helm/*.values.yaml``; returns manifest paths.
 
     Files a previous plan left in ``manifests/`` and ``helm/`` are removed first, so the
     directory holds exactly this plan.
@@ -159,6 +161,7 @@ def write_plan(result: PlanResult, out_dir: Path) -> list[Path]:
         directory.mkdir(exist_ok=True)
     (out_dir / "resources.json").write_text(json.dumps(result.resources_document(), indent=2, sort_keys=True) + "\n")
     (out_dir / "outputs.json").write_text(json.dumps(result.plain_outputs(), indent=2, sort_keys=True) + "\n")
+    write_state(result, out_dir)
     written = []
     for manifest in result.kubernetes_objects():
         path = manifests_dir / manifest_file_name(manifest)

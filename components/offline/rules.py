@@ -27,7 +27,18 @@ The rules (each a function below):
 - :func:`node_boots_in_order` — a launch template's user data, booted twice (first boot and a
   reboot) through the AMI's own unit order (:mod:`kimi_k3.offline.boot_order`, from the
   vendored amazon-eks-ami and cloud-init unit files): no wait inside ``cloud-final`` for what
-  ``nodeadm-run`` creates, no deadlock, no lost or late mount after a reboot.
+  ``nodeadm-run`` creates, no deadlock, no lost or late mount after a reboot;
+- :func:`pending_scale_up_not_moved_later` — on a later run (a previous state), an update of
+  a scheduled action that is still pending overwrites it (PutScheduledUpdateGroupAction:
+  terraform-provider-aws creates and updates with the same call), so a later start time moves
+  the scale-up and the reserved nodes idle meanwhile: refused;
+- :func:`pending_switch_on_not_moved_later` — the same for an EventBridge Scheduler one-time
+  schedule (UpdateSchedule overrides the existing schedule): a later ``at(...)`` leaves the
+  delivery alarm silent longer: refused.
+
+A resource that exists since the previous run with the same inputs gets no API call, so the
+rules about the moment of a call (:func:`schedule_starts_in_the_future`,
+:func:`one_time_schedule_fires_after_creation`) do not apply to it (:attr:`Moment.unchanged`).
 """
 
 from __future__ import annotations
@@ -35,12 +46,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kimi_k3.capacity.delivery_check import parse_scheduler_at
 from kimi_k3.errors import UserError
 from kimi_k3.offline import boot_order
 from kimi_k3.offline.timeline import Moment, Registration, Timeline
 from kimi_k3.serving.block_end import FIRES_AT_ANNOTATION, TIME_ZONE, cron_schedule
+
+if TYPE_CHECKING:
+    from kimi_k3.offline.state import PreviousState
 
 SCHEDULE = "aws:autoscaling/schedule:Schedule"
 SCHEDULER_SCHEDULE = "aws:scheduler/schedule:Schedule"
@@ -61,6 +76,16 @@ MINIMAL_UPDATE_SOURCE = (
     "EKS API reference, NodegroupUpdateConfig.updateStrategy: the default strategy 'launches the new instances first, "
     "before terminating the old instances', the minimal one 'terminates the old instances before launching the new "
     "instances … useful … with hardware accelerators such as GPUs'; EKS user guide, managed-node-update-behavior"
+)
+
+SCHEDULE_OVERWRITE_SOURCE = (
+    "terraform-provider-aws internal/service/autoscaling/schedule.go: CreateWithoutTimeout and UpdateWithoutTimeout are both "
+    "resourceSchedulePut, which calls PutScheduledUpdateGroupAction ('Creates or updates a scheduled scaling action', "
+    "EC2 Auto Scaling API reference): an update replaces the pending action's start time"
+)
+SCHEDULER_OVERWRITE_SOURCE = (
+    "EventBridge Scheduler API reference, UpdateSchedule: 'EventBridge Scheduler uses all values, including empty values, "
+    "specified in the request and overrides the existing schedule'"
 )
 
 ONE_TIME_SCHEDULE_SOURCE = (
@@ -125,7 +150,7 @@ def parse_schedule_time(value: str) -> datetime:
 
 def schedule_starts_in_the_future(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
     """Refuse a scheduled action whose ``startTime`` is not after the moment its create call is made."""
-    if registration.type != SCHEDULE:
+    if registration.type != SCHEDULE or moment.unchanged:
         return None
     start = registration.inputs.get("startTime")
     if not isinstance(start, str):
@@ -168,12 +193,12 @@ def capacity_block_updates_without_surge(registration: Registration, moment: Mom
 
 def one_time_schedule_fires_after_creation(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
     """Refuse an EventBridge Scheduler ``at(...)`` schedule whose time is not after the moment its create call is made."""
-    if registration.type != SCHEDULER_SCHEDULE:
+    if registration.type != SCHEDULER_SCHEDULE or moment.unchanged:
         return None
     expression = registration.inputs.get("scheduleExpression")
-    if not isinstance(expression, str) or not expression.startswith("at("):
+    fires = parse_scheduler_at(expression) if isinstance(expression, str) else None
+    if fires is None:
         return None
-    fires = datetime.strptime(expression, "at(%Y-%m-%dT%H:%M:%S)").replace(tzinfo=UTC)
     if fires > moment.starts:
         return None
     return (
@@ -227,9 +252,47 @@ def node_boots_in_order(registration: Registration, moment: Moment, timeline: Ti
     return f"the node would not boot as planned (modelled on amazon-eks-ami {boot_order.AMI_RELEASE}): " + "; ".join(problems)
 
 
+def pending_scale_up_not_moved_later(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse an update that moves a scheduled action still pending at the update call to a later start time."""
+    if registration.type != SCHEDULE:
+        return None
+    before = timeline.previous_inputs(registration.urn) or {}
+    old, new = before.get("startTime"), registration.inputs.get("startTime")
+    if not isinstance(old, str) or not isinstance(new, str):
+        return None
+    pending, moved = parse_schedule_time(old), parse_schedule_time(new)
+    if pending <= moment.starts or moved <= pending:
+        return None
+    minutes = (moved - pending).total_seconds() / 60
+    nodes = registration.inputs.get("desiredCapacity")
+    idle = f"{int(nodes)} reserved nodes idle" if isinstance(nodes, (int, float)) and nodes > 0 else "the reserved nodes idle"
+    return (
+        f"startTime moves from {old} (pending: the action exists and has not fired at {_when(moment.starts)}) to {new}: "
+        f"{minutes:.0f} minutes of {idle}; keep the pending time ({SCHEDULE_OVERWRITE_SOURCE})"
+    )
+
+
+def pending_switch_on_not_moved_later(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse an update that moves a one-time ``at(...)`` schedule still pending at the update call to a later time."""
+    if registration.type != SCHEDULER_SCHEDULE:
+        return None
+    before = timeline.previous_inputs(registration.urn) or {}
+    old, new = before.get("scheduleExpression"), registration.inputs.get("scheduleExpression")
+    pending = parse_scheduler_at(old) if isinstance(old, str) else None
+    moved = parse_scheduler_at(new) if isinstance(new, str) else None
+    if pending is None or moved is None or pending <= moment.starts or moved <= pending:
+        return None
+    minutes = (moved - pending).total_seconds() / 60
+    return (
+        f"scheduleExpression moves from {old} (pending at {_when(moment.starts)}) to {new} (UTC): what it does happens "
+        f"{minutes:.0f} minutes later (for the delivery check: the alarm stays silent that much longer); keep the pending time "
+        f"({SCHEDULER_OVERWRITE_SOURCE})"
+    )
+
+
 RULES: tuple[Rule, ...] = (
     schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge, one_time_schedule_fires_after_creation,
-    date_pinned_cron_job_fires_after_creation, node_boots_in_order,
+    date_pinned_cron_job_fires_after_creation, node_boots_in_order, pending_scale_up_not_moved_later, pending_switch_on_not_moved_later,
 )
 """Every apply-time rule the offline engine enforces."""
 
@@ -237,9 +300,10 @@ RULES: tuple[Rule, ...] = (
 class ApplyTimeRules:
     """The rules, applied to each registration of one run against its modelled creation moment."""
 
-    def __init__(self, now: datetime, rules: tuple[Rule, ...] = RULES) -> None:
-        """Check a run starting at ``now`` (where its timeline starts) against ``rules``, by default every rule in :data:`RULES`."""
-        self.timeline = Timeline(now)
+    def __init__(self, now: datetime, rules: tuple[Rule, ...] = RULES, previous: PreviousState | None = None) -> None:
+        """Check a run starting at ``now`` (where its timeline starts) against ``rules``, by default every rule in :data:`RULES`;
+        ``previous``: the state of the stack before this run (a later ``up``), ``None`` for a first ``up``."""
+        self.timeline = Timeline(now, previous)
         self.rules = rules
         self.violations: list[RuleViolation] = []
 
@@ -262,7 +326,9 @@ __all__ = [
     "MINIMAL_UPDATE_SOURCE",
     "ONE_TIME_SCHEDULE_SOURCE",
     "RULES",
+    "SCHEDULER_OVERWRITE_SOURCE",
     "SCHEDULE_IN_THE_PAST_SOURCE",
+    "SCHEDULE_OVERWRITE_SOURCE",
     "SCHEDULE_SIZE_DEFAULT_SOURCE",
     "ApplyTimeRuleError",
     "ApplyTimeRules",
@@ -272,6 +338,8 @@ __all__ = [
     "node_boots_in_order",
     "one_time_schedule_fires_after_creation",
     "parse_schedule_time",
+    "pending_scale_up_not_moved_later",
+    "pending_switch_on_not_moved_later",
     "schedule_sets_only_what_it_names",
     "schedule_starts_in_the_future",
 ]

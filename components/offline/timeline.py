@@ -12,17 +12,25 @@ A child also waits for its parent: the engine answers a registration only once t
 resource's own dependencies are done, and a child is registered with its parent's URN,
 so ``depends_on`` given to a component holds back everything declared inside it.
 
-This is a model of the first ``up`` (nothing exists yet): the slowest case. On a re-run the
-existing resources are not created again, so everything happens earlier than modelled.
+Without a previous state this is a model of the first ``up`` (nothing exists yet): the
+slowest case. With one (a later ``up``, :mod:`kimi_k3.offline.state`), a resource that
+exists with the same inputs gets no API call at all: it is done at ``now`` and its moment
+says :attr:`Moment.unchanged`; a changed one is modelled as taking its create time (an
+update is rarely slower than a create).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kimi_k3.offline.create_times import CREATE_TIMES, NO_TIME, CreateTime, create_time
+
+if TYPE_CHECKING:
+    from kimi_k3.offline.state import PreviousState
+
+UNCHANGED = CreateTime(NO_TIME.duration, "exists with the same inputs since the previous run: no API call")
 
 
 class Registration(Protocol):
@@ -47,14 +55,17 @@ class Moment:
     """When the resource is usable by what depends on it: ``starts`` plus the create time."""
     create_time: CreateTime
     """The modelled create time and its source; ``NO_TIME`` for a component resource."""
+    unchanged: bool = False
+    """True when the resource exists with the same inputs since the previous run (no API call is made)."""
 
 
 class Timeline:
     """The modelled creation moments of the resources registered so far, from ``now``."""
 
-    def __init__(self, now: datetime) -> None:
-        """Start an empty timeline at ``now``, the moment the first ``pulumi up`` starts."""
+    def __init__(self, now: datetime, previous: PreviousState | None = None) -> None:
+        """Start an empty timeline at ``now``, the moment the ``pulumi up`` starts; ``previous``: what exists already."""
         self.now = now
+        self.previous = previous
         self._moments: dict[str, Moment] = {}
         self._parents: dict[str, str | None] = {}
         self._components: set[str] = set()
@@ -71,8 +82,12 @@ class Timeline:
             waits_for.append(provider_urn(registration.provider))
         parent_answered = self._registered.get(registration.parent_urn or "", self.now)
         starts = max([parent_answered, *(self.done(urn) for urn in waits_for)])
-        cost = NO_TIME if registration.urn in self._components else create_time(registration.type, registration.inputs)
-        moment = Moment(starts=starts, done=starts + cost.duration, create_time=cost)
+        unchanged = self.exists_unchanged(registration)
+        if unchanged:
+            starts, cost = self.now, UNCHANGED
+        else:
+            cost = NO_TIME if registration.urn in self._components else create_time(registration.type, registration.inputs)
+        moment = Moment(starts=starts, done=starts + cost.duration, create_time=cost, unchanged=unchanged)
         self._moments[registration.urn] = moment
         self._registered[registration.urn] = moment.done
         return moment
@@ -84,6 +99,18 @@ class Timeline:
             return max(below, default=self.now)
         moment = self._moments.get(urn)
         return moment.done if moment else self.now
+
+    def previous_inputs(self, urn: str) -> dict | None:
+        """The inputs ``urn`` had in the previous run (state form), or ``None`` when it did not exist."""
+        found = self.previous.resource(urn) if self.previous is not None else None
+        return found.inputs if found is not None else None
+
+    def exists_unchanged(self, registration: Registration) -> bool:
+        """True when the registration's resource exists since the previous run with the same inputs."""
+        before = self.previous_inputs(registration.urn)
+        if before is None or self.previous is None:
+            return False
+        return self.previous.inputs_of(registration.inputs) == before
 
     def moment(self, urn: str) -> Moment | None:
         """The placed moment of ``urn``, if registered."""
@@ -103,4 +130,4 @@ def provider_urn(reference: str) -> str:
     return reference.rsplit("::", 1)[0]
 
 
-__all__ = ["Moment", "Registration", "Timeline", "provider_urn"]
+__all__ = ["UNCHANGED", "Moment", "Registration", "Timeline", "provider_urn"]

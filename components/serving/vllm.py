@@ -30,7 +30,6 @@ from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
 from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
 from kimi_k3.serving.block_end import ScaleTarget
-from kimi_k3.serving.pod_kit import weights_limit_gb
 from kimi_k3.weights import node_local, pod_files
 from kimi_k3.weights.serving_pod import WARMUP_CHECKOV_SKIPS
 
@@ -141,7 +140,8 @@ def node_local_stateful_set(
             update_strategy=k8s.apps.v1.StatefulSetUpdateStrategyArgs(type="RollingUpdate"),
             revision_history_limit=5,
             persistent_volume_claim_retention_policy=node_local.claim_retention_policy(),
-            volume_claim_templates=[node_local.weights_claim_template(startup.node_local_storage_class, weights_limit_gb(args.contract))],
+            # A fixed request: the claim template is immutable (a change replaces the set and wipes the weights).
+            volume_claim_templates=[node_local.weights_claim_template(startup.node_local_storage_class)],
             template=template,
         ),
         opts=foundation.workload,

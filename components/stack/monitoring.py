@@ -72,8 +72,10 @@ def delivery_check_args(
     alert_topic_arn: pulumi.Input[str],
     now: datetime,
     tags: Mapping[str, str],
+    pending_switch_on_at: datetime | None = None,
 ) -> DeliveryCheckArgs:
-    """The delivery check of the block: reserved count and start from the reservation, the node group's ASG and topic."""
+    """The delivery check of the block: reserved count and start from the reservation, the node group's ASG and topic;
+    ``pending_switch_on_at`` the switch-on time of the schedule a previous run created (kept while it lies ahead)."""
     start, _ = reservation.window()
     return DeliveryCheckArgs(
         asg_name=asg_name,
@@ -81,6 +83,7 @@ def delivery_check_args(
         block_start=start,
         alert_topic_arn=alert_topic_arn,
         now=now,
+        pending_switch_on_at=pending_switch_on_at,
         tags=dict(tags),
     )
 

@@ -16,7 +16,7 @@ from kimi_k3.addons.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, Gp
 from kimi_k3.addons.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
 from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
-from kimi_k3.capacity.delivery_check import DeliveryCheck
+from kimi_k3.capacity.delivery_check import DeliveryCheck, alarm_name
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
@@ -30,8 +30,8 @@ from kimi_k3.serving.block_end import iso as block_end_iso
 from kimi_k3.serving.contracts import ServingContract, contract_summary
 from kimi_k3.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
+from kimi_k3.stack import previous_run, time_to_serve
 from kimi_k3.stack import terms as stack_terms
-from kimi_k3.stack import time_to_serve
 from kimi_k3.stack.foundation import StackFoundation, availability_zones, existing_private_subnets, secret_input
 from kimi_k3.stack.monitoring import alerts_and_dashboard, dcgm_extra_values, delivery_check_args, serving_scrape_fields
 from kimi_k3.stack.settings import ServingSettings, StackSettings
@@ -119,6 +119,11 @@ class Platform(pulumi.ComponentResource):
             return
         resolved = resolve_stack(settings, now)
         self.resolved = resolved
+        # The one-off schedules a previous `up` created keep a time that lies ahead (kimi_k3.stack.previous_run).
+        self.pending = previous_run.pending_schedules(
+            previous_run.read_stack_resources(), reservation_id=resolved.reservation.reservation_id,
+            alarm=alarm_name(self._delivery_check_name(name)) if settings.monitoring.delivery_check else None,
+        )
         tags = self._declare_foundation(name, settings, resolved, opts)
         c = settings.cluster
 
@@ -144,6 +149,7 @@ class Platform(pulumi.ComponentResource):
                 nodes_required=settings.nodes_required,
                 tags=tags,
                 user_data_parts=time_to_serve.user_data_parts(settings),
+                pending_scale_up_at=self.pending.scale_up_at,
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
         )
@@ -262,8 +268,14 @@ class Platform(pulumi.ComponentResource):
             return None
         args = delivery_check_args(
             self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
+            pending_switch_on_at=self.pending.switch_on_at,
         )
-        return DeliveryCheck(f"{name}-delivery-check", args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
+        return DeliveryCheck(self._delivery_check_name(name), args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
+
+    @staticmethod
+    def _delivery_check_name(name: str) -> str:
+        """Name of the stack's :class:`DeliveryCheck` component (its alarm's name derives from it)."""
+        return f"{name}-delivery-check"
 
     @staticmethod
     def _cluster_access(settings: StackSettings) -> dict[str, Any]:

@@ -18,6 +18,7 @@ of the project's namespace with neither is missing; ``validateStackConfigValue``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -225,7 +226,9 @@ def read_stack_document(path: Path, stack: str, known: list[str]) -> tuple[dict[
 
     The rules of the document itself: it exists (else the ``known`` stacks are listed),
     is YAML, is not empty, has a ``config:`` mapping. ``secure:`` entries cannot be
-    decrypted offline: a marked placeholder stands in and the key is reported secret.
+    decrypted offline: a marked placeholder stands in and the key is reported secret; it
+    ends with a digest of the (public) ciphertext, so a rotated secret gives another
+    placeholder and a plan against the previous one shows the change (:mod:`kimi_k3.offline.state`).
     """
     if not path.is_file():
         raise SettingsError("stack", stack, f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
@@ -250,7 +253,8 @@ def read_stack_document(path: Path, stack: str, known: list[str]) -> tuple[dict[
     structured: set[str] = set()
     for key, value in raw.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
-            values[key] = f"{stack_settings.SECRET_PLACEHOLDER_PREFIX}{key}"
+            ciphertext = hashlib.sha256(str(value["secure"]).encode()).hexdigest()[:12]
+            values[key] = f"{stack_settings.SECRET_PLACEHOLDER_PREFIX}{key}#{ciphertext}"
             secret_keys.add(key)
         else:
             values[key] = stack_settings._to_wire(value)

@@ -72,8 +72,23 @@ def storage_class_args(name: str = "kimi-local-weights") -> dict:
     )
 
 
-def weights_claim_template(storage_class: str, size_gb: int, name: str = "models") -> k8s.core.v1.PersistentVolumeClaimArgs:
-    """The StatefulSet's ``volumeClaimTemplate`` for the weights volume (one claim per replica, on its node)."""
+WEIGHTS_CLAIM_GB = 1955
+"""The storage the weights claim requests, a fixed figure: never derived from the weights' size or any other setting.
+
+The claim template is immutable: Kubernetes forbids StatefulSet spec updates other than
+replicas, ordinals, template, updateStrategy, persistentVolumeClaimRetentionPolicy and
+minReadySeconds (kubernetes/kubernetes ``pkg/apis/apps/validation/validation.go``,
+``ValidateStatefulSetUpdate``), so pulumi-kubernetes replaces the StatefulSet on any change to
+``spec.volumeClaimTemplates`` (``provider/pkg/provider/diff.go``, ``statefulSet``), and with
+retention ``Delete`` and the StorageClass's reclaim ``Delete`` that wipes the weights on every
+node. A figure computed from the model's expected size (``ceil(size x 1.15)``) would move
+with a catalog update. The request is only a binding floor: a local PersistentVolume is the
+node's whole RAID0 (30.4 TB on every supported type), which holds any accepted weights size.
+1955 GB is what stacks were deployed with (1,700 GB x 1.15), so existing sets are kept."""
+
+
+def weights_claim_template(storage_class: str, size_gb: int = WEIGHTS_CLAIM_GB, name: str = "models") -> k8s.core.v1.PersistentVolumeClaimArgs:
+    """The StatefulSet's ``volumeClaimTemplate`` for the weights volume (one claim per replica, on its node; :data:`WEIGHTS_CLAIM_GB`)."""
     if size_gb < 1:
         raise UserError(f"node-local weights: size_gb {size_gb!r} is not accepted")
     return k8s.core.v1.PersistentVolumeClaimArgs(
