@@ -65,11 +65,41 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"clock travelled by {offset}: now {datetime.now(UTC):%Y-%m-%d %H:%M} UTC" if offset else None
 
 
+CLOCK_MARK = "clock"
+"""The marker of a test that exercises the wall clock: the travelled pass (``make test``) runs these again."""
+
+
 @pytest.fixture(autouse=True)
-def _commands_run_from_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+def _commands_run_from_the_repository(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
     """``kimi-k3`` commands find their project from the current directory (the nearest Pulumi.yaml):
-    tests run them from this repository unless they move elsewhere themselves."""
+    tests run them from this repository unless they move elsewhere themselves.
+
+    Also the guard of the travelled pass: a test not marked ``clock`` that reads the wall clock
+    (:func:`kimi_k3.core.clock.program_now` outside a pinned moment) fails, so every test whose
+    answer may depend on today's date is in the pass that moves the clock.
+    """
     monkeypatch.chdir(ROOT)
+    if request.node.get_closest_marker(CLOCK_MARK) is not None:
+        yield
+        return
+    from kimi_k3.core import clock
+
+    real = clock.program_now
+    reads: list[str] = []
+
+    def guarded() -> datetime:
+        if clock._PINNED.get() is None:
+            reads.append("program_now")
+        return real()
+
+    monkeypatch.setattr(clock, "program_now", guarded)
+    yield
+    if reads:
+        pytest.fail(
+            f"{request.node.nodeid} reads the wall clock (kimi_k3.core.clock.program_now, not pinned): "
+            f"pin its moment, or mark it @pytest.mark.{CLOCK_MARK} so the travelled pass runs it",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:
 
 import kimi_k3.cli as cli  # noqa: E402
 from kimi_k3.bench import aiperf_run, profiles, report  # noqa: E402
+from kimi_k3.core import clock  # noqa: E402
 from tests.cli_helpers import assert_one_line_error  # noqa: E402
 from tests.fake_openai_server import FakeOpenAIServer  # noqa: E402
 
@@ -34,9 +35,14 @@ TOKEN_DELAY = 0.002
 FAST = ["--workers", "1", "--timeout", "30"]
 
 
+BENCH_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+"""The moment a bench run is stamped with (these tests are not about the date)."""
+
+
 def bench(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``kimi-k3 bench ARGV`` through ``kimi_k3.cli.main``; returns (status, stdout, stderr)."""
-    status = cli.main(["bench", *argv])
+    """``kimi-k3 bench ARGV`` through ``kimi_k3.cli.main`` at a pinned moment; returns (status, stdout, stderr)."""
+    with clock.pinned(BENCH_NOW):
+        status = cli.main(["bench", *argv])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 

@@ -248,6 +248,7 @@ def _run_step(server: _ApiServer, sa: Path, *, not_before: int, not_after: int) 
     return subprocess.run(["/bin/sh", "-c", block_end.SCALE_SCRIPT], env=env, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.clock
 def test_the_step_scales_the_workload_to_zero_with_its_token(api):
     start, sa = api
     server = start()
@@ -261,6 +262,7 @@ def test_the_step_scales_the_workload_to_zero_with_its_token(api):
     }]
 
 
+@pytest.mark.clock
 def test_outside_its_blocks_window_the_step_does_nothing(api):
     start, sa = api
     server = start()
@@ -271,6 +273,7 @@ def test_outside_its_blocks_window_the_step_does_nothing(api):
     assert server.seen == []
 
 
+@pytest.mark.clock
 def test_a_refused_scale_fails_the_job_with_the_api_servers_message(api):
     start, sa = api
     server = start(status=403)

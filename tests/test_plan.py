@@ -17,9 +17,12 @@ from tests.conftest import NOW, ROOT, fixture_for
 from tests.refusals import assert_refused_before_declaring
 from tests.user_project import copy_library_project, library_stack
 
+PINNED = ("--now", "2026-12-01T08:00:00Z")
+"""A fixed --now: these tests are not about the date (tests/test_time_travel.py plans without one, the clock moved)."""
+
 
 def _plan(tmp_path, *args: str) -> int:
-    return main(["plan", *args, "--out", str(tmp_path)])
+    return main(["plan", *args, "--out", str(tmp_path), *PINNED])
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -48,7 +51,7 @@ def test_plan_writes_resources_outputs_and_manifests(stack, tmp_path, capsys):
 def test_plan_default_output_directory_is_in_the_planned_project(monkeypatch, tmp_path, capsys):
     project = copy_library_project(tmp_path / "project")
     monkeypatch.chdir(project / "stacks")  # the nearest Pulumi.yaml upwards is the project's
-    assert main(["plan", "dev", "--quiet"]) == 0
+    assert main(["plan", "dev", "--quiet", *PINNED]) == 0
     assert (project / "build" / "plan" / "dev" / "resources.json").is_file()
     assert "Resources (" not in capsys.readouterr().out  # --quiet leaves the tree out
 
@@ -62,7 +65,7 @@ def test_plan_never_writes_secret_values(tmp_path, capsys):
     project = copy_library_project(tmp_path / "user", {"dev": with_secret})
     for stack_args in (["dev"], ["dev", "--program", str(project)]):
         out = tmp_path / "out" / str(len(stack_args))
-        assert main(["plan", *stack_args, "--out", str(out)]) == 0
+        assert main(["plan", *stack_args, "--out", str(out), *PINNED]) == 0
         written = "".join(p.read_text() for p in out.rglob("*") if p.is_file()) + capsys.readouterr().out
         assert settings.SECRET_PLACEHOLDER_PREFIX not in written
         assert ciphertext not in written
@@ -85,7 +88,7 @@ def test_plan_summary_shows_the_reservation_window_and_state(tmp_path, capsys):
 def test_plan_bad_config_is_one_line_and_writes_nothing(tmp_path, capsys):
     project = copy_library_project(tmp_path / "project", {"dev": library_stack("dev").replace("cr-0a1b2c3d4e5f60718", "cr-12345")})
     out = tmp_path / "out"
-    assert main(["plan", "dev", "--program", str(project), "--out", str(out)]) == 2
+    assert main(["plan", "dev", "--program", str(project), "--out", str(out), *PINNED]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert "kimi-k3:capacityReservationId" in err and "'cr-12345'" in err and "17 lowercase hex" in err

@@ -119,7 +119,7 @@ def test_a_config_the_engine_would_refuse_is_one_line_and_writes_nothing(tmp_pat
 
 
 def test_a_missing_policy_config_file_names_the_flag(tmp_path, capsys):
-    assert main(["plan", "dev", "--out", str(tmp_path / "out"), "--policy-config", str(tmp_path / "nope.json")]) == 2
+    assert main(["plan", "dev", "--out", str(tmp_path / "out"), "--policy-config", str(tmp_path / "nope.json"), *NOW]) == 2
     err = capsys.readouterr().err
     assert f"--policy-config {tmp_path / 'nope.json'}: no such file" in err
 

@@ -17,12 +17,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
 from kimi_k3.cli import main
+from kimi_k3.core import clock
 from tests.conftest import ROOT
 from tests.user_project import copy_library_project, library_stack, write_project
 
@@ -105,7 +107,7 @@ def test_the_library_refuses_to_be_imported_under_its_folder_name():
 
 def test_outside_any_project_plan_stops_and_plans_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["plan", "dev"]) == 2
+    assert main(["plan", "dev", *NOW]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"kimi-k3: error: no Pulumi.yaml in {tmp_path.resolve()} or its parents: cd into your Pulumi project, or pass --program DIR"
     assert list(tmp_path.iterdir()) == []
@@ -116,7 +118,7 @@ def test_a_program_dir_without_a_project_names_the_flag(tmp_path, capsys, make):
     target = tmp_path / "prog"
     if make == "empty-dir":
         target.mkdir()
-    assert main(["plan", "dev", "--program", str(target)]) == 2
+    assert main(["plan", "dev", "--program", str(target), *NOW]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"--program {target}" in err
 
@@ -218,6 +220,7 @@ def test_hyperpod_and_preflight_read_the_stack_of_the_current_project(tmp_path, 
 
     user = _user_copy_of_the_program(tmp_path)
     monkeypatch.chdir(user)
+    monkeypatch.setattr(clock, "program_now", lambda: datetime(2026, 12, 1, 8, 0, tzinfo=UTC))  # not about the date
     assert main(["hyperpod", "prod"]) == 0
     assert "65536" in capsys.readouterr().out  # the user's maxModelLen, not the repository's 262144
 

@@ -24,6 +24,8 @@ from kimi_k3.stack import settings
 from kimi_k3.stack import terms as stack_terms
 from tests.conftest import travel_offset
 
+pytestmark = pytest.mark.clock
+
 OFFSETS = ("8h", "9d", "75d")
 RID = "cr-0a1b2c3d4e5f60718"
 B300 = "p6-b300.48xlarge"
