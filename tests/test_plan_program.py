@@ -43,7 +43,7 @@ def _readme_blocks() -> dict[str, str]:
             files[first[2:].strip()] = text
         elif language == "python":
             files["__main__.py"] = text
-        elif language == "sh":
+        elif language == "sh" and any(line.startswith("kimi-k3 plan") for line in text.splitlines()):
             files["command"] = next(line.split("#")[0].strip() for line in text.splitlines() if line.startswith("kimi-k3 plan"))
     return files
 

@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from kimi_k3.stack.config_keys import CONFIG_KEYS, SECTIONS, markdown_reference, pulumi_yaml_config
+from kimi_k3.stack.config_keys import CONFIG_KEYS, CONFIGURATION_DOC, SECTIONS, markdown_reference, pulumi_yaml_config
 from tests.conftest import ROOT
 
 
@@ -37,8 +37,8 @@ def test_pulumi_yaml_declares_exactly_the_config_keys_with_types_and_defaults():
     assert declared == pulumi_yaml_config(), "Pulumi.yaml is stale: run `make docs`"
 
 
-def test_readme_config_reference_is_generated_from_the_schema():
-    assert markdown_reference() in (ROOT / "README.md").read_text(), "README config table is stale: run `make docs`"
+def test_the_configuration_reference_is_generated_from_the_schema():
+    assert (ROOT / CONFIGURATION_DOC).read_text() == markdown_reference(), f"{CONFIGURATION_DOC} is stale: run `make docs`"
     grouped = [name for _, names in SECTIONS for name in names]
     assert sorted(grouped) == sorted(CONFIG_KEYS) and len(grouped) == len(set(grouped))
 
@@ -55,11 +55,13 @@ def test_stack_files_use_only_declared_keys_and_hold_no_clear_secrets():
                     assert isinstance(value, dict) and set(value) == {"secure"}, f"{path.name}: {key} must be a secure: entry"
 
 
-def test_readme_documents_every_config_key_and_the_two_quick_start_commands():
-    readme = (ROOT / "README.md").read_text()
+def test_the_reference_documents_every_config_key_and_the_readme_the_two_set_up_commands():
+    reference = (ROOT / CONFIGURATION_DOC).read_text()
     for name in CONFIG_KEYS:
-        assert f"`kimi-k3:{name}`" in readme, name
-    assert "`aws:region`" in readme
+        assert f"`kimi-k3:{name}`" in reference, name
+    assert "`aws:region`" in reference
+    readme = (ROOT / "README.md").read_text()
+    assert CONFIGURATION_DOC in readme
     assert re.search(r"^make plan$", readme, re.M) and re.search(r"^make test$", readme, re.M)
 
 
