@@ -1,0 +1,561 @@
+"""Every numeric or ordered limit the library enforces, in one table: where it lives, a value exactly at it
+(accepted) and one unit beyond it (refused, with its message).
+
+``tests/test_boundaries.py`` drives the table: each limit's at-value must pass the validator that owns it and its
+beyond-value must be refused with the message; a walk of the validators' source (:func:`validator_sites`) finds every
+place a value is compared with a limit and refused, and fails on one that no row of the table (nor
+:data:`NOT_LIMITS`) names; every integer config key with a documented range has a row per edge, at the documented bound.
+
+Each row's ``probe`` builds the thing the limit belongs to with the value (a stack's settings, a component's args,
+an apply-time rule's finding) and raises when it is refused. Rows with a config ``key`` go through
+:func:`kimi_k3.stack.settings.from_values`, so the message names the key, as a user sees it.
+
+Test modules import from here (and from ``builders``/``conftest``), never from each other.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kimi_k3.errors import Problems
+from kimi_k3.stack import settings
+from tests.conftest import ROOT
+
+COMPONENTS = ROOT / "components"
+T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+"""The moment the time-ordered rows are checked against (a component never reads the clock: ``now`` is an input)."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One edge of one enforced limit."""
+
+    name: str
+    """What is limited, e.g. ``servingPreStopSeconds behind an NLB``."""
+    edge: str
+    """``min`` (values below are refused) or ``max`` (values above are refused); ``after``/``before`` for moments."""
+    at: Any
+    """The value exactly at the limit: accepted."""
+    beyond: Any
+    """One unit beyond it (a second, a GiB, a prefix bit, a character, a day...): refused."""
+    message: str
+    """A part of the one-line refusal of :attr:`beyond` (what the user reads)."""
+    source: str
+    """Where the limit lives (module and constant) and, where it has one, the upstream reason for it."""
+    probe: Callable[[Any], object]
+    """Builds the owner of the limit with the value; raises (``UserError``) when it is refused."""
+    sites: tuple[str, ...] = ()
+    """The validator sites (:func:`validator_sites`) whose boundary this is."""
+    key: str | None = None
+    """The config key, for a limit of the stack's settings (the probe goes through ``from_values``)."""
+
+    @property
+    def id(self) -> str:
+        """``name edge``, the test id."""
+        return f"{self.name} ({self.edge})"
+
+
+# --- probes -------------------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _stack_file(stack: str) -> tuple[dict[str, str], frozenset[str]]:
+    values, secrets = settings.read_stack_file(stack)
+    return values, frozenset(secrets)
+
+
+def settings_of(stack: str = "dev", **changes: Any) -> settings.StackSettings:
+    """The committed ``stack``'s settings with ``changes`` (short keys get ``kimi-k3:``; ``None`` deletes one)."""
+    committed, secrets = _stack_file(stack)
+    values = dict(committed)
+    for name, value in changes.items():
+        full = name if ":" in name else f"kimi-k3:{name}"
+        if value is None:
+            values.pop(full, None)
+        else:
+            values[full] = value if isinstance(value, str) else settings._to_wire(value)
+    return settings.from_values(values, secrets, stack=stack)
+
+
+def key(name: str, stack: str = "dev", **context: Any) -> Callable[[Any], object]:
+    """Probe of a config key: ``stack`` with ``context`` and the key set to the value."""
+    return lambda value: settings_of(stack, **{**context, name: value})
+
+
+NLB = {"exposure": "internal", "servingAllowedCidrs": ["10.0.0.0/8"]}
+"""Context of the keys whose limits hold behind an NLB (internal exposure)."""
+MEDIA = {"mediaPolicy": "allowlist", "mediaAllowedDomains": ["images.example.com"]}
+"""Context of ``mediaInlineMiB`` (inline media needs the allowlist policy)."""
+
+
+def problems_of(component: str, check: Callable[[Problems], object]) -> None:
+    """Run a validator that adds to a :class:`Problems` (``validate_serving_args``), then raise what it found."""
+    problems = Problems(component, "boundary")
+    check(problems)
+    problems.raise_any()
+
+
+# --- the validators' limits, found in the source ---------------------------------------------------------------------
+ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+RANGE_HELPERS = {"_in_range", "_whole"}
+"""Helpers that refuse a value outside ``(low, high)``: each call is one limit site (the helper's own compare is not)."""
+ROOMS_WALKED = ("addons", "capacity", "cluster", "hyperpod", "network", "observability", "offline", "serving", "stack", "weights", "cli/arguments.py")
+"""Where the walker looks: every component room, the settings and the offline rules; ``bench``/``bringup`` and the CLI's
+display code refuse nothing a stack or a component is given (``cli/arguments.py``, the shared argument types, is walked)."""
+
+
+def _refuses(body: list[ast.stmt]) -> bool:
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.Raise):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in ("reject", "add"):
+                return True
+    return False
+
+
+def _rule_passes(body: list[ast.stmt]) -> bool:
+    """``if <compare>: return None``: an offline apply-time rule that lets the value through (its refusal follows)."""
+    return len(body) == 1 and isinstance(body[0], ast.Return) and (body[0].value is None or (isinstance(body[0].value, ast.Constant) and body[0].value.value is None))
+
+
+class _Walker(ast.NodeVisitor):
+    def __init__(self, module: str) -> None:
+        self.module, self.scope, self.sites = module, [], []
+
+    def _site(self, text: str) -> None:
+        self.sites.append(f"{self.module}::{'.'.join(self.scope)}: {text}")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        if not (isinstance(node, ast.FunctionDef) and node.name in RANGE_HELPERS):
+            self.generic_visit(node)
+        self.scope.pop()
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef  # type: ignore[assignment]  # noqa: N815 (ast.NodeVisitor's names)
+
+    def visit_If(self, node: ast.If) -> None:
+        if _refuses(node.body) or (self.module.startswith("offline/") and _rule_passes(node.body)):
+            for compare in ast.walk(node.test):
+                if isinstance(compare, ast.Compare) and any(isinstance(op, ORDERING) for op in compare.ops):
+                    self._site(ast.unparse(compare))
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if getattr(node.func, "id", "") in RANGE_HELPERS and node.args:
+            self._site(f"{node.func.id}({ast.unparse(node.args[0])})")  # type: ignore[attr-defined]
+        self.generic_visit(node)
+
+
+def validator_sites() -> list[str]:
+    """Every place a validator compares a value with a limit and refuses it: ``module::function: compare``."""
+    sites: list[str] = []
+    for path in sorted(COMPONENTS.rglob("*.py")):
+        module = path.relative_to(COMPONENTS).as_posix()
+        if not module.startswith(ROOMS_WALKED):
+            continue
+        walker = _Walker(module)
+        walker.visit(ast.parse(path.read_text()))
+        sites.extend(walker.sites)
+    return sites
+
+
+# --- the table: stack config keys (the settings name the key) ----------------------------------------------------------
+
+S = "stack/settings.py::"
+LIMITS: list[Limit] = []
+
+
+def limit(*rows: Limit) -> None:
+    """Add rows to :data:`LIMITS`."""
+    LIMITS.extend(rows)
+
+
+def range_rows(name: str, low: Any, high: Any, unit: Any, message: str, source: str, probe: Callable[[Any], object], sites: tuple[str, ...] = (), key_name: str | None = None) -> None:
+    """The two rows of a ``low to high`` range: ``low`` and ``high`` accepted, ``low - unit`` and ``high + unit`` refused."""
+    limit(
+        Limit(name, "min", low, low - unit, message, source, probe, sites, key_name),
+        Limit(name, "max", high, high + unit, message, source, probe, sites, key_name),
+    )
+
+
+def key_range(name: str, low: Any, high: Any, message: str, source: str, site: str | None = None, unit: Any = 1, stack: str = "dev", **context: Any) -> None:
+    """:func:`range_rows` of the config key ``name`` (probed through the settings of ``stack`` with ``context``)."""
+    range_rows(name, low, high, unit, message, source, key(name, stack, **context), (site,) if site else (), name)
+
+
+key_range("availabilityZoneCount", 2, 4, "accepted: 2 to 4",
+          "stack/settings.py _validate_network (EKS needs subnets in two AZs; four AZs fill a /16 with /20s)", S + "_validate_network: _in_range('availabilityZoneCount')")
+limit(Limit("availabilityZones", "min", ["us-east-1a", "us-east-1b"], ["us-east-1a"], "at least 2 AZs (EKS needs subnets in two AZs)",
+            "stack/settings.py _validate_network (EKS: subnets in at least two AZs)", key("availabilityZones"), (S + "_validate_network: len(azs) < 2",), "availabilityZones"))
+limit(
+    Limit("vpcCidr prefix", "min", "10.42.0.0/16", "10.42.0.0/15", "accepted: a prefix between /16 and /20 (AWS VPCs are /16 to /28)",
+          "stack/settings.py _validate_network (AWS VPCs are /16 to /28, Amazon VPC User Guide, VPC CIDR blocks)", key("vpcCidr"), (S + "_validate_network: vpc.prefixlen < 16",), "vpcCidr"),
+    Limit("vpcCidr prefix", "max", "10.42.0.0/20", "10.42.0.0/21", "too small for 2 AZs (at least a /22 private and a /26 public subnet per AZ); use a /20 or larger",
+          "stack/settings.py _validate_network (the library's /20: room for the subnets and the NLB of each AZ)", key("vpcCidr"), (S + "_validate_network: vpc.prefixlen > 20",), "vpcCidr"),
+    Limit("clusterServiceCidr prefix", "min", "172.16.0.0/12", "10.128.0.0/11", "accepted: a prefix between /12 and /24 (EKS limits)",
+          "stack/settings.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24, EKS API KubernetesNetworkConfigRequest)", key("clusterServiceCidr"), (S + "_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
+    Limit("clusterServiceCidr prefix", "max", "172.20.0.0/24", "172.20.0.0/25", "accepted: a prefix between /12 and /24 (EKS limits)",
+          "stack/settings.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24)", key("clusterServiceCidr"), (S + "_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
+)
+key_range("systemNodeCount", 2, 10, "accepted: 2 to 10", "stack/settings.py _validate_cluster (two or more for multi-AZ)", S + "_validate_cluster: _in_range('systemNodeCount')")
+key_range("gpuRootVolumeGiB", 100, 2000, "accepted: 100 to 2000", "stack/settings.py _validate_capacity (images and weights live on the NVMe RAID0)", S + "_validate_capacity: _in_range('gpuRootVolumeGiB')")
+for _retention in ("flowLogRetentionDays", "clusterLogRetentionDays"):
+    key_range(_retention, 1, 3653, "accepted: 1, 3, 5, 7, 14, 30", "core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs PutRetentionPolicy retentionInDays)")
+limit(Limit("efaDevicePluginVersion", "min", "0.5.10", "0.5.9", "accepted: 0.5.10 or newer",
+            "stack/settings.py _chart_version, addons/gpu_plugins.py EFA_MIN_VERSION (older charts misdetect the p6 EFA devices)", key("efaDevicePluginVersion"),
+            (S + "_chart_version: tuple(map(int, match.groups())) < minimum",), "efaDevicePluginVersion"))
+key_range("pipelineParallelSize", 1, 8, "accepted: 1 to 8", "core/catalog.py PIPELINE_PARALLEL_RANGE (serving/contracts.py EngineProfile)", efaEnabled=True)
+limit(*(Limit("gpuMemoryUtilization", edge, at, beyond, "accepted: 0.5 to 0.98", "core/catalog.py GPU_MEMORY_UTILIZATION_RANGE (serving/contracts.py EngineProfile)",
+              key("gpuMemoryUtilization"), (), "gpuMemoryUtilization") for edge, at, beyond in (("min", "0.50", "0.49"), ("max", "0.98", "0.99"))))
+key_range("maxModelLen", 1024, 1_048_576, "accepted: 1024 to 1048576", "core/catalog.py MAX_MODEL_LEN_RANGE (the model's 1M context; serving/contracts.py EngineProfile)")
+key_range("engineReadyTimeoutSeconds", 600, 10_800, "accepted: 600 to 10800", "core/catalog.py ENGINE_READY_TIMEOUT_RANGE (VLLM_ENGINE_READY_TIMEOUT_S and the startup probe)")
+key_range("replicas", 0, 64, "accepted: 0 to 64", "stack/settings.py _validate_serving (0: one per group of reserved nodes; a Capacity Block holds at most 64 instances)", S + "_validate_serving: _in_range('replicas')")
+key_range("mediaInlineMiB", 0, 512, "accepted: 0 to 512", "stack/settings.py _validate_serving_front (the proxy's inline_media_bytes, at most 512 MiB)", S + "_validate_serving_front: _in_range('mediaInlineMiB')", **MEDIA)
+key_range("servingMaxGenerationSeconds", 60, 86_400, "expected a whole number from 60 to 86400", "serving/api_proxy.py ApiProxyConfig max_generation_s (the proxy's upstream read timeout)")
+key_range("servingDrainSeconds", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig drain_timeout_s, serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1)")
+key_range("servingPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE")
+key_range("alertTtftP99Seconds", 1, 600, "accepted: 1 to 600", "stack/settings.py _validate_monitoring (KimiK3TimeToFirstTokenHigh)", S + "_validate_monitoring: _in_range('alertTtftP99Seconds')")
+key_range("hyperpodEbsVolumeGiB", 1, 16_384, "accepted: 1 to 16384", "stack/settings.py _validate_hyperpod (SageMaker ClusterEbsVolumeConfig VolumeSizeInGB 1 to 16384)", S + "_validate_hyperpod: _in_range('hyperpodEbsVolumeGiB')", stack="hyperpod")
+limit(
+    Limit("servingPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
+          "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S = NLB_STOPS_SENDING_S 120 + CONTROLLER_LAG_S 30 (aws-load-balancer-controller#2366, #3270, containers-roadmap#470)",
+          key("servingPreStopSeconds", **NLB), ("serving/drain.py::DrainPlan.__post_init__: self.pre_stop_s < MIN_PRE_STOP_BEHIND_NLB_S",), "servingPreStopSeconds"),
+    Limit("servingDrainSeconds behind an NLB (preStop + drain, the deregistration delay)", "max", 3420, 3421, "the target group takes 0-3600 s",
+          "serving/nlb.py DEREGISTRATION_DELAY_RANGE (ELB target group deregistration_delay.timeout_seconds 0-3600) with the default preStop 180 s",
+          key("servingDrainSeconds", **NLB), ("serving/nlb.py::nlb_annotations: low <= delay <= high",), "servingDrainSeconds"),
+    Limit("servingTerminationGraceSeconds against the stop sequence", "min", 2015, 2014, "it must be at least 2015 s = preStop 180 s + engine lag 5 s + drain 1800 s + margin 30 s",
+          "serving/drain.py DrainPlan.minimum_grace_s (the kubelet kills the pod at the grace period)", key("servingTerminationGraceSeconds"),
+          ("serving/drain.py::DrainPlan.__post_init__: self.grace_period_s < self.minimum_grace_s",), "servingTerminationGraceSeconds"),
+    Limit("servingTerminationGraceSeconds", "max", 86_400, 86_401, "expected whole seconds from 1 to 86400", "serving/drain.py DrainPlan grace_period_s (a day)",
+          key("servingTerminationGraceSeconds"), ("serving/drain.py::DrainPlan.__post_init__: _whole('grace_period_s')",), "servingTerminationGraceSeconds"),
+    Limit("nlbIdleTimeoutSeconds against servingMaxGenerationSeconds", "min", 1800, 1799, "idle_timeout_s 1799 is shorter than max_generation_s 1800",
+          "serving/nlb.py nlb_annotations (a silent non-streamed answer outlives a shorter idle timeout)", key("nlbIdleTimeoutSeconds", **NLB),
+          ("serving/nlb.py::nlb_annotations: idle < proxy.max_generation_s",), "nlbIdleTimeoutSeconds"),
+)
+key_range("nlbIdleTimeoutSeconds", 60, 6000, "60", "serving/nlb.py IDLE_TIMEOUT_RANGE (Elastic Load Balancing, NLB TCP idle timeout 60-6000 s)", "serving/nlb.py::nlb_annotations: low <= idle <= high",
+          servingMaxGenerationSeconds=60, **NLB)
+limit(
+    Limit("hyperpodClusterName length", "max", "k" * 63, "k" * 64, "1-63 letters, digits and '-'", "hyperpod/rules.py SAGEMAKER_NAME (SageMaker ClusterName: at most 63)",
+          key("hyperpodClusterName", "hyperpod"), (), "hyperpodClusterName"),
+    Limit("monitoringNamespace length", "max", "m" * 63, "m" * 64, "a DNS label: lowercase letters, digits and '-', at most 63", "core/formats.py DNS_LABEL (RFC 1123 label)",
+          key("monitoringNamespace"), (), "monitoringNamespace"),
+    Limit("prometheusSelectorLabels value length", "max", ["release=" + "v" * 63], ["release=" + "v" * 64], "expected key=value Kubernetes labels",
+          "core/formats.py LABEL_VALUE (Kubernetes label values: at most 63)", key("prometheusSelectorLabels"), (), "prometheusSelectorLabels"),
+    Limit("vllmExtraArgs --max-num-seqs", "min", ["--max-num-seqs", "1"], ["--max-num-seqs", "0"], "--max-num-seqs takes a whole number of at least 1",
+          "serving/contracts.py EngineProfile (vLLM refuses 0 sequences)", key("vllmExtraArgs"), ("serving/contracts.py::EngineProfile.__post_init__: int(value) < 1",), "vllmExtraArgs"),
+    Limit("weightsS3Uri bucket name length", "max", f"s3://{'b' * 63}/p/", f"s3://{'b' * 64}/p/", "s3://bucket/prefix/ in the stack's region",
+          "serving/contracts.py S3_URI_RE (S3 bucket names: 3 to 63 characters)", key("weightsS3Uri", weightsSource="s3"), (), "weightsS3Uri"),
+)
+
+
+KEYS_WITHOUT_ORDERED_LIMIT = {
+    "tensorParallelSize": "must equal the GPUs of one node (serving/contracts.py ServingContract.fit): an equality, not an ordered limit",
+}
+"""Integer config keys with no ordered limit of their own, and why."""
+
+
+# --- the table: component args (each component owns its rule; ComponentInputError or the module's UserError) ------------
+
+
+def in_engine(build: Callable[[], object]) -> Callable[[], object]:
+    """``build`` run under the offline engine (components that declare a Kubernetes provider or resources)."""
+    from kimi_k3 import offline
+
+    return lambda: offline.OfflineEngine(now=T0).run(build)
+
+
+def component(name: str, low: Any, high: Any | None, message: str, source: str, probe: Callable[[Any], object], site: str, unit: Any = 1) -> None:
+    """:func:`range_rows` of a component arg (``high`` ``None``: a floor only)."""
+    if high is None:
+        limit(Limit(name, "min", low, low - unit, message, source, probe, (site,)))
+    else:
+        range_rows(name, low, high, unit, message, source, probe, (site,))
+
+
+def _k8s_opts() -> Any:
+    from tests.builders import in_cluster
+
+    return in_cluster()
+
+
+def _gpu_plugins(**changes: Any) -> object:
+    from kimi_k3.addons import gpu_plugins
+
+    args = gpu_plugins.GpuNodePluginsArgs(**changes)
+    return in_engine(lambda: gpu_plugins.validate(args, opts=_k8s_opts()))()
+
+
+def _efa(version: str) -> object:
+    from kimi_k3.addons.gpu_plugins import EfaDevicePluginArgs
+
+    return _gpu_plugins(efa=EfaDevicePluginArgs(enabled=True, version=version))
+
+
+def _dcgm_port(port: int) -> object:
+    from kimi_k3.addons.gpu_plugins import DcgmExporterArgs
+
+    return _gpu_plugins(dcgm=DcgmExporterArgs(host_engine_port=port))
+
+
+limit(Limit("EFA device plugin chart version", "min", "0.5.10", "0.5.9", "0.5.10 or newer is required", "addons/gpu_plugins.py EFA_MIN_VERSION (older releases misdetect NVLink devices on p6)",
+            _efa, ("addons/gpu_plugins.py::validate: tuple((int(part) for part in match.groups())) < minimum",)))
+component("DCGM host engine port", 1, 65_535, "a TCP port (1-65535) or None", "addons/gpu_plugins.py validate (TCP ports)", _dcgm_port, "addons/gpu_plugins.py::validate: 1 <= port <= 65535")
+
+
+def _lbc(replicas: int) -> object:
+    from kimi_k3.addons.load_balancer_controller import LoadBalancerControllerArgs, _validate
+
+    args = LoadBalancerControllerArgs(cluster_name="kimi-k3-dev", region="us-east-1", vpc_id="vpc-0a1b2c3d4e5f60718", replicas=replicas)
+    return in_engine(lambda: _validate("lbc", args, _k8s_opts()))()
+
+
+def _lws_controller(replicas: int) -> object:
+    from kimi_k3.addons.lws_controller import LwsControllerArgs, validate
+
+    args = LwsControllerArgs(replicas=replicas)
+    return in_engine(lambda: validate(args, opts=_k8s_opts()))()
+
+
+component("load balancer controller replicas", 1, None, "expected a whole number of at least 1", "addons/load_balancer_controller.py _validate", _lbc, "addons/load_balancer_controller.py::_validate: args.replicas < 1")
+component("LWS controller replicas", 1, 5, "replicas", "addons/lws_controller.py validate (the chart's leader election)", _lws_controller, "addons/lws_controller.py::validate: 1 <= args.replicas <= 5")
+
+
+def _cluster(**changes: Any) -> object:
+    from kimi_k3.cluster import eks
+
+    args = eks.ClusterArgs(version="1.34", vpc_id="vpc-0123456789abcdef0", private_subnet_ids=("subnet-0aaa0000000000001", "subnet-0bbb0000000000002"),
+                           admin_role_arns=("arn:aws:iam::123456789012:role/platform-admin",), service_cidr="172.20.0.0/16")
+    return eks.validate("kimi", dataclasses.replace(args, **changes))
+
+
+SUBNETS = ("subnet-0aaa0000000000001", "subnet-0bbb0000000000002", "subnet-0ccc0000000000003")
+limit(Limit("EKS private subnets", "min", SUBNETS[:2], SUBNETS[:1], "at least two private subnets in different AZs", "cluster/eks.py validate (EKS: subnets in two AZs)",
+            lambda ids: _cluster(private_subnet_ids=ids), ("cluster/eks.py::validate: len(args.private_subnet_ids) < 2",)))
+component("EKS system node count", 2, 50, "a whole number from 2 to 50", "cluster/eks.py validate (two or more for multi-AZ)", lambda n: _cluster(system_node_count=n), "cluster/eks.py::validate: 2 <= args.system_node_count <= 50")
+component("EKS system node disk GiB", 20, 1000, "20 to 1000 GiB", "cluster/eks.py validate", lambda n: _cluster(system_node_disk_gib=n), "cluster/eks.py::validate: 20 <= args.system_node_disk_gib <= 1000")
+limit(
+    Limit("EKS service CIDR prefix", "min", "172.16.0.0/12", "10.128.0.0/11", "between /12 and /24", "cluster/eks.py _validate_service_cidr (EKS serviceIpv4Cidr /12 to /24)",
+          lambda cidr: _cluster(service_cidr=cidr), ("cluster/eks.py::_validate_service_cidr: 12 <= network.prefixlen <= 24",)),
+    Limit("EKS service CIDR prefix", "max", "172.20.0.0/24", "172.20.0.0/25", "between /12 and /24", "cluster/eks.py _validate_service_cidr (EKS serviceIpv4Cidr /12 to /24)",
+          lambda cidr: _cluster(service_cidr=cidr), ("cluster/eks.py::_validate_service_cidr: 12 <= network.prefixlen <= 24",)),
+)
+
+
+def _node_group(**changes: Any) -> object:
+    from kimi_k3.capacity.node_group import CapacityBlockNodeGroupArgs, _validate
+
+    args = CapacityBlockNodeGroupArgs(cluster_name="kimi-k3-dev", kubernetes_version="1.34", subnet_ids_by_az={"us-east-1b": "subnet-0bbb0000000000002"},
+                                      instance_type="p6-b300.48xlarge", reservation_id="cr-0a1b2c3d4e5f60718", now=T0, **changes)
+    return _validate("gpu", args)
+
+
+component("GPU node root volume GiB", 20, 16_384, "expected 20..16384 GiB (gp3)", "capacity/node_group.py _validate (gp3 volumes: 1 to 16384 GiB; the AMI needs 20)", lambda n: _node_group(root_volume_gib=n),
+          "capacity/node_group.py::_validate: 20 <= args.root_volume_gib <= 16384")
+component("GPU nodes required", 1, None, "expected at least 1", "capacity/node_group.py _validate", lambda n: _node_group(nodes_required=n), "capacity/node_group.py::_validate: args.nodes_required < 1")
+component("scale-up margin", timedelta(0), None, "a duration of 0 or more", "capacity/node_group.py _validate", lambda d: _node_group(scale_up_margin=d),
+          "capacity/node_group.py::_validate: args.scale_up_margin < timedelta(0)", unit=timedelta(seconds=1))
+
+
+def _network(**changes: Any) -> object:
+    from kimi_k3.network.vpc import NetworkArgs, _validate
+
+    return _validate("net", NetworkArgs(**{"cluster_name": "kimi-dev", "availability_zones": ("us-east-1a", "us-east-1b"), **changes}))
+
+
+limit(
+    Limit("VPC AZs", "min", ("us-east-1a", "us-east-1b"), ("us-east-1a",), "a new VPC needs at least 2", "network/vpc.py _validate (EKS requires subnets in two AZs)",
+          lambda azs: _network(availability_zones=azs), ("network/vpc.py::_validate: len(azs) < 2",)),
+    Limit("VPC flow log retention days", "min", 1, 0, "one of 1, 3, 5, 7", "network/vpc.py _validate, core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs retentionInDays)",
+          lambda days: _network(flow_log_retention_days=days)),
+    Limit("VPC flow log retention days", "max", 3653, 3654, "one of 1, 3, 5, 7", "network/vpc.py _validate, core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs retentionInDays)",
+          lambda days: _network(flow_log_retention_days=days)),
+    Limit("VPC flow log retention days between two CloudWatch values", "max", 14, 15, "one of 1, 3, 5, 7", "network/vpc.py _validate, core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs refuses 15)",
+          lambda days: _network(flow_log_retention_days=days)),
+    Limit("VPC CIDR against its subnets", "max", "10.0.0.0/18", "10.0.0.0/19", "is too small for 2 AZs with a /20 private and a /24 public subnet per AZ; the smallest prefix that fits is /18",
+          "network/subnets.py plan_subnets (every subnet aligned inside the VPC)", lambda cidr: _network(vpc_cidr=cidr), ("network/subnets.py::plan_subnets: span > vpc.num_addresses",)),
+)
+
+
+# --- serving: the stop sequence, the proxy and its edge, the NLB, the contract, the serving components -------------------
+
+
+def _drain(**changes: Any) -> object:
+    from kimi_k3.serving.drain import DrainPlan
+
+    return DrainPlan(**changes)
+
+
+component("drain plan preStop seconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE", lambda s: _drain(pre_stop_s=s), "serving/drain.py::DrainPlan.__post_init__: _whole('pre_stop_s')")
+component("drain plan drain seconds", 1, 3600, "expected whole seconds from 1 to 3600", "serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1; the NLB's deregistration delay at most 3600)",
+          lambda s: _drain(drain_s=s), "serving/drain.py::DrainPlan.__post_init__: _whole('drain_s')")
+limit(Limit("drain plan preStop behind an NLB", "min", 150, 149, "behind an NLB it must be at least 150 s", "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S",
+            lambda s: _drain(pre_stop_s=s, behind_nlb=True)))
+limit(Limit("drain plan grace period against the shortest stop sequence", "min", 36, 35, "it must be at least 36 s = preStop 0 s + engine lag 5 s + drain 1 s + margin 30 s",
+            "serving/drain.py DrainPlan.minimum_grace_s (ENGINE_LAG_S, MARGIN_S): it shadows the grace period's own floor of 1 s", lambda s: _drain(pre_stop_s=0, drain_s=1, grace_period_s=s)))
+
+
+def _proxy(**changes: Any) -> Any:
+    from kimi_k3.serving.api_proxy import ApiProxyConfig
+
+    return ApiProxyConfig(**{"max_model_len": 262_144, **changes})
+
+
+P = "serving/api_proxy.py::ApiProxyConfig.__post_init__: "
+MIB = 1024 * 1024
+component("proxy max_model_len", 1024, 1_048_576, "expected a whole number from 1024 to 1048576", "serving/api_proxy.py ApiProxyConfig (sizes client_max_body_size)", lambda n: _proxy(max_model_len=n), P + "_whole('max_model_len')")
+component("proxy max_generation_s", 60, 86_400, "expected a whole number from 60 to 86400", "serving/api_proxy.py ApiProxyConfig", lambda n: _proxy(max_generation_s=n), P + "_whole('max_generation_s')")
+component("proxy drain_timeout_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig (worker_shutdown_timeout)", lambda n: _proxy(drain_timeout_s=n), P + "_whole('drain_timeout_s')")
+component("proxy inline_media_bytes (body-size limit on top of the text bound)", 0, 512 * MIB, "expected a whole number from 0 to 536870912", "serving/api_proxy.py ApiProxyConfig",
+          lambda n: _proxy(inline_media_bytes=n), P + "_whole('inline_media_bytes')")
+component("proxy cpu", 1, 8, "expected a whole number from 1 to 8", "serving/api_proxy.py ApiProxyConfig (one nginx worker per CPU)", lambda n: _proxy(cpu=n), P + "_whole('cpu')")
+component("proxy worker_connections", 256, None, "expected a whole number from 256 to 65536", "serving/api_proxy.py ApiProxyConfig (its stated 65536 is never reached: the memory worst case, below, stops one worker first)",
+          lambda n: _proxy(worker_connections=n, cpu=1), P + "_whole('worker_connections')")
+component("proxy ports", 1024, 65_535, "expected a whole number from 1024 to 65535", "serving/api_proxy.py ApiProxyConfig (non-root ports)", lambda n: _proxy(metrics_port=n), P + "_whole(name)")
+component("proxy container preStop sleep", 0, 3600, "expected a whole number from 0 to 3600", "serving/api_proxy.py proxy_container",
+          lambda n: __import__("kimi_k3.serving.api_proxy", fromlist=["proxy_container"]).proxy_container(_proxy(), pre_stop_sleep_s=n), "serving/api_proxy.py::proxy_container: _whole('pre_stop_sleep_s')")
+
+
+def _edge(**changes: Any) -> object:
+    from kimi_k3.serving.proxy_edge import EdgeLimits
+
+    return EdgeLimits(**changes)
+
+
+E = "serving/proxy_edge.py::EdgeLimits.__post_init__: "
+component("edge timeouts (client_header_timeout ...)", 1, 3600, "expected a whole number from 1 to 3600", "serving/proxy_edge.py EdgeLimits", lambda n: _edge(header_timeout_s=n), E + "_whole(name)")
+component("edge unauthenticated rate per s", 1, 10_000, "expected a whole number from 1 to 10000", "serving/proxy_edge.py EdgeLimits (limit_req rate)", lambda n: _edge(unauthenticated_rate_per_s=n), E + "_whole('unauthenticated_rate_per_s')")
+component("edge unauthenticated burst", 0, 10_000, "expected a whole number from 0 to 10000", "serving/proxy_edge.py EdgeLimits (limit_req burst)", lambda n: _edge(unauthenticated_burst=n), E + "_whole('unauthenticated_burst')")
+component("edge unauthenticated requests per address", 1, 10_000, "expected a whole number from 1 to 10000", "serving/proxy_edge.py EdgeLimits (limit_conn)",
+          lambda n: _edge(unauthenticated_requests_per_address=n), E + "_whole('unauthenticated_requests_per_address')")
+
+
+def _largest_slots(workers: int) -> int:
+    """The most ``worker_connections`` whose worst case stays within :data:`~kimi_k3.serving.proxy_edge.MAX_WORST_CASE_BYTES`."""
+    from kimi_k3.serving import proxy_edge
+
+    room = proxy_edge.MAX_WORST_CASE_BYTES - proxy_edge.MASTER_BYTES - proxy_edge.ZONES * proxy_edge.ZONE_BYTES
+    return (room // workers - proxy_edge.WORKER_BASE_BYTES) // proxy_edge.SLOT_BYTES
+
+
+def _memory(workers: int) -> Callable[[int], object]:
+    from kimi_k3.serving import proxy_edge
+
+    return lambda slots: proxy_edge.memory_limit_mib(workers, slots)
+
+
+for _workers in (1, 8):
+    limit(Limit(f"proxy memory worst case ({_workers} worker{'s' if _workers > 1 else ''})", "max", _largest_slots(_workers), _largest_slots(_workers) + 1, "is above 4096 MiB: serve more replicas instead",
+                "serving/proxy_edge.py MAX_WORST_CASE_BYTES (4 GiB; worst_case_bytes: every slot held by the costliest client)", _memory(_workers),
+                ("serving/proxy_edge.py::memory_limit_mib: worst > MAX_WORST_CASE_BYTES",)))
+
+
+def _nlb(proxy: Any = None, **options: Any) -> object:
+    from kimi_k3.serving import nlb
+
+    return nlb.nlb_annotations(proxy or _proxy(max_generation_s=300, drain_timeout_s=300), **{"scheme": "internal", "pre_stop_sleep_s": 180, **options})
+
+
+N = "serving/nlb.py::nlb_annotations: "
+limit(
+    Limit("NLB preStop sleep", "min", 0, -1, "expected a whole number of seconds >= 0", "serving/nlb.py nlb_annotations", lambda s: _nlb(pre_stop_sleep_s=s), (N + "pre_stop_sleep_s < 0",)),
+    Limit("NLB TLS listener against max_generation_s", "max", 350, 351, "is longer than a TLS listener's fixed 350 s idle timeout", "serving/nlb.py TLS_IDLE_TIMEOUT_S (ELB User Guide: the TLS listener's idle timeout is 350 s)",
+          lambda s: _nlb(_proxy(max_generation_s=s), tls_certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d"), (N + "proxy.max_generation_s > TLS_IDLE_TIMEOUT_S",)),
+    Limit("NLB deregistration delay (preStop + drain)", "max", 3300, 3301, "the target group takes 0-3600 s", "serving/nlb.py DEREGISTRATION_DELAY_RANGE (target group deregistration_delay 0-3600 s)",
+          lambda s: _nlb(pre_stop_sleep_s=s)),
+)
+
+
+NOT_LIMITS: dict[str, str] = {}
+"""Validator sites that compare and refuse but are no limit of a value the user or a caller sets, each with the reason."""
+
+
+PENDING: tuple[str, ...] = (
+    "capacity/assessment.py::assess: block.instance_count >= needs.nodes_required",
+    "capacity/delivery_check.py::validate: args.reserved_instances < 1",
+    "capacity/delivery_check.py::validate: args.period_s < 60",
+    "capacity/delivery_check.py::validate: args.evaluation_periods < 1",
+    "capacity/delivery_check.py::validate: args.grace < timedelta(0)",
+    "capacity/extensions.py::validate_extension_offering_id: len(value) > 64",
+    "capacity/extensions.py::check_extendable: end - now > EARLIEST_BEFORE_END",
+    "capacity/extensions.py::check_extendable: end - now < LATEST_BEFORE_END",
+    "capacity/offerings.py::build_offering_query: 1 <= count <= MAX_INSTANCES",
+    "capacity/offerings.py::build_offering_query: start_after > latest",
+    "capacity/offerings.py::build_offering_query: start_before <= now",
+    "capacity/offerings.py::build_offering_query: start_before > latest",
+    "capacity/offerings.py::build_offering_query: start_before <= start_after",
+    "capacity/preflight.py::evaluate_preflight: r.available_instances < nodes_required",
+    "capacity/preflight.py::evaluate_preflight: block.unavailable > 0",
+    "capacity/reserved.py::checked_start_after: start_after < utc(now)",
+    "capacity/scale_up.py::find_block_node_group: len(found) > 1",
+    "capacity/scale_up.py::plan_scale_up: 1 <= target <= reserved",
+    "capacity/scale_up.py::plan_scale_up: now >= block.end - EKS_SCALEDOWN_BEFORE_END",
+    "cli/arguments.py::positive_int: value < 1",
+    "cli/arguments.py::non_negative_int: value < 0",
+    "cli/arguments.py::positive_float: 0 < value < math.inf",
+    "hyperpod/cluster.py::validate: args.instance_count < 1",
+    "hyperpod/cluster.py::validate: 1 <= args.ebs_volume_size_gib <= 16384",
+    "hyperpod/cluster.py::_plan_problems: args.instance_count > reserved",
+    "hyperpod/endpoint.py::_endpoint_problems: pp > 1",
+    "hyperpod/endpoint.py::_endpoint_problems: nodes_needed > 1",
+    "hyperpod/endpoint.py::_endpoint_problems: 1 <= replicas <= 64",
+    "hyperpod/inference_operator.py::validate: len(role_name) > 64",
+    "hyperpod/rules.py::check_vpc_cni_version: found < MIN_VPC_CNI_VERSION",
+    "hyperpod/training_plan_check.py::check_training_plan: reserved < instances_required",
+    "hyperpod/training_plan_check.py::check_training_plan: facts.end <= now",
+    "hyperpod/training_plans.py::build_offering_query: end_before < earliest_end",
+    "hyperpod/training_plans.py::search_extension_offerings: 1 <= days * 24 <= MAX_DURATION_HOURS",
+    "observability/alerts.py::duration: seconds <= 0",
+    "observability/alerts.py::validate: epoch(b.end) <= epoch(b.start)",
+    "observability/alerts.py::validate: b.reserved_instances < 1",
+    "observability/alerts.py::validate: 0 < t.kv_cache_usage <= 1",
+    "observability/alerts.py::validate: 0 < getattr(t, key) <= 1",
+    "observability/alerts.py::validate: t.requests_waiting < 1",
+    "observability/alerts.py::validate: t.ttft_p99_s > 0",
+    "observability/alerts.py::validate: args.weights_budget_s <= 0",
+    "observability/alerts.py::validate: args.startup_budget_s <= 0",
+    "observability/dashboard.py::build_dashboard: args.reserved_instances < 1",
+    "offline/rehearsal.py::RehearsedWindow.refuse_unended_start: start + duration >= now",
+    "offline/rehearsal.py::Rehearsal.check: 1 <= count <= MAX_INSTANCES",
+    "offline/rules.py::schedule_starts_in_the_future: parse_schedule_time(start) > moment.starts",
+    "offline/rules.py::one_time_schedule_fires_after_creation: fires > moment.starts",
+    "offline/rules.py::date_pinned_cron_job_fires_after_creation: at > moment.starts",
+    "offline/rules.py::pending_scale_up_not_moved_later: pending <= moment.starts",
+    "offline/rules.py::pending_scale_up_not_moved_later: moved <= pending",
+    "offline/rules.py::pending_switch_on_not_moved_later: pending <= moment.starts",
+    "offline/rules.py::pending_switch_on_not_moved_later: moved <= pending",
+    "serving/args.py::validate_serving_args: len(name) > 40",
+    "serving/args.py::validate_serving_args: len(args.namespace) > 63",
+    "serving/args.py::validate_serving_args: cpu < 8",
+    "serving/args.py::validate_serving_args: memory < 64",
+    "serving/args.py::validate_serving_args: args.shm_size_gib * 4 > memory",
+    "serving/args.py::validate_serving_args: 1 <= args.replicas <= 64",
+    "serving/contracts.py::WeightsContract.__post_init__: 1 <= self.expected_size_gb <= 20000",
+    "serving/contracts.py::ApiContract.__post_init__: 1024 <= self.port <= 65535",
+    "serving/contracts.py::EngineProfile.__post_init__: low <= value <= high",
+    "serving/contracts.py::EngineProfile.__post_init__: low_util <= util <= high_util",
+    "serving/contracts.py::ServingContract.fit: nodes < needed",
+    "serving/lws.py::_problems: len(name) > 36",
+    "serving/lws.py::_problems: nodes < 2",
+    "serving/lws.py::_problems: 1 <= args.efa_interfaces <= most",
+    "stack/foundation.py::availability_zones: len(others) + 1 < net.availability_zone_count",
+    "stack/settings.py::_validate_network: vpc.prefixlen > 28",
+    "stack/settings.py::_validate_serving: nodes > 1",
+    "weights/bucket.py::validate: 1 <= args.abort_incomplete_days <= 365",
+    "weights/bucket.py::validate: 1 <= args.noncurrent_version_days <= 3650",
+    "weights/image_pull.py::check_fast_image_pull: date < FAST_IMAGE_PULL_FIRST_RELEASE",
+    "weights/image_pull.py::pull_through_cache_rule_args: 2 <= len(ecr_repository_prefix) <= 30",
+    "weights/manifest.py::ManifestEntry.__post_init__: self.size < 0",
+    "weights/node_local.py::weights_claim_template: size_gb < 1",
+    "weights/s3store.py::upload_verified: size > expected_size",
+    "weights/staging_job.py::validate: args.s3_uri.rstrip('/').count('/') >= 3",
+    "weights/staging_job.py::validate: 1 <= args.workers <= 64",
+)
+"""Limits the validators enforce that have no row yet (shrink only: a new limit must come with its row)."""
