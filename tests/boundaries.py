@@ -473,45 +473,199 @@ limit(
 )
 
 
+# --- capacity: offerings, the search window, scale-up, extensions, the delivery check ------------------------------------
+
+SECOND = timedelta(seconds=1)
+
+
+def moment_rows(name: str, source: str, probe: Callable[[datetime], object], *, last_accepted: datetime | None = None, first_accepted: datetime | None = None,
+                message: str, site: str | None = None) -> None:
+    """A limit on a moment: ``last_accepted`` (refused one second later) or ``first_accepted`` (refused one second earlier)."""
+    sites = (site,) if site else ()
+    if last_accepted is not None:
+        limit(Limit(name, "before", last_accepted, last_accepted + SECOND, message, source, probe, sites))
+    if first_accepted is not None:
+        limit(Limit(name, "after", first_accepted, first_accepted - SECOND, message, source, probe, sites))
+
+
+def _query(**changes: Any) -> object:
+    from kimi_k3.capacity.offerings import build_offering_query
+
+    return build_offering_query(**{"instance_type": "p6-b300.48xlarge", "count": 2, "days": 7, "now": T0, **changes})
+
+
+O = "capacity/offerings.py::build_offering_query: "
+component("Capacity Block offering --count", 1, 64, "a Capacity Block holds 1 to 64 instances", "capacity/offerings.py MAX_INSTANCES (EC2 DescribeCapacityBlockOfferings: 1 to 64)", lambda n: _query(count=n), O + "1 <= count <= MAX_INSTANCES")
+moment_rows("--start-after within 8 weeks", "capacity/offerings.py MAX_START_AHEAD (Capacity Blocks start at most 8 weeks ahead)", lambda t: _query(start_after=t),
+            last_accepted=T0 + timedelta(weeks=8), message="--start-after must be within 8 weeks", site=O + "start_after > latest")
+moment_rows("--start-before within 8 weeks", "capacity/offerings.py MAX_START_AHEAD", lambda t: _query(start_before=t),
+            last_accepted=T0 + timedelta(weeks=8), message="--start-before must be within 8 weeks", site=O + "start_before > latest")
+moment_rows("--start-before after now", "capacity/offerings.py build_offering_query", lambda t: _query(start_before=t),
+            first_accepted=T0 + SECOND, message="is not in the future", site=O + "start_before <= now")
+moment_rows("--start-before after --start-after", "capacity/offerings.py build_offering_query", lambda t: _query(start_after=T0 + timedelta(days=1), start_before=t),
+            first_accepted=T0 + timedelta(days=1) + SECOND, message="--start-before must be later than --start-after", site=O + "start_before <= start_after")
+moment_rows("--start-after not in the past", "capacity/reserved.py checked_start_after", lambda t: _query(start_after=t),
+            first_accepted=T0, message="is in the past; omit it to search from now", site="capacity/reserved.py::checked_start_after: start_after < utc(now)")
+
+
+def _scale_up(now: datetime = T0, count: int | None = None) -> object:
+    from kimi_k3.capacity.scale_up import NodeGroupSize, plan_scale_up
+    from tests.builders import block_facts
+
+    block = block_facts(state="active", start=T0 - timedelta(days=1), end=T0 + timedelta(days=6), instance_count=4)
+    return plan_scale_up(NodeGroupSize("kimi-k3-dev", "gpu", 0, 4, 0, "ACTIVE"), block, now, count)
+
+
+component("scale-up --count", 1, 4, "the block reserves 4 instance(s): 1 to 4", "capacity/scale_up.py plan_scale_up (a block of 4)", lambda n: _scale_up(count=n), "capacity/scale_up.py::plan_scale_up: 1 <= target <= reserved")
+moment_rows("scale-up before EKS's scale-down", "capacity/scaling.py EKS_SCALEDOWN_BEFORE_END (EKS scales a Capacity Block node group to 0 40 minutes before the end)", lambda t: _scale_up(now=t),
+            last_accepted=T0 + timedelta(days=6, minutes=-40) - SECOND, message="so a scale-up now would be undone",
+            site="capacity/scale_up.py::plan_scale_up: now >= block.end - EKS_SCALEDOWN_BEFORE_END")
+
+
+def _extendable(now: datetime) -> object:
+    from kimi_k3.capacity.extensions import check_extendable
+    from tests.builders import block_facts
+
+    return check_extendable(block_facts(state="active", start=T0, end=T0 + timedelta(days=60)), now)
+
+
+X = "capacity/extensions.py::check_extendable: "
+moment_rows("Capacity Block extension window opens", "capacity/extensions.py EARLIEST_BEFORE_END (EC2: extensions from 56 days before the end)", _extendable,
+            first_accepted=T0 + timedelta(days=4), message="extensions open 56 days before the end", site=X + "end - now > EARLIEST_BEFORE_END")
+moment_rows("Capacity Block extension window closes", "capacity/extensions.py LATEST_BEFORE_END (EC2: until 1 hour before the end)", _extendable,
+            last_accepted=T0 + timedelta(days=60, hours=-1), message="extensions close 1 hour before the end", site=X + "end - now < LATEST_BEFORE_END")
+limit(Limit("extension offering id length", "max", "cbe-" + "0" * 60, "cbe-" + "0" * 61, "is not a Capacity Block extension offering id", "capacity/extensions.py validate_extension_offering_id (one token of at most 64)",
+            lambda v: __import__("kimi_k3.capacity.extensions", fromlist=["x"]).validate_extension_offering_id(v), ("capacity/extensions.py::validate_extension_offering_id: len(value) > 64",)))
+
+
+def _delivery(**changes: Any) -> object:
+    from kimi_k3.capacity.delivery_check import DeliveryCheckArgs, validate
+
+    return validate(DeliveryCheckArgs(**{"asg_name": "eks-gpu", "reserved_instances": 2, "block_start": T0, "alert_topic_arn": "arn:aws:sns:us-east-1:123456789012:a", "now": T0, **changes}))
+
+
+D = "capacity/delivery_check.py::validate: "
+component("delivery check reserved instances", 1, None, "a block reserves at least 1 instance", "capacity/delivery_check.py validate", lambda n: _delivery(reserved_instances=n), D + "args.reserved_instances < 1")
+component("delivery check period (a multiple of 60 from 60)", 60, None, "CloudWatch takes 10, 30 or a multiple of 60 seconds", "capacity/delivery_check.py validate (CloudWatch alarm Period: 10, 30 or a multiple of 60)",
+          lambda n: _delivery(period_s=n), D + "args.period_s < 60")
+component("delivery check evaluation periods", 1, None, "expected at least 1", "capacity/delivery_check.py validate", lambda n: _delivery(evaluation_periods=n), D + "args.evaluation_periods < 1")
+component("delivery check grace", timedelta(0), None, "expected a duration that is not negative", "capacity/delivery_check.py validate", lambda d: _delivery(grace=d), D + "args.grace < timedelta(0)", unit=SECOND)
+
+
+# --- hyperpod: the cluster, the endpoint, the operator, the training plan ---------------------------------------------
+
+PLAN_ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/kimi-k3-p6"
+
+
+def _plan(**changes: Any) -> Any:
+    from kimi_k3.hyperpod.training_plan_check import rehearsal_facts
+
+    return rehearsal_facts(PLAN_ARN, **{"availability_zone": "us-east-1a", "instance_count": 4, "state": "Active", "start": T0 - timedelta(days=1), **changes})
+
+
+def _hyperpod_cluster(**changes: Any) -> object:
+    from kimi_k3.hyperpod.cluster import HyperPodClusterArgs, validate
+    from kimi_k3.hyperpod.rules import EksForHyperPod
+
+    args = HyperPodClusterArgs(**{
+        "eks_cluster_arn": "arn:aws:eks:us-east-1:123456789012:cluster/kimi-k3-hyperpod", "eks": EksForHyperPod("1.34", "API", "v1.20.4-eksbuild.1"),
+        "region": "us-east-1", "subnet_id": "subnet-0aaa0000000000001", "subnet_availability_zone": "us-east-1a", "security_group_ids": ("sg-0123456789abcdef0",),
+        "training_plan": _plan(), "instance_count": 2, "cluster_name": "kimi-k3-hyperpod", **changes,
+    })
+    return in_engine(lambda: validate("kimi-hp", args, _k8s_opts()))()
+
+
+H = "hyperpod/cluster.py::"
+component("HyperPod instance count", 1, None, "a whole number of at least 1", "hyperpod/cluster.py validate", lambda n: _hyperpod_cluster(instance_count=n), H + "validate: args.instance_count < 1")
+component("HyperPod EBS volume GiB", 1, 16_384, "1 to 16384 GiB (ClusterEbsVolumeSizeInGB)", "hyperpod/cluster.py validate (SageMaker ClusterEbsVolumeConfig)", lambda n: _hyperpod_cluster(ebs_volume_size_gib=n),
+          H + "validate: 1 <= args.ebs_volume_size_gib <= 16384")
+limit(Limit("HyperPod instance count against the training plan", "max", 4, 5, "at most 4, what training plan kimi-k3-p6 reserves in us-east-1a", "hyperpod/cluster.py _plan_problems (a plan backs what it reserves)",
+            lambda n: _hyperpod_cluster(instance_count=n), (H + "_plan_problems: args.instance_count > reserved",)))
+
+
+def _endpoint(pp: int = 1, replicas: int = 1, instance_type: str = "ml.p6-b300.48xlarge") -> object:
+    from kimi_k3.hyperpod.endpoint import render_inference_endpoint_config
+    from tests.builders import serving_contract
+
+    return render_inference_endpoint_config(serving_contract(pipeline_parallel_size=pp), instance_type=instance_type, replicas=replicas, api_key_secret="api-key", s3_region="us-east-1")
+
+
+HE = "hyperpod/endpoint.py::_endpoint_problems: "
+limit(
+    Limit("HyperPod endpoint nodes per replica", "max", 1, 2, "InferenceEndpointConfig has no multi-node field", "hyperpod/endpoint.py _endpoint_problems (InferenceEndpointConfig v1: one node per pod)",
+          lambda pp: _endpoint(pp=pp), (HE + "pp > 1",)),
+    Limit("HyperPod endpoint: one node must hold the model", "max", "ml.p6-b300.48xlarge", "ml.p6-b200.48xlarge", "a replica needs 2 nodes and InferenceEndpointConfig has no multi-node field",
+          "hyperpod/endpoint.py _endpoint_problems, core/catalog.py nodes_to_hold_model (p6-b300: 1 node, p6-b200: 2)", lambda t: _endpoint(instance_type=t), (HE + "nodes_needed > 1",)),
+)
+component("HyperPod endpoint replicas", 1, 64, "expected a whole number from 1 to 64 (one node each)", "hyperpod/endpoint.py _endpoint_problems", lambda n: _endpoint(replicas=n), HE + "1 <= replicas <= 64")
+
+
+def _operator(role: str) -> object:
+    from kimi_k3.hyperpod.inference_operator import HyperPodInferenceOperatorArgs, validate
+
+    return validate("op", HyperPodInferenceOperatorArgs(eks_cluster_name="kimi", hyperpod_cluster_arn="arn", oidc_provider_arn="arn", oidc_issuer="issuer", region="us-east-1",
+                                                         account_id="123456789012", execution_role_name=role))
+
+
+limit(Limit("HyperPod inference execution role name length", "max", "SageMakerHyperPodInference" + "r" * 38, "SageMakerHyperPodInference" + "r" * 39, "an IAM role name of at most 64 characters",
+            "hyperpod/inference_operator.py validate (IAM role names: at most 64)", _operator, ("hyperpod/inference_operator.py::validate: len(role_name) > 64",)))
+limit(Limit("HyperPod VPC CNI version", "min", "v1.18.3-eksbuild.1", "v1.18.2-eksbuild.1", "HyperPod requires the Amazon VPC CNI plugin 1.18.3 or later",
+            "hyperpod/rules.py MIN_VPC_CNI_VERSION (SageMaker developer guide, sagemaker-hyperpod-eks-prerequisites)",
+            lambda v: __import__("kimi_k3.hyperpod.rules", fromlist=["x"]).check_vpc_cni_version(v), ("hyperpod/rules.py::check_vpc_cni_version: found < MIN_VPC_CNI_VERSION",)))
+
+
+def _plan_check(instances_required: int = 2, now: datetime = T0, **plan: Any) -> object:
+    from kimi_k3.hyperpod.training_plan_check import check_training_plan
+
+    return check_training_plan(_plan(**plan), instance_type="ml.p6-b300.48xlarge", subnet_availability_zones=("us-east-1a",), instances_required=instances_required, now=now)
+
+
+TP = "hyperpod/training_plan_check.py::check_training_plan: "
+limit(Limit("training plan instances against the stack's need", "min", 4, 5, "reserves 4 x ml.p6-b300.48xlarge in us-east-1a but the stack needs 5", "hyperpod/training_plan_check.py check_training_plan",
+            lambda n: _plan_check(instances_required=n), (TP + "reserved < instances_required",)))
+moment_rows("training plan not ended", "hyperpod/training_plan_check.py check_training_plan (a plan that has ended backs nothing)", lambda now: _plan_check(now=now),
+            last_accepted=T0 + timedelta(days=6) - SECOND, message="ended at 2026-12-07 08:00 UTC", site=TP + "facts.end <= now")
+
+
+def _plan_query(**changes: Any) -> object:
+    from kimi_k3.hyperpod.training_plans import build_offering_query
+
+    return build_offering_query(**{"instance_type": "ml.p6-b300.48xlarge", "count": 2, "days": 7, "now": T0, **changes})
+
+
+moment_rows("training plan --end-before leaves room for the days", "hyperpod/training_plans.py build_offering_query", lambda t: _plan_query(end_before=t),
+            first_accepted=T0 + timedelta(days=7), message="leaves no room for 7 day(s)", site="hyperpod/training_plans.py::build_offering_query: end_before < earliest_end")
+
+
+def _plan_extensions(days: int) -> object:
+    from kimi_k3.hyperpod.training_plans import MAX_DURATION_HOURS, search_extension_offerings
+
+    class _NoCall:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError("the days were accepted")  # reached only after the check
+
+    try:
+        return search_extension_offerings(_NoCall(), None, days)  # type: ignore[arg-type]
+    except (AssertionError, AttributeError):
+        return MAX_DURATION_HOURS
+
+
+component("training plan extension --days", 1, 3650, "expected 1 to 3650 whole days", "hyperpod/training_plans.py MAX_DURATION_HOURS (87600 h: SageMaker ExtendTrainingPlan's bound)", _plan_extensions,
+          "hyperpod/training_plans.py::search_extension_offerings: 1 <= days * 24 <= MAX_DURATION_HOURS")
+
+
 NOT_LIMITS: dict[str, str] = {}
 """Validator sites that compare and refuse but are no limit of a value the user or a caller sets, each with the reason."""
 
 
 PENDING: tuple[str, ...] = (
     "capacity/assessment.py::assess: block.instance_count >= needs.nodes_required",
-    "capacity/delivery_check.py::validate: args.reserved_instances < 1",
-    "capacity/delivery_check.py::validate: args.period_s < 60",
-    "capacity/delivery_check.py::validate: args.evaluation_periods < 1",
-    "capacity/delivery_check.py::validate: args.grace < timedelta(0)",
-    "capacity/extensions.py::validate_extension_offering_id: len(value) > 64",
-    "capacity/extensions.py::check_extendable: end - now > EARLIEST_BEFORE_END",
-    "capacity/extensions.py::check_extendable: end - now < LATEST_BEFORE_END",
-    "capacity/offerings.py::build_offering_query: 1 <= count <= MAX_INSTANCES",
-    "capacity/offerings.py::build_offering_query: start_after > latest",
-    "capacity/offerings.py::build_offering_query: start_before <= now",
-    "capacity/offerings.py::build_offering_query: start_before > latest",
-    "capacity/offerings.py::build_offering_query: start_before <= start_after",
     "capacity/preflight.py::evaluate_preflight: r.available_instances < nodes_required",
     "capacity/preflight.py::evaluate_preflight: block.unavailable > 0",
-    "capacity/reserved.py::checked_start_after: start_after < utc(now)",
     "capacity/scale_up.py::find_block_node_group: len(found) > 1",
-    "capacity/scale_up.py::plan_scale_up: 1 <= target <= reserved",
-    "capacity/scale_up.py::plan_scale_up: now >= block.end - EKS_SCALEDOWN_BEFORE_END",
     "cli/arguments.py::positive_int: value < 1",
     "cli/arguments.py::non_negative_int: value < 0",
     "cli/arguments.py::positive_float: 0 < value < math.inf",
-    "hyperpod/cluster.py::validate: args.instance_count < 1",
-    "hyperpod/cluster.py::validate: 1 <= args.ebs_volume_size_gib <= 16384",
-    "hyperpod/cluster.py::_plan_problems: args.instance_count > reserved",
-    "hyperpod/endpoint.py::_endpoint_problems: pp > 1",
-    "hyperpod/endpoint.py::_endpoint_problems: nodes_needed > 1",
-    "hyperpod/endpoint.py::_endpoint_problems: 1 <= replicas <= 64",
-    "hyperpod/inference_operator.py::validate: len(role_name) > 64",
-    "hyperpod/rules.py::check_vpc_cni_version: found < MIN_VPC_CNI_VERSION",
-    "hyperpod/training_plan_check.py::check_training_plan: reserved < instances_required",
-    "hyperpod/training_plan_check.py::check_training_plan: facts.end <= now",
-    "hyperpod/training_plans.py::build_offering_query: end_before < earliest_end",
-    "hyperpod/training_plans.py::search_extension_offerings: 1 <= days * 24 <= MAX_DURATION_HOURS",
     "observability/alerts.py::duration: seconds <= 0",
     "observability/alerts.py::validate: epoch(b.end) <= epoch(b.start)",
     "observability/alerts.py::validate: b.reserved_instances < 1",
