@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kimi_k3.errors import Problems
+from kimi_k3.errors import Problems, UserError
 from kimi_k3.stack import settings
 from tests.conftest import ROOT
 
@@ -494,16 +494,16 @@ def _query(**changes: Any) -> object:
     return build_offering_query(**{"instance_type": "p6-b300.48xlarge", "count": 2, "days": 7, "now": T0, **changes})
 
 
-O = "capacity/offerings.py::build_offering_query: "
-component("Capacity Block offering --count", 1, 64, "a Capacity Block holds 1 to 64 instances", "capacity/offerings.py MAX_INSTANCES (EC2 DescribeCapacityBlockOfferings: 1 to 64)", lambda n: _query(count=n), O + "1 <= count <= MAX_INSTANCES")
+OFFERS = "capacity/offerings.py::build_offering_query: "
+component("Capacity Block offering --count", 1, 64, "a Capacity Block holds 1 to 64 instances", "capacity/offerings.py MAX_INSTANCES (EC2 DescribeCapacityBlockOfferings: 1 to 64)", lambda n: _query(count=n), OFFERS + "1 <= count <= MAX_INSTANCES")
 moment_rows("--start-after within 8 weeks", "capacity/offerings.py MAX_START_AHEAD (Capacity Blocks start at most 8 weeks ahead)", lambda t: _query(start_after=t),
-            last_accepted=T0 + timedelta(weeks=8), message="--start-after must be within 8 weeks", site=O + "start_after > latest")
+            last_accepted=T0 + timedelta(weeks=8), message="--start-after must be within 8 weeks", site=OFFERS + "start_after > latest")
 moment_rows("--start-before within 8 weeks", "capacity/offerings.py MAX_START_AHEAD", lambda t: _query(start_before=t),
-            last_accepted=T0 + timedelta(weeks=8), message="--start-before must be within 8 weeks", site=O + "start_before > latest")
+            last_accepted=T0 + timedelta(weeks=8), message="--start-before must be within 8 weeks", site=OFFERS + "start_before > latest")
 moment_rows("--start-before after now", "capacity/offerings.py build_offering_query", lambda t: _query(start_before=t),
-            first_accepted=T0 + SECOND, message="is not in the future", site=O + "start_before <= now")
+            first_accepted=T0 + SECOND, message="is not in the future", site=OFFERS + "start_before <= now")
 moment_rows("--start-before after --start-after", "capacity/offerings.py build_offering_query", lambda t: _query(start_after=T0 + timedelta(days=1), start_before=t),
-            first_accepted=T0 + timedelta(days=1) + SECOND, message="--start-before must be later than --start-after", site=O + "start_before <= start_after")
+            first_accepted=T0 + timedelta(days=1) + SECOND, message="--start-before must be later than --start-after", site=OFFERS + "start_before <= start_after")
 moment_rows("--start-after not in the past", "capacity/reserved.py checked_start_after", lambda t: _query(start_after=t),
             first_accepted=T0, message="is in the past; omit it to search from now", site="capacity/reserved.py::checked_start_after: start_after < utc(now)")
 
@@ -654,6 +654,153 @@ component("training plan extension --days", 1, 3650, "expected 1 to 3650 whole d
           "hyperpod/training_plans.py::search_extension_offerings: 1 <= days * 24 <= MAX_DURATION_HOURS")
 
 
+# --- offline apply-time rules: scheduled times against their creation (or update) moment ---------------------------------
+
+
+def _rule(rule_name: str, type_: str, inputs: dict, previous: dict | None = None) -> object:
+    """Run the apply-time rule ``rule_name`` on one registration whose create (or update) call is made at :data:`T0`."""
+    from types import SimpleNamespace
+
+    from kimi_k3.offline import rules
+    from kimi_k3.offline.create_times import CreateTime
+    from kimi_k3.offline.timeline import Moment
+
+    registration = SimpleNamespace(type=type_, urn="urn:pulumi:dev::kimi-k3::boundary", parent_urn=None, custom=True, inputs=inputs, dependencies=[], provider="")
+    timeline = SimpleNamespace(now=T0 - timedelta(minutes=30), previous_inputs=lambda urn: previous)
+    moment = Moment(starts=T0, done=T0 + timedelta(seconds=5), create_time=CreateTime(timedelta(seconds=5), "boundary"))
+    finding = getattr(rules, rule_name)(registration, moment, timeline)
+    if finding is not None:
+        raise UserError(finding)
+    return finding
+
+
+def _zulu(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _at(t: datetime) -> str:
+    return t.strftime("at(%Y-%m-%dT%H:%M:%S)")
+
+
+def _cron_job(t: datetime) -> dict:
+    from kimi_k3.serving.block_end import FIRES_AT_ANNOTATION, TIME_ZONE, cron_schedule
+
+    return {"metadata": {"annotations": {FIRES_AT_ANNOTATION: _zulu(t)}}, "spec": {"schedule": cron_schedule(t), "timeZone": TIME_ZONE}}
+
+
+R = "offline/rules.py::"
+SCHEDULE, SCHEDULER, CRON = "aws:autoscaling/schedule:Schedule", "aws:scheduler/schedule:Schedule", "kubernetes:batch/v1:CronJob"
+SIZES = {"minSize": -1, "maxSize": -1, "desiredCapacity": 2}
+limit(
+    Limit("scheduled action startTime after its creation", "after", T0 + SECOND, T0, "is not in the future when the scheduled action is created",
+          "offline/rules.py schedule_starts_in_the_future (AutoScaling PutScheduledUpdateGroupAction refuses a start time in the past)",
+          lambda t: _rule("schedule_starts_in_the_future", SCHEDULE, {"startTime": _zulu(t), **SIZES}), (R + "schedule_starts_in_the_future: parse_schedule_time(start) > moment.starts",)),
+    Limit("one-time schedule at(...) after its creation", "after", T0 + SECOND, T0, "has passed when the schedule is created",
+          "offline/rules.py one_time_schedule_fires_after_creation (EventBridge Scheduler: a one-time schedule in the past never invokes)",
+          lambda t: _rule("one_time_schedule_fires_after_creation", SCHEDULER, {"scheduleExpression": _at(t)}), (R + "one_time_schedule_fires_after_creation: fires > moment.starts",)),
+    Limit("date-pinned CronJob fires after its creation (a minute)", "after", T0 + timedelta(minutes=1), T0, "which has passed when it is created",
+          "offline/rules.py date_pinned_cron_job_fires_after_creation (kubernetes cronjob controller: no schedule time before the object's creation)",
+          lambda t: _rule("date_pinned_cron_job_fires_after_creation", CRON, _cron_job(t)), (R + "date_pinned_cron_job_fires_after_creation: at > moment.starts",)),
+    Limit("a scheduled action that has fired may move (old startTime at the update call)", "before", T0, T0 + SECOND, "keep the pending time",
+          "offline/rules.py pending_scale_up_not_moved_later (AutoScaling overwrites a pending action: the nodes sit idle until the new time)",
+          lambda old: _rule("pending_scale_up_not_moved_later", SCHEDULE, {"startTime": _zulu(old + timedelta(hours=1)), **SIZES}, {"startTime": _zulu(old)}),
+          (R + "pending_scale_up_not_moved_later: pending <= moment.starts",)),
+    Limit("a pending scheduled action keeps its startTime", "before", T0 + timedelta(hours=1), T0 + timedelta(hours=1) + SECOND, "keep the pending time",
+          "offline/rules.py pending_scale_up_not_moved_later", lambda new: _rule("pending_scale_up_not_moved_later", SCHEDULE, {"startTime": _zulu(new), **SIZES}, {"startTime": _zulu(T0 + timedelta(hours=1))}),
+          (R + "pending_scale_up_not_moved_later: moved <= pending",)),
+    Limit("a one-time schedule that has fired may move (old at(...) at the update call)", "before", T0, T0 + SECOND, "keep the pending time",
+          "offline/rules.py pending_switch_on_not_moved_later (EventBridge Scheduler UpdateSchedule replaces the time)",
+          lambda old: _rule("pending_switch_on_not_moved_later", SCHEDULER, {"scheduleExpression": _at(old + timedelta(hours=1))}, {"scheduleExpression": _at(old)}),
+          (R + "pending_switch_on_not_moved_later: pending <= moment.starts",)),
+    Limit("a pending one-time schedule keeps its time", "before", T0 + timedelta(hours=1), T0 + timedelta(hours=1) + SECOND, "keep the pending time",
+          "offline/rules.py pending_switch_on_not_moved_later", lambda new: _rule("pending_switch_on_not_moved_later", SCHEDULER, {"scheduleExpression": _at(new)}, {"scheduleExpression": _at(T0 + timedelta(hours=1))}),
+          (R + "pending_switch_on_not_moved_later: moved <= pending",)),
+)
+
+
+# --- the serving contract and the serving components' shared args -------------------------------------------------------
+
+
+def _contract(**engine: Any) -> Any:
+    from tests.builders import serving_contract
+
+    return serving_contract(**engine)
+
+
+def _weights(size_gb: int) -> object:
+    from kimi_k3.serving.contracts import WeightsContract
+
+    return WeightsContract(revision="0123456789abcdef0123456789abcdef01234567", expected_size_gb=size_gb)
+
+
+def _api(port: int) -> object:
+    from kimi_k3.serving.contracts import ApiContract
+
+    return ApiContract(port=port)
+
+
+C = "serving/contracts.py::"
+component("weights expected size GB", 1, 20_000, "expected a whole number of GB between 1 and 20000", "serving/contracts.py WeightsContract", _weights, C + "WeightsContract.__post_init__: 1 <= self.expected_size_gb <= 20000")
+component("API port", 1024, 65_535, "expected 1024-65535 (the server runs as non-root)", "serving/contracts.py ApiContract (non-root ports)", _api, C + "ApiContract.__post_init__: 1024 <= self.port <= 65535")
+component("engine tensor parallel size", 1, 64, "accepted: 1 to 64", "serving/contracts.py EngineProfile (the engine's ranges: this one and catalog's PIPELINE_PARALLEL_RANGE, MAX_MODEL_LEN_RANGE, ENGINE_READY_TIMEOUT_RANGE)",
+          lambda n: _contract(tensor_parallel_size=n), C + "EngineProfile.__post_init__: low <= value <= high")
+limit(*(Limit("engine gpu memory utilization", edge, at, beyond, "accepted: 0.5 to 0.98", "core/catalog.py GPU_MEMORY_UTILIZATION_RANGE (serving/contracts.py EngineProfile)",
+              lambda u: _contract(gpu_memory_utilization=u), (C + "EngineProfile.__post_init__: low_util <= util <= high_util",)) for edge, at, beyond in (("min", 0.5, 0.49), ("max", 0.98, 0.99))))
+
+
+def _fit(instance: str, pp: int) -> object:
+    from kimi_k3.core import catalog
+
+    return _contract(pipeline_parallel_size=pp).fit(catalog.INSTANCE_TYPES[instance])
+
+
+limit(Limit("nodes one replica needs to hold the model (p6-b200)", "min", 2, 1, "one replica needs at least 2 p6-b200.48xlarge nodes", "serving/contracts.py ServingContract.fit, core/catalog.py nodes_to_hold_model (weights + the least KV cache)",
+            lambda pp: _fit("p6-b200.48xlarge", pp), (C + "ServingContract.fit: nodes < needed",)))
+
+
+def _serving_args(name: str = "kimi", **changes: Any) -> object:
+    from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
+
+    args = VllmServingArgs(contract=_contract(), api_key="key", **changes)
+    return problems_of("VllmServer", lambda problems: validate_serving_args(name, args, problems))
+
+
+SA = "serving/args.py::validate_serving_args: "
+limit(
+    Limit("serving component name length", "max", "k" * 40, "k" * 41, "expected a DNS label of at most 40 characters", "serving/args.py validate_serving_args (it names the Kubernetes objects)",
+          lambda name: _serving_args(name), (SA + "len(name) > 40",)),
+    Limit("serving namespace length", "max", "n" * 63, "n" * 64, "namespace", "serving/args.py validate_serving_args, core/formats.py DNS_LABEL (at most 63)",
+          lambda ns: _serving_args(namespace=ns), (SA + "len(args.namespace) > 63",)),
+    Limit("serving reserved CPU (the server keeps 8 vCPU)", "max", 184, 185, "they leave 7 vCPU", "serving/args.py validate_serving_args (p6-b300: 192 vCPU)",
+          lambda cpu: _serving_args(reserved_cpu=cpu), (SA + "cpu < 8",)),
+    Limit("serving reserved memory (the server keeps 64 GiB)", "max", 4032, 4033, "GiB of a p6-b300.48xlarge to the server: reserve less", "serving/args.py validate_serving_args (p6-b300: 4096 GiB)",
+          lambda gib: _serving_args(reserved_memory_gib=gib, shm_size_gib=16), (SA + "memory < 64",)),
+    Limit("serving /dev/shm (a quarter of the memory limit)", "max", 973, 974, "at most a quarter of the 3892 GiB memory limit", "serving/args.py validate_serving_args (p6-b300 minus the default 5% reserve)",
+          lambda gib: _serving_args(shm_size_gib=gib), (SA + "args.shm_size_gib * 4 > memory",)),
+)
+component("serving component replicas", 1, 64, "expected 1 to 64 (one per reserved GPU node)", "serving/args.py validate_serving_args (a Capacity Block holds at most 64 instances)",
+          lambda n: _serving_args(replicas=n), SA + "1 <= args.replicas <= 64")
+
+
+def _lws(name: str = "kimi", pp: int = 2, **changes: Any) -> object:
+    from kimi_k3.serving.lws import VllmLeaderWorkerSetArgs, _problems
+
+    args = VllmLeaderWorkerSetArgs(contract=_contract(pipeline_parallel_size=pp), api_key="key", **changes)
+    problems, _ = _problems(name, args)
+    return problems.raise_any()
+
+
+L = "serving/lws.py::_problems: "
+limit(
+    Limit("leader-worker set name length", "max", "k" * 36, "k" * 37, "at most 36 characters (pods are named", "serving/lws.py _problems (<name>-lws-<group>-<worker> stays a DNS label)",
+          lambda name: _lws(name), (L + "len(name) > 36",)),
+    Limit("leader-worker set nodes per replica", "min", 2, 1, "use VllmServer (kimi_k3.serving.vllm) for single-node replicas", "serving/lws.py _problems",
+          lambda pp: _lws(pp=pp), (L + "nodes < 2",)),
+)
+component("leader-worker set EFA interfaces (p6-b300)", 1, 16, "p6-b300.48xlarge has 1 to 16", "serving/lws.py _problems, core/catalog.py efa_interfaces", lambda n: _lws(efa_interfaces=n),
+          L + "1 <= args.efa_interfaces <= most")
+
+
 NOT_LIMITS: dict[str, str] = {}
 """Validator sites that compare and refuse but are no limit of a value the user or a caller sets, each with the reason."""
 
@@ -678,27 +825,6 @@ PENDING: tuple[str, ...] = (
     "observability/dashboard.py::build_dashboard: args.reserved_instances < 1",
     "offline/rehearsal.py::RehearsedWindow.refuse_unended_start: start + duration >= now",
     "offline/rehearsal.py::Rehearsal.check: 1 <= count <= MAX_INSTANCES",
-    "offline/rules.py::schedule_starts_in_the_future: parse_schedule_time(start) > moment.starts",
-    "offline/rules.py::one_time_schedule_fires_after_creation: fires > moment.starts",
-    "offline/rules.py::date_pinned_cron_job_fires_after_creation: at > moment.starts",
-    "offline/rules.py::pending_scale_up_not_moved_later: pending <= moment.starts",
-    "offline/rules.py::pending_scale_up_not_moved_later: moved <= pending",
-    "offline/rules.py::pending_switch_on_not_moved_later: pending <= moment.starts",
-    "offline/rules.py::pending_switch_on_not_moved_later: moved <= pending",
-    "serving/args.py::validate_serving_args: len(name) > 40",
-    "serving/args.py::validate_serving_args: len(args.namespace) > 63",
-    "serving/args.py::validate_serving_args: cpu < 8",
-    "serving/args.py::validate_serving_args: memory < 64",
-    "serving/args.py::validate_serving_args: args.shm_size_gib * 4 > memory",
-    "serving/args.py::validate_serving_args: 1 <= args.replicas <= 64",
-    "serving/contracts.py::WeightsContract.__post_init__: 1 <= self.expected_size_gb <= 20000",
-    "serving/contracts.py::ApiContract.__post_init__: 1024 <= self.port <= 65535",
-    "serving/contracts.py::EngineProfile.__post_init__: low <= value <= high",
-    "serving/contracts.py::EngineProfile.__post_init__: low_util <= util <= high_util",
-    "serving/contracts.py::ServingContract.fit: nodes < needed",
-    "serving/lws.py::_problems: len(name) > 36",
-    "serving/lws.py::_problems: nodes < 2",
-    "serving/lws.py::_problems: 1 <= args.efa_interfaces <= most",
     "stack/foundation.py::availability_zones: len(others) + 1 < net.availability_zone_count",
     "stack/settings.py::_validate_network: vpc.prefixlen > 28",
     "stack/settings.py::_validate_serving: nodes > 1",
