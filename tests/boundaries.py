@@ -54,6 +54,8 @@ class Limit:
     """The validator sites (:func:`validator_sites`) whose boundary this is."""
     key: str | None = None
     """The config key, for a limit of the stack's settings (the probe goes through ``from_values``)."""
+    error: type[Exception] = UserError
+    """What the refusal raises (the pod-side modules raise their own errors: they run without the library's)."""
 
     @property
     def id(self) -> str:
@@ -801,41 +803,197 @@ component("leader-worker set EFA interfaces (p6-b300)", 1, 16, "p6-b300.48xlarge
           L + "1 <= args.efa_interfaces <= most")
 
 
-NOT_LIMITS: dict[str, str] = {}
+# --- weights: the bucket, the image pull, the manifest, the node-local claim, the staging Job ----------------------------
+
+
+def _bucket(**changes: Any) -> object:
+    from kimi_k3.weights.bucket import WeightsBucketArgs, validate
+
+    return validate(WeightsBucketArgs(**{"bucket_name": "acme-ml-weights-us-west-2", **changes}))
+
+
+WB = "weights/bucket.py::validate: "
+component("weights bucket: abort incomplete uploads after (days)", 1, 365, "abort_incomplete_days must be 1-365", "weights/bucket.py validate (S3 lifecycle AbortIncompleteMultipartUpload)",
+          lambda d: _bucket(abort_incomplete_days=d), WB + "1 <= args.abort_incomplete_days <= 365")
+component("weights bucket: noncurrent versions kept (days)", 1, 3650, "noncurrent_version_days 1-3650", "weights/bucket.py validate (S3 lifecycle NoncurrentVersionExpiration)",
+          lambda d: _bucket(noncurrent_version_days=d), WB + "1 <= args.noncurrent_version_days <= 3650")
+limit(
+    Limit("weights bucket name length", "min", "abc", "ab", "expected 3-63 lower-case letters", "weights/bucket.py _BUCKET (S3 bucket naming rules: 3 to 63)", lambda n: _bucket(bucket_name=n)),
+    Limit("weights bucket name length", "max", "b" * 63, "b" * 64, "expected 3-63 lower-case letters", "weights/bucket.py _BUCKET (S3 bucket naming rules: 3 to 63)", lambda n: _bucket(bucket_name=n)),
+)
+
+
+def _image_pull(release: str) -> object:
+    from kimi_k3.weights.image_pull import check_fast_image_pull
+
+    return check_fast_image_pull(release, True)
+
+
+def _pull_through(prefix: str) -> object:
+    from kimi_k3.weights.image_pull import pull_through_cache_rule_args
+
+    return pull_through_cache_rule_args("arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/docker-hub-Ab1Cd2", prefix)
+
+
+limit(Limit("FastImagePull AMI release", "min", "1.34.2-20250813", "1.34.2-20250812", "nodeadm configures SOCI parallel pull from v20250813 on",
+            "weights/image_pull.py FAST_IMAGE_PULL_FIRST_RELEASE (amazon-eks-ami CHANGELOG, PR #2352)", _image_pull, ("weights/image_pull.py::check_fast_image_pull: date < FAST_IMAGE_PULL_FIRST_RELEASE",)))
+limit(*(Limit("ECR pull-through cache prefix length", edge, at, beyond, "expected 2-30 lower-case characters", "weights/image_pull.py pull_through_cache_rule_args (ECR ecrRepositoryPrefix: 2 to 30)",
+              _pull_through, ("weights/image_pull.py::pull_through_cache_rule_args: 2 <= len(ecr_repository_prefix) <= 30",)) for edge, at, beyond in (("min", "dh", "d"), ("max", "d" * 30, "d" * 31))))
+
+
+def _weights_error() -> type[Exception]:
+    from kimi_k3.weights import WeightsError
+
+    return WeightsError
+
+
+def _entry(size: int) -> object:
+    from kimi_k3.weights.manifest import ManifestEntry
+
+    return ManifestEntry("model.safetensors", size, "0" * 64)
+
+
+def _claim(size_gb: int) -> object:
+    from kimi_k3.weights.node_local import weights_claim_template
+
+    return weights_claim_template("kimi-local-weights", size_gb)
+
+
+def _staging(**changes: Any) -> object:
+    from kimi_k3.weights.staging_job import WeightsStagingJobArgs, validate
+
+    return validate(WeightsStagingJobArgs(**{"image": "i@sha256:" + "a" * 64, "model_id": "moonshotai/Kimi-K3", "revision": "0123456789abcdef0123456789abcdef01234567",
+                                             "s3_uri": "s3://b-b/p/", "cluster_name": "c", "aws_region": "us-west-2", **changes}))
+
+
+limit(
+    Limit("manifest entry size", "min", 0, -1, "is not a byte count", "weights/manifest.py ManifestEntry", _entry, ("weights/manifest.py::ManifestEntry.__post_init__: self.size < 0",), error=_weights_error()),
+    Limit("node-local weights claim GB", "min", 1, 0, "size_gb 0 is not accepted", "weights/node_local.py weights_claim_template", _claim, ("weights/node_local.py::weights_claim_template: size_gb < 1",)),
+    Limit("staging Job prefix (not the bucket root)", "min", "s3://b-b/p/", "s3://b-b/", "expected s3://bucket/prefix/ with a non-empty prefix", "weights/staging_job.py validate (its role writes only that prefix)",
+          lambda uri: _staging(s3_uri=uri), ("weights/staging_job.py::validate: args.s3_uri.rstrip('/').count('/') >= 3",)),
+)
+component("staging Job workers", 1, 64, "workers", "weights/staging_job.py validate", lambda n: _staging(workers=n), "weights/staging_job.py::validate: 1 <= args.workers <= 64")
+
+
+# --- observability: the alert rules and the dashboard --------------------------------------------------------------------
+
+
+def _alerts(reserved: int = 2, end: datetime | None = None, **changes: Any) -> object:
+    from kimi_k3.observability.alerts import AlertRulesArgs, AlertThresholds, BlockWindow, validate
+
+    thresholds = {k: changes.pop(k) for k in list(changes) if k in {f.name for f in dataclasses.fields(AlertThresholds)}}
+    block = BlockWindow(start=T0, end=end or T0 + timedelta(days=7), reserved_instances=reserved)
+    return validate(AlertRulesArgs(block=block, thresholds=AlertThresholds(**thresholds), **changes))
+
+
+AL = "observability/alerts.py::validate: "
+limit(
+    Limit("alert rules: block end after its start", "after", T0 + SECOND, T0, "is not after its start", "observability/alerts.py validate", lambda end: _alerts(end=end), (AL + "epoch(b.end) <= epoch(b.start)",)),
+    Limit("alert rules: reserved instances", "min", 1, 0, "a block reserves at least 1 instance", "observability/alerts.py validate", lambda n: _alerts(reserved=n), (AL + "b.reserved_instances < 1",)),
+    Limit("alert rules: KV cache usage", "max", 1, 1.01, "expected a fraction in (0, 1]", "observability/alerts.py validate (vLLM reports 1 = 100 %)", lambda u: _alerts(kv_cache_usage=u), (AL + "0 < t.kv_cache_usage <= 1",)),
+    Limit("alert rules: KV cache usage", "min", 0.01, 0, "expected a fraction in (0, 1]", "observability/alerts.py validate", lambda u: _alerts(kv_cache_usage=u), (AL + "0 < t.kv_cache_usage <= 1",)),
+    Limit("alert rules: throttle fractions", "max", 1, 1.01, "expected a fraction of time in (0, 1]", "observability/alerts.py validate (DCGM throttle reasons)",
+          lambda u: _alerts(gpu_thermal_throttle_fraction=u), (AL + "0 < getattr(t, key) <= 1",)),
+    Limit("alert rules: requests waiting", "min", 1, 0, "requests_waiting at least 1", "observability/alerts.py validate", lambda n: _alerts(requests_waiting=n), (AL + "t.requests_waiting < 1",)),
+    Limit("alert rules: TTFT p99 seconds", "min", 0.001, 0, "ttft_p99_s must be a positive number of seconds", "observability/alerts.py validate", lambda s: _alerts(ttft_p99_s=s), (AL + "t.ttft_p99_s > 0",)),
+    Limit("alert rules: weights budget seconds", "min", 1, 0, "weights_budget_s and startup_budget_s must be positive seconds", "observability/alerts.py validate",
+          lambda s: _alerts(weights_budget_s=s), (AL + "args.weights_budget_s <= 0",)),
+    Limit("alert rules: startup budget seconds", "min", 1, 0, "weights_budget_s and startup_budget_s must be positive seconds", "observability/alerts.py validate",
+          lambda s: _alerts(startup_budget_s=s), (AL + "args.startup_budget_s <= 0",)),
+    Limit("Prometheus duration", "min", timedelta(seconds=1), timedelta(0), "expected a positive whole number of seconds", "observability/alerts.py duration",
+          lambda d: __import__("kimi_k3.observability.alerts", fromlist=["x"]).duration(d), ("observability/alerts.py::duration: seconds <= 0",)),
+)
+
+
+def _dashboard(reserved: int) -> object:
+    from kimi_k3.observability.dashboard import DashboardArgs, build_dashboard
+
+    return build_dashboard(DashboardArgs(block_end=T0, reserved_instances=reserved))
+
+
+limit(Limit("dashboard reserved instances", "min", 1, 0, "a block reserves at least 1 instance", "observability/dashboard.py build_dashboard", _dashboard,
+            ("observability/dashboard.py::build_dashboard: args.reserved_instances < 1",)))
+
+
+# --- offline rehearsal flags and the CLI's argument types -------------------------------------------------------------------
+
+
+def _rehearsal(**changes: Any) -> object:
+    from kimi_k3.offline.rehearsal import Rehearsal
+
+    rehearsal = Rehearsal(**{"state": "scheduled", **changes})
+    rehearsal.refuse_unended_start(T0)
+    return rehearsal.check("us-east-1", T0)
+
+
+component("--reservation-count", 1, 64, "a Capacity Block holds 1 to 64 instances", "offline/rehearsal.py Rehearsal.check (capacity/offerings.py MAX_INSTANCES)", lambda n: _rehearsal(instance_count=n),
+          "offline/rehearsal.py::Rehearsal.check: 1 <= count <= MAX_INSTANCES")
+moment_rows("--reservation-start of an expired block ended before now", "offline/rehearsal.py RehearsedWindow.refuse_unended_start (a 7-day block)", lambda t: _rehearsal(state="expired", start=t),
+            last_accepted=T0 - timedelta(days=7) - SECOND, message="not before now", site="offline/rehearsal.py::RehearsedWindow.refuse_unended_start: start + duration >= now")
+
+
+def _cli_type(name: str) -> Callable[[Any], object]:
+    import argparse
+
+    from kimi_k3.cli import arguments
+
+    def probe(text: Any) -> object:
+        try:
+            return getattr(arguments, name)(text)
+        except argparse.ArgumentTypeError as err:  # argparse turns it into its one-line usage error
+            raise UserError(str(err)) from None
+
+    return probe
+
+
+limit(
+    Limit("CLI whole number >= 1", "min", "1", "0", "must be at least 1", "cli/arguments.py positive_int", _cli_type("positive_int"), ("cli/arguments.py::positive_int: value < 1",)),
+    Limit("CLI whole number >= 0", "min", "0", "-1", "must be 0 or more", "cli/arguments.py non_negative_int", _cli_type("non_negative_int"), ("cli/arguments.py::non_negative_int: value < 0",)),
+    Limit("CLI positive number", "min", "0.001", "0", "must be a number greater than 0", "cli/arguments.py positive_float", _cli_type("positive_float"), ("cli/arguments.py::positive_float: 0 < value < math.inf",)),
+)
+
+
+# --- what the stack needs against what it has: the block's instances, the region's AZs, EFA for a multi-node replica ------
+
+
+def _assess(nodes_required: int) -> object:
+    from kimi_k3.capacity.assessment import FAIL, BlockNeeds, assess
+    from tests.builders import block_facts
+
+    failed = [f for f in assess(block_facts(), BlockNeeds("p6-b300.48xlarge", nodes_required=nodes_required), T0) if f.level == FAIL]
+    if failed:
+        raise UserError(failed[0].message)
+    return None
+
+
+def _region_azs(count: int) -> object:
+    from kimi_k3 import offline
+    from kimi_k3.stack.foundation import availability_zones
+
+    names = ["us-east-1a", "us-east-1b", "us-east-1c"]
+    engine = offline.OfflineEngine(now=T0, region="us-east-1", invoke_overrides={
+        "aws:index/getAvailabilityZones:getAvailabilityZones": lambda args: {"id": "us-east-1", "names": names, "zoneIds": ["use1-az1", "use1-az2", "use1-az4"]},
+    })
+    settings_ = settings_of("dev", availabilityZoneCount=count)
+    return engine.run(lambda: availability_zones(settings_, "us-east-1a"))
+
+
+limit(
+    Limit("the block's instances against the nodes the stack needs", "max", 2, 3, "reserves 2 instance(s) but", "capacity/assessment.py assess (the check `pulumi up` applies to the Capacity Block)",
+          _assess, ("capacity/assessment.py::assess: block.instance_count >= needs.nodes_required",)),
+    Limit("availabilityZoneCount against the region's AZs", "max", 3, 4, "at most 3: the available AZs of us-east-1", "stack/foundation.py availability_zones (aws.get_availability_zones at program time)",
+          _region_azs, ("stack/foundation.py::availability_zones: len(others) + 1 < net.availability_zone_count",), "availabilityZoneCount"),
+    Limit("pipelineParallelSize without EFA", "max", 1, 2, "must be true when a replica spans 2 nodes", "stack/settings.py _validate_serving (cross-node traffic needs EFA)",
+          key("pipelineParallelSize", efaEnabled=False), (S + "_validate_serving: nodes > 1",), "pipelineParallelSize"),
+)
+
+
+NOT_LIMITS: dict[str, str] = {
+    "capacity/preflight.py::evaluate_preflight: r.available_instances < nodes_required": "a warning of `kimi-k3 capacity preflight` about the block's live state (instances in use), not a refusal",
+    "capacity/preflight.py::evaluate_preflight: block.unavailable > 0": "a warning of the preflight: AWS reports failed instances; nothing the user sets",
+    "capacity/scale_up.py::find_block_node_group: len(found) > 1": "more than one node group on the block is ambiguous: a count of matches, not a limit of a value",
+    "stack/settings.py::_validate_network: vpc.prefixlen > 28": "AWS's own /28 bound, shadowed: every prefix past /20 is refused (row 'vpcCidr prefix (max)'); this check only words the message for /29 to /32",
+    "weights/s3store.py::upload_verified: size > expected_size": "a transfer's integrity (a source that sends more bytes than it announced), not a limit of a value set by anyone",
+}
 """Validator sites that compare and refuse but are no limit of a value the user or a caller sets, each with the reason."""
 
-
-PENDING: tuple[str, ...] = (
-    "capacity/assessment.py::assess: block.instance_count >= needs.nodes_required",
-    "capacity/preflight.py::evaluate_preflight: r.available_instances < nodes_required",
-    "capacity/preflight.py::evaluate_preflight: block.unavailable > 0",
-    "capacity/scale_up.py::find_block_node_group: len(found) > 1",
-    "cli/arguments.py::positive_int: value < 1",
-    "cli/arguments.py::non_negative_int: value < 0",
-    "cli/arguments.py::positive_float: 0 < value < math.inf",
-    "observability/alerts.py::duration: seconds <= 0",
-    "observability/alerts.py::validate: epoch(b.end) <= epoch(b.start)",
-    "observability/alerts.py::validate: b.reserved_instances < 1",
-    "observability/alerts.py::validate: 0 < t.kv_cache_usage <= 1",
-    "observability/alerts.py::validate: 0 < getattr(t, key) <= 1",
-    "observability/alerts.py::validate: t.requests_waiting < 1",
-    "observability/alerts.py::validate: t.ttft_p99_s > 0",
-    "observability/alerts.py::validate: args.weights_budget_s <= 0",
-    "observability/alerts.py::validate: args.startup_budget_s <= 0",
-    "observability/dashboard.py::build_dashboard: args.reserved_instances < 1",
-    "offline/rehearsal.py::RehearsedWindow.refuse_unended_start: start + duration >= now",
-    "offline/rehearsal.py::Rehearsal.check: 1 <= count <= MAX_INSTANCES",
-    "stack/foundation.py::availability_zones: len(others) + 1 < net.availability_zone_count",
-    "stack/settings.py::_validate_network: vpc.prefixlen > 28",
-    "stack/settings.py::_validate_serving: nodes > 1",
-    "weights/bucket.py::validate: 1 <= args.abort_incomplete_days <= 365",
-    "weights/bucket.py::validate: 1 <= args.noncurrent_version_days <= 3650",
-    "weights/image_pull.py::check_fast_image_pull: date < FAST_IMAGE_PULL_FIRST_RELEASE",
-    "weights/image_pull.py::pull_through_cache_rule_args: 2 <= len(ecr_repository_prefix) <= 30",
-    "weights/manifest.py::ManifestEntry.__post_init__: self.size < 0",
-    "weights/node_local.py::weights_claim_template: size_gb < 1",
-    "weights/s3store.py::upload_verified: size > expected_size",
-    "weights/staging_job.py::validate: args.s3_uri.rstrip('/').count('/') >= 3",
-    "weights/staging_job.py::validate: 1 <= args.workers <= 64",
-)
-"""Limits the validators enforce that have no row yet (shrink only: a new limit must come with its row)."""

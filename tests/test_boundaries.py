@@ -7,15 +7,14 @@ import re
 
 import pytest
 
-from kimi_k3.errors import UserError
 from kimi_k3.stack.config_keys import CONFIG_KEYS
-from tests.boundaries import KEYS_WITHOUT_ORDERED_LIMIT, LIMITS, NOT_LIMITS, PENDING, validator_sites
+from tests.boundaries import KEYS_WITHOUT_ORDERED_LIMIT, LIMITS, NOT_LIMITS, validator_sites
 
 
 @pytest.mark.parametrize("row", LIMITS, ids=lambda row: row.id)
 def test_the_value_at_the_limit_is_accepted_and_one_unit_beyond_is_refused(row):
     row.probe(row.at)
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(row.error) as caught:
         row.probe(row.beyond)
     message = str(caught.value)
     assert row.message in message, message
@@ -32,11 +31,11 @@ def test_every_limit_the_validators_enforce_has_a_row():
     that a row names, or that :data:`NOT_LIMITS` says are no limit; and every named site still exists."""
     sites = validator_sites()
     named = {site for row in LIMITS for site in row.sites}
-    missing = [site for site in sites if site not in named and site not in NOT_LIMITS and site not in PENDING]
+    missing = [site for site in sites if site not in named and site not in NOT_LIMITS]
     assert not missing, "limits without a row in tests/boundaries.py:\n" + "\n".join(missing)
-    stale = sorted((named | set(NOT_LIMITS) | set(PENDING)) - set(sites))
+    stale = sorted((named | set(NOT_LIMITS)) - set(sites))
     assert not stale, "rows name sites the validators no longer have:\n" + "\n".join(stale)
-    assert not named & (set(NOT_LIMITS) | set(PENDING)), "a site with a row leaves PENDING / NOT_LIMITS"
+    assert not named & set(NOT_LIMITS), "a site with a row is a limit"
 
 
 _DOCUMENTED_RANGE = re.compile(r"(?<![\w/.])(\d+) to (\d+)(?![\w/.])")
