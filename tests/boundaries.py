@@ -997,3 +997,19 @@ NOT_LIMITS: dict[str, str] = {
 }
 """Validator sites that compare and refuse but are no limit of a value the user or a caller sets, each with the reason."""
 
+
+
+def markdown_table() -> str:
+    """The table as Markdown (``python -m tests.boundaries``): limit, edge, accepted, refused, source."""
+
+    def shown(value: Any) -> str:
+        text = value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else str(value)
+        return text if len(text) <= 40 else text[:18] + f"…({len(text)} chars)"
+
+    rows = ["| limit | edge | accepted | refused | source |", "|---|---|---|---|---|"]
+    rows += [f"| {r.name}{f' (`{r.key}`)' if r.key and r.key not in r.name else ''} | {r.edge} | `{shown(r.at)}` | `{shown(r.beyond)}` | {r.source.replace('|', '/')} |" for r in LIMITS]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
