@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -156,16 +157,38 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+_BOUNDED = re.compile(r"\{(\d+),(\d+)\}")
+LENGTH_FLOOR = 8
+"""A compiled pattern whose bounded repetition ``{m,n}`` reaches this many characters is a length limit (a name, an id)."""
+
+
+def _length_limits(module: str, tree: ast.Module) -> list[str]:
+    """``module::NAME{m,n}`` for each module-level ``NAME = re.compile("...")`` whose pattern bounds a length."""
+    sites = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and getattr(node.value.func, "attr", "") == "compile" and node.value.args:
+            pattern = node.value.args[0]
+            if isinstance(pattern, ast.Constant) and isinstance(pattern.value, str):
+                bounds = [f"{{{low},{high}}}" for low, high in _BOUNDED.findall(pattern.value) if int(high) >= LENGTH_FLOOR]
+                if bounds:
+                    sites.append(f"{module}::{ast.unparse(node.targets[0])}{''.join(bounds)}")
+    return sites
+
+
 def validator_sites() -> list[str]:
-    """Every place a validator compares a value with a limit and refuses it: ``module::function: compare``."""
+    """Every place a validator compares a value with a limit and refuses it (``module::function: compare``), and every
+    pattern that bounds a length (``module::NAME{m,n}``; ``core`` too, where the shared formats live)."""
     sites: list[str] = []
     for path in sorted(COMPONENTS.rglob("*.py")):
         module = path.relative_to(COMPONENTS).as_posix()
-        if not module.startswith(ROOMS_WALKED):
+        if not module.startswith((*ROOMS_WALKED, "core/")):
             continue
-        walker = _Walker(module)
-        walker.visit(ast.parse(path.read_text()))
-        sites.extend(walker.sites)
+        tree = ast.parse(path.read_text())
+        sites.extend(_length_limits(module, tree))
+        if module.startswith(ROOMS_WALKED):
+            walker = _Walker(module)
+            walker.visit(tree)
+            sites.extend(walker.sites)
     return sites
 
 
@@ -246,15 +269,15 @@ key_range("nlbIdleTimeoutSeconds", 60, 6000, "60", "serving/nlb.py IDLE_TIMEOUT_
           servingMaxGenerationSeconds=60, **NLB)
 limit(
     Limit("hyperpodClusterName length", "max", "k" * 63, "k" * 64, "1-63 letters, digits and '-'", "hyperpod/rules.py SAGEMAKER_NAME (SageMaker ClusterName: at most 63)",
-          key("hyperpodClusterName", "hyperpod"), (), "hyperpodClusterName"),
+          key("hyperpodClusterName", "hyperpod"), ("hyperpod/rules.py::SAGEMAKER_NAME{0,62}",), "hyperpodClusterName"),
     Limit("monitoringNamespace length", "max", "m" * 63, "m" * 64, "a DNS label: lowercase letters, digits and '-', at most 63", "core/formats.py DNS_LABEL (RFC 1123 label)",
-          key("monitoringNamespace"), (), "monitoringNamespace"),
+          key("monitoringNamespace"), ("core/formats.py::DNS_LABEL{0,61}",), "monitoringNamespace"),
     Limit("prometheusSelectorLabels value length", "max", ["release=" + "v" * 63], ["release=" + "v" * 64], "expected key=value Kubernetes labels",
-          "core/formats.py LABEL_VALUE (Kubernetes label values: at most 63)", key("prometheusSelectorLabels"), (), "prometheusSelectorLabels"),
+          "core/formats.py LABEL_VALUE (Kubernetes label values: at most 63)", key("prometheusSelectorLabels"), ("core/formats.py::LABEL_VALUE{0,61}",), "prometheusSelectorLabels"),
     Limit("vllmExtraArgs --max-num-seqs", "min", ["--max-num-seqs", "1"], ["--max-num-seqs", "0"], "--max-num-seqs takes a whole number of at least 1",
           "serving/contracts.py EngineProfile (vLLM refuses 0 sequences)", key("vllmExtraArgs"), ("serving/contracts.py::EngineProfile.__post_init__: int(value) < 1",), "vllmExtraArgs"),
     Limit("weightsS3Uri bucket name length", "max", f"s3://{'b' * 63}/p/", f"s3://{'b' * 64}/p/", "s3://bucket/prefix/ in the stack's region",
-          "serving/contracts.py S3_URI_RE (S3 bucket names: 3 to 63 characters)", key("weightsS3Uri", weightsSource="s3"), (), "weightsS3Uri"),
+          "serving/contracts.py S3_URI_RE (S3 bucket names: 3 to 63 characters)", key("weightsS3Uri", weightsSource="s3"), ("serving/contracts.py::S3_URI_RE{1,61}",), "weightsS3Uri"),
 )
 
 
@@ -819,7 +842,8 @@ component("weights bucket: noncurrent versions kept (days)", 1, 3650, "noncurren
           lambda d: _bucket(noncurrent_version_days=d), WB + "1 <= args.noncurrent_version_days <= 3650")
 limit(
     Limit("weights bucket name length", "min", "abc", "ab", "expected 3-63 lower-case letters", "weights/bucket.py _BUCKET (S3 bucket naming rules: 3 to 63)", lambda n: _bucket(bucket_name=n)),
-    Limit("weights bucket name length", "max", "b" * 63, "b" * 64, "expected 3-63 lower-case letters", "weights/bucket.py _BUCKET (S3 bucket naming rules: 3 to 63)", lambda n: _bucket(bucket_name=n)),
+    Limit("weights bucket name length", "max", "b" * 63, "b" * 64, "expected 3-63 lower-case letters", "weights/bucket.py _BUCKET (S3 bucket naming rules: 3 to 63)", lambda n: _bucket(bucket_name=n),
+          ("weights/bucket.py::_BUCKET{1,61}",)),
 )
 
 
@@ -986,6 +1010,78 @@ limit(
     Limit("pipelineParallelSize without EFA", "max", 1, 2, "must be true when a replica spans 2 nodes", "stack/settings.py _validate_serving (cross-node traffic needs EFA)",
           key("pipelineParallelSize", efaEnabled=False), (S + "_validate_serving: nodes > 1",), "pipelineParallelSize"),
 )
+
+
+# --- name and id lengths the shared patterns bound ------------------------------------------------------------------------
+
+
+def pattern(module: str, name: str, what: str) -> Callable[[str], object]:
+    """Probe of a compiled pattern of ``module`` itself (where no validator of its own takes a plain value): refused = no full match."""
+    import importlib
+
+    compiled = getattr(importlib.import_module(f"kimi_k3.{module}"), name)
+
+    def probe(value: str) -> object:
+        if not compiled.fullmatch(value):
+            raise UserError(f"{what} {value[:24]!r}… ({len(value)} characters) is not accepted by {module}.{name}")
+        return value
+
+    return probe
+
+
+def length_row(name: str, at: str, beyond: str, message: str, source: str, probe: Callable[[Any], object], site: str, key_name: str | None = None) -> None:
+    """A length limit: ``at`` (accepted) and ``beyond`` (one character more, refused)."""
+    limit(Limit(name, "max", at, beyond, message, source, probe, (site,), key_name))
+
+
+ROLE = "arn:aws:iam::123456789012:role/"
+length_row("IAM role ARN path and name", [ROLE + "r" * 512], [ROLE + "r" * 513], "expected IAM role ARNs", "core/formats.py ROLE_ARN (IAM: role path and name up to 512)",
+           key("clusterAdminRoleArns"), "core/formats.py::ROLE_ARN{1,512}", "clusterAdminRoleArns")
+length_row("Kubernetes label key name", ["k" * 63 + "=v"], ["k" * 64 + "=v"], "expected key=value Kubernetes labels", "core/formats.py LABEL_KEY (label key names: at most 63)",
+           key("prometheusSelectorLabels"), "core/formats.py::LABEL_KEY{0,61}", "prometheusSelectorLabels")
+length_row("EKS cluster name", "c" * 100, "c" * 101, "is not accepted by cluster.eks._CLUSTER_NAME", "cluster/eks.py _CLUSTER_NAME (EKS CreateCluster name: 1 to 100)",
+           pattern("cluster.eks", "_CLUSTER_NAME", "cluster name"), "cluster/eks.py::_CLUSTER_NAME{0,99}")
+length_row("service account name", "s" * 253, "s" * 254, "is not accepted", "cluster/pod_identity.py SERVICE_ACCOUNT_NAME (a DNS subdomain: at most 253)",
+           pattern("cluster.pod_identity", "SERVICE_ACCOUNT_NAME", "service account"), "cluster/pod_identity.py::SERVICE_ACCOUNT_NAME{0,251}")
+length_row("EKS cluster name in a HyperPod orchestrator ARN", "arn:aws:eks:us-east-1:123456789012:cluster/" + "c" * 100, "arn:aws:eks:us-east-1:123456789012:cluster/" + "c" * 101, "is not accepted",
+           "hyperpod/cluster.py _ARN (EKS cluster names: 1 to 100)", pattern("hyperpod.cluster", "_ARN", "orchestrator"), "hyperpod/cluster.py::_ARN{0,99}")
+length_row("HyperPod endpoint secret name", "s" * 253, "s" * 254, "is not accepted", "hyperpod/endpoint.py _DNS_SUBDOMAIN_RE (Secret names: a DNS subdomain, at most 253)",
+           pattern("hyperpod.endpoint", "_DNS_SUBDOMAIN_RE", "secret"), "hyperpod/endpoint.py::_DNS_SUBDOMAIN_RE{0,251}")
+length_row("HyperPod inference weights bucket", "b" * 63, "b" * 64, "is not accepted", "hyperpod/inference_operator.py _BUCKET (S3 bucket names: 3 to 63)",
+           pattern("hyperpod.inference_operator", "_BUCKET", "bucket"), "hyperpod/inference_operator.py::_BUCKET{1,61}")
+
+
+def _plan_ref(value: str) -> object:
+    from kimi_k3.hyperpod.training_plans import validate_plan_ref
+
+    return validate_plan_ref(value)
+
+
+length_row("training plan name", "p" * 64, "p" * 65, "is not a training plan name or ARN", "hyperpod/training_plans.py PLAN_NAME (SageMaker TrainingPlanName: at most 64)", _plan_ref,
+           "hyperpod/training_plans.py::PLAN_NAME{0,63}")
+length_row("training plan ARN", PLAN_ARN.rsplit("/", 1)[0] + "/" + "p" * 64, PLAN_ARN.rsplit("/", 1)[0] + "/" + "p" * 65, "is not accepted",
+           "hyperpod/training_plans.py PLAN_ARN (its name: at most 64)", pattern("hyperpod.training_plans", "PLAN_ARN", "plan ARN"), "hyperpod/training_plans.py::PLAN_ARN{0,63}")
+length_row("training plan offering id", "o" * 256, "o" * 257, "is not accepted", "hyperpod/training_plans.py OFFERING_ID (SageMaker TrainingPlanOfferingId: at most 256)",
+           pattern("hyperpod.training_plans", "OFFERING_ID", "offering"), "hyperpod/training_plans.py::OFFERING_ID{1,256}")
+length_row("media domain label", ["d" * 63 + ".example.com"], ["d" * 64 + ".example.com"], "mediaAllowedDomains", "serving/contracts.py HOSTNAME_RE (DNS: labels of at most 63, names of at most 253)",
+           key("mediaAllowedDomains", mediaPolicy="allowlist"), "serving/contracts.py::HOSTNAME_RE{1,253}{0,61}{2,63}", "mediaAllowedDomains")
+length_row("image tag", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "servingImage", "serving/contracts.py IMAGE_RE (OCI distribution spec: tags of at most 128)",
+           key("servingImage"), "serving/contracts.py::IMAGE_RE{0,127}", "servingImage")
+
+
+def _s3_location(uri: str) -> object:
+    from kimi_k3.weights.s3store import S3Location
+
+    return S3Location.parse(uri)
+
+
+limit(Limit("S3 URI bucket name (the weights tools)", "max", f"s3://{'b' * 63}/p/", f"s3://{'b' * 64}/p/", "is not accepted; expected s3://bucket/prefix/", "weights/s3store.py S3_URI (S3 bucket names: 3 to 63)",
+            _s3_location, ("weights/s3store.py::S3_URI{1,61}",), error=_weights_error()))
+
+
+length_row("generated bucket name prefix", "b" * 37, "b" * 38, "is not accepted", "weights/secure_bucket.py _PREFIX (37 characters: S3 adds a unique suffix up to 63)",
+           pattern("weights.secure_bucket", "_PREFIX", "bucket prefix"),
+           "weights/secure_bucket.py::_PREFIX{0,36}")
 
 
 NOT_LIMITS: dict[str, str] = {
