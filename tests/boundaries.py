@@ -571,8 +571,19 @@ def _delivery(**changes: Any) -> object:
 
 D = "capacity/delivery_check.py::validate: "
 component("delivery check reserved instances", 1, None, "a block reserves at least 1 instance", "capacity/delivery_check.py validate", lambda n: _delivery(reserved_instances=n), D + "args.reserved_instances < 1")
-component("delivery check period (a multiple of 60 from 60)", 60, None, "CloudWatch takes 10, 30 or a multiple of 60 seconds", "capacity/delivery_check.py validate (CloudWatch alarm Period: 10, 30 or a multiple of 60)",
+component("delivery check period (a multiple of 60 from 60)", 60, None, "CloudWatch takes 10, 20, 30 or a multiple of 60 seconds", "capacity/delivery_check.py PERIOD_SOURCE (PutMetricAlarm Period)",
           lambda n: _delivery(period_s=n), D + "args.period_s < 60")
+limit(
+    Limit("delivery check high-resolution period 20 s", "min", 20, 19, "CloudWatch takes 10, 20, 30 or a multiple of 60 seconds", "capacity/delivery_check.py HIGH_RESOLUTION_PERIODS_S (PutMetricAlarm Period: 10, 20, 30)",
+          lambda n: _delivery(period_s=n)),
+    Limit("delivery check high-resolution period", "max", 30, 31, "CloudWatch takes 10, 20, 30 or a multiple of 60 seconds", "capacity/delivery_check.py HIGH_RESOLUTION_PERIODS_S", lambda n: _delivery(period_s=n)),
+    Limit("delivery check evaluation range (period under an hour)", "max", 1440, 1441, "is above CloudWatch's 86400 s for a period of less than an hour",
+          "capacity/delivery_check.py MAX_SUB_HOUR_EVALUATION_RANGE_S (PutMetricAlarm: a day)", lambda n: _delivery(period_s=60, evaluation_periods=n),
+          (D + "args.period_s * args.evaluation_periods > most",)),
+    Limit("delivery check evaluation range (period of an hour or more)", "max", 168, 169, "is above CloudWatch's 604800 s for a period of an hour or more",
+          "capacity/delivery_check.py MAX_EVALUATION_RANGE_S (PutMetricAlarm: seven days)", lambda n: _delivery(period_s=3600, evaluation_periods=n),
+          (D + "args.period_s * args.evaluation_periods > most",)),
+)
 component("delivery check evaluation periods", 1, None, "expected at least 1", "capacity/delivery_check.py validate", lambda n: _delivery(evaluation_periods=n), D + "args.evaluation_periods < 1")
 component("delivery check grace", timedelta(0), None, "expected a duration that is not negative", "capacity/delivery_check.py validate", lambda d: _delivery(grace=d), D + "args.grace < timedelta(0)", unit=SECOND)
 
