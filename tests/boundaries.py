@@ -521,6 +521,10 @@ def _query(**changes: Any) -> object:
 
 OFFERS = "capacity/offerings.py::build_offering_query: "
 component("Capacity Block offering --count", 1, 64, "a Capacity Block holds 1 to 64 instances", "capacity/offerings.py MAX_INSTANCES (EC2 DescribeCapacityBlockOfferings: 1 to 64)", lambda n: _query(count=n), OFFERS + "1 <= count <= MAX_INSTANCES")
+limit(*(Limit(f"Capacity Block --days {what}", edge, at, beyond, "Capacity Blocks last 1-14 days, or 21-182 days in multiples of 7",
+              "capacity/offerings.py valid_duration_days (EC2 Capacity Blocks: 1-day steps up to 14 days, 7-day steps up to 182)", lambda d: _query(days=d))
+        for what, edge, at, beyond in (("(shortest)", "min", 1, 0), ("(daily steps)", "max", 14, 15), ("(weekly steps)", "min", 21, 20), ("(weekly steps, off the week)", "max", 21, 22),
+                                        ("(longest)", "max", 182, 183))))
 moment_rows("--start-after within 8 weeks", "capacity/offerings.py MAX_START_AHEAD (Capacity Blocks start at most 8 weeks ahead)", lambda t: _query(start_after=t),
             last_accepted=T0 + timedelta(weeks=8), message="--start-after must be within 8 weeks", site=OFFERS + "start_after > latest")
 moment_rows("--start-before within 8 weeks", "capacity/offerings.py MAX_START_AHEAD", lambda t: _query(start_before=t),
@@ -669,6 +673,8 @@ def _plan_query(**changes: Any) -> object:
     return build_offering_query(**{"instance_type": "ml.p6-b300.48xlarge", "count": 2, "days": 7, "now": T0, **changes})
 
 
+limit(*(Limit(f"training plan --days {what}", edge, at, beyond, "training plans last 1 to 182 days", "hyperpod/training_plans.py PLAN_DAYS (SageMaker SearchTrainingPlanOfferings DurationHours)",
+              lambda d: _plan_query(days=d)) for what, edge, at, beyond in (("(shortest)", "min", 1, 0), ("(longest)", "max", 182, 183))))
 moment_rows("training plan --end-before leaves room for the days", "hyperpod/training_plans.py build_offering_query", lambda t: _plan_query(end_before=t),
             first_accepted=T0 + timedelta(days=7), message="leaves no room for 7 day(s)", site="hyperpod/training_plans.py::build_offering_query: end_before < earliest_end")
 
