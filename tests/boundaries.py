@@ -916,6 +916,27 @@ limit(
 component("staging Job workers", 1, 64, "workers", "weights/staging_job.py validate", lambda n: _staging(workers=n), "weights/staging_job.py::validate: 1 <= args.workers <= 64")
 
 
+
+def _ready_timeout_warning(seconds: int) -> object:
+    from kimi_k3.weights import estimate
+
+    warning = estimate.check_ready_timeout(seconds, estimate.StartupInputs())
+    if warning:
+        raise UserError(warning)
+    return None
+
+
+def _ready_timeout_floor() -> int:
+    from kimi_k3.weights import estimate
+
+    found = re.search(r"set at least (\d+) s", estimate.check_ready_timeout(0, estimate.StartupInputs()) or "")
+    assert found, "check_ready_timeout names the floor"
+    return int(found.group(1))
+
+
+limit(Limit("engine ready timeout against the cold start's high end (a plan warning)", "min", _ready_timeout_floor(), _ready_timeout_floor() - 1,
+            "is shorter than the cold start estimate's high end", "weights/estimate.py check_ready_timeout (the cold case's engine phases at their high end + 10 min)", _ready_timeout_warning))
+
 # --- observability: the alert rules and the dashboard --------------------------------------------------------------------
 
 
