@@ -55,6 +55,19 @@ ENABLE_METRICS_TARGET = "arn:aws:scheduler:::aws-sdk:autoscaling:enableMetricsCo
 ENABLE_ALARM_ACTIONS_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:enableAlarmActions"
 METRICS_SCHEDULE = "rate(10 minutes)"
 
+HIGH_RESOLUTION_PERIODS_S = (10, 20, 30)
+"""Alarm periods under a minute CloudWatch accepts (high-resolution alarms); otherwise a multiple of 60 (:data:`PERIOD_SOURCE`)."""
+MAX_SUB_HOUR_EVALUATION_RANGE_S = 86_400
+"""The most ``period_s x evaluation_periods`` for a period of less than an hour (a day)."""
+MAX_EVALUATION_RANGE_S = 604_800
+"""The most ``period_s x evaluation_periods`` for a period of an hour or more (seven days)."""
+PERIOD_SOURCE = (
+    "CloudWatch API Reference, PutMetricAlarm, Period: 'Valid values are 10, 20, 30, and any multiple of 60'; 'Period multiplied by "
+    "EvaluationPeriods can't be more than 604,800 seconds. For alarms with a period of less than one hour (3,600 seconds), the total "
+    "evaluation period can't be longer than one day (86,400 seconds)'"
+)
+"""Where the alarm period limits come from."""
+
 
 @dataclass(frozen=True)
 class DeliveryCheckArgs:
@@ -125,10 +138,18 @@ def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
             problems.add(key, f"{key} has no timezone; pass UTC datetimes")
     if args.reserved_instances < 1:
         problems.reject("reserved_instances", args.reserved_instances, "a block reserves at least 1 instance")
-    if args.period_s not in (10, 30) and (args.period_s < 60 or args.period_s % 60):
-        problems.reject("period_s", args.period_s, "CloudWatch takes 10, 30 or a multiple of 60 seconds")
+    if args.period_s not in HIGH_RESOLUTION_PERIODS_S and (args.period_s < 60 or args.period_s % 60):
+        problems.reject("period_s", args.period_s, "CloudWatch takes 10, 20, 30 or a multiple of 60 seconds")
     if args.evaluation_periods < 1:
         problems.reject("evaluation_periods", args.evaluation_periods, "expected at least 1")
+    else:
+        most = MAX_EVALUATION_RANGE_S if args.period_s >= 3600 else MAX_SUB_HOUR_EVALUATION_RANGE_S
+        if args.period_s * args.evaluation_periods > most:
+            problems.reject(
+                "evaluation_periods", args.evaluation_periods,
+                f"period_s x evaluation_periods ({args.period_s * args.evaluation_periods} s) is above CloudWatch's {most} s for a period of "
+                f"{'an hour or more' if args.period_s >= 3600 else 'less than an hour'} ({PERIOD_SOURCE})",
+            )
     if args.grace < timedelta(0):
         problems.reject("grace", args.grace, "expected a duration that is not negative")
     problems.raise_any()

@@ -25,7 +25,6 @@ reproduced is how the Pulumi engine feeds the pack:
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
+from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import UserError
 from kimi_k3.guardrails.rules import ALL_POLICIES, PACK_ENFORCEMENT_LEVEL, PACK_NAME
 
@@ -245,8 +245,8 @@ def resolve_policy_config(
         if key == ALL_KEY:
             continue
         if key not in levels:
-            close = difflib.get_close_matches(key, sorted(levels), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            close = nearest(key, levels)
+            hint = f" (did you mean {close}?)" if close else ""
             warnings.append(f"{source} configures {key!r}, which is not a policy of {PACK_NAME}{hint}; the engine ignores it")
             continue
         if level is not None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.core.formats import AVAILABILITY_ZONE, SUBNET_ID, VPC_ID
+from kimi_k3.core.formats import AVAILABILITY_ZONE, LOG_RETENTION_DAYS, SUBNET_ID, VPC_ID
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets
@@ -101,8 +101,8 @@ def _validate(name: str, args: NetworkArgs) -> SubnetPlan:
         problems.reject("availability_zones", azs, "a new VPC needs at least 2 (EKS requires subnets in two AZs)")
     if args.nat_mode not in NAT_MODES:
         problems.reject("nat_mode", args.nat_mode, f"one of {', '.join(NAT_MODES)}")
-    if args.flow_log_retention_days <= 0:
-        problems.reject("flow_log_retention_days", args.flow_log_retention_days, "a positive number of days")
+    if args.flow_log_retention_days not in LOG_RETENTION_DAYS:
+        problems.reject("flow_log_retention_days", args.flow_log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))} (the retention periods CloudWatch Logs accepts)")
     for problem in endpoint_problems(args.interface_endpoint_services):
         problems.add("interface_endpoint_services", f"interface_endpoint_services: {problem}")
     if not args.cluster_name:

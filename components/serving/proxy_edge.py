@@ -178,7 +178,7 @@ def memory_limit_mib(workers: int, worker_connections: int) -> int:
         raise EdgeError(
             "worker_connections",
             f"api proxy: worker_connections {worker_connections} with {workers} worker(s) is not accepted; the worst case, "
-            f"{worst // MIB} MiB, is above {MAX_WORST_CASE_BYTES // MIB} MiB: serve more replicas instead",
+            f"{math.ceil(worst / MIB)} MiB, is above {MAX_WORST_CASE_BYTES // MIB} MiB: serve more replicas instead",
         )
     return max(MIN_MEMORY_MIB, 64 * math.ceil(MEMORY_FACTOR * worst / (64 * MIB)))
 

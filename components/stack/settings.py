@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import functools
 import importlib.util
 import ipaddress
@@ -44,6 +43,7 @@ from kimi_k3.core.formats import (
     SUBNET_ID,
     VPC_ID,
 )
+from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.hyperpod.routing import HyperPodRouting, HyperPodRoutingError
 from kimi_k3.network.endpoints import endpoint_problems
@@ -530,13 +530,6 @@ def aws_provider_keys() -> frozenset[str]:
     return frozenset(re.findall(r"__config__\.get\w*\('(\w+)'", source))
 
 
-def _nearest(name: str, candidates: Iterable[str]) -> str | None:
-    """The closest candidate, compared case-insensitively (``maxmodellength`` → ``maxModelLen``)."""
-    by_lower = {c.lower(): c for c in candidates}
-    close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1, cutoff=0.6)
-    return by_lower[close[0]] if close else None
-
-
 def _unknown_keys(values: Mapping[str, Any], secret_keys: Iterable[str]) -> None:
     """Refuse keys this stack does not read: no namespace, a foreign or misspelt namespace, a misspelt key.
 
@@ -554,13 +547,13 @@ def _unknown_keys(values: Mapping[str, Any], secret_keys: Iterable[str]) -> None
             continue
         if namespace == "aws":
             if name not in aws_keys:
-                near = _nearest(name, aws_keys)
+                near = nearest(name, aws_keys)
                 hint = f"did you mean aws:{near}?" if near else "see the AWS provider's configuration reference"
                 raise SettingsError(key, shown, f"not a setting of the AWS provider; {hint}")
             continue
         if namespace == PROJECT and name in ours:
             continue
-        near = _nearest(name, ours)
+        near = nearest(name, ours)
         suggestion = f"did you mean {PROJECT}:{near}?" if near else f"known keys: {', '.join(sorted(ours))}"
         if not sep:
             raise SettingsError(key, shown, f"a key needs a namespace (Pulumi reads {PROJECT}:<key> and aws:<key>); {suggestion}")

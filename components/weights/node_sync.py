@@ -16,7 +16,12 @@ shards). Files that were already on disk before the sync started (a node-local c
 hashed after it ends, since the sync may still replace them. The hasher is ``openssl dgst
 -sha256`` when present (3-4x coreutils ``sha256sum`` per core, tools/bench_verify.py), else
 ``sha256sum``. A marker keyed to the manifest's own hash lets a restarted container or a pod
-re-created on the same node skip both sync and hashing.
+re-created on the same node skip both sync and hashing: written (atomically) after every file
+matched, it records the manifest's digest and each entry's size as verified, and the skip path
+(``marker_holds``) requires the same manifest and every entry present at its recorded size, one
+``stat`` per file; anything else (a file deleted, truncated or replaced by one of another size, a
+marker of another manifest or of an older format) removes the marker and runs the sync, which
+fetches what differs and hashes every file again. Files the manifest does not list are ignored.
 
 Progress: every ``PROGRESS_INTERVAL_S`` seconds the script prints one line of
 :mod:`kimi_k3.weights.progress` (bytes on the node of the prefix's total, from
@@ -53,10 +58,23 @@ files=$(grep -c . "$SHA256_MANIFEST" || true)
 total=0
 listing=$(aws s3 ls "$WEIGHTS_S3_URI" --recursive --summarize 2>/dev/null || true)
 case $listing in *"Total Size: "*) total=${listing##*Total Size: }; total=${total%%[!0-9]*}; total=${total:-0} ;; esac
-if [ -f "$marker" ] && [ "$(cat "$marker")" = "$want" ]; then
-  missing=0
-  while IFS= read -r line; do f=${line#* }; f=${f#[ *]}; [ -f "$f" ] || missing=1; done < "$SHA256_MANIFEST"
-  if [ "$missing" -eq 0 ]; then kimi_progress done "$(landed)" "$total" 0 "$files" "$files"; echo "weights already synced and verified on this node ($files files, marker $marker)"; exit 0; fi
+size_of() { stat -c %s -- "$1" 2>/dev/null || wc -c < "$1"; }
+sizes() { while IFS= read -r line; do f=${line#* }; f=${f#[ *]}; printf '%s %s\n' "$(size_of "$f")" "$f"; done < "$SHA256_MANIFEST"; }
+marker_holds() {
+  [ -f "$marker" ] || return 1
+  {
+    IFS= read -r head <&3 || head=
+    [ "$head" = "$want" ] || { echo "weights marker $marker is for another manifest: syncing"; return 1; }
+    while IFS= read -r line; do
+      f=${line#* }; f=${f#[ *]}
+      IFS= read -r was <&3 || was=
+      [ -f "$f" ] || { echo "weights marker $marker: $f is missing on this node: syncing"; return 1; }
+      [ "$was" = "$(size_of "$f") $f" ] || { echo "weights marker $marker: $f is not the size the marker recorded (${was%% *}): syncing"; return 1; }
+    done < "$SHA256_MANIFEST"
+  } 3< "$marker"
+}
+if marker_holds; then
+  kimi_progress done "$(landed)" "$total" 0 "$files" "$files"; echo "weights already synced and verified on this node ($files files present at their sizes, marker $marker)"; exit 0
 fi
 rm -f "$marker"
 work=$(mktemp -d "${TMPDIR:-/tmp}/weights-sync.XXXXXX")
@@ -114,7 +132,8 @@ for pid in $pids; do wait "$pid"; done
 kill "$reporter_pid" 2>/dev/null || true; wait "$reporter_pid" 2>/dev/null || true; reporter_pid=
 if [ "$(cat "$work/sync.rc")" != 0 ]; then echo "aws s3 sync $WEIGHTS_S3_URI failed" >&2; exit 1; fi
 if [ -s "$work/failed" ]; then echo "weights do not match $SHA256_MANIFEST: $(sort -u "$work/failed" | tr '\n' ' ')" >&2; exit 1; fi
-printf '%s\n' "$want" > "$marker"
+{ printf '%s\n' "$want"; sizes; } > "$marker.new"
+mv "$marker.new" "$marker"
 elapsed=$(( $(date +%s) - start )); end_bytes=$(landed); rate=0
 [ "$elapsed" -gt 0 ] && rate=$(( (end_bytes - start_bytes) / elapsed ))
 kimi_progress done "$end_bytes" "$total" "$rate" "$files" "$files"
