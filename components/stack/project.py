@@ -95,11 +95,6 @@ class Project:
         extension = self.project_file.suffix
         return sorted(p.name[len("Pulumi.") : -len(extension)] for p in self.stack_config_dir.glob(f"Pulumi.*{extension}") if p != self.project_file)
 
-    def policy_config(self, stack: str) -> Path | None:
-        """``policy/config/<stack>.json`` of the project, if it exists (the pack's defaults apply otherwise)."""
-        path = self.directory / "policy" / "config" / f"{short_stack_name(stack)}.json"
-        return path if path.is_file() else None
-
 
 @dataclass(frozen=True)
 class StackConfig:
