@@ -50,6 +50,7 @@ from kimi_k3.network.endpoints import endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, subnet_layout
 from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import EXPOSURES, ApiContract, ContractError, EngineProfile, ImageContract, ServingContract, WeightsContract
+from kimi_k3.stack import no_effect
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -449,10 +450,9 @@ class _Reader:
                 return raw
             if isinstance(raw, float) and raw.is_integer():
                 return int(raw)
-            try:
-                return int(str(raw).strip())
-            except ValueError:
-                raise SettingsError(key.full_name, raw, "expected a whole number") from None
+            if not re.fullmatch(r"[+-]?[0-9]+", str(raw).strip()):  # ASCII digits only, as Pulumi's integer parsing
+                raise SettingsError(key.full_name, raw, "expected a whole number in ASCII digits")
+            return int(str(raw).strip())
         if key.type == "boolean":
             if isinstance(raw, bool):
                 return raw
@@ -613,6 +613,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     deployment = _validate_deployment(r, region, network, cluster, serving)
     time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings)
     hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, f"{project}-{stack}", warnings)
+    warnings.extend(no_effect.no_effect_warnings(r.get, lambda names: _changed_keys(r, names)))
 
     return StackSettings(
         project=project,
@@ -699,7 +700,9 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
             raise SettingsError(_key("clusterAdminRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/platform-admin")
     service = _network("clusterServiceCidr", r.get("clusterServiceCidr"), private=True)
     if service.overlaps(ipaddress.IPv4Network(network.vpc_cidr)):
-        raise SettingsError(_key("clusterServiceCidr"), str(service), f"must not overlap the VPC CIDR {network.vpc_cidr}")
+        if r.get("clusterServiceCidr") == CONFIG_KEYS["clusterServiceCidr"].default:  # name the key the user set
+            raise SettingsError(_key("vpcCidr"), network.vpc_cidr, f"must not overlap the Kubernetes service CIDR {service} ({_key('clusterServiceCidr')}'s default): choose another VPC range, or set {_key('clusterServiceCidr')}")
+        raise SettingsError(_key("clusterServiceCidr"), str(service), f"must not overlap the VPC CIDR {network.vpc_cidr} ({_key('vpcCidr')})")
     if not 12 <= service.prefixlen <= 24:
         raise SettingsError(_key("clusterServiceCidr"), str(service), "accepted: a prefix between /12 and /24 (EKS limits)")
     system_type = r.get("systemNodeInstanceType")
