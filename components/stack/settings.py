@@ -786,6 +786,9 @@ def _contract_key() -> Iterator[None]:
         for field_path, key_name in sorted(CONTRACT_KEYS.items(), key=lambda item: -len(item[0])):
             accepted = re.sub(rf"\b{re.escape(field_path)}\b", key_name, accepted)
         value = list(err.value) if isinstance(err.value, tuple) else err.value
+        value, hidden = _masked(value)  # an engine arg or env entry may hold a credential: never shown
+        for secret in sorted(hidden, key=len, reverse=True):
+            accepted = accepted.replace(secret, "***")
         raise SettingsError(_key(name), value, accepted) from None
 
 
@@ -805,10 +808,51 @@ def _serving_env(r: _Reader) -> dict[str, str]:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise SettingsError(_key("servingEnv"), item, "expected NAME=value items, e.g. NCCL_DEBUG=INFO")
+        if CREDENTIAL_ENV.search(name):
+            raise SettingsError(
+                _key("servingEnv"), f"{name}=***",
+                f"{name} looks like a credential, and servingEnv is written in plain text into the Deployment (and the plan's manifests): "
+                f"{_credential_setting(name)}",
+            )
         if name in env:
-            raise SettingsError(_key("servingEnv"), item, f"{name} is set twice")
+            raise SettingsError(_key("servingEnv"), f"{name}=***", f"{name} is set twice")
         env[name] = value
     return env
+
+
+CREDENTIAL_ENV = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?|ACCESS_KEY_ID)(_|$)")
+"""Environment variable names that hold a credential (``HF_TOKEN``, ``*_API_KEY``, ``AWS_SECRET_ACCESS_KEY`` ...)."""
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(token|key|secret|password)[\w-]*", re.IGNORECASE)
+
+
+def _credential_setting(name: str) -> str:
+    """The dedicated setting for a credential someone put into ``servingEnv``."""
+    if name.startswith("AWS_"):
+        return "the serving pods get AWS credentials from EKS Pod Identity (the stack's serving role), never keys: remove it"
+    if "HF" in name or "HUGGING" in name:
+        return f"set the token with `pulumi config set --secret {_key('huggingFaceToken')} <token>` (a Kubernetes Secret) and remove it"
+    if "API_KEY" in name:
+        return f"the engine's key is {_key('apiKey')} (`pulumi config set --secret {_key('apiKey')} <key>`, a Kubernetes Secret): remove it"
+    return "keep it in a Kubernetes Secret of your own; servingEnv holds no secrets"
+
+
+def _masked(items: Any) -> tuple[Any, list[str]]:
+    """``items`` (env ``NAME=value`` or engine args) with credential values replaced by ``***``, and the values masked."""
+    if not isinstance(items, (list, tuple)):
+        return items, []
+    shown, hidden = [], []
+    after_flag = False
+    for item in map(str, items):
+        name, sep, value = item.partition("=")
+        if after_flag and item:
+            hidden.append(item)
+            item = "***"
+        elif sep and value and (CREDENTIAL_ENV.search(name) or _SECRET_FLAG.match(name)):
+            hidden.append(value)
+            item = f"{name}=***"
+        after_flag = bool(_SECRET_FLAG.fullmatch(item.split("=")[0])) and "=" not in item and item.startswith("-")
+        shown.append(item)
+    return shown, hidden
 
 
 def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySettings, network: NetworkSettings, warnings: list[str]) -> ServingSettings:
