@@ -50,7 +50,7 @@ from kimi_k3.network.endpoints import endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, subnet_layout
 from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import EXPOSURES, ApiContract, ContractError, EngineProfile, ImageContract, ServingContract, WeightsContract
-from kimi_k3.stack import no_effect
+from kimi_k3.stack import no_effect, region_facts
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -574,7 +574,11 @@ def _region(values: Mapping[str, Any]) -> str:
     if region in (None, ""):
         raise SettingsError("aws:region", None, "it is required: the AWS region of the stack, e.g. us-east-2 (pulumi config set aws:region us-east-2)")
     if not KNOWN_REGION.fullmatch(str(region)):
-        raise SettingsError("aws:region", region, "expected an AWS region name such as us-east-1, us-west-2 or eu-north-1")
+        near = region_facts.nearest_region(str(region))
+        raise SettingsError("aws:region", region, f"expected an AWS region name such as us-east-1, us-west-2 or eu-north-1{f'; did you mean {near}?' if near else ''}")
+    problem = region_facts.unknown_region(str(region))
+    if problem:
+        raise SettingsError("aws:region", region, problem)
     return str(region)
 
 
@@ -614,6 +618,12 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings)
     hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, f"{project}-{stack}", warnings)
     warnings.extend(no_effect.no_effect_warnings(r.get, lambda names: _changed_keys(r, names)))
+    warnings.extend(region_facts.region_warnings(region, capacity.instance_type))
+    unpinned = region_facts.unpinned_weights(serving.contract.weights.s3_uri, serving.contract.weights.revision)
+    if unpinned and prod:
+        raise SettingsError(_key("weightsS3Uri"), serving.contract.weights.s3_uri, f"prod requires a pinned prefix: {unpinned}")
+    if unpinned:
+        warnings.append(f"{_key('weightsS3Uri')}: {unpinned} (refused in prod)")
 
     return StackSettings(
         project=project,
