@@ -36,6 +36,7 @@ from kimi_k3.offline.review import Review, review
 from kimi_k3.stack import lint as stack_lint
 from kimi_k3.stack import project
 from kimi_k3.stack.settings import StackSettings
+from kimi_k3.weights import estimate
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -233,6 +234,8 @@ def _facts(result: offline.PlanResult, outputs: dict) -> list[str]:
             lines.append(f"  {label:<17} {outputs[key]}")
     # The start-up estimate with the mechanisms the stack declares (kimi_k3.stack.time_to_serve; docs/weights.md).
     lines += [f"  {line}" for line in outputs.get("timeToFirstToken") or []]
+    if outputs.get("timeToFirstToken"):  # what the cases and the cost mean, where they are printed
+        lines += ["  where:"] + [f"    {line}" for line in estimate.legend_lines()]
     return lines
 
 
