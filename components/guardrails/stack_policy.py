@@ -28,6 +28,7 @@ from pulumi_policy import EnforcementLevel
 from kimi_k3.errors import UserError
 from kimi_k3.guardrails.verdict import PolicyCheck, PolicySetting
 from kimi_k3.stack import project as stack_project
+from kimi_k3.stack.settings import ENVIRONMENTS
 
 ENVIRONMENT_KEY = "kimi-k3:environment"
 """The stack setting the policy config is keyed on."""
@@ -91,8 +92,6 @@ def stack_policy(project: stack_project.Project, stack: str, environment: str | 
 
 def stack_environment(values: Mapping[str, str]) -> str | None:
     """The stack's ``kimi-k3:environment`` when it is one the settings accept (they refuse any other value)."""
-    from kimi_k3.stack.settings import ENVIRONMENTS  # the settings' own list of environments
-
     value = values.get(ENVIRONMENT_KEY)
     return value if value in ENVIRONMENTS else None
 

@@ -1332,7 +1332,7 @@ def _validate_time_to_serve(
         match = _SECRET_ARN.match(secret_arn)
         assert match is not None  # pull_through_cache_rule_args checked the shape
         if match.group(1) != region:
-            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region}: ECR reads the credentials of a pull-through cache rule in the rule's own region")
+            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region} (aws:region): ECR reads the credentials of a pull-through cache rule in the rule's own region")
         try:
             rewritten = image_pull.through_cache(contract.image.image, match.group(2), region)
         except UserError:
