@@ -35,10 +35,12 @@ REGION_DATA: MappingProxyType[str, tuple[str, ...]] = MappingProxyType(
 
 @functools.lru_cache(maxsize=1)
 def ec2_regions() -> tuple[frozenset[str], str]:
-    """EC2 regions of every partition in the installed botocore's endpoint data, and botocore's version."""
-    import botocore
-    import botocore.session
-
+    """EC2 regions of every partition in the installed botocore's endpoint data, and botocore's version (empty without botocore)."""
+    try:  # boto3 is a dependency of the package; without botocore no region is refused
+        import botocore
+        import botocore.session
+    except ImportError:  # pragma: no cover - botocore comes with boto3
+        return frozenset(), ""
     session = botocore.session.get_session()
     regions: set[str] = set()
     for partition in session.get_available_partitions():
