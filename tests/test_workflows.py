@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kimi_k3.guardrails import stack_policy
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS_DIR = ROOT / ".github" / "workflows"
 PR_WORKFLOW = WORKFLOWS_DIR / "pull-request.yml"
@@ -502,7 +504,7 @@ def test_pulumi_cli_matches_the_sdk_pin(all_workflows: dict[str, dict[str, Any]]
 
 
 def test_every_pulumi_run_enforces_the_policy_pack_with_its_stacks_config():
-    """Preview and up run the kimi-k3-guardrails pack (policy/) with the stack's own policy config."""
+    """Preview and up run the kimi-k3-guardrails pack (policy/) with the config `kimi-k3 plan` judges the stack under."""
     for path in sorted(WORKFLOWS_DIR.glob("*.yml")):
         for job in yaml.safe_load(path.read_text())["jobs"].values():
             for step in job.get("steps", []):
@@ -512,9 +514,17 @@ def test_every_pulumi_run_enforces_the_policy_pack_with_its_stacks_config():
                 assert inputs["policyPacks"] == "policy", path.name
                 config = inputs["policyPackConfigs"]
                 stacks = [inputs["stack-name"]] if "${{" not in inputs["stack-name"] else job["strategy"]["matrix"]["stack"]
+                by_id = {s.get("id"): s for s in job["steps"]}
                 for stack in stacks:
+                    # the file the plan judges the stack under (its environment's, or its own over it)
+                    expected = stack_policy.policy_config_path(stack, ROOT)
+                    if config == "${{ steps.policy-config.outputs.path }}":
+                        assert "python -m kimi_k3.guardrails.stack_policy \"$STACK\"" in by_id["policy-config"]["run"], path.name
+                        assert expected is not None and expected.is_file(), f"{path.name}: stack {stack} has no policy config"
+                        continue
                     resolved = config.replace("${{ matrix.stack }}", stack)
                     assert (ROOT / resolved).is_file(), f"{path.name}: {resolved} does not exist"
+                    assert ROOT / resolved == expected, f"{path.name}: stack {stack} is judged under {expected}, not {resolved}"
 
 
 # --------------------------------------------------------------------------- runners and secrets

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TextIO
@@ -58,9 +59,16 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     return levels
 
 
-def _refuse(message: str) -> None:
-    """argparse's error hook for ``bench``: a :class:`UserError` (one line, exit 2) instead of usage text."""
-    raise UserError(message)
+def _refuse_for(parser: argparse.ArgumentParser) -> Callable[[str], None]:
+    """argparse's error hook for ``bench``: a bad value is a :class:`UserError` (one line, exit 2); a missing
+    argument shows the usage line and the error, exit 2, as every other command does."""
+
+    def refuse(message: str) -> None:
+        if message.startswith("the following arguments are required"):
+            argparse.ArgumentParser.error(parser, message)
+        raise UserError(message)
+
+    return refuse
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -111,7 +119,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="AIPerf worker processes (default: AIPerf sizes them to the machine)")
     parser.set_defaults(func=run)
-    parser.error = _refuse
+    parser.error = _refuse_for(parser)
     return parser
 
 

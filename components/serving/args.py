@@ -17,6 +17,7 @@ from datetime import datetime
 
 import pulumi
 
+from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import DNS_LABEL
 from kimi_k3.errors import Problems, UserError
@@ -118,6 +119,9 @@ class VllmServingArgs:
     """Make ``pulumi up`` wait for the pods to be ready (off: a block may start days later, loads take an hour)."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels on every Kubernetes object."""
+    reservation: CapacityBlockFacts | None = None
+    """The Capacity Block the replicas run on (``lookup_capacity_block``); when given, ``replicas`` times the nodes
+    of one replica must fit its instance count and ``instance_type`` must be its type. ``None``: not checked."""
 
 
 def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) -> int | None:
@@ -149,6 +153,18 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
             problems.reject("shm_size_gib", args.shm_size_gib, f"at most a quarter of the {memory} GiB memory limit")
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 64:
         problems.reject("replicas", args.replicas, "expected 1 to 64 (one per reserved GPU node)")
+    elif args.reservation is not None:
+        block = args.reservation
+        per_replica = nodes or 1
+        if block.instance_type and block.instance_type != args.instance_type:
+            problems.reject("instance_type", args.instance_type, f"the Capacity Block {block.reservation_id} reserves {block.instance_type}")
+        elif args.replicas * per_replica > block.instance_count:
+            fits = block.instance_count // per_replica
+            problems.reject(
+                "replicas", args.replicas,
+                f"at most {fits}: the Capacity Block {block.reservation_id} reserves {block.instance_count} {block.instance_type or 'GPU'} "
+                f"node{'s' if block.instance_count != 1 else ''} and one replica spans {per_replica}",
+            )
     if args.exposure not in EXPOSURES:
         problems.reject("exposure", args.exposure, f"accepted: {', '.join(EXPOSURES)}")
     if args.api_key is None and (args.require_api_key or args.exposure == "public"):

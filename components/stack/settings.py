@@ -50,6 +50,7 @@ from kimi_k3.network.endpoints import endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, subnet_layout
 from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import EXPOSURES, ApiContract, ContractError, EngineProfile, ImageContract, ServingContract, WeightsContract
+from kimi_k3.stack import no_effect, region_facts
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -449,10 +450,9 @@ class _Reader:
                 return raw
             if isinstance(raw, float) and raw.is_integer():
                 return int(raw)
-            try:
-                return int(str(raw).strip())
-            except ValueError:
-                raise SettingsError(key.full_name, raw, "expected a whole number") from None
+            if not re.fullmatch(r"[+-]?[0-9]+", str(raw).strip()):  # ASCII digits only, as Pulumi's integer parsing
+                raise SettingsError(key.full_name, raw, "expected a whole number in ASCII digits")
+            return int(str(raw).strip())
         if key.type == "boolean":
             if isinstance(raw, bool):
                 return raw
@@ -567,7 +567,11 @@ def _region(values: Mapping[str, Any]) -> str:
     if region in (None, ""):
         raise SettingsError("aws:region", None, "it is required: the AWS region of the stack, e.g. us-east-2 (pulumi config set aws:region us-east-2)")
     if not KNOWN_REGION.fullmatch(str(region)):
-        raise SettingsError("aws:region", region, "expected an AWS region name such as us-east-1, us-west-2 or eu-north-1")
+        near = region_facts.nearest_region(str(region))
+        raise SettingsError("aws:region", region, f"expected an AWS region name such as us-east-1, us-west-2 or eu-north-1{f'; did you mean {near}?' if near else ''}")
+    problem = region_facts.unknown_region(str(region))
+    if problem:
+        raise SettingsError("aws:region", region, problem)
     return str(region)
 
 
@@ -606,6 +610,13 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     deployment = _validate_deployment(r, region, network, cluster, serving)
     time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings)
     hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, f"{project}-{stack}", warnings)
+    warnings.extend(no_effect.no_effect_warnings(r.get, lambda names: _changed_keys(r, names)))
+    warnings.extend(region_facts.region_warnings(region, capacity.instance_type))
+    unpinned = region_facts.unpinned_weights(serving.contract.weights.s3_uri, serving.contract.weights.revision)
+    if unpinned and prod:
+        raise SettingsError(_key("weightsS3Uri"), serving.contract.weights.s3_uri, f"prod requires a pinned prefix: {unpinned}")
+    if unpinned:
+        warnings.append(f"{_key('weightsS3Uri')}: {unpinned} (refused in prod)")
 
     return StackSettings(
         project=project,
@@ -692,7 +703,9 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
             raise SettingsError(_key("clusterAdminRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/platform-admin")
     service = _network("clusterServiceCidr", r.get("clusterServiceCidr"), private=True)
     if service.overlaps(ipaddress.IPv4Network(network.vpc_cidr)):
-        raise SettingsError(_key("clusterServiceCidr"), str(service), f"must not overlap the VPC CIDR {network.vpc_cidr}")
+        if r.get("clusterServiceCidr") == CONFIG_KEYS["clusterServiceCidr"].default:  # name the key the user set
+            raise SettingsError(_key("vpcCidr"), network.vpc_cidr, f"must not overlap the Kubernetes service CIDR {service} ({_key('clusterServiceCidr')}'s default): choose another VPC range, or set {_key('clusterServiceCidr')}")
+        raise SettingsError(_key("clusterServiceCidr"), str(service), f"must not overlap the VPC CIDR {network.vpc_cidr} ({_key('vpcCidr')})")
     if not 12 <= service.prefixlen <= 24:
         raise SettingsError(_key("clusterServiceCidr"), str(service), "accepted: a prefix between /12 and /24 (EKS limits)")
     system_type = r.get("systemNodeInstanceType")
@@ -776,6 +789,9 @@ def _contract_key() -> Iterator[None]:
         for field_path, key_name in sorted(CONTRACT_KEYS.items(), key=lambda item: -len(item[0])):
             accepted = re.sub(rf"\b{re.escape(field_path)}\b", key_name, accepted)
         value = list(err.value) if isinstance(err.value, tuple) else err.value
+        value, hidden = _masked(value)  # an engine arg or env entry may hold a credential: never shown
+        for secret in sorted(hidden, key=len, reverse=True):
+            accepted = accepted.replace(secret, "***")
         raise SettingsError(_key(name), value, accepted) from None
 
 
@@ -795,10 +811,51 @@ def _serving_env(r: _Reader) -> dict[str, str]:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise SettingsError(_key("servingEnv"), item, "expected NAME=value items, e.g. NCCL_DEBUG=INFO")
+        if CREDENTIAL_ENV.search(name):
+            raise SettingsError(
+                _key("servingEnv"), f"{name}=***",
+                f"{name} looks like a credential, and servingEnv is written in plain text into the Deployment (and the plan's manifests): "
+                f"{_credential_setting(name)}",
+            )
         if name in env:
-            raise SettingsError(_key("servingEnv"), item, f"{name} is set twice")
+            raise SettingsError(_key("servingEnv"), f"{name}=***", f"{name} is set twice")
         env[name] = value
     return env
+
+
+CREDENTIAL_ENV = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?|ACCESS_KEY_ID)(_|$)")
+"""Environment variable names that hold a credential (``HF_TOKEN``, ``*_API_KEY``, ``AWS_SECRET_ACCESS_KEY`` ...)."""
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(token|key|secret|password)[\w-]*", re.IGNORECASE)
+
+
+def _credential_setting(name: str) -> str:
+    """The dedicated setting for a credential someone put into ``servingEnv``."""
+    if name.startswith("AWS_"):
+        return "the serving pods get AWS credentials from EKS Pod Identity (the stack's serving role), never keys: remove it"
+    if "HF" in name or "HUGGING" in name:
+        return f"set the token with `pulumi config set --secret {_key('huggingFaceToken')} <token>` (a Kubernetes Secret) and remove it"
+    if "API_KEY" in name:
+        return f"the engine's key is {_key('apiKey')} (`pulumi config set --secret {_key('apiKey')} <key>`, a Kubernetes Secret): remove it"
+    return "keep it in a Kubernetes Secret of your own; servingEnv holds no secrets"
+
+
+def _masked(items: Any) -> tuple[Any, list[str]]:
+    """``items`` (env ``NAME=value`` or engine args) with credential values replaced by ``***``, and the values masked."""
+    if not isinstance(items, (list, tuple)):
+        return items, []
+    shown, hidden = [], []
+    after_flag = False
+    for item in map(str, items):
+        name, sep, value = item.partition("=")
+        if after_flag and item:
+            hidden.append(item)
+            item = "***"
+        elif sep and value and (CREDENTIAL_ENV.search(name) or _SECRET_FLAG.match(name)):
+            hidden.append(value)
+            item = f"{name}=***"
+        after_flag = bool(_SECRET_FLAG.fullmatch(item.split("=")[0])) and "=" not in item and item.startswith("-")
+        shown.append(item)
+    return shown, hidden
 
 
 def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySettings, network: NetworkSettings, warnings: list[str]) -> ServingSettings:
@@ -1268,7 +1325,7 @@ def _validate_time_to_serve(
         match = _SECRET_ARN.match(secret_arn)
         assert match is not None  # pull_through_cache_rule_args checked the shape
         if match.group(1) != region:
-            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region}: ECR reads the credentials of a pull-through cache rule in the rule's own region")
+            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region} (aws:region): ECR reads the credentials of a pull-through cache rule in the rule's own region")
         try:
             rewritten = image_pull.through_cache(contract.image.image, match.group(2), region)
         except UserError:
