@@ -122,7 +122,7 @@ class Platform(pulumi.ComponentResource):
         # The one-off schedules a previous `up` created keep a time that lies ahead (kimi_k3.stack.previous_run).
         self.pending = previous_run.pending_schedules(
             previous_run.read_stack_resources(), reservation_id=resolved.reservation.reservation_id,
-            alarm=alarm_name(self._delivery_check_name(name)) if settings.monitoring.delivery_check else None,
+            alarm=self.delivery_alarm_name(name, pulumi.get_stack()) if settings.monitoring.delivery_check else None,
         )
         tags = self._declare_foundation(name, settings, resolved, opts)
         c = settings.cluster
@@ -268,14 +268,21 @@ class Platform(pulumi.ComponentResource):
             return None
         args = delivery_check_args(
             self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
-            pending_switch_on_at=self.pending.switch_on_at,
+            pending_switch_on_at=self.pending.switch_on_at, pending_switch_off_at=self.pending.switch_off_at,
+            alarm_name=self.delivery_alarm_name(name, pulumi.get_stack()),
         )
         return DeliveryCheck(self._delivery_check_name(name), args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
 
     @staticmethod
     def _delivery_check_name(name: str) -> str:
-        """Name of the stack's :class:`DeliveryCheck` component (its alarm's name derives from it)."""
+        """Name of the stack's :class:`DeliveryCheck` component."""
         return f"{name}-delivery-check"
+
+    @staticmethod
+    def delivery_alarm_name(name: str, stack: str) -> str:
+        """The delivery alarm's name in ``stack``: CloudWatch alarm names are unique per account and region, so it carries
+        the cluster name (``kimi-k3-dev-delivery-check-gpu-instances-in-service``): dev and prod may share both."""
+        return alarm_name(f"{stack_cluster_name(name, stack)}-delivery-check")
 
     @staticmethod
     def _cluster_access(settings: StackSettings) -> dict[str, Any]:

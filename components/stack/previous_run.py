@@ -38,7 +38,7 @@ from typing import Any
 
 import pulumi
 
-from kimi_k3.capacity.delivery_check import ENABLE_ALARM_ACTIONS_TARGET, parse_scheduler_at
+from kimi_k3.capacity.delivery_check import DISABLE_ALARM_ACTIONS_TARGET, ENABLE_ALARM_ACTIONS_TARGET, parse_scheduler_at
 from kimi_k3.capacity.node_group import scale_up_action_name
 
 READ_STACK_RESOURCE_OUTPUTS = "pulumi:pulumi:readStackResourceOutputs"
@@ -55,6 +55,8 @@ class PendingSchedules:
     """``startTime`` of the block's scale-up action (``kimi-k3-<reservation>-start``), if it exists."""
     switch_on_at: datetime | None = None
     """When the delivery alarm's switch-on schedule fires, if it exists."""
+    switch_off_at: datetime | None = None
+    """When the delivery alarm's switch-off schedule (at EKS's scale-down before the block's end) fires, if it exists."""
 
 
 def stack_reference_name() -> str:
@@ -85,9 +87,9 @@ def _when(value: Any) -> datetime | None:
         return None
 
 
-def _switch_on_of(outputs: Mapping[str, Any], alarm: str) -> datetime | None:
+def _switch_of(outputs: Mapping[str, Any], alarm: str, target_arn: str) -> datetime | None:
     target = outputs.get("target") or {}
-    if target.get("arn") != ENABLE_ALARM_ACTIONS_TARGET:
+    if target.get("arn") != target_arn:
         return None
     try:
         names = json.loads(target.get("input") or "{}").get("AlarmNames")
@@ -102,14 +104,15 @@ def _switch_on_of(outputs: Mapping[str, Any], alarm: str) -> datetime | None:
 def pending_schedules(resources: Mapping[str, Any], *, reservation_id: str, alarm: str | None) -> PendingSchedules:
     """The block's scale-up action and the delivery alarm's switch-on schedule among ``resources`` (:func:`read_stack_resources`)."""
     action = scale_up_action_name(reservation_id)
-    scale_up = switch_on = None
+    scale_up = switch_on = switch_off = None
     for entry in resources.values():
         kind, outputs = entry.get("type"), entry.get("outputs") or {}
         if kind == AUTOSCALING_SCHEDULE and outputs.get("scheduledActionName") == action:
             scale_up = _when(outputs.get("startTime")) or scale_up
         elif kind == SCHEDULER_SCHEDULE and alarm is not None:
-            switch_on = _switch_on_of(outputs, alarm) or switch_on
-    return PendingSchedules(scale_up_at=scale_up, switch_on_at=switch_on)
+            switch_on = _switch_of(outputs, alarm, ENABLE_ALARM_ACTIONS_TARGET) or switch_on
+            switch_off = _switch_of(outputs, alarm, DISABLE_ALARM_ACTIONS_TARGET) or switch_off
+    return PendingSchedules(scale_up_at=scale_up, switch_on_at=switch_on, switch_off_at=switch_off)
 
 
 __all__ = ["READ_STACK_RESOURCE_OUTPUTS", "PendingSchedules", "pending_schedules", "read_stack_resources", "stack_reference_name"]
