@@ -39,11 +39,14 @@ from typing import Any
 import pulumi
 
 from kimi_k3.capacity.delivery_check import DISABLE_ALARM_ACTIONS_TARGET, ENABLE_ALARM_ACTIONS_TARGET, parse_scheduler_at
+from kimi_k3.capacity.facts import CapacityBlockFacts, parse_aws_time
 from kimi_k3.capacity.node_group import scale_up_action_name
 
 READ_STACK_RESOURCE_OUTPUTS = "pulumi:pulumi:readStackResourceOutputs"
 """The builtin invoke that reads a stack's resources (type and outputs by URN) from its latest snapshot."""
 AUTOSCALING_SCHEDULE = "aws:autoscaling/schedule:Schedule"
+ROOT_STACK = "pulumi:pulumi:Stack"
+"""The stack's root resource: its outputs are the stack's exports (the backend returns it with the others)."""
 SCHEDULER_SCHEDULE = "aws:scheduler/schedule:Schedule"
 
 
@@ -115,4 +118,24 @@ def pending_schedules(resources: Mapping[str, Any], *, reservation_id: str, alar
     return PendingSchedules(scale_up_at=scale_up, switch_on_at=switch_on, switch_off_at=switch_off)
 
 
-__all__ = ["READ_STACK_RESOURCE_OUTPUTS", "PendingSchedules", "pending_schedules", "read_stack_resources", "stack_reference_name"]
+def recorded_block(resources: Mapping[str, Any], reservation_id: str) -> CapacityBlockFacts | None:
+    """The Capacity Block ``reservation_id`` as the previous ``up`` recorded it in its ``capacityBlock`` stack output (the
+    root stack resource among ``resources``); ``None`` when not recorded or recorded for another block."""
+    for entry in resources.values():
+        if entry.get("type") != ROOT_STACK:
+            continue
+        block = (entry.get("outputs") or {}).get("capacityBlock")
+        if not isinstance(block, Mapping) or block.get("id") != reservation_id:
+            return None
+        try:
+            return CapacityBlockFacts(
+                reservation_id=reservation_id, availability_zone=str(block.get("availabilityZone") or ""),
+                instance_type=str(block.get("instanceType") or ""), instance_count=int(block.get("instanceCount") or 0),
+                state=str(block.get("state") or "unknown"), start=parse_aws_time(str(block["start"])), end=parse_aws_time(str(block["end"])),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+    return None
+
+
+__all__ = ["READ_STACK_RESOURCE_OUTPUTS", "ROOT_STACK", "PendingSchedules", "pending_schedules", "read_stack_resources", "recorded_block", "stack_reference_name"]
