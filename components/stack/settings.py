@@ -283,6 +283,8 @@ class TimeToServeSettings:
     """Docker Hub credentials of the ECR pull-through cache rule (``dockerHubPullThroughSecretArn``); ``None``: no rule."""
     pull_through_upstream_image: str | None = None
     """The Docker Hub ``servingImage`` as configured, when the contract's image was rewritten to the pull-through cache."""
+    pull_through_prefix: str = "docker-hub"
+    """ECR repository prefix of the pull-through cache rule (``ecrPullThroughPrefix``; default ``<project>-<stack>-docker-hub``)."""
     verify_hasher: str = "auto"
     """Hasher of the node-side sha256 check (``weightsVerifyHasher``)."""
 
@@ -611,7 +613,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     if monitoring.prometheus_operator:
         serving = dataclasses.replace(serving, service_monitor_enabled=True)
     deployment = _validate_deployment(r, region, network, cluster, serving)
-    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings)
+    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings, default_prefix=f"{project}-{stack}-docker-hub")
     hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, f"{project}-{stack}", warnings)
 
     return StackSettings(
@@ -1055,7 +1057,7 @@ EKS_ONLY_KEYS = (
     "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "weightsKmsKeyArn",
     "prometheusOperatorEnabled", "deliveryCheckEnabled",
     "weightsStagingJob", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "imagePrePull", "fastImagePull",
-    "dockerHubPullThroughSecretArn", "weightsVerifyHasher", "nodeCleanupImage",
+    "dockerHubPullThroughSecretArn", "ecrPullThroughPrefix", "weightsVerifyHasher", "nodeCleanupImage",
 )
 """Keys only the EKS path reads (Capacity Block node group, GPU plugins, the API proxy and its drain, the NLB, the alerts): a ``hyperpod`` stack warns when one is set."""
 HYPERPOD_ONLY_KEYS = ("trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolumeGiB")
@@ -1180,7 +1182,7 @@ _SECRET_ARN = re.compile(r"^arn:aws[\w-]*:secretsmanager:([a-z0-9-]+):(\d{12}):s
 
 
 def _validate_time_to_serve(
-    r: _Reader, prod: bool, region: str, capacity: CapacitySettings, serving: ServingSettings, warnings: list[str]
+    r: _Reader, prod: bool, region: str, capacity: CapacitySettings, serving: ServingSettings, warnings: list[str], *, default_prefix: str = "docker-hub"
 ) -> tuple[TimeToServeSettings, ServingSettings]:
     """The ``Time to serve`` keys. The rules live in ``kimi_k3.weights`` (staging Job, bucket, compile cache key,
     node sync, FastImagePull vs the AMI release, the pull-through cache rule); this layer names the key.
@@ -1267,9 +1269,13 @@ def _validate_time_to_serve(
 
     secret_arn = r.get("dockerHubPullThroughSecretArn") or None
     upstream = None
+    prefix = r.get("ecrPullThroughPrefix") or default_prefix
+    if not image_pull.valid_prefix(prefix):
+        where = "" if r.get("ecrPullThroughPrefix") else f" (the default <project>-<stack>-docker-hub is too long here: set {_key('ecrPullThroughPrefix')})"
+        raise SettingsError(_key("ecrPullThroughPrefix"), prefix, f"2-30 lower-case letters, digits and . _ - (/ between parts), as ECR's ecrRepositoryPrefix{where}")
     if secret_arn is not None:
         try:
-            image_pull.pull_through_cache_rule_args(secret_arn)
+            image_pull.pull_through_cache_rule_args(secret_arn, prefix)
         except UserError as err:
             raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"expected a Secrets Manager secret ARN ({err})") from None
         match = _SECRET_ARN.match(secret_arn)
@@ -1277,7 +1283,7 @@ def _validate_time_to_serve(
         if match.group(1) != region:
             raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region}: ECR reads the credentials of a pull-through cache rule in the rule's own region")
         try:
-            rewritten = image_pull.through_cache(contract.image.image, match.group(2), region)
+            rewritten = image_pull.through_cache(contract.image.image, match.group(2), region, prefix)
         except UserError:
             if not image_in_region(contract.image.reference.repository, region):
                 warnings.append(
@@ -1292,6 +1298,6 @@ def _validate_time_to_serve(
     settings = TimeToServeSettings(
         staging_job=staging, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
         image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
-        pull_through_upstream_image=upstream, verify_hasher=hasher,
+        pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
     )
     return settings, serving

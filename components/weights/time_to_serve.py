@@ -97,7 +97,9 @@ class TimeToServeArgs:
     image_prepull: bool = False
     """Declare the pre-pull DaemonSet pulling ``engine_image`` on the GPU nodes of ``instance_type`` (namespace ``kimi-image-prepull``)."""
     pull_through_secret_arn: str | None = None
-    """Docker Hub credentials (``ecr-pullthroughcache/`` secret ARN) of the ECR pull-through rule ``docker-hub``; ``None``: no rule, no node policy."""
+    """Docker Hub credentials (``ecr-pullthroughcache/`` secret ARN) of the ECR pull-through rule; ``None``: no rule, no node policy."""
+    pull_through_prefix: str = PULL_THROUGH_PREFIX
+    """ECR repository prefix of the pull-through rule (one rule per prefix in a registry: unique per stack sharing an account)."""
     node_role_name: pulumi.Input[str] | None = None
     """Name of the GPU nodes' IAM role (gets the pull-through policy)."""
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -214,7 +216,7 @@ class TimeToServe(pulumi.ComponentResource):
         """The ECR pull-through cache rule for Docker Hub, and what the node role needs to pull through it."""
         assert args.pull_through_secret_arn is not None
         child = pulumi.ResourceOptions(parent=self)
-        self.pull_through_rule = aws.ecr.PullThroughCacheRule(f"{name}-docker-hub-cache", image_pull.pull_through_cache_rule_args(args.pull_through_secret_arn, PULL_THROUGH_PREFIX), opts=child)
+        self.pull_through_rule = aws.ecr.PullThroughCacheRule(f"{name}-docker-hub-cache", image_pull.pull_through_cache_rule_args(args.pull_through_secret_arn, args.pull_through_prefix), opts=child)
         if args.node_role_name is None:
             return
         account = args.pull_through_secret_arn.split(":")[4]
@@ -222,7 +224,7 @@ class TimeToServe(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-node-pull-through",
             role=args.node_role_name,
-            policy=json.dumps(image_pull.pull_through_node_policy(account, args.region, PULL_THROUGH_PREFIX, partition)),
+            policy=json.dumps(image_pull.pull_through_node_policy(account, args.region, args.pull_through_prefix, partition)),
             opts=child,
         )
 
