@@ -51,9 +51,10 @@ def test_prod_refuses_a_node_cleanup_image_by_tag():
 
 
 def test_the_staging_job_in_prod_needs_a_digest_and_dev_accepts_a_tag():
-    dev = load_stack_settings(**S3, weightsStagingJob=True)
+    # the engine image as the staging image needs a 52 GiB system disk (tests/test_weights_staging_image.py)
+    dev = load_stack_settings(**S3, weightsStagingJob=True, systemNodeDiskGiB=52)
     assert dev.time_to_serve.staging_job
-    assert load_stack_settings("prod", **PINNED, weightsStagingJob=True).time_to_serve.staging_job
+    assert load_stack_settings("prod", **PINNED, weightsStagingJob=True, systemNodeDiskGiB=52).time_to_serve.staging_job
 
 
 def test_a_docker_hub_image_is_pulled_through_the_cache_in_region():

@@ -71,7 +71,7 @@ def test_prod_declares_the_staging_job_on_the_system_nodes_writing_only_its_pref
     pod = job["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == dict(labels.SYSTEM_NODE_LABELS)
     (stage,) = pod["containers"]
-    assert stage["image"] == prod_plan.settings.serving.contract.image.image  # the digest-pinned engine image
+    assert stage["image"] == prod_plan.settings.time_to_serve.staging_image  # the small digest-pinned staging image (issue 21, point 4)
     assert env(stage)["WEIGHTS_S3_URI"] == prod_plan.settings.serving.contract.weights.s3_uri
     associations = {r.plain_inputs["namespace"]: r for r in prod_plan.by_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")}
     assert "kimi-weights" in associations

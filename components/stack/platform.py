@@ -364,6 +364,7 @@ class Platform(pulumi.ComponentResource):
                 log_retention_days=c.log_retention_days,
                 system_node_instance_type=c.system_node_instance_type,
                 system_node_count=c.system_node_count,
+                system_node_disk_gib=c.system_node_disk_gib,
                 deletion_protection=settings.production,
                 **self._cluster_access(settings),
                 tags=tags,

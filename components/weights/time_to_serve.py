@@ -88,6 +88,8 @@ class TimeToServeArgs:
     """Declare the ``WeightsStagingJob`` copying ``model_id@revision`` into ``weights_s3_uri`` (after the bucket, when one is declared)."""
     allow_floating_tag: bool = False
     """The staging Job may run a tag-pinned image (outside prod)."""
+    staging_image: str | None = None
+    """Image of the staging Job (Python 3 and boto3; :mod:`kimi_k3.weights.system_disk` says why a small one); ``None``: ``engine_image``."""
     hugging_face_token: pulumi.Input[str] | None = None
     """Hugging Face token for gated repositories (a Pulumi secret), stored in a Secret for the staging Job only; ``None``: anonymous download, no Secret."""
     node_local_weights: bool = False
@@ -137,7 +139,8 @@ class TimeToServe(pulumi.ComponentResource):
             self.staging_job = WeightsStagingJob(
                 f"{name}-stage",
                 WeightsStagingJobArgs(
-                    image=args.engine_image, model_id=args.model_id, revision=args.revision, s3_uri=args.weights_s3_uri, cluster_name=args.cluster_name,
+                    image=args.staging_image or args.engine_image, model_id=args.model_id, revision=args.revision, s3_uri=args.weights_s3_uri,
+                    cluster_name=args.cluster_name,
                     aws_region=args.region, sha256_manifest=args.sha256_manifest or "SHA256SUMS", hugging_face_token=args.hugging_face_token,
                     kms_key_arn=args.kms_key_arn, allow_floating_tag=args.allow_floating_tag,
                 ),
