@@ -18,7 +18,7 @@ from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
 from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
 from kimi_k3.capacity.delivery_check import DeliveryCheck, alarm_name
 from kimi_k3.capacity.facts import CapacityBlockFacts
-from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
+from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_or_recorded
 from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
 from kimi_k3.cluster.eks import Cluster, ClusterArgs
 from kimi_k3.errors import UserError
@@ -60,20 +60,27 @@ class ResolvedStack:
     """Serving replicas: configured, or one per group of reserved nodes."""
 
 
-def resolve_stack(settings: StackSettings, now: datetime) -> ResolvedStack:
+def resolve_stack(settings: StackSettings, now: datetime, recorded: CapacityBlockFacts | None = None) -> ResolvedStack:
     """Look the reservation up, derive the AZs and assess the block against the stack at ``now``.
+
+    ``recorded``: the block as the stack's previous ``up`` recorded it (:func:`previous_run.recorded_block`): a block EC2
+    no longer returns whose recorded end has passed is taken as ended (:func:`~kimi_k3.capacity.lookup.lookup_or_recorded`),
+    so the stack stays updatable after its block; one warning says so.
 
     Raises :class:`UserError` (in the stack's config keys) for a block that cannot back the
     stack; the warnings are returned, to print once.
     """
+    gone: list[str] = []
     try:
-        block = lookup_capacity_block(settings.capacity.reservation_id, region=settings.region)
+        block, line = lookup_or_recorded(settings.capacity.reservation_id, recorded, now, region=settings.region)
     except CapacityBlockNotFound as err:
         raise UserError(f"{err}. {stack_terms.BLOCK_NOT_FOUND_HINT}") from None
+    if line is not None:
+        gone.append(f"{line}; set {stack_terms.CAPACITY_BLOCK.reservation} to a new block, or `pulumi destroy`")
     existing = existing_private_subnets(settings)
     azs = tuple(existing) if existing else availability_zones(settings, block.availability_zone)
     needs = BlockNeeds(instance_type=settings.capacity.instance_type, nodes_required=settings.nodes_required, availability_zones=azs)
-    warnings = verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))
+    warnings = [*gone, *verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))]
     contract = settings.serving.contract
     replicas = settings.replicas_for(block.instance_count)
     return ResolvedStack(
@@ -117,12 +124,13 @@ class Platform(pulumi.ComponentResource):
         if settings.hyperpod is not None:
             self._compose_hyperpod(name, settings, now=now, opts=opts)
             return
-        resolved = resolve_stack(settings, now)
+        previous = previous_run.read_stack_resources()
+        resolved = resolve_stack(settings, now, previous_run.recorded_block(previous, settings.capacity.reservation_id))
         self.resolved = resolved
         # The one-off schedules a previous `up` created keep a time that lies ahead (kimi_k3.stack.previous_run).
         self.pending = previous_run.pending_schedules(
-            previous_run.read_stack_resources(), reservation_id=resolved.reservation.reservation_id,
-            alarm=alarm_name(self._delivery_check_name(name)) if settings.monitoring.delivery_check else None,
+            previous, reservation_id=resolved.reservation.reservation_id,
+            alarm=self.delivery_alarm_name(name, pulumi.get_stack()) if settings.monitoring.delivery_check else None,
         )
         tags = self._declare_foundation(name, settings, resolved, opts)
         c = settings.cluster
@@ -268,14 +276,21 @@ class Platform(pulumi.ComponentResource):
             return None
         args = delivery_check_args(
             self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
-            pending_switch_on_at=self.pending.switch_on_at,
+            pending_switch_on_at=self.pending.switch_on_at, pending_switch_off_at=self.pending.switch_off_at,
+            alarm_name=self.delivery_alarm_name(name, pulumi.get_stack()),
         )
         return DeliveryCheck(self._delivery_check_name(name), args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
 
     @staticmethod
     def _delivery_check_name(name: str) -> str:
-        """Name of the stack's :class:`DeliveryCheck` component (its alarm's name derives from it)."""
+        """Name of the stack's :class:`DeliveryCheck` component."""
         return f"{name}-delivery-check"
+
+    @staticmethod
+    def delivery_alarm_name(name: str, stack: str) -> str:
+        """The delivery alarm's name in ``stack``: CloudWatch alarm names are unique per account and region, so it carries
+        the cluster name (``kimi-k3-dev-delivery-check-gpu-instances-in-service``): dev and prod may share both."""
+        return alarm_name(f"{stack_cluster_name(name, stack)}-delivery-check")
 
     @staticmethod
     def _cluster_access(settings: StackSettings) -> dict[str, Any]:
@@ -349,6 +364,7 @@ class Platform(pulumi.ComponentResource):
                 log_retention_days=c.log_retention_days,
                 system_node_instance_type=c.system_node_instance_type,
                 system_node_count=c.system_node_count,
+                system_node_disk_gib=c.system_node_disk_gib,
                 deletion_protection=settings.production,
                 **self._cluster_access(settings),
                 tags=tags,

@@ -150,6 +150,8 @@ class ClusterSettings:
     """CPU instance type of the system node group that runs the cluster add-ons (``systemNodeInstanceType``)."""
     system_node_count: int
     """Nodes in the system node group, 2 to 10 (``systemNodeCount``)."""
+    system_node_disk_gib: int = 50
+    """Root volume of each system node, GiB (``systemNodeDiskGiB``)."""
 
 
 @dataclass(frozen=True)
@@ -268,6 +270,8 @@ class TimeToServeSettings:
 
     staging_job: bool = False
     """Declare the in-region ``WeightsStagingJob`` (``weightsStagingJob``)."""
+    staging_image: str | None = None
+    """Image of the staging Job (``weightsStagingImage``); ``None``: the serving image."""
     bucket_name: str | None = None
     """Declare a ``WeightsBucket`` of that name (``weightsBucketName``)."""
     compile_cache_s3_uri: str | None = None
@@ -284,6 +288,8 @@ class TimeToServeSettings:
     """Docker Hub credentials of the ECR pull-through cache rule (``dockerHubPullThroughSecretArn``); ``None``: no rule."""
     pull_through_upstream_image: str | None = None
     """The Docker Hub ``servingImage`` as configured, when the contract's image was rewritten to the pull-through cache."""
+    pull_through_prefix: str = "docker-hub"
+    """ECR repository prefix of the pull-through cache rule (``ecrPullThroughPrefix``; default ``<project>-<stack>-docker-hub``)."""
     verify_hasher: str = "auto"
     """Hasher of the node-side sha256 check (``weightsVerifyHasher``)."""
 
@@ -608,7 +614,9 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     if monitoring.prometheus_operator:
         serving = dataclasses.replace(serving, service_monitor_enabled=True)
     deployment = _validate_deployment(r, region, network, cluster, serving)
-    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings)
+    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings, default_prefix=f"{project}-{stack}-docker-hub",
+        system_disk_gib=cluster.system_node_disk_gib,
+    )
     hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, f"{project}-{stack}", warnings)
     warnings.extend(no_effect.no_effect_warnings(r.get, lambda names: _changed_keys(r, names)))
     warnings.extend(region_facts.region_warnings(region, capacity.instance_type))
@@ -720,6 +728,7 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
         log_retention_days=_one_of("clusterLogRetentionDays", r.get("clusterLogRetentionDays"), LOG_RETENTION_DAYS),
         system_node_instance_type=system_type,
         system_node_count=_in_range("systemNodeCount", r.get("systemNodeCount"), 2, 10),
+        system_node_disk_gib=_in_range("systemNodeDiskGiB", r.get("systemNodeDiskGiB"), 20, 1000),
     )
 
 
@@ -1104,8 +1113,8 @@ EKS_ONLY_KEYS = (
     "servingExtraRoutes", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds",
     "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "weightsKmsKeyArn",
     "prometheusOperatorEnabled", "deliveryCheckEnabled",
-    "weightsStagingJob", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "imagePrePull", "fastImagePull",
-    "dockerHubPullThroughSecretArn", "weightsVerifyHasher", "nodeCleanupImage",
+    "weightsStagingJob", "weightsStagingImage", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "imagePrePull", "fastImagePull",
+    "dockerHubPullThroughSecretArn", "ecrPullThroughPrefix", "weightsVerifyHasher", "nodeCleanupImage",
 )
 """Keys only the EKS path reads (Capacity Block node group, GPU plugins, the API proxy and its drain, the NLB, the alerts): a ``hyperpod`` stack warns when one is set."""
 HYPERPOD_ONLY_KEYS = ("trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolumeGiB")
@@ -1230,7 +1239,8 @@ _SECRET_ARN = re.compile(r"^arn:aws[\w-]*:secretsmanager:([a-z0-9-]+):(\d{12}):s
 
 
 def _validate_time_to_serve(
-    r: _Reader, prod: bool, region: str, capacity: CapacitySettings, serving: ServingSettings, warnings: list[str]
+    r: _Reader, prod: bool, region: str, capacity: CapacitySettings, serving: ServingSettings, warnings: list[str], *, default_prefix: str = "docker-hub",
+    system_disk_gib: int = 50,
 ) -> tuple[TimeToServeSettings, ServingSettings]:
     """The ``Time to serve`` keys. The rules live in ``kimi_k3.weights`` (staging Job, bucket, compile cache key,
     node sync, FastImagePull vs the AMI release, the pull-through cache rule); this layer names the key.
@@ -1238,7 +1248,7 @@ def _validate_time_to_serve(
     Returns the settings and the serving settings, whose contract image is rewritten to the ECR pull-through
     cache when ``dockerHubPullThroughSecretArn`` is set.
     """
-    from kimi_k3.weights import WeightsError, bucket, compile_cache, image_pull, node_sync, staging_job
+    from kimi_k3.weights import WeightsError, bucket, compile_cache, image_pull, node_sync, staging_job, system_disk
     from kimi_k3.weights.estimate import image_in_region
     from kimi_k3.weights.s3store import S3Location
 
@@ -1247,16 +1257,29 @@ def _validate_time_to_serve(
     hasher = _one_of("weightsVerifyHasher", r.get("weightsVerifyHasher"), node_sync.HASHERS)
 
     staging = r.get("weightsStagingJob")
+    staging_image = r.get("weightsStagingImage") or None
     if staging:
         if weights.source != "s3" or weights.s3_uri is None:
             raise SettingsError(_key("weightsStagingJob"), True, f"needs {_key('weightsSource')} s3 and {_key('weightsS3Uri')}: the Job stages the revision into that prefix")
+        if staging_image is not None:
+            if not _image_like(staging_image):
+                raise SettingsError(_key("weightsStagingImage"), staging_image, "expected repo:tag or repo@sha256:<64 hex>")
+            if prod and "@sha256:" not in staging_image:
+                raise SettingsError(_key("weightsStagingImage"), staging_image, "prod requires an image pinned by digest: build images/weights-staging, push it to ECR and use repo@sha256:<64 hex>")
         try:
             staging_job.validate(staging_job.WeightsStagingJobArgs(
-                image=contract.image.image, model_id=weights.model_id, revision=weights.revision, s3_uri=weights.s3_uri,
+                image=staging_image or contract.image.image, model_id=weights.model_id, revision=weights.revision, s3_uri=weights.s3_uri,
                 cluster_name="validation", aws_region=region, allow_floating_tag=not prod,
             ))
         except UserError as err:
             raise SettingsError(_key("weightsStagingJob"), True, f"accepted only when the staging Job can run: {err}") from None
+        verdict = system_disk.check(system_disk_gib, system_disk.STAGING_IMAGE if staging_image else system_disk.ENGINE_IMAGE)
+        if not verdict.fits:
+            fix = "" if staging_image else f", or set {_key('weightsStagingImage')} to the small image (images/weights-staging)"
+            raise SettingsError(
+                _key("systemNodeDiskGiB"), system_disk_gib,
+                f"the staging Job ({_key('weightsStagingJob')}) runs on the system nodes: {system_disk.refusal(verdict)}{fix}",
+            )
 
     bucket_name = r.get("weightsBucketName") or None
     cache_uri = r.get("compileCacheS3Uri") or None
@@ -1317,9 +1340,13 @@ def _validate_time_to_serve(
 
     secret_arn = r.get("dockerHubPullThroughSecretArn") or None
     upstream = None
+    prefix = r.get("ecrPullThroughPrefix") or default_prefix
+    if not image_pull.valid_prefix(prefix):
+        where = "" if r.get("ecrPullThroughPrefix") else f" (the default <project>-<stack>-docker-hub is too long here: set {_key('ecrPullThroughPrefix')})"
+        raise SettingsError(_key("ecrPullThroughPrefix"), prefix, f"2-30 lower-case letters, digits and . _ - (/ between parts), as ECR's ecrRepositoryPrefix{where}")
     if secret_arn is not None:
         try:
-            image_pull.pull_through_cache_rule_args(secret_arn)
+            image_pull.pull_through_cache_rule_args(secret_arn, prefix)
         except UserError as err:
             raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"expected a Secrets Manager secret ARN ({err})") from None
         match = _SECRET_ARN.match(secret_arn)
@@ -1327,7 +1354,7 @@ def _validate_time_to_serve(
         if match.group(1) != region:
             raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region} (aws:region): ECR reads the credentials of a pull-through cache rule in the rule's own region")
         try:
-            rewritten = image_pull.through_cache(contract.image.image, match.group(2), region)
+            rewritten = image_pull.through_cache(contract.image.image, match.group(2), region, prefix)
         except UserError:
             if not image_in_region(contract.image.reference.repository, region):
                 warnings.append(
@@ -1340,8 +1367,8 @@ def _validate_time_to_serve(
             serving = dataclasses.replace(serving, contract=contract)
 
     settings = TimeToServeSettings(
-        staging_job=staging, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
+        staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
         image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
-        pull_through_upstream_image=upstream, verify_hasher=hasher,
+        pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
     )
     return settings, serving
