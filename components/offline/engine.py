@@ -117,6 +117,13 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
+    def ReadResource(self, request):  # noqa: N802 - gRPC method name
+        response = super().ReadResource(request)
+        if self.rules is not None:
+            self.rules.on_read(request.type, request.id)
+        return response
+
+
 class _Mocks(pulumi_mocks.Mocks):
     def __init__(self, engine: OfflineEngine) -> None:
         self.engine = engine
