@@ -16,7 +16,7 @@ import pulumi
 
 from kimi_k3.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status", "startup-report")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status", "startup-report", "first-deploy")
 DISTRIBUTION = "kimi-k3-aws"
 """The package whose metadata ``kimi-k3 --version`` reports."""
 

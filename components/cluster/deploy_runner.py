@@ -59,7 +59,13 @@ VPC_NETWORK_INTERFACE_SOURCE = (
     "DescribeSecurityGroups, DescribeVpcs; ec2:CreateNetworkInterfacePermission conditioned on ec2:Subnet and ec2:AuthorizedService)"
 )
 
-_PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{1,254}$")
+_PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{1,56}$")
+
+
+def role_name(project_name: str) -> str:
+    """The service role's name (at most 64 characters, IAM's limit): ``<project>-runner``."""
+    return f"{project_name}-runner"
+
 _STACK = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _GIT_HTTPS_URL = re.compile(r"^https://[a-z0-9.-]+(:\d+)?/[\w.-]+(/[\w.-]+)+?(\.git)?$")
 
@@ -69,7 +75,7 @@ class DeployRunnerArgs:
     """Inputs of :class:`DeployRunner`."""
 
     project_name: str
-    """CodeBuild project name (2-255 letters, digits, '-' or '_'), e.g. ``kimi-k3-prod-deploy``."""
+    """CodeBuild project name (2-57 letters, digits, '-' or '_': its role ``<project>-runner`` fits IAM's 64), e.g. ``kimi-k3-prod-deploy``."""
     stack: str
     """Pulumi stack the build deploys (``pulumi up --stack``)."""
     vpc_id: pulumi.Input[str]
@@ -94,7 +100,7 @@ def validate(name: str, args: DeployRunnerArgs) -> None:
     """Raise :class:`~kimi_k3.errors.ComponentInputError` naming every bad arg."""
     problems = Problems("DeployRunner", name)
     if not _PROJECT_NAME.match(args.project_name):
-        problems.reject("project_name", args.project_name, "2-255 letters, digits, '-' or '_', starting with a letter or digit")
+        problems.reject("project_name", args.project_name, "2-57 letters, digits, '-' or '_', starting with a letter or digit (the role <project>-runner must fit IAM's 64)")
     if not _STACK.match(args.stack):
         problems.reject("stack", args.stack, "a Pulumi stack name")
     if len(args.subnet_ids) < 1:
@@ -228,6 +234,8 @@ class DeployRunner(pulumi.ComponentResource):
         )
         self.role = aws.iam.Role(
             f"{name}-role",
+            # A fixed name: the deploy role's trust policy names it (docs/first-deploy.md, `kimi-k3 first-deploy`).
+            name=role_name(args.project_name),
             description=f"CodeBuild deploy runner of stack {args.stack}: assumes the deploy role, nothing else",
             assume_role_policy=pulumi.Output.all(account, partition, region).apply(
                 lambda v: json.dumps(trust_policy(v[0], v[1], v[2], args.project_name))
@@ -292,6 +300,7 @@ __all__ = [
     "DeployRunner",
     "DeployRunnerArgs",
     "buildspec",
+    "role_name",
     "role_policy",
     "trust_policy",
     "validate",
