@@ -42,7 +42,8 @@ The rules (each a function below):
   the API server rejects objects of unknown kinds, and pulumi-kubernetes fails the preview or
   the apply with "no matches for kind" (:data:`CRD_SOURCE`).
 
-Plan rules (:data:`PLAN_RULES`) look at the whole run once it has ended:
+:func:`custom_resource_has_its_crd` is a stack rule (:data:`STACK_RULES`): it and the plan rules
+(:data:`PLAN_RULES`, the whole run once it has ended) check a stack's program, not a component alone:
 
 - :func:`private_endpoint_admits_a_client` — an EKS cluster whose endpoint is private only
   needs a 443 ingress rule on its cluster security group (:data:`PRIVATE_ENDPOINT_SOURCE`):
@@ -490,7 +491,6 @@ def _port_in(inputs: Mapping[str, Any], port: int) -> bool:
 RULES: tuple[Rule, ...] = (
     schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge, one_time_schedule_fires_after_creation,
     date_pinned_cron_job_fires_after_creation, node_boots_in_order, pending_scale_up_not_moved_later, pending_switch_on_not_moved_later,
-    custom_resource_has_its_crd,
 )
 """Every apply-time rule the offline engine enforces."""
 
@@ -499,6 +499,10 @@ PlanRule = Callable[[Sequence[Registration]], list[tuple[Registration, str]]]
 
 PLAN_RULES: tuple[PlanRule, ...] = (private_endpoint_admits_a_client,)
 """Every plan rule, checked once the program has ended."""
+
+STACK_RULES: tuple[Rule, ...] = (custom_resource_has_its_crd,)
+"""Registration rules about what a whole stack must declare (a component alone relies on what its stack installs):
+checked on a stack's run (``OfflineEngine(plan_rules=True)``) with the plan rules."""
 
 
 class ApplyTimeRules:
@@ -556,6 +560,7 @@ __all__ = [
     "MINIMAL_UPDATE_SOURCE",
     "ONE_TIME_SCHEDULE_SOURCE",
     "PLAN_RULES",
+    "STACK_RULES",
     "PRIVATE_ENDPOINT_SOURCE",
     "RULES",
     "SCHEDULER_OVERWRITE_SOURCE",
