@@ -248,3 +248,26 @@ def test_the_settings_take_the_chart_version_and_refuse_a_bad_one():
     assert load_stack_settings("prod", prometheusOperatorChartVersion="88.5.3").monitoring.operator_chart_version == "88.5.3"
     with pytest.raises(SettingsError, match="prometheusOperatorChartVersion"):
         load_stack_settings("prod", prometheusOperatorChartVersion="latest")
+
+
+def test_the_buildspec_installs_the_pinned_cli_assumes_the_deploy_role_and_runs_up_with_the_policy_pack():
+    import yaml
+
+    spec = yaml.safe_load(deploy_runner.buildspec("prod"))
+    assert spec["version"] == 0.2 and spec["phases"]["install"]["runtime-versions"] == {"python": "3.11"}
+    install, build = spec["phases"]["install"]["commands"], spec["phases"]["build"]["commands"]
+    assert any("get.pulumi.com" in c and "$PULUMI_VERSION" in c for c in install) and "make venv" in install
+    assert any("credential_source = EcsContainer" in c and "$DEPLOY_ROLE_ARN" in c for c in build)
+    assert build.index("export AWS_PROFILE=kimi-k3-deploy") < build.index('tools/ci-stack-secrets.sh "$STACK"') < len(build) - 1
+    assert deploy_runner.PULUMI_CLI_VERSION == "3.272.0"
+
+
+def test_the_first_deploy_command_prints_from_a_written_plan(prod_plan, tmp_path, capsys):
+    from kimi_k3.cli import main
+
+    (tmp_path / "state.json").write_text(json.dumps(state_document(prod_plan)))
+    assert main(["first-deploy", "prod", "--plan", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# First deploy of stack prod (us-west-2)") and "pulumi up --stack prod --yes" in out
+    assert main(["first-deploy", "dev", "--plan", str(tmp_path)]) == 2
+    assert main(["first-deploy", "prod", "--plan", str(tmp_path / "missing")]) == 2
