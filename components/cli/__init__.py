@@ -1,4 +1,4 @@
-"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``, ``status``.
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``, ``status``, ``startup-report``, ``first-deploy``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
 the parser it adds sets ``func`` to a callable ``(args) -> int``.
