@@ -271,3 +271,39 @@ def test_the_first_deploy_command_prints_from_a_written_plan(prod_plan, tmp_path
     assert out.startswith("# First deploy of stack prod (us-west-2)") and "pulumi up --stack prod --yes" in out
     assert main(["first-deploy", "dev", "--plan", str(tmp_path)]) == 2
     assert main(["first-deploy", "prod", "--plan", str(tmp_path / "missing")]) == 2
+
+
+def test_the_namespace_rule_refuses_an_object_into_a_namespace_nothing_creates_or_reads():
+    config_map = "kubernetes:core/v1:ConfigMap"
+    orphan = Reg(config_map, urn(config_map, "dashboard"), {"metadata": {"name": "d", "namespace": "monitoring"}})
+    timeline = _timeline(orphan)
+    message = rules.namespaced_object_has_its_namespace(orphan, timeline.moment(orphan.urn), timeline)
+    assert message and "namespace monitoring is neither created by the plan nor read" in message and "NamespaceLifecycle" in message
+    namespace = Reg(NAMESPACE, urn(NAMESPACE, "ns"), {"metadata": {"name": "monitoring"}})
+    unordered = Reg(config_map, urn(config_map, "dashboard"), {"metadata": {"name": "d", "namespace": "monitoring"}})
+    timeline = _timeline(namespace, unordered)
+    assert "after this object's create call" in rules.namespaced_object_has_its_namespace(unordered, timeline.moment(unordered.urn), timeline)
+    ordered = Reg(config_map, urn(config_map, "dashboard"), {"metadata": {"name": "d", "namespace": "monitoring"}}, dependencies=[namespace.urn])
+    timeline = _timeline(namespace, ordered)
+    assert rules.namespaced_object_has_its_namespace(ordered, timeline.moment(ordered.urn), timeline) is None
+    timeline = _timeline()
+    timeline.reads.append((NAMESPACE, "monitoring"))
+    timeline.add(orphan)
+    assert rules.namespaced_object_has_its_namespace(orphan, timeline.moment(orphan.urn), timeline) is None
+    for reg in (
+        Reg(config_map, urn(config_map, "in-kube-system"), {"metadata": {"name": "x", "namespace": "kube-system"}}),
+        Reg(RELEASE, urn(RELEASE, "creates"), {"chart": "x", "namespace": "own", "createNamespace": True}),
+    ):
+        timeline = _timeline(reg)
+        assert rules.namespaced_object_has_its_namespace(reg, timeline.moment(reg.urn), timeline) is None
+    release = Reg(RELEASE, urn(RELEASE, "into-missing"), {"chart": "x", "namespace": "missing"})
+    timeline = _timeline(release)
+    assert "namespace missing" in rules.namespaced_object_has_its_namespace(release, timeline.moment(release.urn), timeline)
+
+
+def test_a_dashboard_namespace_of_its_own_is_read_as_pre_existing():
+    plan = offline.run_stack(
+        "prod", now=NOW, reservation=lambda s: fixture_for(s, availability_zone="us-west-2b", state="active"),
+        config_overrides={"kimi-k3:grafanaDashboardNamespace": "grafana"},
+    )
+    assert plan.one("kubernetes:core/v1:ConfigMap", "kimi-k3-monitoring-dashboard").plain_inputs["metadata"]["namespace"] == "grafana"

@@ -40,9 +40,13 @@ The rules (each a function below):
   CustomResourceDefinition installed by the plan before it (a CRD, or a Helm chart known to ship
   it, done earlier on the timeline) or read as pre-existing (``CustomResourceDefinition.get``):
   the API server rejects objects of unknown kinds, and pulumi-kubernetes fails the preview or
-  the apply with "no matches for kind" (:data:`CRD_SOURCE`).
+  the apply with "no matches for kind" (:data:`CRD_SOURCE`);
+- :func:`namespaced_object_has_its_namespace` — an object (or a Helm release without
+  ``createNamespace``) into a namespace the plan neither creates before it nor reads
+  (``Namespace.get``): the NamespaceLifecycle admission plugin rejects it (:data:`NAMESPACE_SOURCE`).
 
-:func:`custom_resource_has_its_crd` is a stack rule (:data:`STACK_RULES`): it and the plan rules
+:func:`custom_resource_has_its_crd` and :func:`namespaced_object_has_its_namespace` are stack rules
+(:data:`STACK_RULES`): they and the plan rules
 (:data:`PLAN_RULES`, the whole run once it has ended) check a stack's program, not a component alone:
 
 - :func:`private_endpoint_admits_a_client` — an EKS cluster whose endpoint is private only
@@ -458,6 +462,47 @@ def custom_resource_has_its_crd(registration: Registration, moment: Moment, time
     return "; ".join(problems) or None
 
 
+NAMESPACE_SOURCE = (
+    "Kubernetes admission controllers reference, NamespaceLifecycle (on by default): it 'ensures that requests in a "
+    "non-existent Namespace are rejected'"
+)
+BUILT_IN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+"""Namespaces every cluster has."""
+NAMESPACE = "kubernetes:core/v1:Namespace"
+
+
+def _namespace_of(registration: Registration) -> str | None:
+    if registration.type == HELM_RELEASE:
+        if registration.inputs.get("createNamespace"):
+            return None
+        namespace = registration.inputs.get("namespace")
+    elif kubernetes_kind(registration.type) is not None:
+        namespace = (registration.inputs.get("metadata") or {}).get("namespace")
+    else:
+        return None
+    return namespace if isinstance(namespace, str) and namespace and namespace not in BUILT_IN_NAMESPACES else None
+
+
+def namespaced_object_has_its_namespace(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse an object (or a Helm release) into a namespace the plan neither creates before it nor reads as pre-existing."""
+    namespace = _namespace_of(registration)
+    if namespace is None or any(type_ == NAMESPACE and id_ == namespace for type_, id_ in timeline.reads):
+        return None
+    creators = [
+        urn for urn, other in timeline.registrations.items()
+        if urn != registration.urn and (
+            (other.type == NAMESPACE and (other.inputs.get("metadata") or {}).get("name") == namespace)
+            or (other.type == HELM_RELEASE and other.inputs.get("createNamespace") and other.inputs.get("namespace") == namespace)
+        )
+    ]
+    if any(timeline.done(urn) <= moment.starts for urn in creators):
+        return None
+    if creators:
+        names = ", ".join(urn.rsplit("::", 1)[-1] for urn in creators)
+        return f"namespace {namespace} is created by {names} after this object's create call: make it depend on that ({NAMESPACE_SOURCE})"
+    return f"namespace {namespace} is neither created by the plan nor read as pre-existing (Namespace.get) ({NAMESPACE_SOURCE})"
+
+
 def private_endpoint_admits_a_client(registrations: Sequence[Registration]) -> list[tuple[Registration, str]]:
     """Refuse an EKS cluster with a private-only endpoint and no 443 ingress rule on its cluster security group."""
     refused = []
@@ -500,7 +545,7 @@ PlanRule = Callable[[Sequence[Registration]], list[tuple[Registration, str]]]
 PLAN_RULES: tuple[PlanRule, ...] = (private_endpoint_admits_a_client,)
 """Every plan rule, checked once the program has ended."""
 
-STACK_RULES: tuple[Rule, ...] = (custom_resource_has_its_crd,)
+STACK_RULES: tuple[Rule, ...] = (custom_resource_has_its_crd, namespaced_object_has_its_namespace)
 """Registration rules about what a whole stack must declare (a component alone relies on what its stack installs):
 checked on a stack's run (``OfflineEngine(plan_rules=True)``) with the plan rules."""
 
@@ -558,6 +603,7 @@ __all__ = [
     "CRD_SOURCE",
     "CRON_JOB_CREATION_SOURCE",
     "MINIMAL_UPDATE_SOURCE",
+    "NAMESPACE_SOURCE",
     "ONE_TIME_SCHEDULE_SOURCE",
     "PLAN_RULES",
     "PRIVATE_ENDPOINT_SOURCE",
@@ -575,6 +621,7 @@ __all__ = [
     "date_pinned_cron_job_fires_after_creation",
     "kubernetes_kind",
     "local_chart_crds",
+    "namespaced_object_has_its_namespace",
     "node_boots_in_order",
     "one_time_schedule_fires_after_creation",
     "parse_schedule_time",

@@ -279,14 +279,21 @@ class Platform(pulumi.ComponentResource):
         Returns the operator (or ``None``) and what the objects of its kinds must depend on."""
         s = self.settings
         mon = s.monitoring
-        if mon.prometheus_operator and mon.install_operator:
+        provider = pulumi.ResourceOptions(parent=self, provider=self.cluster.provider)
+        # Namespaces the stack's monitoring objects go into but does not create: they must exist (read, so a preview fails on a missing one).
+        installs = mon.prometheus_operator and mon.install_operator
+        existing = {mon.dashboard_namespace} if mon.prometheus_operator else set()
+        if mon.prometheus_operator and not installs:
+            existing.add(mon.namespace)
+        existing.discard(mon.namespace if installs else "")
+        reads: list[pulumi.Resource] = [k8s.core.v1.Namespace.get(f"{name}-namespace-{ns}", ns, opts=provider) for ns in sorted(existing)]
+        if installs:
             operator = PrometheusOperator(
                 f"{name}-prometheus-operator", PrometheusOperatorArgs(version=mon.operator_chart_version, namespace=mon.namespace), opts=in_cluster,
             )
-            return operator, [operator]
+            return operator, [operator, *reads]
         kinds = (["prometheusrules"] if mon.prometheus_operator else []) + (["servicemonitors"] if s.serving.service_monitor_enabled else [])
-        provider = pulumi.ResourceOptions(parent=self, provider=self.cluster.provider)
-        reads: list[pulumi.Resource] = [
+        reads += [
             k8s.apiextensions.v1.CustomResourceDefinition.get(f"{name}-crd-{plural}", f"{plural}.{PROMETHEUS_CRD_GROUP}", opts=provider) for plural in kinds
         ]
         return None, reads
