@@ -143,12 +143,13 @@ CHART_CRDS: Mapping[str, Mapping[tuple[str, str], str]] = {
     # prometheus-community/helm-charts, tag kube-prometheus-stack-88.3.0, charts/kube-prometheus-stack/charts/crds/crds/
     # (the crds sub-chart, condition crds.enabled, on by default): group, kind and plural of each file.
     "kube-prometheus-stack": {("monitoring.coreos.com", kind): plural for kind, plural in _PROMETHEUS_OPERATOR_KINDS.items()},
-    # kubernetes-sigs/lws, charts/lws/crds (chart 0.10.0).
+    # The chart's CRD leaderworkersets.leaderworkerset.x-k8s.io (components/addons/lws_controller.py).
     "lws": {("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "leaderworkersets"},
-    # kubernetes-sigs/aws-load-balancer-controller, helm/aws-load-balancer-controller/crds/crds.yaml (chart 3.5.0).
+    # The controller's elbv2.k8s.aws CRDs (the chart ships more, of other groups: a kind missing here is refused, never let through).
     "aws-load-balancer-controller": {("elbv2.k8s.aws", "TargetGroupBinding"): "targetgroupbindings", ("elbv2.k8s.aws", "IngressClassParams"): "ingressclassparams"},
 }
-"""The CRDs a remote chart installs, by chart name: (group, kind) -> plural. A local chart (a path) is read from its files."""
+"""CRDs a remote chart installs, by chart name: (group, kind) -> plural (the kinds this stack's objects use; an absent
+kind makes the rule refuse, not pass). A local chart (a path) is read from its files (:func:`local_chart_crds`)."""
 
 CHART_VALUES_KINDS: Mapping[str, tuple[tuple[tuple[str, ...], tuple[str, str]], ...]] = {
     # NVIDIA/dcgm-exporter deployment/templates/service-monitor.yaml: rendered when .Values.serviceMonitor.enabled.
