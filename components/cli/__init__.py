@@ -1,4 +1,4 @@
-"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``, ``status``.
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``, ``status``, ``startup-report``, ``first-deploy``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
 the parser it adds sets ``func`` to a callable ``(args) -> int``.
@@ -16,7 +16,7 @@ import pulumi
 
 from kimi_k3.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status", "startup-report")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status", "startup-report", "first-deploy")
 DISTRIBUTION = "kimi-k3-aws"
 """The package whose metadata ``kimi-k3 --version`` reports."""
 

@@ -263,6 +263,9 @@ def render_summary(
     forward = port_forward_command(outputs)
     if forward:
         lines += ["", f"Reach the API from your machine: {forward}"]
+    if outputs.get("deployRunnerProject"):
+        lines += ["", f"Private endpoint: `pulumi up` runs in CodeBuild project {outputs['deployRunnerProject']} inside the VPC; "
+                  f"the first deploy's commands: kimi-k3 first-deploy {result.stack} (docs/first-deploy.md)"]
     warnings = list(dict.fromkeys(result.warnings + list(stack_warnings or [])))
     if warnings:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in warnings]

@@ -11,15 +11,19 @@ from datetime import datetime
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from kimi_k3.addons.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
 from kimi_k3.addons.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
+from kimi_k3.addons.prometheus_operator import CRD_GROUP as PROMETHEUS_CRD_GROUP
+from kimi_k3.addons.prometheus_operator import PrometheusOperator, PrometheusOperatorArgs
 from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
 from kimi_k3.capacity.delivery_check import DeliveryCheck, alarm_name
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_or_recorded
 from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.cluster.deploy_runner import DeployRunner, DeployRunnerArgs
 from kimi_k3.cluster.eks import Cluster, ClusterArgs
 from kimi_k3.errors import UserError
 from kimi_k3.network.vpc import ExistingNetworkArgs, Network, NetworkArgs
@@ -100,6 +104,11 @@ def serving_front_args(serving: ServingSettings) -> dict[str, Any]:
     return {field.name: getattr(front, field.name) for field in fields(front)}
 
 
+def deploy_runner_name(name: str) -> str:
+    """Name of the stack's :class:`DeployRunner` component (``kimi-k3 first-deploy`` finds its URN by it)."""
+    return f"{name}-deploy-runner"
+
+
 class Platform(pulumi.ComponentResource):
     """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM.
 
@@ -108,6 +117,10 @@ class Platform(pulumi.ComponentResource):
     (:mod:`kimi_k3.stack.hyperpod`, which this class delegates to).
     """
 
+    prometheus_operator: PrometheusOperator | None = None
+    """kube-prometheus-stack (``prometheusOperatorEnabled`` and ``prometheusOperatorInstall``), else ``None``."""
+    deploy_runner: DeployRunner | None = None
+    """The in-VPC deploy runner (``kimi-k3:deployRunner``), else ``None``."""
     hyperpod: Any = None
     """The HyperPod composition of a ``hyperpod`` stack (:class:`kimi_k3.stack.hyperpod.HyperPodServing`), else ``None``."""
 
@@ -165,6 +178,8 @@ class Platform(pulumi.ComponentResource):
         # Every Kubernetes-touching component gets the cluster's provider through its options.
         in_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider})
         plugins = settings.plugins
+        # The operator's CRDs before anything of its kinds (ServiceMonitors, the PrometheusRule): installed, or read.
+        self.prometheus_operator, operator_deps = self._declare_prometheus_operator(name, in_cluster)
         self.gpu_plugins = GpuNodePlugins(
             f"{name}-gpu-plugins",
             GpuNodePluginsArgs(
@@ -175,6 +190,7 @@ class Platform(pulumi.ComponentResource):
                     version=plugins.dcgm_exporter_version,
                     service_monitor=settings.serving.service_monitor_enabled,
                     extra_values=dcgm_extra_values(settings),
+                    depends_on=operator_deps if settings.serving.service_monitor_enabled else (),
                 ),
             ),
             opts=in_cluster,
@@ -193,6 +209,8 @@ class Platform(pulumi.ComponentResource):
         # across nodes): a LeaderWorkerSet, whose controller comes from its Helm chart.
         self.lws_controller: LwsController | None = None
         serving_deps: list[pulumi.Resource] = [r for r in (self.gpu_plugins, self.load_balancer_controller) if r is not None]
+        if serving.service_monitor_enabled:
+            serving_deps.extend(operator_deps)
         if settings.nodes_per_replica > 1:
             self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(), opts=in_cluster)
             serving_deps.append(self.lws_controller)
@@ -225,7 +243,7 @@ class Platform(pulumi.ComponentResource):
             self.server = VllmServer(f"{name}-serving", VllmServerArgs(**serving_args), opts=serving_opts)
 
         self._warn_block_end()
-        self.monitoring = self._declare_monitoring(name, in_cluster)
+        self.monitoring = self._declare_monitoring(name, pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=operator_deps)))
         self.delivery_check = self._declare_delivery_check(name, now, tags)
         self.register_outputs(self.stack_outputs())
 
@@ -262,6 +280,31 @@ class Platform(pulumi.ComponentResource):
         if not tts_component.declares_anything(args):
             return None
         return tts_component.TimeToServe(f"{name}-time-to-serve", args, opts=in_cluster)
+
+    def _declare_prometheus_operator(self, name: str, in_cluster: pulumi.ResourceOptions) -> tuple[PrometheusOperator | None, list[pulumi.Resource]]:
+        """kube-prometheus-stack and its namespace (``prometheusOperatorEnabled`` with ``prometheusOperatorInstall``), or, where
+        the operator lives outside the stack, reads of the CRDs the stack's objects need (a preview fails on a missing one).
+        Returns the operator (or ``None``) and what the objects of its kinds must depend on."""
+        s = self.settings
+        mon = s.monitoring
+        provider = pulumi.ResourceOptions(parent=self, provider=self.cluster.provider)
+        # Namespaces the stack's monitoring objects go into but does not create: they must exist (read, so a preview fails on a missing one).
+        installs = mon.prometheus_operator and mon.install_operator
+        existing = {mon.dashboard_namespace} if mon.prometheus_operator else set()
+        if mon.prometheus_operator and not installs:
+            existing.add(mon.namespace)
+        existing.discard(mon.namespace if installs else "")
+        reads: list[pulumi.Resource] = [k8s.core.v1.Namespace.get(f"{name}-namespace-{ns}", ns, opts=provider) for ns in sorted(existing)]
+        if installs:
+            operator = PrometheusOperator(
+                f"{name}-prometheus-operator", PrometheusOperatorArgs(version=mon.operator_chart_version, namespace=mon.namespace), opts=in_cluster,
+            )
+            return operator, [operator, *reads]
+        kinds = (["prometheusrules"] if mon.prometheus_operator else []) + (["servicemonitors"] if s.serving.service_monitor_enabled else [])
+        reads += [
+            k8s.apiextensions.v1.CustomResourceDefinition.get(f"{name}-crd-{plural}", f"{plural}.{PROMETHEUS_CRD_GROUP}", opts=provider) for plural in kinds
+        ]
+        return None, reads
 
     def _declare_monitoring(self, name: str, in_cluster: pulumi.ResourceOptions) -> ServingMonitoring | None:
         """The PrometheusRule and the dashboard (``kimi-k3:prometheusOperatorEnabled``), keyed on the reservation as it is now."""
@@ -308,6 +351,7 @@ class Platform(pulumi.ComponentResource):
         self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
         tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
         self._declare_network(name, settings, resolved.availability_zones, resolved.existing_private_subnets_by_az, tags)
+        self.deploy_runner = self._declare_deploy_runner(name, settings, tags)
         self._declare_cluster(name, settings, tags)
         return tags
 
@@ -346,6 +390,34 @@ class Platform(pulumi.ComponentResource):
                 opts=child,
             )
 
+    def _declare_deploy_runner(self, name: str, settings: StackSettings, tags: dict[str, str]) -> DeployRunner | None:
+        """The in-VPC CodeBuild deploy runner (``kimi-k3:deployRunner``, docs/first-deploy.md): it depends on the network
+        only, so ``pulumi up --target`` can create both before the cluster (``kimi-k3 first-deploy``)."""
+        runner = settings.deployment.runner
+        if runner is None:
+            return None
+        return DeployRunner(
+            deploy_runner_name(name),
+            DeployRunnerArgs(
+                project_name=f"{self.cluster_name}-deploy",
+                stack=pulumi.get_stack(),
+                vpc_id=self.network.vpc_id,
+                subnet_ids=list(self.network.private_subnet_ids_by_az.values()),
+                deploy_role_arn=runner.deploy_role_arn,
+                secret_arn=runner.secret_arn,
+                source_url=runner.source_url,
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _api_ingress_security_groups(self, settings: StackSettings) -> dict[str, Any]:
+        """The security groups the cluster admits on 443: the configured ones and the deploy runner's."""
+        groups: dict[str, Any] = {group: group for group in settings.cluster.api_ingress_security_group_ids}
+        if self.deploy_runner is not None:
+            groups["deploy-runner"] = self.deploy_runner.security_group_id
+        return groups
+
     def _declare_cluster(self, name: str, settings: StackSettings, tags: dict[str, str]) -> None:
         """The EKS cluster (the orchestrator on a ``hyperpod`` stack): the same on both serving platforms."""
         child = pulumi.ResourceOptions(parent=self)
@@ -360,6 +432,8 @@ class Platform(pulumi.ComponentResource):
                 admin_role_arns=c.admin_role_arns,
                 endpoint_public_access=c.endpoint_public_access,
                 public_access_cidrs=c.public_access_cidrs if c.endpoint_public_access else (),
+                api_ingress_cidrs=c.api_ingress_cidrs,
+                api_ingress_security_groups=self._api_ingress_security_groups(settings),
                 service_cidr=c.service_cidr,
                 log_retention_days=c.log_retention_days,
                 system_node_instance_type=c.system_node_instance_type,
@@ -406,6 +480,7 @@ class Platform(pulumi.ComponentResource):
             "replicas": self.resolved.replicas,
             "clusterName": self.cluster.cluster_name,
             "clusterEndpoint": self.cluster.endpoint,
+            "deployRunnerProject": self.deploy_runner.project_name if self.deploy_runner else None,
             "kubeconfig": self.cluster.kubeconfig,
             "gpuNodeGroup": self.gpu_nodes.node_group_name,
             "gpuAutoScalingGroup": self.gpu_nodes.asg_name,
