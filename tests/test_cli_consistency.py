@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from kimi_k3.cli import capacity as capacity_cli
 from kimi_k3.cli import main
 from tests.cli_helpers import one_line_error
 
@@ -28,6 +31,7 @@ def test_capacity_offerings_checks_the_instance_type_before_asking_aws(capsys, m
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setattr(capacity_cli, "utcnow", lambda: datetime(2026, 12, 1, 8, 0, tzinfo=UTC))  # not about the date
     assert main(["capacity", "offerings", "--instance-type", "p6-b300.48xlarg", "--count", "1", "--days", "2", "--region", "us-east-1"]) == 2
     err = one_line_error(capsys)
     assert "--instance-type 'p6-b300.48xlarg' is not a type kimi-k3 can serve Kimi K3 on; did you mean p6-b300.48xlarge?" in err

@@ -35,6 +35,7 @@ IMMUTABLE = [
     ("kubernetes:core/v1:Namespace", "metadata.name", "a", "b"),
     ("kubernetes:core/v1:ServiceAccount", "metadata.namespace", "a", "b"),
     ("kubernetes:batch/v1:CronJob", "metadata.name", "a", "b"),
+    ("aws:ec2/securityGroupRule:SecurityGroupRule", "fromPort", 0, 443),
     ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "metadata.name", "a", "b"),
     ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "metadata.name", "a", "b"),
     ("kubernetes:rbac.authorization.k8s.io/v1:Role", "metadata.namespace", "a", "b"),

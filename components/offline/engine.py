@@ -16,6 +16,7 @@ and the rules and the timeline know which resources exist already.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -91,36 +92,40 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.records: list[RecordedResource] = []
         self.rules = rules
+        # The SDK calls the monitor from its executor's threads: a registration's record and the
+        # apply-time rules that look back over every earlier registration are one step each.
+        self._lock = threading.Lock()
 
     def RegisterResource(self, request):  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             registration = self.resources[response.urn]
-            self.records.append(
-                RecordedResource(
-                    type=request.type,
-                    name=request.name,
-                    urn=response.urn,
-                    parent_urn=request.parent or None,
-                    custom=request.custom,
-                    inputs=rpc.deserialize_properties(request.object),
-                    outputs=registration.state,
-                    id=registration.id,
-                    dependencies=list(request.dependencies),
-                    provider=request.provider,
-                    ignore_changes=list(request.ignoreChanges),
-                    transforms=len(request.transforms),
-                )
+            record = RecordedResource(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                parent_urn=request.parent or None,
+                custom=request.custom,
+                inputs=rpc.deserialize_properties(request.object),
+                outputs=registration.state,
+                id=registration.id,
+                dependencies=list(request.dependencies),
+                provider=request.provider,
+                ignore_changes=list(request.ignoreChanges),
+                transforms=len(request.transforms),
             )
-            if self.rules is not None:
-                self.rules.on_registration(self.records[-1], request.name)
+            with self._lock:
+                self.records.append(record)
+                if self.rules is not None:
+                    self.rules.on_registration(record, request.name)
         return response
 
 
     def ReadResource(self, request):  # noqa: N802 - gRPC method name
         response = super().ReadResource(request)
         if self.rules is not None:
-            self.rules.on_read(request.type, request.id)
+            with self._lock:
+                self.rules.on_read(request.type, request.id)
         return response
 
 
