@@ -1434,7 +1434,7 @@ def _validate_time_to_serve(
     secret_arn = r.get("dockerHubPullThroughSecretArn") or None
     upstream = None
     prefix = r.get("ecrPullThroughPrefix") or default_prefix
-    if not image_pull.valid_prefix(prefix):
+    if (secret_arn is not None or r.get("ecrPullThroughPrefix")) and not image_pull.valid_prefix(prefix):  # the default only where a rule uses it
         where = "" if r.get("ecrPullThroughPrefix") else f" (the default <project>-<stack>-docker-hub is too long here: set {_key('ecrPullThroughPrefix')})"
         raise SettingsError(_key("ecrPullThroughPrefix"), prefix, f"2-30 lower-case letters, digits and . _ - (/ between parts), as ECR's ecrRepositoryPrefix{where}")
     if secret_arn is not None:
