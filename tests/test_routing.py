@@ -17,16 +17,12 @@ from collections import Counter
 import pytest
 
 from kimi_k3.bench import conversations as conv
-from kimi_k3.serving import api_proxy, router, router_config
+from kimi_k3.serving import router_config
 from tests import routing_harness as harness
+from tests.test_routing_stack import stack_config  # the prod plan's router config (asserted there byte for byte)
 
 LOAD = conv.ConversationPlan(conversations=36, turns=12, concurrency=36, system_prompt_words=500, turn_words=100, max_tokens=16)
 CACHE = harness.CacheModel(capacity_tokens=26_000, per_token_ms=0.5, chunk_delay_ms=2.0)
-
-
-def stack_config() -> router_config.RouterConfig:
-    """The router config the stack renders for a serving component ``kimi`` (what the plan's ConfigMap holds)."""
-    return router.config_for("kimi", "kimi-serving", router.ConversationRouting(), routes=api_proxy.DEFAULT_ROUTES, max_generation_s=1800, drain_s=1800)
 
 
 @pytest.fixture(scope="module", autouse=True)
