@@ -116,6 +116,7 @@ class EnvoyRouter:
     def __init__(self, config: router_config.RouterConfig, workdir: Path) -> None:
         self.config = config
         self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
         self.hosts = workdir / "hosts"
         self.yaml = workdir / router_config.CONFIG_FILE
         self.yaml.write_text(router_config.render_envoy_config(config))
@@ -173,14 +174,20 @@ class EnvoyRouter:
             time.sleep(0.05)
         raise AssertionError(f"envoy's hosts never became {sorted(expected)} (healthy={healthy}): {self.host_flags()}; log: {self.log.read_text()[-2000:]}")
 
-    def start(self, addresses: list[str], healthy: bool = True) -> None:
+    def start(self, addresses: list[str], healthy: bool = True, drain_s: int | None = None) -> None:
+        """Start Envoy; with ``drain_s``, under the container's own PID 1 (:data:`kimi_k3.serving.router.STOP_WRAPPER`, bash)."""
+        from kimi_k3.serving import router
+
         self.set_replicas(addresses)
         script = f'mount --bind "{self.hosts}" /etc/hosts && exec "$0" "$@"'
+        envoy = [envoy_binary(), "-c", str(self.yaml), "--disable-hot-restart", "--concurrency", "1", "--drain-time-s", "5",
+                 "--drain-strategy", "immediate", "--log-level", "warn"]
+        command = envoy if drain_s is None else ["bash", "-c", router.STOP_WRAPPER, "router", *envoy]
+        env = {**os.environ, "ADMIN_HOST": router_config.ADMIN_HOST, "ADMIN_PORT": str(self.config.admin_port), "DRAIN_S": str(drain_s or 0)}
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, envoy_binary(),
-                 "-c", str(self.yaml), "--disable-hot-restart", "--concurrency", "1", "--log-level", "warn"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, *command],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
             )
         _STARTED.append(self.proc)
         self.wait_for_hosts(set(addresses), healthy)
@@ -226,11 +233,11 @@ def substituted(config: router_config.RouterConfig, replicas: list) -> router_co
 
 
 @contextlib.contextmanager
-def router(workdir: Path, config: router_config.RouterConfig, replicas: list, healthy: bool = True):
+def router(workdir: Path, config: router_config.RouterConfig, replicas: list, healthy: bool = True, drain_s: int | None = None):
     """Envoy running ``config`` (addresses substituted: :func:`substituted`) in front of ``replicas``."""
     envoy = EnvoyRouter(substituted(config, replicas), workdir)
     try:
-        envoy.start([r.address for r in replicas], healthy)
+        envoy.start([r.address for r in replicas], healthy, drain_s)
         yield envoy
     finally:
         envoy.stop()

@@ -133,3 +133,52 @@ def test_with_no_replica_ready_the_router_answers_a_json_503(sandbox, tmp_path):
             status, got, body = _call("POST", "/v1/chat/completions", headers=headers, body=b"{}")
             assert status == 503 and got["content-type"] == "application/json"
             assert body["error"] == {"message": router_config._ROUTER_MESSAGES[503], "type": "ServiceUnavailableError", "param": None, "code": 503}
+
+
+def test_bench_conversations_reports_each_replicas_share_through_the_router(sandbox, tmp_path):
+    from io import StringIO
+
+    from kimi_k3 import cli
+    from tests.conftest import NOW
+
+    with harness.replica_process(2, harness.CacheModel()) as replicas, harness.router(tmp_path / "envoy", stack_config(), replicas) as envoy:
+        args = cli.build_parser("bench").parse_args([
+            "bench", "--endpoint", envoy.url, "--api-key", "sk-test", "--model", "kimi-k3", "--out", str(tmp_path / "out"),
+            "--conversations", "6", "--turns", "3", "--concurrency", "3", "--system-prompt-words", "50", "--turn-words", "20", "--max-tokens", "2",
+        ])
+        stdout = StringIO()
+        assert args.func(args, out=stdout, now=NOW) == 0
+    text = stdout.getvalue()
+    report = json.loads((tmp_path / "out" / "conversations.json").read_text())
+    summary = report["summary"]
+    assert summary["ok"] == 18 and summary["conversations_that_moved"] == 0
+    assert set(summary["replica_shares"]) <= {f"{r.address}:{r.port}" for r in replicas} and sum(summary["replica_shares"].values()) == 18
+    assert "replica shares: 127.0.0.1" in text and "prefix hit rate" in text and "sk-test" not in text + json.dumps(report)
+    assert {r["conversation"] for r in report["records"]} == set(conv.conversation_ids(conv.ConversationPlan(conversations=6, seed=0)))
+
+
+def test_a_stopping_router_finishes_its_streams_then_exits(sandbox, tmp_path):
+    """The router container's PID 1 (router.STOP_WRAPPER, bash as in the image): on the stop signal Envoy drains through its admin
+    port; a stream in flight ends whole, and the router exits once it is done, well before DRAIN_S."""
+    import signal
+    import threading
+
+    with harness.replica_process(2, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas, drain_s=30) as envoy:
+        got: dict = {}
+
+        def stream() -> None:
+            got["result"] = conv.stream_chat(envoy.url, api_key="k", model="kimi-k3", messages=[{"role": "user", "content": "hi"}],
+                                             max_tokens=8, headers={"x-session-id": "s", "x-fake-chunk-delay-ms": "250"})
+
+        reader = threading.Thread(target=stream)
+        reader.start()
+        time.sleep(0.5)
+        assert envoy.proc is not None
+        stopped_at = time.monotonic()
+        envoy.proc.send_signal(signal.SIGTERM)  # what the kubelet sends after the preStop sleep
+        reader.join(timeout=10)
+        code = envoy.proc.wait(timeout=15)
+        took = time.monotonic() - stopped_at
+    status, ttft, _latency, answer, _headers, _usage = got["result"]
+    assert status == 200 and answer.split() == [f"w{i}" for i in range(8)], answer  # the stream was not cut
+    assert code == 0 and took < 10, (code, took)

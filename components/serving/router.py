@@ -72,16 +72,16 @@ STOP_WRAPPER = """set -u
 pid=$!
 admin() {
   exec 3<>"/dev/tcp/$ADMIN_HOST/$ADMIN_PORT" || return 1
-  printf '%s %s HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n' "$1" "$2" >&3
+  printf '%s %s HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n' "$1" "$2" >&3
   cat <&3
   exec 3<&-
 }
 drain() {
   admin POST '/drain_listeners?graceful' >/dev/null 2>&1
   deadline=$(( $(date +%s) + DRAIN_S ))
-  while [ "$(date +%s)" -lt "$deadline" ]; do
-    active=$(admin GET '/stats?filter=^http%5C.api%5C.downstream_rq_active$' 2>/dev/null | sed -n 's/^http\\.api\\.downstream_rq_active: //p')
-    [ "${active:-0}" = 0 ] && break
+  while [ "$(date +%s)" -lt "$deadline" ] && kill -0 "$pid" 2>/dev/null; do
+    active=$(admin GET '/stats?filter=downstream_rq_active' 2>/dev/null | sed -n 's/^http\\.api\\.downstream_rq_active: //p')
+    [ "$active" = 0 ] && break
     sleep 1
   done
   kill -TERM "$pid" 2>/dev/null
