@@ -32,10 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kimi_k3.bench import conversations as conv  # noqa: E402
-from tests import routing_harness as harness  # noqa: E402
-from tests.test_routing import CACHE, LOAD  # noqa: E402
-from tests.test_routing_stack import stack_config  # noqa: E402
+from kimi_k3.bench import conversations as conv
+from tests import routing_harness as harness
+from tests.test_routing import CACHE, LOAD
+from tests.test_routing_stack import stack_config
 
 
 def _row(name: str, run: conv.ConversationRun, replicas: int, counts: Counter | None = None) -> dict:
@@ -79,15 +79,16 @@ def candidates(count: int, workdir: Path) -> list[dict]:
 def added_latency(workdir: Path, requests: int = 200) -> dict:
     """p50 TTFT and whole-request latency, direct to one replica and through Envoy."""
     instant = harness.CacheModel(base_ms=0.0, per_token_ms=0.0, chunk_delay_ms=0.0)
-    out = {}
+    out: dict = {}
     with harness.replica_process(1, instant) as replicas, harness.router(workdir / "latency", stack_config(), replicas) as envoy:
         targets = {"direct": f"http://{replicas[0].address}:{replicas[0].port}/v1", "envoy": envoy.url}
         for name, url in targets.items():
-            ttft, total = [], []
+            ttft: list[float] = []
+            total: list[float] = []
             for i in range(requests + 20):
                 status, first, whole, *_ = conv.stream_chat(url, api_key="sk", model="kimi-k3", messages=[{"role": "user", "content": "hi"}],
                                                            max_tokens=4, headers={"x-session-id": f"s{i % 8}"})
-                assert status == 200
+                assert status == 200 and first is not None
                 if i >= 20:  # warm-up
                     ttft.append(first)
                     total.append(whole)
