@@ -40,6 +40,15 @@ def sandbox():
         yield
 
 
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """Two replicas behind one Envoy, shared by the tests that do not change them (one start for all)."""
+    harness.require_root()
+    with harness.sandbox(), harness.replica_process(2, harness.CacheModel()) as replicas, \
+            harness.router(tmp_path_factory.mktemp("pair"), stack_config(), replicas) as envoy:
+        yield replicas, envoy
+
+
 def shares(run: conv.ConversationRun) -> Counter:
     return Counter(r.replica for r in run.records if r.replica)
 
@@ -80,18 +89,18 @@ def test_a_drained_replica_gets_no_new_session_and_its_sessions_move(sandbox, tm
     assert sum(after[cid] == home[cid] for cid in stayed) >= 0.9 * len(stayed), "only the drained replica's sessions move"
 
 
-def test_streams_pass_unbuffered_and_the_replica_is_named(sandbox, tmp_path):
-    with harness.replica_process(2, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas):
-        conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
-        body = json.dumps({"model": "kimi-k3", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True})
-        start = time.perf_counter()
-        conn.request("POST", "/v1/chat/completions", body=body, headers={"x-session-id": "s1", "x-fake-chunk-delay-ms": "400", "Content-Type": "application/json"})
-        resp = conn.getresponse()
-        first_line = resp.readline()
-        first_at = time.perf_counter() - start
-        resp.read()
-        total = time.perf_counter() - start
-        conn.close()
+def test_streams_pass_unbuffered_and_the_replica_is_named(pair):
+    replicas, _envoy = pair
+    conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
+    body = json.dumps({"model": "kimi-k3", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True})
+    start = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", body=body, headers={"x-session-id": "s1", "x-fake-chunk-delay-ms": "400", "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    first_line = resp.readline()
+    first_at = time.perf_counter() - start
+    resp.read()
+    total = time.perf_counter() - start
+    conn.close()
     assert resp.status == 200 and first_line.startswith(b"data:")
     assert first_at < 0.3 < 1.0 < total, (first_at, total)  # the first chunk arrived long before the stream ended
     assert resp.getheader(router_config.REPLICA_HEADER) in {f"{r.address}:{r.port}" for r in replicas}
@@ -107,23 +116,22 @@ def _call(method: str, path: str, headers: dict | None = None, body: bytes | Non
     return resp.status, got, json.loads(data) if data else {}
 
 
-def test_only_the_allowlist_is_forwarded_errors_are_json_and_the_client_address_is_appended(sandbox, tmp_path):
-    with harness.replica_process(2, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas):
-        for method, path in [("POST", "/tokenize"), ("POST", "/invocations"), ("GET", "/v1/chat/completions"), ("POST", "/v1/../pause"), ("GET", "/metrics")]:
-            status, headers, body = _call(method, path, body=b"{}" if method == "POST" else None)
-            assert status in (400, 404), (method, path, status)
-            assert headers["content-type"] == "application/json" and body["error"]["code"] == status and body["error"]["type"], body
-            assert "engine" not in body
-        status, headers, body = _call("GET", "/v1/models")
-        assert status == 200 and body["data"][0]["id"] == "kimi-k3"
-        # A client's own X-Forwarded-For stays in front; the router appends the address it accepted the connection from.
-        conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
-        conn.request("POST", "/v1/chat/completions", body=json.dumps({"messages": [], "max_tokens": 1, "stream": True}),
-                     headers={"X-Forwarded-For": "203.0.113.9", "Content-Type": "application/json"})
-        resp = conn.getresponse()
-        resp.read()
-        assert resp.getheader("x-fake-forwarded-for") == "203.0.113.9,127.0.0.1"
-        conn.close()
+def test_only_the_allowlist_is_forwarded_errors_are_json_and_the_client_address_is_appended(pair):
+    for method, path in [("POST", "/tokenize"), ("POST", "/invocations"), ("GET", "/v1/chat/completions"), ("POST", "/v1/../pause"), ("GET", "/metrics")]:
+        status, headers, body = _call(method, path, body=b"{}" if method == "POST" else None)
+        assert status in (400, 404), (method, path, status)
+        assert headers["content-type"] == "application/json" and body["error"]["code"] == status and body["error"]["type"], body
+        assert "engine" not in body
+    status, headers, body = _call("GET", "/v1/models")
+    assert status == 200 and body["data"][0]["id"] == "kimi-k3"
+    # A client's own X-Forwarded-For stays in front; the router appends the address it accepted the connection from.
+    conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps({"messages": [], "max_tokens": 1, "stream": True}),
+                 headers={"X-Forwarded-For": "203.0.113.9", "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.getheader("x-fake-forwarded-for") == "203.0.113.9,127.0.0.1"
+    conn.close()
 
 
 def test_with_no_replica_ready_the_router_answers_a_json_503(sandbox, tmp_path):
@@ -135,19 +143,19 @@ def test_with_no_replica_ready_the_router_answers_a_json_503(sandbox, tmp_path):
             assert body["error"] == {"message": router_config._ROUTER_MESSAGES[503], "type": "ServiceUnavailableError", "param": None, "code": 503}
 
 
-def test_bench_conversations_reports_each_replicas_share_through_the_router(sandbox, tmp_path):
+def test_bench_conversations_reports_each_replicas_share_through_the_router(pair, tmp_path):
     from io import StringIO
 
     from kimi_k3 import cli
     from tests.conftest import NOW
 
-    with harness.replica_process(2, harness.CacheModel()) as replicas, harness.router(tmp_path / "envoy", stack_config(), replicas) as envoy:
-        args = cli.build_parser("bench").parse_args([
-            "bench", "--endpoint", envoy.url, "--api-key", "sk-test", "--model", "kimi-k3", "--out", str(tmp_path / "out"),
-            "--conversations", "6", "--turns", "3", "--concurrency", "3", "--system-prompt-words", "50", "--turn-words", "20", "--max-tokens", "2",
-        ])
-        stdout = StringIO()
-        assert args.func(args, out=stdout, now=NOW) == 0
+    replicas, envoy = pair
+    args = cli.build_parser("bench").parse_args([
+        "bench", "--endpoint", envoy.url, "--api-key", "sk-test", "--model", "kimi-k3", "--out", str(tmp_path / "out"),
+        "--conversations", "6", "--turns", "3", "--concurrency", "3", "--system-prompt-words", "50", "--turn-words", "20", "--max-tokens", "2",
+    ])
+    stdout = StringIO()
+    assert args.func(args, out=stdout, now=NOW) == 0
     text = stdout.getvalue()
     report = json.loads((tmp_path / "out" / "conversations.json").read_text())
     summary = report["summary"]
@@ -168,11 +176,11 @@ def test_a_stopping_router_finishes_its_streams_then_exits(sandbox, tmp_path):
 
         def stream() -> None:
             got["result"] = conv.stream_chat(envoy.url, api_key="k", model="kimi-k3", messages=[{"role": "user", "content": "hi"}],
-                                             max_tokens=8, headers={"x-session-id": "s", "x-fake-chunk-delay-ms": "250"})
+                                             max_tokens=6, headers={"x-session-id": "s", "x-fake-chunk-delay-ms": "150"})
 
         reader = threading.Thread(target=stream)
         reader.start()
-        time.sleep(0.5)
+        time.sleep(0.3)
         assert envoy.proc is not None
         stopped_at = time.monotonic()
         envoy.proc.send_signal(signal.SIGTERM)  # what the kubelet sends after the preStop sleep
@@ -180,5 +188,5 @@ def test_a_stopping_router_finishes_its_streams_then_exits(sandbox, tmp_path):
         code = envoy.proc.wait(timeout=15)
         took = time.monotonic() - stopped_at
     status, _ttft, _latency, answer, _headers, _usage = got["result"]
-    assert status == 200 and answer.split() == [f"w{i}" for i in range(8)], answer  # the stream was not cut
+    assert status == 200 and answer.split() == [f"w{i}" for i in range(6)], answer  # the stream was not cut
     assert code == 0 and took < 10, (code, took)

