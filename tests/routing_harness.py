@@ -87,7 +87,7 @@ def replica_process(count: int, model: CacheModel | None = None):
     model = model or CacheModel()
     args = [str(count), str(model.capacity_tokens), str(model.base_ms), str(model.per_token_ms), str(model.chunk_delay_ms)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_replicas", *args], stdout=subprocess.PIPE, text=True, start_new_session=True,
+        [sys.executable, "-m", "tests.fake_replicas", *args], stdout=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_die_with_parent,
         cwd=Path(__file__).resolve().parents[1],
     )
     _STARTED.append(proc)
@@ -187,7 +187,7 @@ class EnvoyRouter:
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, *command],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, preexec_fn=_die_with_parent,
             )
         _STARTED.append(self.proc)
         self.wait_for_hosts(set(addresses), healthy)
@@ -196,6 +196,13 @@ class EnvoyRouter:
         if self.proc is not None:
             _kill_group(self.proc)
             self.proc = None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the test process dies, whatever way (prctl PR_SET_PDEATHSIG, kept across exec)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

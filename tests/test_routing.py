@@ -8,6 +8,7 @@ load spread at random over the replicas (what the NLB does with new connections)
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import random
@@ -70,19 +71,20 @@ def test_conversations_stay_where_their_prefix_is_cached_far_faster_than_random_
 
 
 def test_a_drained_replica_gets_no_new_session_and_its_sessions_move(sandbox, tmp_path):
-    small = conv.ConversationPlan(conversations=24, turns=2, concurrency=12, system_prompt_words=50, turn_words=20, max_tokens=2)
-    with harness.replica_process(3, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas) as envoy:
+    """Four replicas; one leaves the headless Service (not ready, or its pod deleted): the routers' next look-up drops it."""
+    small = conv.ConversationPlan(conversations=32, turns=2, concurrency=16, system_prompt_words=50, turn_words=20, max_tokens=2)
+    with harness.replica_process(4, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas) as envoy:
         before = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=small)
         home = {r.conversation: r.replica for r in before.records if r.turn == 2}
-        drained = f"{replicas[2].address}:{replicas[2].port}"
-        assert drained in home.values()
-        # The pod leaves the headless Service (not ready, or deleted): the routers' next look-up drops it.
-        envoy.set_replicas([r.address for r in replicas[:2]])
-        envoy.wait_for_hosts({r.address for r in replicas[:2]})
+        assert len(set(home.values())) == 4  # every replica holds sessions
+        drained = f"{replicas[3].address}:{replicas[3].port}"
+        envoy.set_replicas([r.address for r in replicas[:3]])
+        envoy.wait_for_hosts({r.address for r in replicas[:3]})
         again = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=small)
-        fresh = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=conv.ConversationPlan(
-            conversations=24, turns=1, concurrency=12, system_prompt_words=50, turn_words=20, max_tokens=2, seed=7))
-    assert all(r.status == 200 for r in again.records + fresh.records)
+        fresh = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=dataclasses.replace(small, turns=1, seed=7))
+    assert all(r.status == 200 for r in before.records + again.records + fresh.records)
+    # Turns stay together; bounded load moves a few first turns when 16 arrive at once on a cold router.
+    assert sum(len({r.replica for r in before.records if r.conversation == cid}) > 1 for cid in home) <= len(home) // 8
     assert drained not in {r.replica for r in again.records + fresh.records}
     after = {r.conversation: r.replica for r in again.records if r.turn == 1}
     stayed = [cid for cid, replica in home.items() if replica != drained]
