@@ -318,7 +318,7 @@ class VllmServingBase(pulumi.ComponentResource):
         return router.declare_router(
             name, namespace=args.namespace, routing=routing, config=config, plan=routing.drain_plan(args.drain_s, behind_nlb),
             api_selector=api_selector, common=foundation.common, ingress=pulumi.Output.from_input(args.vpc_cidr).apply(ingress),
-            opts=foundation.in_namespace,
+            opts=foundation.in_namespace, await_rollout=args.await_rollout,
         )
 
     def _declare_block_end(self, name: str, args: VllmServingArgs, foundation: Foundation, target: block_end.ScaleTarget) -> None:

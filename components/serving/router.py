@@ -229,8 +229,10 @@ class RouterTier:
 def declare_router(
     name: str, *, namespace: str, routing: ConversationRouting, config: RouterConfig, plan: DrainPlan, api_selector: Mapping[str, str],
     common: Mapping[str, str], ingress: pulumi.Input[list[k8s.networking.v1.NetworkPolicyIngressRuleArgs]], opts: pulumi.ResourceOptions,
+    await_rollout: bool = False,
 ) -> RouterTier:
-    """Declare the routing tier (see the module docstring); ``ingress`` is who may reach the router pods (:func:`ingress_rules`)."""
+    """Declare the routing tier (see the module docstring); ``ingress`` is who may reach the router pods (:func:`ingress_rules`);
+    ``await_rollout`` makes ``pulumi up`` wait for the router pods, as the serving workload does with the same arg."""
     np = k8s.networking.v1
     rname = router_name(name)
     selector = router_selector(name)
@@ -271,7 +273,7 @@ def declare_router(
         rname,
         metadata=k8s.meta.v1.ObjectMetaArgs(
             name=rname, namespace=namespace, labels=obj_labels,
-            annotations={"pulumi.com/skipAwait": "true"},
+            annotations=None if await_rollout else {"pulumi.com/skipAwait": "true"},
         ),
         spec=k8s.apps.v1.DeploymentSpecArgs(
             replicas=routing.router_replicas,
