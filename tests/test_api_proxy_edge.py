@@ -280,10 +280,9 @@ def _add_router_address() -> None:
 
 
 def test_behind_the_router_the_limits_count_each_client_not_the_router(sandbox_factory):
-    """Every request comes from a router pod; the client is the last X-Forwarded-For entry, the one Envoy appends."""
-    import dataclasses
-
-    sandbox_factory(dataclasses.replace(STACK_CONFIG, behind_router=True))
+    """Every request comes from a router pod; the client is the last X-Forwarded-For entry, the one Envoy appends (prod: two replicas)."""
+    assert STACK_CONFIG.behind_router
+    sandbox_factory(STACK_CONFIG)
     _add_router_address()
     burst = STACK_CONFIG.limits.unauthenticated_burst
     flood = _unkeyed_statuses("203.0.113.1", burst + 15)
@@ -298,7 +297,9 @@ def test_behind_the_router_the_limits_count_each_client_not_the_router(sandbox_f
 
 
 def test_without_the_router_setting_every_client_behind_a_router_would_share_one_budget(sandbox_factory):
-    sandbox_factory(STACK_CONFIG)
+    import dataclasses
+
+    sandbox_factory(dataclasses.replace(STACK_CONFIG, behind_router=False))
     _add_router_address()
     burst = STACK_CONFIG.limits.unauthenticated_burst
     assert 429 in _unkeyed_statuses("203.0.113.1", burst + 15)
