@@ -98,6 +98,7 @@ def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
         api_port=args.contract.api.port,
         cpu=args.proxy_cpu,
         check_api_key=args.api_key is not None,
+        behind_router=args.routing is not None,
     )
 
 

@@ -27,6 +27,7 @@ from kimi_k3.serving.block_end import BlockEnd
 from kimi_k3.serving.contracts import EXPOSURES, ContractError, ServingContract
 from kimi_k3.serving.drain import DEFAULT_PRE_STOP_S, DrainError
 from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE, node_share
+from kimi_k3.serving.router import ConversationRouting
 from kimi_k3.weights.serving_pod import ServingStartup
 
 
@@ -115,6 +116,9 @@ class VllmServingArgs:
     """The Capacity Block's end and the run's ``now``: every replica stops taking new work and drains before EKS scales the
     nodes to 0 (:mod:`kimi_k3.serving.block_end`; past the stop time the workload is declared with no replicas). ``None``: no
     block-end step."""
+    routing: ConversationRouting | None = None
+    """The routing tier in front of the replicas (:mod:`kimi_k3.serving.router`): Envoy pods that keep each conversation on
+    its replica; needs two or more replicas. ``None``: the Service reaches the replicas directly."""
     await_rollout: bool = False
     """Make ``pulumi up`` wait for the pods to be ready (off: a block may start days later, loads take an hour)."""
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -192,6 +196,7 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
     if args.tls_certificate_arn is not None and not re.match(r"^arn:aws[\w-]*:acm:[\w-]+:\d{12}:certificate/[\w-]+$", args.tls_certificate_arn):
         problems.reject("tls_certificate_arn", args.tls_certificate_arn, "expected an ACM certificate ARN")
     _front_problems(args, problems)
+    _routing_problems(args, problems)
     _startup_problems(args, problems)
     if args.block_end is not None and not (
         isinstance(args.block_end, BlockEnd) and all(isinstance(t, datetime) and t.tzinfo is not None for t in (args.block_end.ends_at, args.block_end.now))
@@ -200,6 +205,22 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
     if args.init_image and "@sha256:" not in args.init_image and ":" not in args.init_image.rsplit("/", 1)[-1]:
         problems.reject("init_image", args.init_image, "expected an image with a tag or a digest")
     return nodes
+
+
+def _routing_problems(args: VllmServingArgs, problems: Problems) -> None:
+    """What the routing tier cannot do with these args."""
+    routing = args.routing
+    if routing is None:
+        return
+    if not isinstance(routing, ConversationRouting):
+        problems.reject("routing", routing, "expected a ConversationRouting or None")
+        return
+    if isinstance(args.replicas, int) and args.replicas < 2:
+        problems.reject("routing", "ConversationRouting", f"a routing tier needs two or more replicas (replicas is {args.replicas}); leave routing None")
+    try:
+        routing.drain_plan(args.drain_s, args.exposure in nlb.EXPOSURE_SCHEMES)
+    except DrainError as err:
+        problems.reject(f"routing.{err.field}", err.value, err.accepted)
 
 
 def _startup_problems(args: VllmServingArgs, problems: Problems) -> None:

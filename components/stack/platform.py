@@ -233,6 +233,8 @@ class Platform(pulumi.ComponentResource):
             weights_kms_key_arn=settings.deployment.weights_kms_key_arn,
             startup=time_to_serve.serving_startup(settings, multi_node=settings.nodes_per_replica > 1),
             block_end=BlockEnd(ends_at=resolved.reservation.window()[1], now=now),
+            # The routing tier (docs/routing.md): with two or more replicas, unless conversationRouting is off.
+            routing=serving.routing_for(resolved.replicas),
             **serving_front_args(serving),
         )
         serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kimi_k3.cluster.access import kubeconfig_role, roles_in_both
 from kimi_k3.core import catalog
@@ -54,6 +54,9 @@ from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import EXPOSURES, ApiContract, ContractError, EngineProfile, ImageContract, ServingContract, WeightsContract
 from kimi_k3.stack import no_effect, region_facts
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
+
+if TYPE_CHECKING:
+    from kimi_k3.serving.router import ConversationRouting
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 SERVING_PLATFORMS = ("eks", "hyperpod")
@@ -236,6 +239,13 @@ class ServingSettings:
     """The API proxy, the drain and the NLB (:func:`_validate_serving_front`)."""
     hyperpod_routing: HyperPodRouting = field(default_factory=HyperPodRouting)
     """The HyperPod operator's routing and KV-cache options (``HyperPodRouting``), for ``kimi-k3 hyperpod``."""
+    routing: ConversationRouting | None = None
+    """The routing tier (``conversationRouting`` and the ``router*`` keys); ``None`` when off. The composition declares it only
+    with two or more replicas (:meth:`routing_for`)."""
+
+    def routing_for(self, replicas: int) -> ConversationRouting | None:
+        """The routing tier for ``replicas`` resolved replicas: none for one replica (nothing to route between)."""
+        return self.routing if replicas >= 2 else None
 
 
 @dataclass(frozen=True)
@@ -991,6 +1001,7 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         hugging_face_token=r.secret("huggingFaceToken"),
         front=_validate_serving_front(r, contract, exposure, warnings),
         hyperpod_routing=_validate_hyperpod_routing(r),
+        routing=_validate_routing(r, prod, exposure),
     )
 
 
@@ -1011,6 +1022,36 @@ def _validate_hyperpod_routing(r: _Reader) -> HyperPodRouting:
     except HyperPodRoutingError as err:
         key = _HYPERPOD_KEYS[err.field]
         raise SettingsError(_key(key), r.get(key) or None, str(err).split("; ", 1)[1]) from None
+
+
+_ROUTING_KEYS = {"session_header": "routerSessionHeader", "router_replicas": "routerReplicas", "image": "routerImage"}
+
+
+def _validate_routing(r: _Reader, prod: bool, exposure: str) -> ConversationRouting | None:
+    """The routing tier's keys, checked by :class:`ConversationRouting` and the stop sequence's rule (:class:`DrainPlan`)."""
+    from kimi_k3.serving import drain, nlb
+    from kimi_k3.serving.router import ConversationRouting, RoutingError  # the router module declares Kubernetes objects: loaded when used
+
+    if not r.get("conversationRouting"):
+        return None
+    image = r.get("routerImage")
+    if not _image_like(image):
+        raise SettingsError(_key("routerImage"), image, "expected repo:tag or repo@sha256:<64 hex>")
+    if prod and not ImageContract.parse(image).pinned:
+        raise SettingsError(_key("routerImage"), image, "prod requires an image pinned by digest: repo@sha256:<64 hex> (mirror envoyproxy/envoy into ECR)")
+    try:
+        routing = ConversationRouting(
+            session_header=r.get("routerSessionHeader"), router_replicas=r.get("routerReplicas"), pre_stop_s=r.get("routerPreStopSeconds"), image=image,
+        )
+    except RoutingError as err:
+        key = _ROUTING_KEYS.get(err.field, "routerSessionHeader")
+        raise SettingsError(_key(key), r.get(key), str(err).split("; ", 1)[-1]) from None
+    try:
+        routing.drain_plan(r.get("servingDrainSeconds"), exposure in nlb.EXPOSURE_SCHEMES)
+    except drain.DrainError as err:
+        key = "routerPreStopSeconds" if err.field == "pre_stop_s" else "servingDrainSeconds"
+        raise SettingsError(_key(key), err.value, err.accepted) from None
+    return routing
 
 
 _DRAIN_KEYS = {"pre_stop_s": "servingPreStopSeconds", "drain_s": "servingDrainSeconds", "grace_period_s": "servingTerminationGraceSeconds"}
@@ -1208,6 +1249,7 @@ EKS_ONLY_KEYS = (
     "prometheusOperatorEnabled", "prometheusOperatorInstall", "prometheusOperatorChartVersion", "deliveryCheckEnabled",
     "weightsStagingJob", "weightsStagingImage", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "imagePrePull", "fastImagePull",
     "dockerHubPullThroughSecretArn", "ecrPullThroughPrefix", "weightsVerifyHasher", "nodeCleanupImage",
+    "conversationRouting", "routerSessionHeader", "routerReplicas", "routerPreStopSeconds", "routerImage",
 )
 """Keys only the EKS path reads (Capacity Block node group, GPU plugins, the API proxy and its drain, the NLB, the alerts): a ``hyperpod`` stack warns when one is set."""
 HYPERPOD_ONLY_KEYS = ("trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolumeGiB")
