@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
