@@ -11,6 +11,9 @@ import pytest
 
 from kimi_k3 import offline
 
+pytest_plugins = ("tests.proxy_harness",)
+"""Fixtures shared by the proxy tests (the nginx sandbox)."""
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 NOW = datetime(2026, 11, 30, 16, 0, tzinfo=UTC)

@@ -30,6 +30,16 @@ PROBE_PORT = 8081
 BLOCK_TOKENS = 16
 
 
+class _QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 without Nagle (as uvicorn and nginx: small SSE writes are not held for the peer's delayed ACK), no access log."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args) -> None:
+        """No access log."""
+
+
 @dataclass
 class CacheModel:
     """How a fake replica's time to first token depends on its cache."""
@@ -89,13 +99,7 @@ class FakeReplica:
     def _api_handler(self) -> type[BaseHTTPRequestHandler]:
         replica = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # as uvicorn and nginx: small SSE writes are not held for the peer's delayed ACK
-
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(_QuietHandler):
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
                     self._json(200, {"object": "list", "data": [{"id": "kimi-k3", "object": "model"}]})
@@ -152,13 +156,7 @@ class FakeReplica:
     def _probe_handler(self) -> type[BaseHTTPRequestHandler]:
         replica = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # as uvicorn and nginx: small SSE writes are not held for the peer's delayed ACK
-
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(_QuietHandler):
             def do_GET(self) -> None:
                 status = 200 if self.path == "/health" and replica.healthy else 503
                 self.send_response(status)

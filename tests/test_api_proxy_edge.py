@@ -20,19 +20,7 @@ import pytest
 from kimi_k3.serving import proxy_edge, proxy_errors
 from kimi_k3.serving.api_proxy import ApiProxyConfig, container_resources, render_nginx_conf
 from kimi_k3.serving.proxy_edge import EdgeLimits
-from tests.proxy_harness import (  # noqa: F401 (pytest fixtures)
-    API_KEY,
-    EVENTS_PER_STREAM,
-    HOST,
-    STACK_CONFIG,
-    Stream,
-    call,
-    chat_body,
-    key_check,
-    keyed,
-    sandbox,
-    sandbox_factory,
-)
+from tests.proxy_harness import API_KEY, EVENTS_PER_STREAM, HOST, STACK_CONFIG, Stream, call, chat_body, key_check, keyed
 from tests.proxy_sandbox import MemoryCgroup, Nginx, PrivateNetwork, peak_rss_bytes, require_sandbox
 
 QUICK = EdgeLimits(header_timeout_s=1, body_timeout_s=1, lingering_time_s=1)

@@ -26,20 +26,7 @@ from kimi_k3.serving import api_pod, api_proxy
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute, render_nginx_conf
 from tests.conftest import DATA
 from tests.fake_openai_server import UNPROTECTED_ROUTES
-from tests.proxy_harness import (  # noqa: F401 (pytest fixtures)
-    API_KEY,
-    EVENTS_PER_STREAM,
-    HOST,
-    STACK_CONFIG,
-    Stream,
-    call,
-    chat_body,
-    key_check,
-    keyed,
-    sandbox,
-    sandbox_factory,
-    stack_proxy_config,
-)
+from tests.proxy_harness import API_KEY, EVENTS_PER_STREAM, HOST, STACK_CONFIG, Stream, call, chat_body, key_check, keyed, stack_proxy_config
 from tests.proxy_sandbox import Nginx, require_sandbox
 
 # --- what the sandbox really runs ------------------------------------------------------

@@ -28,13 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from kimi_k3.addons.helm_values import deep_merge
-from kimi_k3.addons.releases import controller_release
+from kimi_k3.addons.releases import check_release_args, controller_namespace, controller_release, register_release_outputs
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.formats import CHART_VERSION, DNS_LABEL
 from kimi_k3.errors import Problems
 
 CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART.name, catalog.LWS_CHART.repository, catalog.LWS_CHART.version
@@ -47,7 +45,6 @@ RELEASE_NAME = "lws"
 PRIORITY_CLASS = "system-cluster-critical"
 """The controller's webhook admits every LeaderWorkerSet pod: keep it scheduled ahead of workloads."""
 
-_RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 @dataclass(frozen=True)
@@ -81,16 +78,11 @@ def validate(args: LwsControllerArgs, name: str = "lws", opts: pulumi.ResourceOp
     """Raise :class:`~kimi_k3.errors.ComponentInputError` for arguments (or options) that cannot produce a working install."""
     problems = Problems("LwsController", name)
     require_kubernetes_provider(problems, opts)
-    if not isinstance(args.version, str) or not CHART_VERSION.fullmatch(args.version) or args.version.startswith("v"):
-        problems.reject("version", args.version, f"expected a chart version such as {DEFAULT_VERSION}")
-    if not DNS_LABEL.fullmatch(args.namespace or "") or args.namespace in _RESERVED_NAMESPACES:
-        problems.reject("namespace", args.namespace, f"expected a DNS label other than {', '.join(_RESERVED_NAMESPACES)}")
+    check_release_args(problems, args.version, args.namespace, args.extra_values, DEFAULT_VERSION)
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 5:
         problems.reject("replicas", args.replicas, "expected 1 to 5")
     if not args.node_selector:
         problems.add("node_selector", "node_selector is empty: the controller would land on GPU nodes too")
-    if not isinstance(args.extra_values, Mapping):
-        problems.reject("extra_values", args.extra_values, "must be a mapping of Helm values")
     problems.raise_any()
 
 
@@ -112,21 +104,7 @@ class LwsController(pulumi.ComponentResource):
         super().__init__("kimi-k3:index:LwsController", name, None, opts)
         self.values = controller_values(args)
         k8s_opts = pulumi.ResourceOptions(parent=self)
-        self.namespace_resource = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args.namespace,
-                labels={
-                    # The chart's pod sets no seccomp profile (no values key for it): baseline enforced, restricted reported.
-                    "pod-security.kubernetes.io/enforce": "baseline",
-                    "pod-security.kubernetes.io/audit": "restricted",
-                    "pod-security.kubernetes.io/warn": "restricted",
-                    "app.kubernetes.io/part-of": "kimi-k3",
-                    "app.kubernetes.io/managed-by": "pulumi",
-                },
-            ),
-            opts=k8s_opts,
-        )
+        self.namespace_resource = controller_namespace(f"{name}-namespace", args.namespace, k8s_opts)
         self.release = controller_release(
             f"{name}-release",
             release_name=RELEASE_NAME,
@@ -136,10 +114,7 @@ class LwsController(pulumi.ComponentResource):
             values=self.values,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource]),
         )
-        self.namespace = pulumi.Output.from_input(args.namespace)
-        self.release_name = self.release.name.apply(lambda n: n or "")
-        self.chart_version = pulumi.Output.from_input(args.version)
-        self.register_outputs({"namespace": self.namespace, "releaseName": self.release_name, "chartVersion": self.chart_version})
+        register_release_outputs(self, self.release, args.namespace, args.version)
 
 
 __all__ = ["CHART_REF", "LwsController", "LwsControllerArgs", "controller_values"]

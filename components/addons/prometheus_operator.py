@@ -31,13 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from kimi_k3.addons.helm_values import deep_merge
-from kimi_k3.addons.releases import controller_release
+from kimi_k3.addons.releases import check_release_args, controller_namespace, controller_release, register_release_outputs
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.formats import CHART_VERSION, DNS_LABEL
 from kimi_k3.errors import Problems
 
 CHART, REPOSITORY, DEFAULT_VERSION = (
@@ -51,7 +49,6 @@ CRD_GROUP = "monitoring.coreos.com"
 EKS_UNSCRAPEABLE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")
 """Chart components that scrape what EKS does not expose (managed control plane; kube-proxy on 127.0.0.1)."""
 
-_RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 @dataclass(frozen=True)
@@ -89,14 +86,9 @@ def validate(args: PrometheusOperatorArgs, name: str = "prometheus-operator", op
     """Raise :class:`~kimi_k3.errors.ComponentInputError` for arguments (or options) that cannot produce a working install."""
     problems = Problems("PrometheusOperator", name)
     require_kubernetes_provider(problems, opts)
-    if not isinstance(args.version, str) or not CHART_VERSION.fullmatch(args.version) or args.version.startswith("v"):
-        problems.reject("version", args.version, f"expected a chart version such as {DEFAULT_VERSION}")
-    if not DNS_LABEL.fullmatch(args.namespace or "") or args.namespace in _RESERVED_NAMESPACES:
-        problems.reject("namespace", args.namespace, f"expected a DNS label other than {', '.join(_RESERVED_NAMESPACES)}")
+    check_release_args(problems, args.version, args.namespace, args.extra_values, DEFAULT_VERSION)
     if not args.node_selector:
         problems.add("node_selector", "node_selector is empty: Prometheus and Grafana would land on GPU nodes too")
-    if not isinstance(args.extra_values, Mapping):
-        problems.reject("extra_values", args.extra_values, "must be a mapping of Helm values")
     problems.raise_any()
 
 
@@ -119,21 +111,7 @@ class PrometheusOperator(pulumi.ComponentResource):
         validate(args, name, opts)
         super().__init__("kimi-k3:index:PrometheusOperator", name, None, opts)
         self.values = operator_values(args)
-        self.namespace_resource = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args.namespace,
-                labels={
-                    # Node exporter off: nothing here needs the host; baseline enforced, restricted reported.
-                    "pod-security.kubernetes.io/enforce": "baseline",
-                    "pod-security.kubernetes.io/audit": "restricted",
-                    "pod-security.kubernetes.io/warn": "restricted",
-                    "app.kubernetes.io/part-of": "kimi-k3",
-                    "app.kubernetes.io/managed-by": "pulumi",
-                },
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self.namespace_resource = controller_namespace(f"{name}-namespace", args.namespace, pulumi.ResourceOptions(parent=self))
         self.release = controller_release(
             f"{name}-release",
             release_name=RELEASE_NAME,
@@ -144,10 +122,7 @@ class PrometheusOperator(pulumi.ComponentResource):
             values=self.values,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource]),
         )
-        self.namespace = pulumi.Output.from_input(args.namespace)
-        self.release_name = self.release.name.apply(lambda n: n or "")
-        self.chart_version = pulumi.Output.from_input(args.version)
-        self.register_outputs({"namespace": self.namespace, "releaseName": self.release_name, "chartVersion": self.chart_version})
+        register_release_outputs(self, self.release, args.namespace, args.version)
 
 
 __all__ = ["CRD_GROUP", "EKS_UNSCRAPEABLE", "RELEASE_NAME", "PrometheusOperator", "PrometheusOperatorArgs", "operator_values", "validate"]

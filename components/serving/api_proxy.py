@@ -492,17 +492,20 @@ KEY_VOLUME = "api-proxy-key"
 """The API-key Secret's key-check file (:data:`kimi_k3.serving.proxy_edge.KEY_FILE`), mounted at
 :data:`kimi_k3.serving.proxy_edge.KEY_DIR`."""
 
-STOP_WRAPPER = """set -u
-"$@" &
-pid=$!
-trap 'kill -QUIT "$pid" 2>/dev/null' TERM QUIT INT
-status=0
+WAIT_FOR_CHILD = """status=0
 while :; do
   wait "$pid"; status=$?
   kill -0 "$pid" 2>/dev/null || break
 done
 exit "$status"
 """
+"""How a stop wrapper waits: through every trapped signal until its child ``$pid`` has exited, then with its status."""
+
+STOP_WRAPPER = """set -u
+"$@" &
+pid=$!
+trap 'kill -QUIT "$pid" 2>/dev/null' TERM QUIT INT
+""" + WAIT_FOR_CHILD
 """The container's PID 1: runs nginx and turns the kubelet's stop signal, whichever it is, into nginx's graceful SIGQUIT.
 
 nginx stops gracefully only on SIGQUIT (SIGTERM is its fast stop, which cuts every stream).

@@ -33,7 +33,7 @@ from kimi_k3.cluster.pod_security import container_security_context
 from kimi_k3.core import catalog, labels
 from kimi_k3.errors import UserError
 from kimi_k3.serving import router_config
-from kimi_k3.serving.api_proxy import PROBE_PORT, ApiRoute
+from kimi_k3.serving.api_proxy import PROBE_PORT, WAIT_FOR_CHILD, ApiRoute
 from kimi_k3.serving.drain import DEFAULT_PRE_STOP_S, DrainPlan
 from kimi_k3.serving.router_config import ADMIN_HOST, RouterConfig
 
@@ -87,13 +87,7 @@ drain() {
   kill -TERM "$pid" 2>/dev/null
 }
 trap drain TERM INT
-status=0
-while :; do
-  wait "$pid"; status=$?
-  kill -0 "$pid" 2>/dev/null || break
-done
-exit "$status"
-"""
+""" + WAIT_FOR_CHILD
 """The router container's PID 1 (bash): runs Envoy; on the kubelet's stop signal (after the ``preStop`` sleep, when the NLB has
 stopped sending) it drains: Envoy's ``POST /drain_listeners?graceful`` over the loopback admin port (bash's ``/dev/tcp``: the
 image has no curl), then waits until ``http.api.downstream_rq_active`` is 0 or ``DRAIN_S`` seconds have passed, then stops Envoy
