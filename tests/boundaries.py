@@ -1247,7 +1247,11 @@ key_range("routerReplicas", 2, 10, "expected 2 to 10 (one routes while another d
 key_range("routerPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE (the router pods' stop sequence is the serving pods' rule: DrainPlan)")
 limit(Limit("routerPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
             "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S = NLB_STOPS_SENDING_S 120 + CONTROLLER_LAG_S 30: with the routing tier the router pods are the NLB's targets",
-            key("routerPreStopSeconds", **NLB), (), "routerPreStopSeconds"))
+            key("routerPreStopSeconds", **NLB), (), "routerPreStopSeconds"),
+      Limit("routerPreStopSeconds behind an NLB (preStop + drain, the router pods' deregistration delay)", "max", 180, 181, "the target group takes 0-3600 s",
+            "stack/settings.py _validate_routing, serving/nlb.py DEREGISTRATION_DELAY_RANGE (ELB target group deregistration_delay.timeout_seconds 0-3600) "
+            "with servingDrainSeconds 3420: with the tier the router pods are the NLB's targets (serving/base.py)",
+            key("routerPreStopSeconds", servingDrainSeconds=3420, replicas=2, **NLB), (S + "_validate_routing: low <= delay <= high",), "routerPreStopSeconds"))
 
 
 def _routing(**changes: Any) -> object:
