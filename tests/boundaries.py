@@ -458,7 +458,9 @@ component("scale-up margin", timedelta(0), None, "a duration of 0 or more", "cap
 def _network(**changes: Any) -> object:
     from kimi_k3.network.vpc import NetworkArgs, _validate
 
-    return _validate("net", NetworkArgs(**{"cluster_name": "kimi-dev", "availability_zones": ("us-east-1a", "us-east-1b"), **changes}))
+    # region given: without it _validate asks the AWS provider (aws.get_region, an invoke), which needs a Pulumi runtime; the
+    # row then passed only after another row had left the mock engine's monitor set, and failed alone or first
+    return _validate("net", NetworkArgs(**{"cluster_name": "kimi-dev", "availability_zones": ("us-east-1a", "us-east-1b"), "region": "us-east-1", **changes}))
 
 
 limit(
@@ -1232,6 +1234,72 @@ def _ciphertext(blob: str) -> object:
 limit(Limit("secure: value as one provider blob (decoded bytes)", "min", base64.b64encode(b"\xff" * 24).decode(), base64.b64encode(b"\xff" * 23).decode(), "is not Pulumi ciphertext",
             "stack/stack_file.py check_ciphertext (the library's floor: a provider's blob carries at least an AES-GCM nonce and tag, 12 + 16 bytes; shorter base64 is taken for the secret itself)",
             _ciphertext, ("stack/stack_file.py::check_ciphertext: len(decoded) < 24",)))
+
+
+# --- the conversation-routing tier (issue 27): the stack's router keys, the serving args, ConversationRouting, RouterConfig ----
+
+ROUTER = "serving/router.py::ConversationRouting.__post_init__: "
+RC = "serving/router_config.py::RouterConfig.__post_init__: "
+key_range("routerReplicas", 2, 10, "expected 2 to 10 (one routes while another drains)",
+          "serving/router.py ConversationRouting router_replicas: the router's PodDisruptionBudget (PDB_MAX_UNAVAILABLE 1) lets one pod go at a time, which "
+          "leaves a pod routing only with 2 or more (Kubernetes: a PDB's maxUnavailable 1 over one pod allows evicting it); 10 the library's ceiling",
+          ROUTER + "2 <= self.router_replicas <= 10")
+key_range("routerPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE (the router pods' stop sequence is the serving pods' rule: DrainPlan)")
+limit(Limit("routerPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
+            "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S = NLB_STOPS_SENDING_S 120 + CONTROLLER_LAG_S 30: with the routing tier the router pods are the NLB's targets",
+            key("routerPreStopSeconds", **NLB), (), "routerPreStopSeconds"),
+      Limit("routerPreStopSeconds behind an NLB (preStop + drain, the router pods' deregistration delay)", "max", 180, 181, "the target group takes 0-3600 s",
+            "stack/settings.py _validate_routing, serving/nlb.py DEREGISTRATION_DELAY_RANGE (ELB target group deregistration_delay.timeout_seconds 0-3600) "
+            "with servingDrainSeconds 3420: with the tier the router pods are the NLB's targets (serving/base.py)",
+            key("routerPreStopSeconds", servingDrainSeconds=3420, replicas=2, **NLB), (S + "_validate_routing: low <= delay <= high",), "routerPreStopSeconds"))
+
+
+def _routing(**changes: Any) -> object:
+    from kimi_k3.serving.router import ConversationRouting
+
+    return ConversationRouting(**changes)
+
+
+def _routed_serving(replicas: int) -> object:
+    from kimi_k3.serving.router import ConversationRouting
+
+    return _serving_args(replicas=replicas, routing=ConversationRouting(pre_stop_s=0))
+
+
+limit(Limit("serving replicas under a routing tier", "min", 2, 1, "a routing tier needs two or more replicas",
+            "serving/args.py _routing_problems (one replica leaves nothing to route between; the stack's StackSettings.routing_for drops the tier below 2)",
+            _routed_serving, ("serving/args.py::_routing_problems: args.replicas < 2",)))
+component("router pod CPUs", 1, 16, "expected a whole number from 1 to 16",
+          "serving/router.py ConversationRouting cpu (Envoy --concurrency: one worker per whole CPU, at least 1; 16 the library's ceiling for a system node)",
+          lambda n: _routing(cpu=n), ROUTER + "low <= value <= high")
+component("router pod memory MiB", 128, 16_384, "expected a whole number from 128 to 16384", "serving/router.py ConversationRouting memory_mib (the library's floor and ceiling for one Envoy pod)",
+          lambda n: _routing(memory_mib=n), ROUTER + "low <= value <= high")
+
+
+def _router_config(**changes: Any) -> object:
+    from kimi_k3.serving.router_config import RouterConfig
+
+    return RouterConfig(replicas_host="kimi-replicas.kimi-serving.svc.cluster.local", **changes)
+
+
+component("router ports (replicas_port)", 1, 65_535, "expected a whole number from 1 to 65535", "serving/router_config.py RouterConfig ports (TCP ports 1 to 65535; Envoy SocketAddress port_value uint32 lte 65535)",
+          lambda n: _router_config(replicas_port=n), RC + "_whole(name)")
+component("router hash_balance_factor", 100, 1000, "expected a whole number from 100 to 1000",
+          "serving/router_config.py RouterConfig balance_factor (Envoy API: ConsistentHashingLbConfig.hash_balance_factor, uint32 gte 100; 1000 the library's ceiling)",
+          lambda n: _router_config(balance_factor=n), RC + "_whole('balance_factor')")
+component("router max_generation_s", 60, 86_400, "expected a whole number from 60 to 86400", "serving/router_config.py RouterConfig max_generation_s, the proxy's (serving/api_proxy.py ApiProxyConfig max_generation_s)",
+          lambda n: _router_config(max_generation_s=n), RC + "_whole('max_generation_s')")
+component("router drain_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/router_config.py RouterConfig drain_s, serving/drain.py DRAIN_RANGE (the stop wrapper's bound; the NLB's deregistration delay at most 3600)",
+          lambda n: _router_config(drain_s=n), RC + "_whole('drain_s')")
+component("router dns_refresh_s", 1, 60, "expected a whole number from 1 to 60",
+          "serving/router_config.py RouterConfig dns_refresh_s (Envoy API: dns_refresh_rate at least 1 ms, whole seconds here; 60 the library's ceiling: a drained replica keeps new sessions that long)",
+          lambda n: _router_config(dns_refresh_s=n), RC + "_whole('dns_refresh_s')")
+component("router health_check_interval_s", 1, 60, "expected a whole number from 1 to 60",
+          "serving/router_config.py RouterConfig health_check_interval_s (Envoy API: HealthCheck.interval, a duration greater than 0; whole seconds, 60 the library's ceiling)",
+          lambda n: _router_config(health_check_interval_s=n), RC + "_whole('health_check_interval_s')")
+component("router max_connections", 1024, 1_000_000, "expected a whole number from 1024 to 1000000",
+          "serving/router_config.py RouterConfig max_connections (Envoy overload manager downstream connections; the library's floor and ceiling)",
+          lambda n: _router_config(max_connections=n), RC + "_whole('max_connections')")
 
 
 NOT_LIMITS: dict[str, str] = {

@@ -1051,6 +1051,17 @@ def _validate_routing(r: _Reader, prod: bool, exposure: str) -> ConversationRout
     except drain.DrainError as err:
         key = "routerPreStopSeconds" if err.field == "pre_stop_s" else "servingDrainSeconds"
         raise SettingsError(_key(key), err.value, err.accepted) from None
+    if exposure in nlb.EXPOSURE_SCHEMES and r.get("replicas") != 1:
+        # with the tier (two or more replicas, or 0: one per group of reserved nodes) the router pods are the NLB's targets,
+        # so the target group's deregistration delay is the router's preStop + the drain, not the serving pods' (serving/base.py)
+        delay = drain.deregistration_delay_s(routing.pre_stop_s, r.get("servingDrainSeconds"))
+        low, high = nlb.DEREGISTRATION_DELAY_RANGE
+        if not low <= delay <= high:
+            raise SettingsError(
+                _key("routerPreStopSeconds"), routing.pre_stop_s,
+                f"with the routing tier behind an NLB, routerPreStopSeconds + servingDrainSeconds ({delay} s) is the router pods' deregistration delay; "
+                f"the target group takes {low}-{high} s",
+            )
     return routing
 
 
