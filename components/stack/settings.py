@@ -50,6 +50,7 @@ from kimi_k3.network.endpoints import endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, subnet_layout
 from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import EXPOSURES, ApiContract, ContractError, EngineProfile, ImageContract, ServingContract, WeightsContract
+from kimi_k3.stack import seam
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT, ConfigKey
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -59,28 +60,6 @@ SECRET_PLACEHOLDER_PREFIX = "offline-placeholder-for-secret:"
 """Stand-in for ``secure:`` values that cannot be decrypted offline."""
 
 INSTANCE_TYPE_RE = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
-
-CONTRACT_KEYS = {
-    "image": "servingImage",
-    "weights.model_id": "modelId",
-    "weights.revision": "modelRevision",
-    "weights.source": "weightsSource",
-    "weights.s3_uri": "weightsS3Uri",
-    "weights.sha256_manifest": "weightsSha256Manifest",
-    "engine.tensor_parallel_size": "tensorParallelSize",
-    "engine.pipeline_parallel_size": "pipelineParallelSize",
-    "engine.gpu_memory_utilization": "gpuMemoryUtilization",
-    "engine.max_model_len": "maxModelLen",
-    "engine.kv_cache_dtype": "kvCacheDtype",
-    "engine.extra_args": "vllmExtraArgs",
-    "engine.ready_timeout_s": "engineReadyTimeoutSeconds",
-    "engine.env": "servingEnv",
-    "engine.decode_context_parallel": "decodeContextParallel",
-    "api.media": "mediaPolicy",
-    "api.media_domains": "mediaAllowedDomains",
-}
-"""Which config key sets each field of the serving contract (the contract owns the rules;
-this layer names the key in the error)."""
 
 NAMESPACES_PASSED_THROUGH = ("pulumi",)
 """Config namespaces of the Pulumi engine itself (e.g. ``pulumi:tags``), accepted as they are."""
@@ -769,14 +748,9 @@ def _contract_key() -> Iterator[None]:
     try:
         yield
     except ContractError as err:
-        name = CONTRACT_KEYS.get(err.field)
-        if name is None:
+        if seam.key_name("ServingContract", err.field) is None:
             raise
-        accepted = err.accepted
-        for field_path, key_name in sorted(CONTRACT_KEYS.items(), key=lambda item: -len(item[0])):
-            accepted = re.sub(rf"\b{re.escape(field_path)}\b", key_name, accepted)
-        value = list(err.value) if isinstance(err.value, tuple) else err.value
-        raise SettingsError(_key(name), value, accepted) from None
+        raise seam.refused("ServingContract", err.field, err.value, seam.in_key_terms("ServingContract", err.accepted)) from None
 
 
 def _engine_recipe(capacity: CapacitySettings, pipeline_parallel_size: Any) -> engine_profiles.EngineRecipe | None:
@@ -887,27 +861,13 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
     )
 
 
-_HYPERPOD_KEYS = {
-    "routing_strategy": "hyperpodRoutingStrategy",
-    "load_balancer_algorithm": "hyperpodLoadBalancerAlgorithm",
-    "kv_cache": "hyperpodKvCache",
-    "l2_cache_backend": "hyperpodL2CacheBackend",
-    "l2_cache_url": "hyperpodL2CacheUrl",
-}
-
-
 def _validate_hyperpod_routing(r: _Reader) -> HyperPodRouting:
     """The HyperPod operator's routing keys, checked by ``HyperPodRouting`` (the CRD's enums); the key is named here."""
-    values = {field: (r.get(key) or None) for field, key in _HYPERPOD_KEYS.items()}
+    values = {field: (r.get(key) or None) for field, key in seam.feeds("HyperPodRouting").items()}
     try:
         return HyperPodRouting(**values)
     except HyperPodRoutingError as err:
-        key = _HYPERPOD_KEYS[err.field]
-        raise SettingsError(_key(key), r.get(key) or None, str(err).split("; ", 1)[1]) from None
-
-
-_DRAIN_KEYS = {"pre_stop_s": "servingPreStopSeconds", "drain_s": "servingDrainSeconds", "grace_period_s": "servingTerminationGraceSeconds"}
-_NLB_KEYS = {"idle_timeout_s": "nlbIdleTimeoutSeconds", "deregistration_delay": "servingDrainSeconds", "pre_stop_sleep_s": "servingPreStopSeconds"}
+        raise seam.refused("HyperPodRouting", err.field, values[err.field], str(err).split("; ", 1)[1]) from None
 
 
 def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str, warnings: list[str]) -> ServingFrontSettings:
@@ -928,7 +888,6 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
     inline_mib = _in_range("mediaInlineMiB", r.get("mediaInlineMiB"), 0, 512)
     if inline_mib and contract.api.media == "text-only":
         raise SettingsError(_key("mediaInlineMiB"), inline_mib, "inline media needs mediaPolicy allowlist (text-only serving refuses media)")
-    keys = {"max_generation_s": "servingMaxGenerationSeconds", "drain_timeout_s": "servingDrainSeconds", "extra_routes": "servingExtraRoutes"}
     try:
         proxy = api_proxy.ApiProxyConfig(
             max_model_len=contract.engine.max_model_len,
@@ -938,7 +897,7 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
             extra_routes=tuple(parsed),
         )
     except api_proxy.ProxyConfigError as err:
-        key = keys.get(err.field, "servingExtraRoutes")
+        key = seam.key_name("ApiProxyConfig", err.field) or "servingExtraRoutes"
         raise SettingsError(_key(key), r.get(key), str(err)) from None
     except UserError as err:  # the proxy's route rules (a route the defaults already allow)
         raise SettingsError(_key("servingExtraRoutes"), list(routes), str(err)) from None
@@ -948,13 +907,13 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
             pre_stop_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_timeout_s, grace_period_s=grace, behind_nlb=exposure in nlb.EXPOSURE_SCHEMES,
         )
     except drain.DrainError as err:
-        raise SettingsError(_key(_DRAIN_KEYS[err.field]), err.value, err.accepted) from None
+        raise seam.refused("DrainPlan", err.field, err.value, err.accepted) from None
     idle = r.get("nlbIdleTimeoutSeconds")
     if exposure in nlb.EXPOSURE_SCHEMES:
         try:
             nlb.nlb_annotations(proxy, scheme=nlb.scheme_of(exposure), pre_stop_sleep_s=plan.pre_stop_s, idle_timeout_s=idle)
         except nlb.NlbError as err:
-            key = _NLB_KEYS.get(err.field, "nlbIdleTimeoutSeconds")
+            key = seam.key_name("nlb_annotations", err.field) or "nlbIdleTimeoutSeconds"
             raise SettingsError(_key(key), r.get(key), str(err)) from None
     if plan.drain_s < proxy.max_generation_s:
         warnings.append(
@@ -1065,10 +1024,6 @@ def _changed_keys(r: _Reader, names: Iterable[str]) -> list[str]:
     return changed
 
 
-_ENDPOINT_ARG_KEYS = {"instance_type": "gpuInstanceType", "replicas": "replicas"}
-"""Which config key sets each argument of the HyperPod endpoint (``kimi_k3.hyperpod.endpoint``)."""
-
-
 def _validate_hyperpod(
     r: _Reader,
     serving_platform: str,
@@ -1137,12 +1092,9 @@ def _validate_hyperpod(
         )
     except ComponentInputError as err:
         problem = err.problems[0]
-        path = problem.path.removeprefix("contract.")
-        name = _ENDPOINT_ARG_KEYS.get(problem.path) or CONTRACT_KEYS.get(path) or "servingPlatform"
+        name = seam.key_name("InferenceEndpoint", problem.path) or "servingPlatform"
         value = r.get(name)
-        reason = problem.reason
-        for field_path, key_name in sorted(CONTRACT_KEYS.items(), key=lambda item: -len(item[0])):
-            reason = re.sub(rf"\b(contract\.)?{re.escape(field_path)}\b", key_name, reason)
+        reason = seam.in_key_terms("ServingContract", problem.reason, optional_prefix="contract.")
         raise SettingsError(_key(name), list(value) if isinstance(value, tuple) else value, f"on servingPlatform hyperpod: {reason}") from None
     stray = _changed_keys(r, EKS_ONLY_KEYS)
     if stray:
