@@ -245,7 +245,7 @@ key_range("engineReadyTimeoutSeconds", 600, 10_800, "accepted: 600 to 10800", "c
 key_range("replicas", 0, 64, "accepted: 0 to 64", "stack/settings.py _validate_serving (0: one per group of reserved nodes; a Capacity Block holds at most 64 instances)", S + "_validate_serving: _in_range('replicas')")
 key_range("mediaInlineMiB", 0, 512, "accepted: 0 to 512", "stack/settings.py _validate_serving_front (the proxy's inline_media_bytes, at most 512 MiB)", S + "_validate_serving_front: _in_range('mediaInlineMiB')", **MEDIA)
 key_range("servingMaxGenerationSeconds", 60, 86_400, "expected a whole number from 60 to 86400", "serving/api_proxy.py ApiProxyConfig max_generation_s (the proxy's upstream read timeout)")
-key_range("servingDrainSeconds", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig drain_timeout_s, serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1)")
+key_range("servingDrainSeconds", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig drain_s, serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1)")
 key_range("servingPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE")
 key_range("alertTtftP99Seconds", 1, 600, "accepted: 1 to 600", "stack/settings.py _validate_monitoring (KimiK3TimeToFirstTokenHigh)", S + "_validate_monitoring: _in_range('alertTtftP99Seconds')")
 key_range("hyperpodEbsVolumeGiB", 1, 16_384, "accepted: 1 to 16384", "stack/settings.py _validate_hyperpod (SageMaker ClusterEbsVolumeConfig VolumeSizeInGB 1 to 16384)", S + "_validate_hyperpod: _in_range('hyperpodEbsVolumeGiB')", stack="hyperpod")
@@ -437,7 +437,7 @@ P = "serving/api_proxy.py::ApiProxyConfig.__post_init__: "
 MIB = 1024 * 1024
 component("proxy max_model_len", 1024, 1_048_576, "expected a whole number from 1024 to 1048576", "serving/api_proxy.py ApiProxyConfig (sizes client_max_body_size)", lambda n: _proxy(max_model_len=n), P + "_whole('max_model_len')")
 component("proxy max_generation_s", 60, 86_400, "expected a whole number from 60 to 86400", "serving/api_proxy.py ApiProxyConfig", lambda n: _proxy(max_generation_s=n), P + "_whole('max_generation_s')")
-component("proxy drain_timeout_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig (worker_shutdown_timeout)", lambda n: _proxy(drain_timeout_s=n), P + "_whole('drain_timeout_s')")
+component("proxy drain_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig (worker_shutdown_timeout)", lambda n: _proxy(drain_s=n), P + "_whole('drain_s')")
 component("proxy inline_media_bytes (body-size limit on top of the text bound)", 0, 512 * MIB, "expected a whole number from 0 to 536870912", "serving/api_proxy.py ApiProxyConfig",
           lambda n: _proxy(inline_media_bytes=n), P + "_whole('inline_media_bytes')")
 component("proxy cpu", 1, 8, "expected a whole number from 1 to 8", "serving/api_proxy.py ApiProxyConfig (one nginx worker per CPU)", lambda n: _proxy(cpu=n), P + "_whole('cpu')")
@@ -485,7 +485,7 @@ for _workers in (1, 8):
 def _nlb(proxy: Any = None, **options: Any) -> object:
     from kimi_k3.serving import nlb
 
-    return nlb.nlb_annotations(proxy or _proxy(max_generation_s=300, drain_timeout_s=300), **{"scheme": "internal", "pre_stop_sleep_s": 180, **options})
+    return nlb.nlb_annotations(proxy or _proxy(max_generation_s=300, drain_s=300), **{"scheme": "internal", "pre_stop_sleep_s": 180, **options})
 
 
 N = "serving/nlb.py::nlb_annotations: "

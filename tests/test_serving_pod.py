@@ -221,7 +221,7 @@ def test_the_lws_rolls_one_group_at_a_time_like_its_pdb(plans):
 
 def test_the_service_annotations_are_nlb_annotations_of_the_stacks_proxy_and_drain(plans):
     annotations = obj(plans["deployment-nlb"], "Service", "kimi")["metadata"]["annotations"]
-    expected = nlb.nlb_annotations(ApiProxyConfig(max_model_len=262_144, max_generation_s=1800, drain_timeout_s=1800), scheme="internal", pre_stop_sleep_s=180)
+    expected = nlb.nlb_annotations(ApiProxyConfig(max_model_len=262_144, max_generation_s=1800, drain_s=1800), scheme="internal", pre_stop_sleep_s=180)
     assert annotations == expected
     assert annotations[f"{nlb.LB}listener-attributes.TCP-8000"] == "tcp.idle_timeout.seconds=3600"
     attributes = dict(pair.split("=") for pair in annotations[f"{nlb.LB}target-group-attributes"].split(","))
@@ -306,7 +306,7 @@ def test_checkov_finds_nothing_in_the_api_pods(plans, tmp_path):
 def test_the_proxy_config_is_built_once_from_the_args():
     args = VllmServerArgs(contract=serving_contract(max_model_len=131_072), api_key="k", extra_routes=("POST /v1/embeddings",), max_generation_s=900, drain_s=600, inline_media_bytes=1024)
     config = api_pod.proxy_config(args)
-    assert config == ApiProxyConfig(max_model_len=131_072, max_generation_s=900, drain_timeout_s=600, inline_media_bytes=1024, extra_routes=(ApiRoute("POST", "/v1/embeddings"),))
+    assert config == ApiProxyConfig(max_model_len=131_072, max_generation_s=900, drain_s=600, inline_media_bytes=1024, extra_routes=(ApiRoute("POST", "/v1/embeddings"),))
 
 
 # --- the NLB's deregistration: the pinned minimum -----------------------------------------------------------

@@ -92,7 +92,7 @@ def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
     return ApiProxyConfig(
         max_model_len=args.contract.engine.max_model_len,
         max_generation_s=args.max_generation_s,
-        drain_timeout_s=args.drain_s,
+        drain_s=args.drain_s,
         inline_media_bytes=args.inline_media_bytes,
         extra_routes=tuple(ApiRoute.parse(route) for route in args.extra_routes),
         api_port=args.contract.api.port,

@@ -201,8 +201,8 @@ def _startup_problems(args: VllmServingArgs, problems: Problems) -> None:
 
 
 _DRAIN_FIELDS = {"pre_stop_s": "pre_stop_sleep_s", "drain_s": "drain_s", "grace_period_s": "termination_grace_period_s"}
-_PROXY_FIELDS = {"drain_timeout_s": "drain_s", "cpu": "proxy_cpu", "max_model_len": "contract.engine.max_model_len", "api_port": "contract.api.port"}
-_NLB_FIELDS = {"idle_timeout_s": "nlb_idle_timeout_s", "deregistration_delay": "drain_s", "tls": "tls_certificate_arn", "pre_stop_sleep_s": "pre_stop_sleep_s"}
+_PROXY_FIELDS = {"cpu": "proxy_cpu", "max_model_len": "contract.engine.max_model_len", "api_port": "contract.api.port"}
+_NLB_FIELDS = {"idle_timeout_s": "nlb_idle_timeout_s", "tls": "tls_certificate_arn"}
 
 
 def _front_problems(args: VllmServingArgs, problems: Problems) -> None:
@@ -234,7 +234,7 @@ def _front_problems(args: VllmServingArgs, problems: Problems) -> None:
                 idle_timeout_s=args.nlb_idle_timeout_s, tls_certificate_arn=args.tls_certificate_arn,
             )
         except nlb.NlbError as err:
-            problems.adopt(_NLB_FIELDS.get(err.field, "exposure"), err)
+            problems.adopt(_NLB_FIELDS.get(err.field, err.field if hasattr(args, err.field) else "exposure"), err)
 
 
 __all__ = ["VllmServingArgs", "validate_serving_args"]

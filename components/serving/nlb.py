@@ -39,7 +39,7 @@ from kimi_k3.serving.api_proxy import HEALTH_PATH, ApiProxyConfig
 
 class NlbError(UserError):
     """A value the controller or the NLB would refuse; ``field`` says which: ``scheme``, ``pre_stop_sleep_s``,
-    ``deregistration_delay`` (preStop + drain), ``idle_timeout_s`` or ``tls`` (a TLS listener's fixed idle timeout)."""
+    ``drain_s`` (the deregistration delay, preStop + drain, is too long), ``idle_timeout_s`` or ``tls`` (a TLS listener's fixed idle timeout)."""
 
     def __init__(self, field: str, message: str) -> None:
         """``field`` names the refused value (see the class); ``message`` is the whole error text."""
@@ -78,11 +78,6 @@ def scheme_of(exposure: str) -> str:
     return EXPOSURE_SCHEMES[exposure]
 
 
-def deregistration_delay_s(proxy: ApiProxyConfig, pre_stop_sleep_s: int) -> int:
-    """The target stays ``draining`` as long as the pod may still serve (:func:`kimi_k3.serving.drain.deregistration_delay_s`)."""
-    return drain.deregistration_delay_s(pre_stop_sleep_s, proxy.drain_timeout_s)
-
-
 def nlb_annotations(
     proxy: ApiProxyConfig,
     *,
@@ -107,12 +102,12 @@ def nlb_annotations(
         raise NlbError("scheme", f"nlb: scheme {scheme!r} is not accepted; accepted: {', '.join(SCHEMES)}")
     if isinstance(pre_stop_sleep_s, bool) or not isinstance(pre_stop_sleep_s, int) or pre_stop_sleep_s < 0:
         raise NlbError("pre_stop_sleep_s", f"nlb: pre_stop_sleep_s {pre_stop_sleep_s!r} is not accepted; expected a whole number of seconds >= 0")
-    delay = deregistration_delay_s(proxy, pre_stop_sleep_s)
+    delay = drain.deregistration_delay_s(pre_stop_sleep_s, proxy.drain_s)
     low, high = DEREGISTRATION_DELAY_RANGE
     if not low <= delay <= high:
         raise NlbError(
-            "deregistration_delay",
-            f"nlb: deregistration delay {delay} s (preStop {pre_stop_sleep_s} s + drain {proxy.drain_timeout_s} s) is not accepted; "
+            "drain_s",
+            f"nlb: deregistration delay {delay} s (preStop {pre_stop_sleep_s} s + drain {proxy.drain_s} s) is not accepted; "
             f"the target group takes {low}-{high} s: shorten the drain or the preStop sleep"
         )
     annotations = {

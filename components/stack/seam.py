@@ -92,7 +92,7 @@ SEAM: tuple[Feed, ...] = (
     Feed("nlbIdleTimeoutSeconds", "VllmServingArgs", "nlb_idle_timeout_s", "None is the NLB module's default, the key's default"),
     # the rules the serving components build on: the API proxy, the stop sequence, the NLB
     Feed("servingMaxGenerationSeconds", "ApiProxyConfig", "max_generation_s"),
-    Feed("servingDrainSeconds", "ApiProxyConfig", "drain_timeout_s"),
+    Feed("servingDrainSeconds", "ApiProxyConfig", "drain_s"),
     Feed("servingExtraRoutes", "ApiProxyConfig", "extra_routes"),
     Feed("mediaInlineMiB", "ApiProxyConfig", "inline_media_bytes", "MiB in config, bytes in the proxy"),
     Feed("servingPreStopSeconds", "DrainPlan", "pre_stop_s"),
@@ -100,7 +100,7 @@ SEAM: tuple[Feed, ...] = (
     Feed("servingTerminationGraceSeconds", "DrainPlan", "grace_period_s", "0 is None: the drain plan's minimum"),
     Feed("nlbIdleTimeoutSeconds", "nlb_annotations", "idle_timeout_s", "None is the NLB module's default, the key's default"),
     Feed("servingPreStopSeconds", "nlb_annotations", "pre_stop_sleep_s", _DRAIN),
-    Feed("servingDrainSeconds", "nlb_annotations", "deregistration_delay", "the deregistration delay is preStop + drain: a delay too long is the drain's"),
+    Feed("servingDrainSeconds", "nlb_annotations", "drain_s", "the deregistration delay is preStop + drain: a delay too long is the drain's"),
     # the HyperPod operator and endpoint
     Feed("hyperpodRoutingStrategy", "HyperPodRouting", "routing_strategy", "empty is None: the operator's default"),
     Feed("hyperpodLoadBalancerAlgorithm", "HyperPodRouting", "load_balancer_algorithm", "empty is None: the operator's default"),

@@ -892,7 +892,7 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
         proxy = api_proxy.ApiProxyConfig(
             max_model_len=contract.engine.max_model_len,
             max_generation_s=r.get("servingMaxGenerationSeconds"),
-            drain_timeout_s=r.get("servingDrainSeconds"),
+            drain_s=r.get("servingDrainSeconds"),
             inline_media_bytes=inline_mib * 1024 * 1024,
             extra_routes=tuple(parsed),
         )
@@ -904,7 +904,7 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
     grace = r.get("servingTerminationGraceSeconds") or None
     try:
         plan = drain.DrainPlan(
-            pre_stop_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_timeout_s, grace_period_s=grace, behind_nlb=exposure in nlb.EXPOSURE_SCHEMES,
+            pre_stop_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_s, grace_period_s=grace, behind_nlb=exposure in nlb.EXPOSURE_SCHEMES,
         )
     except drain.DrainError as err:
         raise seam.refused("DrainPlan", err.field, err.value, err.accepted) from None
