@@ -48,18 +48,21 @@ INPUTS = {
 }
 """Each component input the seam names, and where it lives (``module:attribute``)."""
 
-_CONTRACT = (
+_UNSET = "empty is None: unset"
+_RECIPE = "empty (0) is the engine recipe's value for the GPU and layout (kimi_k3.serving.engine_profiles)"
+
+_CONTRACT: tuple[tuple[str, ...], ...] = (
     ("servingImage", "image"),
     ("modelId", "weights.model_id"),
     ("modelRevision", "weights.revision"),
     ("weightsSource", "weights.source"),
-    ("weightsS3Uri", "weights.s3_uri"),
-    ("weightsSha256Manifest", "weights.sha256_manifest"),
+    ("weightsS3Uri", "weights.s3_uri", _UNSET),
+    ("weightsSha256Manifest", "weights.sha256_manifest", _UNSET),
     ("tensorParallelSize", "engine.tensor_parallel_size"),
     ("pipelineParallelSize", "engine.pipeline_parallel_size"),
-    ("gpuMemoryUtilization", "engine.gpu_memory_utilization"),
-    ("maxModelLen", "engine.max_model_len"),
-    ("kvCacheDtype", "engine.kv_cache_dtype"),
+    ("gpuMemoryUtilization", "engine.gpu_memory_utilization", _RECIPE),
+    ("maxModelLen", "engine.max_model_len", _RECIPE),
+    ("kvCacheDtype", "engine.kv_cache_dtype", _RECIPE),
     ("vllmExtraArgs", "engine.extra_args"),
     ("engineReadyTimeoutSeconds", "engine.ready_timeout_s"),
     ("servingEnv", "engine.env"),
@@ -69,10 +72,8 @@ _CONTRACT = (
 )
 """The serving contract's fields and their keys (the contract owns the rules; its fields feed every serving component)."""
 
-_DRAIN = "the settings pass the drain plan's value"
-
 SEAM: tuple[Feed, ...] = (
-    *(Feed(key, "ServingContract", path) for key, path in _CONTRACT),
+    *(Feed(row[0], "ServingContract", *row[1:]) for row in _CONTRACT),
     # the serving components (EKS)
     Feed("gpuInstanceType", "VllmServingArgs", "instance_type"),
     Feed("replicas", "VllmServingArgs", "replicas", "0 means one per group of reserved nodes: the platform resolves it (StackSettings.replicas_for)"),
@@ -99,8 +100,8 @@ SEAM: tuple[Feed, ...] = (
     Feed("servingDrainSeconds", "DrainPlan", "drain_s"),
     Feed("servingTerminationGraceSeconds", "DrainPlan", "grace_period_s", "0 is None: the drain plan's minimum"),
     Feed("nlbIdleTimeoutSeconds", "nlb_annotations", "idle_timeout_s", "None is the NLB module's default, the key's default"),
-    Feed("servingPreStopSeconds", "nlb_annotations", "pre_stop_sleep_s", _DRAIN),
-    Feed("servingDrainSeconds", "nlb_annotations", "drain_s", "the deregistration delay is preStop + drain: a delay too long is the drain's"),
+    Feed("servingPreStopSeconds", "nlb_annotations", "pre_stop_sleep_s"),
+    Feed("servingDrainSeconds", "nlb_annotations", "drain_s"),  # its proxy's drain_s: the deregistration delay is preStop + drain
     # the HyperPod operator and endpoint
     Feed("hyperpodRoutingStrategy", "HyperPodRouting", "routing_strategy", "empty is None: the operator's default"),
     Feed("hyperpodLoadBalancerAlgorithm", "HyperPodRouting", "load_balancer_algorithm", "empty is None: the operator's default"),
@@ -109,7 +110,7 @@ SEAM: tuple[Feed, ...] = (
     Feed("hyperpodL2CacheUrl", "HyperPodRouting", "l2_cache_url", "empty is None: the operator's default"),
     Feed("gpuInstanceType", "InferenceEndpoint", "instance_type", "ml. + the key"),
     Feed("replicas", "InferenceEndpoint", "replicas", "0 means one: the settings pass at least 1"),
-    *(Feed(key, "InferenceEndpoint", f"contract.{path}") for key, path in _CONTRACT),
+    *(Feed(row[0], "InferenceEndpoint", f"contract.{row[1]}", *row[2:]) for row in _CONTRACT),
     # the time-to-serve estimate's warnings (their topic is the input they concern)
     Feed("engineReadyTimeoutSeconds", "startup_warnings", "ready_timeout_s"),
     Feed("capacityReservationId", "startup_warnings", "block_hours", "the block's remaining hours, read from the reservation"),
