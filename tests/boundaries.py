@@ -276,7 +276,7 @@ limit(
     Limit("vllmExtraArgs --max-num-seqs", "min", ["--max-num-seqs", "1"], ["--max-num-seqs", "0"], "--max-num-seqs takes a whole number of at least 1",
           "serving/contracts.py EngineProfile (vLLM refuses 0 sequences)", key("vllmExtraArgs"), ("serving/contracts.py::EngineProfile.__post_init__: int(value) < 1",), "vllmExtraArgs"),
     Limit("weightsS3Uri bucket name length", "max", f"s3://{'b' * 63}/p/", f"s3://{'b' * 64}/p/", "s3://bucket/prefix/ in the stack's region",
-          "serving/contracts.py S3_URI_RE (S3 bucket names: 3 to 63 characters)", key("weightsS3Uri", weightsSource="s3"), ("serving/contracts.py::S3_URI_RE{1,61}",), "weightsS3Uri"),
+          "core/s3.py S3_PREFIX_URI (S3 bucket names: 3 to 63 characters)", key("weightsS3Uri", weightsSource="s3"), ("core/s3.py::S3_PREFIX_URI{1,61}",), "weightsS3Uri"),
 )
 
 
@@ -909,8 +909,8 @@ def _staging(**changes: Any) -> object:
 limit(
     Limit("manifest entry size", "min", 0, -1, "is not a byte count", "weights/manifest.py ManifestEntry", _entry, ("weights/manifest.py::ManifestEntry.__post_init__: self.size < 0",), error=_weights_error()),
     Limit("node-local weights claim GB", "min", 1, 0, "size_gb 0 is not accepted", "weights/node_local.py weights_claim_template", _claim, ("weights/node_local.py::weights_claim_template: size_gb < 1",)),
-    Limit("staging Job prefix (not the bucket root)", "min", "s3://b-b/p/", "s3://b-b/", "expected s3://bucket/prefix/ with a non-empty prefix", "weights/staging_job.py validate (its role writes only that prefix)",
-          lambda uri: _staging(s3_uri=uri), ("weights/staging_job.py::validate: args.s3_uri.rstrip('/').count('/') >= 3",)),
+    Limit("staging Job prefix (not the bucket root)", "min", "s3://b-b/p/", "s3://b-b/", "expected s3://bucket/prefix/ with a non-empty prefix", "weights/staging_job.py validate, core/s3.py S3Prefix (its role writes only that prefix)",
+          lambda uri: _staging(s3_uri=uri), ()),
 )
 component("staging Job workers", 1, 64, "workers", "weights/staging_job.py validate", lambda n: _staging(workers=n), "weights/staging_job.py::validate: 1 <= args.workers <= 64")
 

@@ -135,3 +135,24 @@ def test_no_other_module_maps_arg_names_to_config_keys():
                 if len(hits) >= 2:
                     offenders.append(f"{Path(path).relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_the_weights_uri_has_one_parser_and_every_layer_agrees_on_an_empty_prefix():
+    """``weightsS3Uri`` is parsed by :class:`kimi_k3.core.s3.S3Prefix` only: the contract and the staging Job refuse the bucket root alike."""
+    from kimi_k3.core.s3 import S3Prefix
+    from kimi_k3.errors import UserError
+    from kimi_k3.serving.contracts import ContractError, WeightsContract
+    from kimi_k3.weights import staging_job
+
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    good = WeightsContract(model_id="moonshotai/Kimi-K3", revision=revision, source="s3", s3_uri="s3://kimi-weights/k3/")
+    assert good.s3_location == S3Prefix("kimi-weights", "k3/") and (good.s3_bucket, good.s3_prefix) == ("kimi-weights", "k3/")
+    for root in ("s3://kimi-weights/", "s3://kimi-weights/k3/*/"):
+        with pytest.raises(ValueError):
+            S3Prefix.parse(root)
+        with pytest.raises(ContractError):
+            WeightsContract(model_id="moonshotai/Kimi-K3", revision=revision, source="s3", s3_uri=root)
+        with pytest.raises(UserError, match="non-empty prefix"):
+            staging_job.validate(staging_job.WeightsStagingJobArgs(
+                image="i@sha256:" + "a" * 64, model_id="moonshotai/Kimi-K3", revision=revision, s3_uri=root, cluster_name="c", aws_region="us-west-2",
+            ))
