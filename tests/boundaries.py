@@ -251,15 +251,15 @@ key_range("hyperpodEbsVolumeGiB", 1, 16_384, "accepted: 1 to 16384", "stack/sett
 limit(
     Limit("servingPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
           "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S = NLB_STOPS_SENDING_S 120 + CONTROLLER_LAG_S 30 (aws-load-balancer-controller#2366, #3270, containers-roadmap#470)",
-          key("servingPreStopSeconds", **NLB), ("serving/drain.py::DrainPlan.__post_init__: self.pre_stop_s < MIN_PRE_STOP_BEHIND_NLB_S",), "servingPreStopSeconds"),
+          key("servingPreStopSeconds", **NLB), ("serving/drain.py::DrainPlan.__post_init__: self.pre_stop_sleep_s < MIN_PRE_STOP_BEHIND_NLB_S",), "servingPreStopSeconds"),
     Limit("servingDrainSeconds behind an NLB (preStop + drain, the deregistration delay)", "max", 3420, 3421, "the target group takes 0-3600 s",
           "serving/nlb.py DEREGISTRATION_DELAY_RANGE (ELB target group deregistration_delay.timeout_seconds 0-3600) with the default preStop 180 s",
           key("servingDrainSeconds", **NLB), ("serving/nlb.py::nlb_annotations: low <= delay <= high",), "servingDrainSeconds"),
     Limit("servingTerminationGraceSeconds against the stop sequence", "min", 2015, 2014, "it must be at least 2015 s = preStop 180 s + engine lag 5 s + drain 1800 s + margin 30 s",
           "serving/drain.py DrainPlan.minimum_grace_s (the kubelet kills the pod at the grace period)", key("servingTerminationGraceSeconds"),
-          ("serving/drain.py::DrainPlan.__post_init__: self.grace_period_s < self.minimum_grace_s",), "servingTerminationGraceSeconds"),
-    Limit("servingTerminationGraceSeconds", "max", 86_400, 86_401, "expected whole seconds from 1 to 86400", "serving/drain.py DrainPlan grace_period_s (a day)",
-          key("servingTerminationGraceSeconds"), ("serving/drain.py::DrainPlan.__post_init__: _whole('grace_period_s')",), "servingTerminationGraceSeconds"),
+          ("serving/drain.py::DrainPlan.__post_init__: self.termination_grace_period_s < self.minimum_grace_s",), "servingTerminationGraceSeconds"),
+    Limit("servingTerminationGraceSeconds", "max", 86_400, 86_401, "expected whole seconds from 1 to 86400", "serving/drain.py DrainPlan termination_grace_period_s (a day)",
+          key("servingTerminationGraceSeconds"), ("serving/drain.py::DrainPlan.__post_init__: _whole('termination_grace_period_s')",), "servingTerminationGraceSeconds"),
     Limit("nlbIdleTimeoutSeconds against servingMaxGenerationSeconds", "min", 1800, 1799, "idle_timeout_s 1799 is shorter than max_generation_s 1800",
           "serving/nlb.py nlb_annotations (a silent non-streamed answer outlives a shorter idle timeout)", key("nlbIdleTimeoutSeconds", **NLB),
           ("serving/nlb.py::nlb_annotations: idle < proxy.max_generation_s",), "nlbIdleTimeoutSeconds"),
@@ -417,13 +417,13 @@ def _drain(**changes: Any) -> object:
     return DrainPlan(**changes)
 
 
-component("drain plan preStop seconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE", lambda s: _drain(pre_stop_s=s), "serving/drain.py::DrainPlan.__post_init__: _whole('pre_stop_s')")
+component("drain plan preStop seconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE", lambda s: _drain(pre_stop_sleep_s=s), "serving/drain.py::DrainPlan.__post_init__: _whole('pre_stop_sleep_s')")
 component("drain plan drain seconds", 1, 3600, "expected whole seconds from 1 to 3600", "serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1; the NLB's deregistration delay at most 3600)",
           lambda s: _drain(drain_s=s), "serving/drain.py::DrainPlan.__post_init__: _whole('drain_s')")
 limit(Limit("drain plan preStop behind an NLB", "min", 150, 149, "behind an NLB it must be at least 150 s", "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S",
-            lambda s: _drain(pre_stop_s=s, behind_nlb=True)))
+            lambda s: _drain(pre_stop_sleep_s=s, behind_nlb=True)))
 limit(Limit("drain plan grace period against the shortest stop sequence", "min", 36, 35, "it must be at least 36 s = preStop 0 s + engine lag 5 s + drain 1 s + margin 30 s",
-            "serving/drain.py DrainPlan.minimum_grace_s (ENGINE_LAG_S, MARGIN_S): it shadows the grace period's own floor of 1 s", lambda s: _drain(pre_stop_s=0, drain_s=1, grace_period_s=s)))
+            "serving/drain.py DrainPlan.minimum_grace_s (ENGINE_LAG_S, MARGIN_S): it shadows the grace period's own floor of 1 s", lambda s: _drain(pre_stop_sleep_s=0, drain_s=1, termination_grace_period_s=s)))
 
 
 def _proxy(**changes: Any) -> Any:

@@ -223,14 +223,7 @@ class VllmServingBase(pulumi.ComponentResource):
         source_ranges: Any = None
         if behind_nlb:
             service_type = "LoadBalancer"
-            service_annotations = nlb.nlb_annotations(
-                proxy,
-                scheme=nlb.scheme_of(args.exposure),
-                pre_stop_sleep_s=api_pod.drain_plan(args).pre_stop_s,
-                idle_timeout_s=args.nlb_idle_timeout_s,
-                tls_certificate_arn=args.tls_certificate_arn,
-                service_port_name=port_name,
-            )
+            service_annotations = api_pod.nlb_annotations(args, proxy, service_port_name=port_name)
             source_ranges = list(args.allowed_cidrs)
         self.service = k8s.core.v1.Service(
             f"{name}-service",

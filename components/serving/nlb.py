@@ -39,7 +39,7 @@ from kimi_k3.serving.api_proxy import HEALTH_PATH, ApiProxyConfig
 
 class NlbError(UserError):
     """A value the controller or the NLB would refuse; ``field`` says which: ``scheme``, ``pre_stop_sleep_s``,
-    ``drain_s`` (the deregistration delay, preStop + drain, is too long), ``idle_timeout_s`` or ``tls`` (a TLS listener's fixed idle timeout)."""
+    ``drain_s`` (the deregistration delay, preStop + drain, is too long), ``idle_timeout_s`` or ``tls_certificate_arn`` (a TLS listener's fixed idle timeout)."""
 
     def __init__(self, field: str, message: str) -> None:
         """``field`` names the refused value (see the class); ``message`` is the whole error text."""
@@ -124,10 +124,10 @@ def nlb_annotations(
     }
     if tls_certificate_arn:
         if idle_timeout_s is not None:
-            raise NlbError("tls", f"nlb: idle_timeout_s {idle_timeout_s!r} cannot be set on a TLS listener; its idle timeout is fixed at {TLS_IDLE_TIMEOUT_S} s ({TLS_IDLE_TIMEOUT_SOURCE})")
+            raise NlbError("tls_certificate_arn", f"nlb: idle_timeout_s {idle_timeout_s!r} cannot be set on a TLS listener; its idle timeout is fixed at {TLS_IDLE_TIMEOUT_S} s ({TLS_IDLE_TIMEOUT_SOURCE})")
         if proxy.max_generation_s > TLS_IDLE_TIMEOUT_S:
             raise NlbError(
-                "tls",
+                "tls_certificate_arn",
                 f"nlb: max_generation_s {proxy.max_generation_s} is longer than a TLS listener's fixed {TLS_IDLE_TIMEOUT_S} s idle timeout: "
                 f"a non-streamed answer would be cut ({TLS_IDLE_TIMEOUT_SOURCE}); lower it to {TLS_IDLE_TIMEOUT_S} or less (clients stream longer answers), or terminate TLS behind a TCP listener"
             )

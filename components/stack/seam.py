@@ -96,9 +96,9 @@ SEAM: tuple[Feed, ...] = (
     Feed("servingDrainSeconds", "ApiProxyConfig", "drain_s"),
     Feed("servingExtraRoutes", "ApiProxyConfig", "extra_routes"),
     Feed("mediaInlineMiB", "ApiProxyConfig", "inline_media_bytes", "MiB in config, bytes in the proxy"),
-    Feed("servingPreStopSeconds", "DrainPlan", "pre_stop_s"),
+    Feed("servingPreStopSeconds", "DrainPlan", "pre_stop_sleep_s"),
     Feed("servingDrainSeconds", "DrainPlan", "drain_s"),
-    Feed("servingTerminationGraceSeconds", "DrainPlan", "grace_period_s", "0 is None: the drain plan's minimum"),
+    Feed("servingTerminationGraceSeconds", "DrainPlan", "termination_grace_period_s", "0 is None: the drain plan's minimum"),
     Feed("nlbIdleTimeoutSeconds", "nlb_annotations", "idle_timeout_s", "None is the NLB module's default, the key's default"),
     Feed("servingPreStopSeconds", "nlb_annotations", "pre_stop_sleep_s"),
     Feed("servingDrainSeconds", "nlb_annotations", "drain_s"),  # its proxy's drain_s: the deregistration delay is preStop + drain

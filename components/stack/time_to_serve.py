@@ -47,7 +47,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     verify = ("overlapped" if s3 else "sequential") if weights.sha256_manifest else "none"
     workers = node_sync.verify_workers(node_sync.init_cpus(settings.instance, 8)) if s3 else 32
     front = settings.serving.front
-    drain = DrainPlan(pre_stop_s=front.pre_stop_sleep_s, drain_s=front.drain_s, grace_period_s=front.termination_grace_period_s)
+    drain = DrainPlan(pre_stop_sleep_s=front.pre_stop_sleep_s, drain_s=front.drain_s, termination_grace_period_s=front.termination_grace_period_s)
     return estimate.inputs_from_settings(
         settings,
         crt_target_bandwidth=s3,

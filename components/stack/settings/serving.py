@@ -235,14 +235,14 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
     grace = r.get("servingTerminationGraceSeconds") or None
     try:
         plan = drain.DrainPlan(
-            pre_stop_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_s, grace_period_s=grace, behind_nlb=exposure in nlb.EXPOSURE_SCHEMES,
+            pre_stop_sleep_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_s, termination_grace_period_s=grace, behind_nlb=exposure in nlb.EXPOSURE_SCHEMES,
         )
     except drain.DrainError as err:
         raise seam.refused("DrainPlan", err.field, err.value, err.accepted) from None
     idle = r.get("nlbIdleTimeoutSeconds")
     if exposure in nlb.EXPOSURE_SCHEMES:
         try:
-            nlb.nlb_annotations(proxy, scheme=nlb.scheme_of(exposure), pre_stop_sleep_s=plan.pre_stop_s, idle_timeout_s=idle)
+            nlb.nlb_annotations(proxy, scheme=nlb.scheme_of(exposure), pre_stop_sleep_s=plan.pre_stop_sleep_s, idle_timeout_s=idle)
         except nlb.NlbError as err:
             key = seam.key_name("nlb_annotations", err.field) or "nlbIdleTimeoutSeconds"
             raise SettingsError(_key(key), r.get(key), str(err)) from None
@@ -256,7 +256,7 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
         inline_media_bytes=proxy.inline_media_bytes,
         max_generation_s=proxy.max_generation_s,
         drain_s=plan.drain_s,
-        pre_stop_sleep_s=plan.pre_stop_s,
+        pre_stop_sleep_s=plan.pre_stop_sleep_s,
         termination_grace_period_s=grace,
         nlb_idle_timeout_s=idle,
     )
