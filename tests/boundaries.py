@@ -254,7 +254,7 @@ limit(
           key("servingPreStopSeconds", **NLB), ("serving/drain.py::DrainPlan.__post_init__: self.pre_stop_sleep_s < MIN_PRE_STOP_BEHIND_NLB_S",), "servingPreStopSeconds"),
     Limit("servingDrainSeconds behind an NLB (preStop + drain, the deregistration delay)", "max", 3420, 3421, "the target group takes 0-3600 s",
           "serving/nlb.py DEREGISTRATION_DELAY_RANGE (ELB target group deregistration_delay.timeout_seconds 0-3600) with the default preStop 180 s",
-          key("servingDrainSeconds", **NLB), ("serving/nlb.py::nlb_annotations: low <= delay <= high",), "servingDrainSeconds"),
+          key("servingDrainSeconds", **NLB), ("serving/nlb.py::check_listener: low <= delay <= high",), "servingDrainSeconds"),
     Limit("servingTerminationGraceSeconds against the stop sequence", "min", 2015, 2014, "it must be at least 2015 s = preStop 180 s + engine lag 5 s + drain 1800 s + margin 30 s",
           "serving/drain.py DrainPlan.minimum_grace_s (the kubelet kills the pod at the grace period)", key("servingTerminationGraceSeconds"),
           ("serving/drain.py::DrainPlan.__post_init__: self.termination_grace_period_s < self.minimum_grace_s",), "servingTerminationGraceSeconds"),
@@ -262,9 +262,9 @@ limit(
           key("servingTerminationGraceSeconds"), ("serving/drain.py::DrainPlan.__post_init__: _whole('termination_grace_period_s')",), "servingTerminationGraceSeconds"),
     Limit("nlbIdleTimeoutSeconds against servingMaxGenerationSeconds", "min", 1800, 1799, "idle_timeout_s 1799 is shorter than max_generation_s 1800",
           "serving/nlb.py nlb_annotations (a silent non-streamed answer outlives a shorter idle timeout)", key("nlbIdleTimeoutSeconds", **NLB),
-          ("serving/nlb.py::nlb_annotations: idle < proxy.max_generation_s",), "nlbIdleTimeoutSeconds"),
+          ("serving/nlb.py::check_listener: idle < proxy.max_generation_s",), "nlbIdleTimeoutSeconds"),
 )
-key_range("nlbIdleTimeoutSeconds", 60, 6000, "60", "serving/nlb.py IDLE_TIMEOUT_RANGE (Elastic Load Balancing, NLB TCP idle timeout 60-6000 s)", "serving/nlb.py::nlb_annotations: low <= idle <= high",
+key_range("nlbIdleTimeoutSeconds", 60, 6000, "60", "serving/nlb.py IDLE_TIMEOUT_RANGE (Elastic Load Balancing, NLB TCP idle timeout 60-6000 s)", "serving/nlb.py::check_listener: low <= idle <= high",
           servingMaxGenerationSeconds=60, **NLB)
 limit(
     Limit("hyperpodClusterName length", "max", "k" * 63, "k" * 64, "1-63 letters, digits and '-'", "hyperpod/rules.py SAGEMAKER_NAME (SageMaker ClusterName: at most 63)",
@@ -487,7 +487,7 @@ def _nlb(proxy: Any = None, **options: Any) -> object:
     return nlb.nlb_annotations(proxy or _proxy(max_generation_s=300, drain_s=300), **{"scheme": "internal", "pre_stop_sleep_s": 180, **options})
 
 
-N = "serving/nlb.py::nlb_annotations: "
+N = "serving/nlb.py::check_listener: "
 limit(
     Limit("NLB preStop sleep", "min", 0, -1, "expected a whole number of seconds >= 0", "serving/nlb.py nlb_annotations", lambda s: _nlb(pre_stop_sleep_s=s), (N + "pre_stop_sleep_s < 0",)),
     Limit("NLB TLS listener against max_generation_s", "max", 350, 351, "is longer than a TLS listener's fixed 350 s idle timeout", "serving/nlb.py TLS_IDLE_TIMEOUT_S (ELB User Guide: the TLS listener's idle timeout is 350 s)",

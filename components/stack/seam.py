@@ -39,7 +39,7 @@ INPUTS = {
     "VllmServingArgs": "kimi_k3.serving.args:VllmServingArgs",
     "ApiProxyConfig": "kimi_k3.serving.api_proxy:ApiProxyConfig",
     "DrainPlan": "kimi_k3.serving.drain:DrainPlan",
-    "nlb_annotations": "kimi_k3.serving.nlb:nlb_annotations",
+    "check_listener": "kimi_k3.serving.nlb:check_listener",
     "HyperPodRouting": "kimi_k3.hyperpod.routing:HyperPodRouting",
     "InferenceEndpoint": "kimi_k3.hyperpod.endpoint:render_inference_endpoint_config",
     "startup_warnings": "kimi_k3.weights.estimate:startup_warnings",
@@ -99,9 +99,9 @@ SEAM: tuple[Feed, ...] = (
     Feed("servingPreStopSeconds", "DrainPlan", "pre_stop_sleep_s"),
     Feed("servingDrainSeconds", "DrainPlan", "drain_s"),
     Feed("servingTerminationGraceSeconds", "DrainPlan", "termination_grace_period_s", "0 is None: the drain plan's minimum"),
-    Feed("nlbIdleTimeoutSeconds", "nlb_annotations", "idle_timeout_s", "None is the NLB module's default, the key's default"),
-    Feed("servingPreStopSeconds", "nlb_annotations", "pre_stop_sleep_s"),
-    Feed("servingDrainSeconds", "nlb_annotations", "drain_s"),  # its proxy's drain_s: the deregistration delay is preStop + drain
+    Feed("nlbIdleTimeoutSeconds", "check_listener", "idle_timeout_s", "None is the NLB module's default, the key's default"),
+    Feed("servingPreStopSeconds", "check_listener", "pre_stop_sleep_s"),
+    Feed("servingDrainSeconds", "check_listener", "drain_s"),  # its proxy's drain_s: the deregistration delay is preStop + drain
     # the HyperPod operator and endpoint
     Feed("hyperpodRoutingStrategy", "HyperPodRouting", "routing_strategy", "empty is None: the operator's default"),
     Feed("hyperpodLoadBalancerAlgorithm", "HyperPodRouting", "load_balancer_algorithm", "empty is None: the operator's default"),

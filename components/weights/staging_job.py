@@ -114,17 +114,23 @@ class WeightsStagingJobArgs:
     """Extra labels on every object."""
 
 
+def check_inputs(*, s3_uri: str, revision: str, image: str, allow_floating_tag: bool) -> None:
+    """The staging Job's rules on what it copies and with which image (the one home: :func:`validate` and the settings call it)."""
+    what = "weights staging job"
+    try:
+        S3Prefix.parse(s3_uri)
+    except ValueError:
+        raise UserError(f"{what}: s3_uri {s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)") from None
+    if not GIT_REVISION.fullmatch(revision or ""):
+        raise UserError(f"{what}: revision {revision!r} is not accepted; expected the 40-hex commit SHA")
+    if "@sha256:" not in image and not allow_floating_tag:
+        raise UserError(f"{what}: image {image!r} is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)")
+
+
 def validate(args: WeightsStagingJobArgs) -> None:
     """Refuse what cannot work, before anything is declared (one line naming the field)."""
     what = "weights staging job"
-    try:
-        S3Prefix.parse(args.s3_uri)
-    except ValueError:
-        raise UserError(f"{what}: s3_uri {args.s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)") from None
-    if not GIT_REVISION.fullmatch(args.revision or ""):
-        raise UserError(f"{what}: revision {args.revision!r} is not accepted; expected the 40-hex commit SHA")
-    if "@sha256:" not in args.image and not args.allow_floating_tag:
-        raise UserError(f"{what}: image {args.image!r} is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)")
+    check_inputs(s3_uri=args.s3_uri, revision=args.revision, image=args.image, allow_floating_tag=args.allow_floating_tag)
     if not DNS_LABEL.match(args.namespace):
         raise UserError(f"{what}: namespace {args.namespace!r} is not a DNS label")
     if not 1 <= args.workers <= 64:

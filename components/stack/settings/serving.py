@@ -242,9 +242,9 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
     idle = r.get("nlbIdleTimeoutSeconds")
     if exposure in nlb.EXPOSURE_SCHEMES:
         try:
-            nlb.nlb_annotations(proxy, scheme=nlb.scheme_of(exposure), pre_stop_sleep_s=plan.pre_stop_sleep_s, idle_timeout_s=idle)
+            nlb.check_listener(proxy, pre_stop_sleep_s=plan.pre_stop_sleep_s, idle_timeout_s=idle)
         except nlb.NlbError as err:
-            key = seam.key_name("nlb_annotations", err.field) or "nlbIdleTimeoutSeconds"
+            key = seam.key_name("check_listener", err.field) or "nlbIdleTimeoutSeconds"
             raise SettingsError(_key(key), r.get(key), str(err)) from None
     if plan.drain_s < proxy.max_generation_s:
         warnings.append(

@@ -76,10 +76,7 @@ def _validate_time_to_serve(
         if weights.source != "s3" or weights.s3_uri is None:
             raise SettingsError(_key("weightsStagingJob"), True, f"needs {_key('weightsSource')} s3 and {_key('weightsS3Uri')}: the Job stages the revision into that prefix")
         try:
-            staging_job.validate(staging_job.WeightsStagingJobArgs(
-                image=contract.image.image, model_id=weights.model_id, revision=weights.revision, s3_uri=weights.s3_uri,
-                cluster_name="validation", aws_region=region, allow_floating_tag=not prod,
-            ))
+            staging_job.check_inputs(s3_uri=weights.s3_uri, revision=weights.revision, image=contract.image.image, allow_floating_tag=not prod)
         except UserError as err:
             raise SettingsError(_key("weightsStagingJob"), True, f"accepted only when the staging Job can run: {err}") from None
 
