@@ -41,7 +41,7 @@ INPUTS = {
     "DrainPlan": "kimi_k3.serving.drain:DrainPlan",
     "check_listener": "kimi_k3.serving.nlb:check_listener",
     "HyperPodRouting": "kimi_k3.hyperpod.routing:HyperPodRouting",
-    "InferenceEndpoint": "kimi_k3.hyperpod.endpoint:render_inference_endpoint_config",
+    "InferenceEndpoint": "kimi_k3.hyperpod.endpoint:render_inference_endpoint_config",  # the paths check_servable reports
     "startup_warnings": "kimi_k3.weights.estimate:startup_warnings",
     "StartupInputs": "kimi_k3.weights.estimate:StartupInputs",
     "CapacityTerms": "kimi_k3.capacity.assessment:Terms",

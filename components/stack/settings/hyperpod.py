@@ -62,7 +62,7 @@ def _validate_hyperpod(
     The rules: :mod:`kimi_k3.hyperpod.rules` (Kubernetes versions, names), the training
     plan reference (:func:`kimi_k3.hyperpod.training_plans.validate_plan_ref`), the instance types
     a plan can reserve (botocore's SageMaker model) and what the Inference Operator can
-    serve (:func:`kimi_k3.hyperpod.endpoint.render_inference_endpoint_config`).
+    serve (:func:`kimi_k3.hyperpod.endpoint.check_servable`).
     """
     if serving_platform != "hyperpod":
         stray = _changed_keys(r, HYPERPOD_ONLY_KEYS)
@@ -73,7 +73,7 @@ def _validate_hyperpod(
     from kimi_k3.errors import ComponentInputError
     from kimi_k3.hyperpod import rules as hyperpod_rules
     from kimi_k3.hyperpod import training_plans
-    from kimi_k3.hyperpod.endpoint import render_inference_endpoint_config
+    from kimi_k3.hyperpod.endpoint import check_servable
 
     plan = r.get("trainingPlanArn")
     if not plan:
@@ -110,9 +110,7 @@ def _validate_hyperpod(
             "exposure applies to servingPlatform eks only: leave it at cluster",
         )
     try:
-        render_inference_endpoint_config(
-            serving.contract, instance_type=instance_type, replicas=max(1, serving.replicas), api_key_secret="api-key", s3_region=region,
-        )
+        check_servable(serving.contract, instance_type=instance_type, replicas=max(1, serving.replicas), api_key_secret="api-key", s3_region=region)
     except ComponentInputError as err:
         problem = err.problems[0]
         name = seam.key_name("InferenceEndpoint", problem.path) or "servingPlatform"
