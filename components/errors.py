@@ -10,6 +10,7 @@ Three kinds, one style (``<what> <value> is not accepted; <what is>``):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +37,9 @@ class SettingsError(UserError):
         self.value = value
         self.accepted = accepted
         shown = "(not set)" if value is None else repr(value)
-        super().__init__(f"config {key}: {shown} is not accepted; {accepted}")
+        # A URL's password (redis://user:password@host) is never shown.
+        message = re.sub(r"(://[^/\s:@'\"]+:)[^@\s'\"]+@", r"\1***@", f"config {key}: {shown} is not accepted; {accepted}")
+        super().__init__(message)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ Test modules import from here (and from ``builders``/``conftest``), never from e
 from __future__ import annotations
 
 import ast
+import base64
 import dataclasses
 import functools
 import re
@@ -138,9 +139,20 @@ class _Walker(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.scope.append(node.name)
+        if isinstance(node, ast.FunctionDef) and node.returns is not None and ast.unparse(node.returns) == "bool":
+            self._predicate(node)
         if not (isinstance(node, ast.FunctionDef) and node.name in RANGE_HELPERS):
             self.generic_visit(node)
         self.scope.pop()
+
+    def _predicate(self, node: ast.FunctionDef) -> None:
+        """A predicate (``-> bool``, a function or a property) whose answer is an ordered comparison: the validator that
+        calls it (``if not valid_prefix(...)``, ``if not verdict.fits``) refuses at that comparison's edge."""
+        for returned in ast.walk(node):
+            if isinstance(returned, ast.Return) and returned.value is not None:
+                for compare in ast.walk(returned.value):
+                    if isinstance(compare, ast.Compare) and any(isinstance(op, ORDERING) for op in compare.ops):
+                        self._site(ast.unparse(compare))
 
     visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef  # type: ignore[assignment]  # noqa: N815 (ast.NodeVisitor's names)
 
@@ -176,8 +188,9 @@ def _length_limits(module: str, tree: ast.Module) -> list[str]:
 
 
 def validator_sites() -> list[str]:
-    """Every place a validator compares a value with a limit and refuses it (``module::function: compare``), and every
-    pattern that bounds a length (``module::NAME{m,n}``; ``core`` too, where the shared formats live)."""
+    """Every place a validator compares a value with a limit and refuses it (``module::function: compare``), every
+    ordered comparison a predicate (``-> bool``) answers with, and every pattern that bounds a length
+    (``module::NAME{m,n}``; ``core`` too, where the shared formats live)."""
     sites: list[str] = []
     for path in sorted(COMPONENTS.rglob("*.py")):
         module = path.relative_to(COMPONENTS).as_posix()
@@ -200,6 +213,11 @@ LIMITS: list[Limit] = []
 def limit(*rows: Limit) -> None:
     """Add rows to :data:`LIMITS`."""
     LIMITS.extend(rows)
+
+
+def length_row(name: str, at: str, beyond: str, message: str, source: str, probe: Callable[[Any], object], site: str, key_name: str | None = None) -> None:
+    """A length limit: ``at`` (accepted) and ``beyond`` (one character more, refused)."""
+    limit(Limit(name, "max", at, beyond, message, source, probe, (site,), key_name))
 
 
 def range_rows(name: str, low: Any, high: Any, unit: Any, message: str, source: str, probe: Callable[[Any], object], sites: tuple[str, ...] = (), key_name: str | None = None) -> None:
@@ -230,6 +248,28 @@ limit(
           "stack/settings/cluster.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24)", key("clusterServiceCidr"), ("stack/settings/cluster.py::_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
 )
 key_range("systemNodeCount", 2, 10, "accepted: 2 to 10", "stack/settings/cluster.py _validate_cluster (two or more for multi-AZ)", "stack/settings/cluster.py::_validate_cluster: _in_range('systemNodeCount')")
+key_range("systemNodeDiskGiB", 20, 1000, "accepted: 20 to 1000",
+          "stack/settings/cluster.py _validate_cluster (the system launch template's gp3 root volume: EKS CreateNodegroup's 20 GiB default disk is the AMI's floor; 1000 GiB the library's ceiling)",
+          "stack/settings/cluster.py::_validate_cluster: _in_range('systemNodeDiskGiB')")
+STAGED_URI = "s3://acme-ml-weights-us-east-1/moonshotai/Kimi-K3/3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20/"
+STAGING = {"weightsStagingJob": True, "weightsSource": "s3", "weightsS3Uri": STAGED_URI}
+"""Context of the staging Job's keys: dev with the in-region staging Job into a pinned prefix of its region."""
+limit(
+    Limit("systemNodeDiskGiB under the staging Job's engine image at its pull", "min", 52, 51, "52 GiB or more fits it",
+          "weights/system_disk.py DiskVerdict.fits, LIMIT_PERCENT (kubelet imageGCHighThresholdPercent 85, evictionHard imagefs.available 15%): 6 + 2 + 12 + 24 GiB = 44 GiB, ceil(44 / 0.85) = 52",
+          key("systemNodeDiskGiB", **STAGING), ("weights/system_disk.py::DiskVerdict.fits: self.percent <= LIMIT_PERCENT",), "systemNodeDiskGiB"),
+    Limit("weightsStagingImage tag length", "max", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "expected repo:tag or repo@sha256",
+          "stack/settings/weights.py _image_like, serving/contracts.py IMAGE_RE (OCI distribution spec: tags of at most 128)", key("weightsStagingImage", **STAGING),
+          ("serving/contracts.py::IMAGE_RE{0,127}",), "weightsStagingImage"),
+    *(Limit("ecrPullThroughPrefix length", edge, at, beyond, "2-30 lower-case letters, digits and . _ -",
+            "weights/image_pull.py valid_prefix (ECR CreatePullThroughCacheRule ecrRepositoryPrefix: length 2 to 30)", key("ecrPullThroughPrefix"),
+            ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",), "ecrPullThroughPrefix")
+      for edge, at, beyond in (("min", "dh", "d"), ("max", "d" * 30, "d" * 31))),
+    Limit("ecrPullThroughPrefix's default <project>-<stack>-docker-hub against the stack name", "max", "s" * 11, "s" * 12, "the default <project>-<stack>-docker-hub is too long here",
+          "stack/settings/weights.py _validate_time_to_serve, weights/image_pull.py valid_prefix (ECR ecrRepositoryPrefix: at most 30 = 'kimi-k3-' 8 + the stack + '-docker-hub' 11)",
+          lambda stack: settings.from_values(_stack_file("dev")[0], _stack_file("dev")[1], stack=stack),
+          ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",), "ecrPullThroughPrefix"),
+)
 key_range("gpuRootVolumeGiB", 100, 2000, "accepted: 100 to 2000", "stack/settings/capacity.py _validate_capacity (images and weights live on the NVMe RAID0)", "stack/settings/capacity.py::_validate_capacity: _in_range('gpuRootVolumeGiB')")
 for _retention in ("flowLogRetentionDays", "clusterLogRetentionDays"):
     key_range(_retention, 1, 3653, "accepted: 1, 3, 5, 7, 14, 30", "core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs PutRetentionPolicy retentionInDays)")
@@ -373,6 +413,32 @@ limit(
 )
 
 
+length_row("EKS API ingress security group key", "k" * 63, "k" * 64, "keys of lowercase letters, digits and '-'",
+           "cluster/eks.py _INGRESS_KEY (the library's: a key of at most 63, a DNS label's length, names the rule's Pulumi resource; security group ids have 11 or 20)",
+           lambda k: _cluster(api_ingress_security_groups={k: "sg-0123456789abcdef0"}), "cluster/eks.py::_INGRESS_KEY{0,62}")
+
+
+def _deploy_runner(**changes: Any) -> object:
+    from kimi_k3.cluster.deploy_runner import DeployRunnerArgs, validate
+
+    return validate("runner", DeployRunnerArgs(**{
+        "project_name": "kimi-k3-prod-deploy", "stack": "prod", "vpc_id": "vpc-0123456789abcdef0", "subnet_ids": ("subnet-0aaa0000000000001",),
+        "deploy_role_arn": "arn:aws:iam::123456789012:role/deploy", "secret_arn": "arn:aws:secretsmanager:us-west-2:123456789012:secret:kimi-k3/prod/deploy-AbCdEf",
+        "source_url": "https://github.com/acme/kimi-k3-aws.git", **changes,
+    }))
+
+
+DR = "cluster/deploy_runner.py::"
+limit(*(Limit("deploy runner CodeBuild project name length", edge, at, beyond, "2-57 letters, digits, '-' or '_'",
+              "cluster/deploy_runner.py _PROJECT_NAME (CodeBuild CreateProject name: 2 to 255, [A-Za-z0-9][A-Za-z0-9-_]{1,254}; its role <project>-runner within IAM's 64: 57 + 7)",
+              lambda n: _deploy_runner(project_name=n), (DR + "_PROJECT_NAME{1,56}",)) for edge, at, beyond in (("min", "pr", "p"), ("max", "p" * 57, "p" * 58))))
+length_row("deploy runner Pulumi stack name", "s" * 100, "s" * 101, "a Pulumi stack name",
+           "cluster/deploy_runner.py _STACK (Pulumi: 'stack names are limited to 100 characters', pulumi/pulumi pkg/backend/diy ParseReference)",
+           lambda st: _deploy_runner(stack=st), DR + "_STACK{1,100}")
+limit(Limit("deploy runner subnets", "min", ("subnet-0aaa0000000000001",), (), "at least one private subnet", "cluster/deploy_runner.py validate (CodeBuild VpcConfig: a VPC build runs in subnets)",
+            lambda ids: _deploy_runner(subnet_ids=ids), (DR + "validate: len(args.subnet_ids) < 1",)))
+
+
 def _node_group(**changes: Any) -> object:
     from kimi_k3.capacity.node_group import CapacityBlockNodeGroupArgs, _validate
 
@@ -391,7 +457,8 @@ component("scale-up margin", timedelta(0), None, "a duration of 0 or more", "cap
 def _network(**changes: Any) -> object:
     from kimi_k3.network.vpc import NetworkArgs, _validate
 
-    return _validate("net", NetworkArgs(**{"cluster_name": "kimi-dev", "availability_zones": ("us-east-1a", "us-east-1b"), **changes}))
+    # the region given: no aws.get_region() invoke, which needs a Pulumi runtime (a test on an xdist worker may run first)
+    return _validate("net", NetworkArgs(**{"cluster_name": "kimi-dev", "availability_zones": ("us-east-1a", "us-east-1b"), "region": "us-east-1", **changes}))
 
 
 limit(
@@ -569,7 +636,7 @@ limit(Limit("extension offering id length", "max", "cbe-" + "0" * 60, "cbe-" + "
 def _delivery(**changes: Any) -> object:
     from kimi_k3.capacity.delivery_check import DeliveryCheckArgs, validate
 
-    return validate(DeliveryCheckArgs(**{"asg_name": "eks-gpu", "reserved_instances": 2, "block_start": T0, "alert_topic_arn": "arn:aws:sns:us-east-1:123456789012:a", "now": T0, **changes}))
+    return validate(DeliveryCheckArgs(**{"asg_name": "eks-gpu", "reserved_instances": 2, "block_start": T0, "block_end": T0 + timedelta(days=7), "alert_topic_arn": "arn:aws:sns:us-east-1:123456789012:a", "now": T0, **changes}))
 
 
 D = "capacity/delivery_check.py::validate: "
@@ -589,6 +656,10 @@ limit(
 )
 component("delivery check evaluation periods", 1, None, "expected at least 1", "capacity/delivery_check.py validate", lambda n: _delivery(evaluation_periods=n), D + "args.evaluation_periods < 1")
 component("delivery check grace", timedelta(0), None, "expected a duration that is not negative", "capacity/delivery_check.py validate", lambda d: _delivery(grace=d), D + "args.grace < timedelta(0)", unit=SECOND)
+moment_rows("delivery check block end after its start", "capacity/delivery_check.py validate (a block ends after it starts)", lambda t: _delivery(block_end=t),
+            first_accepted=T0 + SECOND, message="expected a time after block_start", site=D + "args.block_end <= args.block_start")
+limit(*(Limit("delivery check alarm name length", edge, at, beyond, "1 to 255 characters (CloudWatch PutMetricAlarm)", "capacity/delivery_check.py validate (CloudWatch PutMetricAlarm AlarmName: 1 to 255)",
+              lambda n: _delivery(alarm_name=n), (D + "1 <= len(args.alarm_name) <= 255",)) for edge, at, beyond in (("min", "a", ""), ("max", "a" * 255, "a" * 256))))
 
 
 # --- hyperpod: the cluster, the endpoint, the operator, the training plan ---------------------------------------------
@@ -609,7 +680,7 @@ def _hyperpod_cluster(**changes: Any) -> object:
     args = HyperPodClusterArgs(**{
         "eks_cluster_arn": "arn:aws:eks:us-east-1:123456789012:cluster/kimi-k3-hyperpod", "eks": EksForHyperPod("1.34", "API", "v1.20.4-eksbuild.1"),
         "region": "us-east-1", "subnet_id": "subnet-0aaa0000000000001", "subnet_availability_zone": "us-east-1a", "security_group_ids": ("sg-0123456789abcdef0",),
-        "training_plan": _plan(), "instance_count": 2, "cluster_name": "kimi-k3-hyperpod", **changes,
+        "training_plan": _plan(), "instance_count": 2, "cluster_name": "kimi-k3-hyperpod", "vpc_id": "vpc-0123456789abcdef0", **changes,
     })
     return in_engine(lambda: validate("kimi-hp", args, _k8s_opts()))()
 
@@ -651,6 +722,11 @@ limit(Limit("HyperPod inference execution role name length", "max", "SageMakerHy
 limit(Limit("HyperPod VPC CNI version", "min", "v1.18.3-eksbuild.1", "v1.18.2-eksbuild.1", "HyperPod requires the Amazon VPC CNI plugin 1.18.3 or later",
             "hyperpod/rules.py MIN_VPC_CNI_VERSION (SageMaker developer guide, sagemaker-hyperpod-eks-prerequisites)",
             lambda v: __import__("kimi_k3.hyperpod.rules", fromlist=["x"]).check_vpc_cni_version(v), ("hyperpod/rules.py::check_vpc_cni_version: found < MIN_VPC_CNI_VERSION",)))
+
+
+length_row("SageMaker name (HyperPod cluster, instance group, endpoint)", "k" * 63, "k" * 64, "is not accepted",
+           "hyperpod/rules.py is_sagemaker_name (SageMaker CreateCluster ClusterName, ClusterInstanceGroupName, EndpointName: at most 63)",
+           lambda n: __import__("kimi_k3.hyperpod.rules", fromlist=["x"]).check_names(n, ("workers",)), "hyperpod/rules.py::is_sagemaker_name: len(value) <= 63")
 
 
 def _plan_check(instances_required: int = 2, now: datetime = T0, **plan: Any) -> object:
@@ -819,8 +895,70 @@ limit(
     Limit("serving /dev/shm (a quarter of the memory limit)", "max", 973, 974, "at most a quarter of the 3892 GiB memory limit", "serving/args.py validate_serving_args (p6-b300 minus the default 5% reserve)",
           lambda gib: _serving_args(shm_size_gib=gib), (SA + "args.shm_size_gib * 4 > memory",)),
 )
+def _serving_on_block(replicas: int) -> object:
+    from tests.builders import block_facts
+
+    return _serving_args(replicas=replicas, reservation=block_facts(instance_count=4))
+
+
+limit(Limit("serving replicas against the Capacity Block's instances", "max", 4, 5, "at most 4: the Capacity Block", "serving/args.py validate_serving_args (one single-node replica per reserved node of the block)",
+            _serving_on_block, (SA + "args.replicas * per_replica > block.instance_count",)))
 component("serving component replicas", 1, 64, "expected 1 to 64 (one per reserved GPU node)", "serving/args.py validate_serving_args (a Capacity Block holds at most 64 instances)",
           lambda n: _serving_args(replicas=n), SA + "1 <= args.replicas <= 64")
+
+
+# --- the routing tier (serving/router.py, serving/router_config.py; issue 27) ------------------------------------------
+
+
+def _routing(**changes: Any) -> object:
+    from kimi_k3.serving.router import ConversationRouting
+
+    return ConversationRouting(**changes)
+
+
+def _router_config(**changes: Any) -> object:
+    from kimi_k3.serving.router_config import RouterConfig
+
+    return RouterConfig(replicas_host="kimi-replicas.kimi.svc.cluster.local", **changes)
+
+
+def _serving_routed(replicas: int) -> object:
+    from kimi_k3.serving.router import ConversationRouting
+
+    return _serving_args(replicas=replicas, routing=ConversationRouting())
+
+
+CLUSTER = {"exposure": "cluster", "servingAllowedCidrs": []}
+"""Context of the keys whose limits hold without an NLB (cluster exposure)."""
+key_range("routerReplicas", 2, 10, "expected 2 to 10", "serving/router.py ConversationRouting router_replicas (one routes while another drains; a PodDisruptionBudget lets one go)",
+          "serving/router.py::ConversationRouting.__post_init__: 2 <= self.router_replicas <= 10", conversationRouting=True)
+key_range("routerPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE (the router pods' stop sequence is the serving pods' rule)",
+          conversationRouting=True, **CLUSTER)
+limit(
+    Limit("routerPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
+          "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S (the router pods stop behind the NLB as the serving pods do)",
+          key("routerPreStopSeconds", conversationRouting=True, **NLB), (), "routerPreStopSeconds"),
+    Limit("routing tier replicas (nothing to route between below two)", "min", 2, 1, "a routing tier needs two or more replicas",
+          "serving/args.py _routing_problems (the composition declares the tier only with two or more replicas: ServingSettings.routing_for)",
+          _serving_routed, ("serving/args.py::_routing_problems: args.replicas < 2",)),
+)
+RT = "serving/router.py::ConversationRouting.__post_init__: low <= value <= high"
+component("router pod cpu", 1, 16, "expected a whole number from 1 to 16", "serving/router.py ConversationRouting cpu (Envoy runs one worker per CPU)", lambda n: _routing(cpu=n), RT)
+component("router pod memory MiB", 128, 16_384, "expected a whole number from 128 to 16384", "serving/router.py ConversationRouting memory_mib", lambda n: _routing(memory_mib=n), RT)
+RC = "serving/router_config.py::RouterConfig.__post_init__: "
+component("router ports", 1, 65_535, "expected a whole number from 1 to 65535", "serving/router_config.py RouterConfig (TCP ports)", lambda n: _router_config(admin_port=n), RC + "_whole(name)")
+component("router balance factor (percent of the mean load)", 100, 1000, "expected a whole number from 100 to 1000",
+          "serving/router_config.py RouterConfig balance_factor (Envoy ring hash hash_balance_factor: at least 100)", lambda n: _router_config(balance_factor=n), RC + "_whole('balance_factor')")
+component("router max_generation_s", 60, 86_400, "expected a whole number from 60 to 86400", "serving/router_config.py RouterConfig (the route timeout, as the proxy's)",
+          lambda n: _router_config(max_generation_s=n), RC + "_whole('max_generation_s')")
+component("router drain_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/router_config.py RouterConfig (serving/drain.py DRAIN_RANGE)",
+          lambda n: _router_config(drain_s=n), RC + "_whole('drain_s')")
+component("router dns_refresh_s", 1, 60, "expected a whole number from 1 to 60", "serving/router_config.py RouterConfig (STRICT_DNS refresh of the replicas' headless Service)",
+          lambda n: _router_config(dns_refresh_s=n), RC + "_whole('dns_refresh_s')")
+component("router health_check_interval_s", 1, 60, "expected a whole number from 1 to 60", "serving/router_config.py RouterConfig (active health checks of the replicas)",
+          lambda n: _router_config(health_check_interval_s=n), RC + "_whole('health_check_interval_s')")
+component("router max_connections", 1024, 1_000_000, "expected a whole number from 1024 to 1000000", "serving/router_config.py RouterConfig (the cluster's circuit breaker)",
+          lambda n: _router_config(max_connections=n), RC + "_whole('max_connections')")
 
 
 def _lws(name: str = "kimi", pp: int = 2, **changes: Any) -> object:
@@ -878,7 +1016,7 @@ def _pull_through(prefix: str) -> object:
 limit(Limit("FastImagePull AMI release", "min", "1.34.2-20250813", "1.34.2-20250812", "nodeadm configures SOCI parallel pull from v20250813 on",
             "weights/image_pull.py FAST_IMAGE_PULL_FIRST_RELEASE (amazon-eks-ami CHANGELOG, PR #2352)", _image_pull, ("weights/image_pull.py::check_fast_image_pull: date < FAST_IMAGE_PULL_FIRST_RELEASE",)))
 limit(*(Limit("ECR pull-through cache prefix length", edge, at, beyond, "expected 2-30 lower-case characters", "weights/image_pull.py pull_through_cache_rule_args (ECR ecrRepositoryPrefix: 2 to 30)",
-              _pull_through, ("weights/image_pull.py::pull_through_cache_rule_args: 2 <= len(ecr_repository_prefix) <= 30",)) for edge, at, beyond in (("min", "dh", "d"), ("max", "d" * 30, "d" * 31))))
+              _pull_through, ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",)) for edge, at, beyond in (("min", "dh", "d"), ("max", "d" * 30, "d" * 31))))
 
 
 def _weights_error() -> type[Exception]:
@@ -1066,11 +1204,6 @@ def pattern(module: str, name: str, what: str) -> Callable[[str], object]:
     return probe
 
 
-def length_row(name: str, at: str, beyond: str, message: str, source: str, probe: Callable[[Any], object], site: str, key_name: str | None = None) -> None:
-    """A length limit: ``at`` (accepted) and ``beyond`` (one character more, refused)."""
-    limit(Limit(name, "max", at, beyond, message, source, probe, (site,), key_name))
-
-
 ROLE = "arn:aws:iam::123456789012:role/"
 length_row("IAM role ARN path and name", [ROLE + "r" * 512], [ROLE + "r" * 513], "expected IAM role ARNs", "core/formats.py ROLE_ARN (IAM: role path and name up to 512)",
            key("clusterAdminRoleArns"), "core/formats.py::ROLE_ARN{1,512}", "clusterAdminRoleArns")
@@ -1121,7 +1254,44 @@ length_row("generated bucket name prefix", "b" * 37, "b" * 38, "is not accepted"
            "weights/secure_bucket.py::_PREFIX{0,36}")
 
 
+def _namespace_done(done: datetime) -> object:
+    """The namespace rule on an object whose namespace's create is done at ``done``; the object's create call is made at :data:`T0`."""
+    from types import SimpleNamespace
+
+    from kimi_k3.offline import rules
+    from kimi_k3.offline.create_times import CreateTime
+    from kimi_k3.offline.timeline import Moment
+
+    def registration(type_: str, name: str, metadata: dict) -> Any:
+        return SimpleNamespace(type=type_, urn=f"urn:pulumi:dev::kimi-k3::{type_}::{name}", parent_urn=None, custom=True, inputs={"metadata": metadata}, dependencies=[], provider="")
+
+    namespace, obj = registration(rules.NAMESPACE, "ns", {"name": "kimi"}), registration("kubernetes:core/v1:ConfigMap", "cm", {"name": "cm", "namespace": "kimi"})
+    timeline = SimpleNamespace(now=T0 - timedelta(minutes=30), reads=[], registrations={namespace.urn: namespace, obj.urn: obj}, done=lambda urn: done)
+    finding = rules.namespaced_object_has_its_namespace(obj, Moment(starts=T0, done=T0 + SECOND, create_time=CreateTime(SECOND, "boundary")), timeline)
+    if finding is not None:
+        raise UserError(finding)
+    return finding
+
+
+moment_rows("namespace created before the object in it", "offline/rules.py namespaced_object_has_its_namespace (the API server refuses an object into a namespace that does not exist yet)",
+            _namespace_done, last_accepted=T0, message="after this object's create call", site=R + "namespaced_object_has_its_namespace: timeline.done(urn) <= moment.starts")
+
+
+def _ciphertext(blob: str) -> object:
+    from kimi_k3.stack.stack_file import check_ciphertext
+
+    return check_ciphertext("kimi-k3:apiKey", blob, "stacks/Pulumi.dev.yaml")
+
+
+limit(Limit("secure: value as one provider blob (decoded bytes)", "min", base64.b64encode(b"\xff" * 24).decode(), base64.b64encode(b"\xff" * 23).decode(), "is not Pulumi ciphertext",
+            "stack/stack_file.py check_ciphertext (the library's floor: a provider's blob carries at least an AES-GCM nonce and tag, 12 + 16 bytes; shorter base64 is taken for the secret itself)",
+            _ciphertext, ("stack/stack_file.py::check_ciphertext: len(decoded) < 24",)))
+
+
 NOT_LIMITS: dict[str, str] = {
+    "hyperpod/cluster.py::has_efa: known.efa_interfaces > 0": "a catalog fact of the instance type (it has EFA interfaces), not a limit of a value",
+    "offline/rules.py::_port_in: low <= port <= high": "whether a security group rule's port range covers 443: a membership, not a limit of a value",
+    "serving/block_end.py::BlockEndPlan.late: self.fires_at > self.stop_at": "a warning of the plan about when the run happens (the stop CronJob fires after the drain's start), not a refusal",
     "capacity/preflight.py::evaluate_preflight: r.available_instances < nodes_required": "a warning of `kimi-k3 capacity preflight` about the block's live state (instances in use), not a refusal",
     "capacity/preflight.py::evaluate_preflight: block.unavailable > 0": "a warning of the preflight: AWS reports failed instances; nothing the user sets",
     "capacity/scale_up.py::find_block_node_group: len(found) > 1": "more than one node group on the block is ambiguous: a count of matches, not a limit of a value",

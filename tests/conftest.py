@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         traveller.stop()
 
 
-_TRAVELLER = pytest.StashKey()
+_TRAVELLER: pytest.StashKey[Any] = pytest.StashKey()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

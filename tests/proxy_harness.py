@@ -30,9 +30,12 @@ HOST = "127.0.0.1"
 
 def stack_proxy_config(stack: str) -> ApiProxyConfig:
     """The proxy config the composition builds for a stack: the settings, Platform's mapping onto the serving
-    args (``serving_front_args``), the components' one builder (``api_pod.proxy_config``)."""
+    args (``serving_front_args``, the routing tier with two or more replicas), the components' one builder (``api_pod.proxy_config``)."""
     serving = load_stack(stack).serving
-    return api_pod.proxy_config(VllmServerArgs(contract=serving.contract, api_key="unused", **serving_front_args(serving)))
+    replicas = serving.replicas or 1  # prod names 2; dev 0 (one per node of its one-node block)
+    return api_pod.proxy_config(VllmServerArgs(
+        contract=serving.contract, api_key="unused", replicas=replicas, routing=serving.routing_for(replicas), **serving_front_args(serving),
+    ))
 
 
 STACK_CONFIG = stack_proxy_config("prod")

@@ -255,3 +255,52 @@ def test_every_error_page_is_json_whatever_triggers_it(tmp_path):
             if status not in proxy_errors.NEVER_SENT:
                 assert_json_error(raw(f"GET /status/{status} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode(), port=8099), status)
     assert {500, 503, 504, 405} <= set(statuses)
+
+
+ROUTER_POD = "10.99.0.7"
+"""A router pod's address (a private range the proxy trusts behind the router), added to the sandbox's loopback."""
+
+
+def _unkeyed_statuses(xff: str, count: int, source_address: str = ROUTER_POD) -> list[int]:
+    import http.client
+
+    statuses = []
+    for _ in range(count):
+        conn = http.client.HTTPConnection(HOST, 8000, timeout=5, source_address=(source_address, 0))
+        conn.request("GET", "/v1/models", headers={"X-Forwarded-For": xff})
+        statuses.append(conn.getresponse().status)
+        conn.close()
+    return statuses
+
+
+def _add_router_address() -> None:
+    import subprocess
+
+    subprocess.run(["ip", "addr", "add", f"{ROUTER_POD}/32", "dev", "lo"], check=True)
+
+
+def test_behind_the_router_the_limits_count_each_client_not_the_router(sandbox_factory):
+    """Every request comes from a router pod; the client is the last X-Forwarded-For entry, the one Envoy appends (prod: two replicas)."""
+    assert STACK_CONFIG.behind_router
+    sandbox_factory(STACK_CONFIG)
+    _add_router_address()
+    burst = STACK_CONFIG.limits.unauthenticated_burst
+    flood = _unkeyed_statuses("203.0.113.1", burst + 15)
+    assert flood[:burst] == [401] * burst and 429 in flood[burst:]
+    # Another client behind the same router keeps its own budget...
+    assert _unkeyed_statuses("203.0.113.2", 5) == [401] * 5
+    # ...and a client cannot dodge its limit by writing its own X-Forwarded-For: the router's entry comes last.
+    assert _unkeyed_statuses("198.51.100.7, 203.0.113.1", 3) == [429] * 3
+    # Only private ranges are trusted: from any other address the header is ignored (loopback here is not a router).
+    assert 429 in _unkeyed_statuses("203.0.113.3", burst + 15, source_address="127.0.0.1")
+    assert 429 in _unkeyed_statuses("203.0.113.4", 3, source_address="127.0.0.1")
+
+
+def test_without_the_router_setting_every_client_behind_a_router_would_share_one_budget(sandbox_factory):
+    import dataclasses
+
+    sandbox_factory(dataclasses.replace(STACK_CONFIG, behind_router=False))
+    _add_router_address()
+    burst = STACK_CONFIG.limits.unauthenticated_burst
+    assert 429 in _unkeyed_statuses("203.0.113.1", burst + 15)
+    assert 429 in _unkeyed_statuses("203.0.113.2", 5)  # the address nginx sees is the router's: one budget for all

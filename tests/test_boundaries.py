@@ -27,7 +27,7 @@ def test_the_rows_are_distinct():
 
 
 def test_every_limit_the_validators_enforce_has_a_row():
-    """The walk of the validators (every ordered comparison that refuses, every range helper's call) finds only sites
+    """The walk of the validators (every ordered comparison that refuses, every range helper's call, every predicate's comparison) finds only sites
     that a row names, or that :data:`NOT_LIMITS` says are no limit; and every named site still exists."""
     sites = validator_sites()
     named = {site for row in LIMITS for site in row.sites}

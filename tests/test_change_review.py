@@ -140,9 +140,9 @@ def test_an_ami_release_change_rolls_the_gpu_nodes_with_a_cold_start_each_and_is
 
 
 def test_a_key_rotation_at_1120_for_a_block_at_1130_keeps_the_scheduled_scale_up(tmp_path):
-    first = project_copy(tmp_path / "first", "prod", secrets={"kimi-k3:apiKey": "v1:AAAAkey-before"})
+    first = project_copy(tmp_path / "first", "prod", secrets={"kimi-k3:apiKey": "v1:bm9uY2UtYmVmb3Jl:Y2lwaGVydGV4dCBvZiB0aGUga2V5IGJlZm9yZSByb3RhdGlvbg=="})
     previous = PreviousState.from_plan(run("prod", BEFORE, "scheduled", root=first), "build/plan/prod")
-    rotated = project_copy(tmp_path / "rotated", "prod", secrets={"kimi-k3:apiKey": "v1:BBBBkey-after"})
+    rotated = project_copy(tmp_path / "rotated", "prod", secrets={"kimi-k3:apiKey": "v1:bm9uY2UtYWZ0ZXIh:Y2lwaGVydGV4dCBvZiB0aGUga2V5IGFmdGVyIHJvdGF0aW9u"})
     result = run("prod", KEY_ROTATION, "scheduled", previous, root=rotated)
     found, printed, status = reviewed(previous, result)
     assert result.one("aws:autoscaling/schedule:Schedule").inputs["startTime"] == "2026-12-01T11:30:00Z"

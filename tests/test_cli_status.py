@@ -291,6 +291,9 @@ def test_forbidden_or_unreachable_cluster_still_shows_the_block(api, aws, tmp_pa
     code, out, _ = run(capsys, "dev", "--kubeconfig", str(kubeconfig_file(tmp_path, api.kubeconfig())))
     assert code == 1 and f"Capacity Block {RID}: active" in out
     assert f"could not read: cluster: the cluster API at {api.url} denied list nodes (403)" in out
+    # the pods were not read: not "0 of 1 replicas ready" (issue 24)
+    assert "Serving pods in kimi-serving: not read (the cluster API" in out and "replicas ready" not in out and "0 of 1" not in out
+    assert "Endpoint: unknown: the serving pods could not be read" in out
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -84,3 +84,16 @@ def test_deep_status_reads_every_object_back(hub, s3, capsys):
         assert main(["weights", "status", "prod", "--deep", "--hf-endpoint", hub.endpoint, "--no-progress"]) == 0
     assert {location.key(p) for p in hub.repo.files} <= set(reads)
     capsys.readouterr()
+
+
+def test_status_of_an_s3_sourced_stack_speaks_about_s3_and_needs_no_hugging_face(hub, s3, capsys):
+    """Once the prefix holds its manifest, an S3-sourced stack's status is answered from S3 alone (issue 24)."""
+    assert main(["weights", "stage", "prod", "--here", "--hf-endpoint", hub.endpoint, "--no-progress"]) == 0
+    capsys.readouterr()
+    unreachable = "http://127.0.0.1:9"  # nothing listens: asking Hugging Face would fail
+    assert main(["weights", "status", "prod", "--hf-endpoint", unreachable, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    uri = PROD.serving.contract.weights.s3_uri
+    assert "staged         5 files" in out and "written (prefix complete)" in out
+    assert f"source     the serving pods read the weights from {uri} (kimi-k3:weightsSource s3); checked against its manifest (S3 only)" in out
+    assert "Hugging Face" not in out

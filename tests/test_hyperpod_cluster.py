@@ -40,6 +40,7 @@ def args(**changes) -> dict:
         subnet_id=SUBNET,
         subnet_availability_zone="us-east-1a",
         security_group_ids=(NODE_SG,),
+        vpc_id="vpc-0123456789abcdef0",
         training_plan=PLAN,
         instance_count=2,
         cluster_name="kimi-k3-hyperpod",
@@ -79,7 +80,8 @@ def test_the_cluster_is_orchestrated_by_the_eks_cluster_with_automatic_recovery(
     assert cluster["clusterName"] == "kimi-k3-hyperpod"
     assert cluster["orchestrator"] == {"eks": {"clusterArn": EKS_ARN}}
     assert cluster["nodeRecovery"] == "Automatic"
-    assert cluster["vpcConfig"] == {"subnets": [SUBNET], "securityGroupIds": [NODE_SG]}
+    efa = plan.one("aws:ec2/securityGroup:SecurityGroup", "kimi-hp-efa").id  # p6-b300 has EFA (issue 21, point 7)
+    assert cluster["vpcConfig"] == {"subnets": [SUBNET], "securityGroupIds": [NODE_SG, efa]}
     assert {"key": "Project", "value": "kimi-k3"} in cluster["tags"]
     assert plan.outputs["clusterArn"].startswith("arn:aws:sagemaker:us-east-1:123456789012:cluster/")
     assert plan.outputs["clusterName"] == "kimi-k3-hyperpod"

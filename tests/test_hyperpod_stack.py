@@ -73,7 +73,8 @@ def test_the_instance_group_is_p6_b300_on_the_training_plan_in_the_plans_private
     (plan_az,) = plan.availability_zones()
     subnet = hyperpod_plan.one("aws:ec2/subnet:Subnet", f"private-{plan_az}")
     node_sg = hyperpod_plan.one("eks:index:Cluster").outputs["nodeSecurityGroupId"]
-    assert cluster.plain_inputs["vpcConfig"] == {"subnets": [subnet.id], "securityGroupIds": [node_sg]}
+    efa = hyperpod_plan.one("aws:ec2/securityGroup:SecurityGroup", "kimi-k3-hyperpod-efa").id  # EFA's own group (issue 21, point 7)
+    assert cluster.plain_inputs["vpcConfig"] == {"subnets": [subnet.id], "securityGroupIds": [node_sg, efa]}
     assert hyperpod_plan.outputs["availabilityZones"][0] == plan_az
 
 

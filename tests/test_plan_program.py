@@ -43,14 +43,16 @@ def _readme_blocks() -> dict[str, str]:
             files[first[2:].strip()] = text
         elif language == "python":
             files["__main__.py"] = text
-        elif language == "sh" and any(line.startswith("kimi-k3 plan") for line in text.splitlines()):
+        elif language == "sh" and "kimi-k3 plan" in text:
             files["command"] = next(line.split("#")[0].strip() for line in text.splitlines() if line.startswith("kimi-k3 plan"))
+        elif language == "sh" and "pip install" in text:
+            files["install"] = text
     return files
 
 
 def test_the_readme_program_plans_as_written_in_a_fresh_directory(tmp_path):
     files = _readme_blocks()
-    assert set(files) == {"Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "command"}
+    assert set(files) == {"Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "command", "install"}
     project, stack = yaml.safe_load(files["Pulumi.yaml"]), yaml.safe_load(files["Pulumi.dev.yaml"])
     # what the issue asks of that project: another project name, aws:region, a secure: apiKey
     assert project["name"] != "kimi-k3" and stack["config"]["aws:region"]
@@ -265,6 +267,53 @@ def test_after_a_regular_pip_install_plan_plans_the_users_stack_and_writes_nothi
     assert proc.returncode == 0, proc.stderr
     outputs = json.loads((user / "build" / "plan" / "dev" / "outputs.json").read_text())
     assert outputs["region"] == "us-east-2"  # the user's stack
-    assert f"({user / 'policy' / 'config' / 'dev.json'})" in proc.stdout  # the user's policy config
+    assert f"({user / 'policy' / 'config' / 'dev.json'}, environment dev)" in proc.stdout  # the user's policy config, its environment's
     assert not (site / "build").exists() and not (site / "stacks").exists()
     assert _tree_state(ROOT / "build") == repository_build
+
+
+# --- the README program's mistakes stop with one line (issue 24, point 6) ---------------------------
+
+
+def _readme_program_mutated(tmp_path, stack_edit=None, program_edit=None):
+    """The README's project written as it stands, with one edit to its stack file or its program."""
+    files = _readme_blocks()
+    directory = tmp_path / "my-llm"
+    directory.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py"):
+        text = files[name]
+        for target, edit in (("Pulumi.dev.yaml", stack_edit), ("__main__.py", program_edit)):
+            if name == target and edit is not None:
+                assert edit[0] in text, edit[0]
+                text = text.replace(*edit)
+        (directory / name).write_text(text)
+    return directory, shlex.split(files["command"])[1:]
+
+
+@pytest.mark.parametrize(
+    ("stack_edit", "program_edit", "expected"),
+    [
+        ((re.search(r"  my-llm:apiKey:\n    secure: .*\n", _readme_blocks()["Pulumi.dev.yaml"])[0], ""), None,  # type: ignore[index]
+         "Missing required configuration variable 'my-llm:apiKey' please set a value using the command `pulumi config set --secret my-llm:apiKey <value>`"),
+        (("aws:region: us-east-1", "aws:region: us-west-2"), None,
+         "Network 'llm-net': availability_zones ['us-west-2a', 'us-east-1b'] is not accepted; not all in region us-west-2, the AWS provider's region (aws:region)"),
+        (None, ("replicas=block.instance_count,", "replicas=block.instance_count + 1,"),
+         "VllmServer 'kimi-k3': replicas 3 is not accepted; at most 2: the Capacity Block cr-0a1b2c3d4e5f60718 reserves 2 p6-b300.48xlarge nodes"),
+    ],
+    ids=["missing-api-key", "region-not-the-azs", "more-replicas-than-nodes"],
+)
+def test_the_readme_programs_mistakes_stop_with_one_line(tmp_path, capsys, monkeypatch, stack_edit, program_edit, expected):
+    directory, argv = _readme_program_mutated(tmp_path, stack_edit, program_edit)
+    monkeypatch.chdir(directory)
+    assert main([*argv, *NOW]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kimi-k3: error: ") and "Traceback" not in err, err
+    assert expected in err
+    assert not (directory / "build").exists()
+
+
+def test_the_readme_gives_the_exact_install_command():
+    """A regular (non-editable) install of the checkout, as the pip test above does it."""
+    install = _readme_blocks()["install"]
+    command = next(line for line in install.splitlines() if "pip install" in line)
+    assert "pip install /path/to/kimi-k3-aws" in command and " -e " not in command and "python3.11 -m venv" in command

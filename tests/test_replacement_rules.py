@@ -35,6 +35,7 @@ IMMUTABLE = [
     ("kubernetes:core/v1:Namespace", "metadata.name", "a", "b"),
     ("kubernetes:core/v1:ServiceAccount", "metadata.namespace", "a", "b"),
     ("kubernetes:batch/v1:CronJob", "metadata.name", "a", "b"),
+    ("aws:ec2/securityGroupRule:SecurityGroupRule", "fromPort", 0, 443),
     ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "metadata.name", "a", "b"),
     ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "metadata.name", "a", "b"),
     ("kubernetes:rbac.authorization.k8s.io/v1:Role", "metadata.namespace", "a", "b"),
@@ -50,6 +51,7 @@ IMMUTABLE = [
     ("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "policyArn", "arn:aws:iam::aws:policy/A", "arn:aws:iam::aws:policy/B"),
     ("aws:ec2/securityGroup:SecurityGroup", "vpcId", "vpc-a", "vpc-b"),
     ("aws:ec2/subnet:Subnet", "cidrBlock", "10.0.0.0/20", "10.0.16.0/20"),
+    ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "securityGroupId", "sg-a", "sg-b"),
 ]
 
 # (type, property path, before, after): a change the provider applies in place
@@ -60,6 +62,7 @@ MUTABLE = [
     ("kubernetes:core/v1:PersistentVolumeClaim", "spec.resources.requests.storage", "1Gi", "2Gi"),
     ("aws:eks/nodeGroup:NodeGroup", "releaseVersion", "1.34.2-20251120", "1.34.2-20251215"),
     ("aws:ec2/launchTemplate:LaunchTemplate", "userData", "a", "b"),
+    ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "cidrIpv4", "10.100.0.0/16", "10.101.0.0/16"),
     ("aws:autoscaling/schedule:Schedule", "startTime", "2026-12-01T11:30:00Z", "2026-12-01T12:05:00Z"),
 ]
 
@@ -160,7 +163,7 @@ def test_a_replaced_launch_template_replaces_the_node_group_that_names_its_id():
 
 # Types the library declares (dev, prod, hyperpod) whose replacement rules are not encoded: the review says "not known".
 NOT_KNOWN = {
-    "aws-native:sagemaker:Cluster", "aws:cloudwatch/eventRule:EventRule", "aws:cloudwatch/eventTarget:EventTarget", "aws:cloudwatch/logGroup:LogGroup",
+    "aws-native:sagemaker:Cluster", "aws:codebuild/project:Project", "aws:cloudwatch/eventRule:EventRule", "aws:cloudwatch/eventTarget:EventTarget", "aws:cloudwatch/logGroup:LogGroup",
     "aws:cloudwatch/metricAlarm:MetricAlarm", "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup", "aws:ec2/eip:Eip", "aws:ec2/flowLog:FlowLog",
     "aws:ec2/internetGateway:InternetGateway", "aws:ec2/natGateway:NatGateway", "aws:ec2/route:Route", "aws:ec2/routeTable:RouteTable",
     "aws:ec2/routeTableAssociation:RouteTableAssociation", "aws:ec2/vpc:Vpc", "aws:ec2/vpcEndpoint:VpcEndpoint",

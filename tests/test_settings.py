@@ -183,7 +183,7 @@ def test_yaml_values_are_read_like_the_pulumi_cli_passes_them(tmp_path):
         "  kimi-k3:availabilityZoneCount: 3\n  kimi-k3:clusterAdminRoleArns: [arn:aws:iam::123456789012:role/a]\n"
         "  kimi-k3:capacityReservationId: cr-0a1b2c3d4e5f60718\n"
         "  kimi-k3:modelRevision: 3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20\n"
-        "  kimi-k3:apiKey:\n    secure: v1:abc\n"
+        "  kimi-k3:apiKey:\n    secure: v1:ZGV2LXBsYWNlaG9sZGVy:cmVwbGFjZS13aXRoLXB1bHVtaS1jb25maWctc2V0LS1zZWNyZXQ=\n"
     )
     values, _secrets = settings.read_stack_file("x", tmp_path)
     assert values["kimi-k3:efaEnabled"] == "false"

@@ -77,7 +77,8 @@ def test_a_plan_name_is_accepted_as_well_as_an_arn():
 
 
 def test_prod_hyperpod_needs_no_gpu_ami_pin():
-    s = hyperpod(environment="prod", clusterEndpointPublicAccess=False, clusterPublicAccessCidrs=[])
+    # A private prod endpoint needs a path to the API (issue 21.3): a VPN range here.
+    s = hyperpod(environment="prod", clusterEndpointPublicAccess=False, clusterPublicAccessCidrs=[], clusterApiIngressCidrs=["10.100.0.0/16"])
     assert s.production and s.capacity.ami_release_version is None
 
 

@@ -9,6 +9,9 @@ and the value; and whatever the settings accept, the serving components accept t
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -50,7 +53,9 @@ def test_a_managed_flag_in_any_spelling_is_refused_naming_the_key(extra, explain
         load(vllmExtraArgs=extra)
     message = str(caught.value)
     assert caught.value.key == "kimi-k3:vllmExtraArgs"
-    assert message.startswith("config kimi-k3:vllmExtraArgs: ") and repr(extra[0]) in message
+    # the value of a secret-looking flag (--api-key=x) is never shown (issue 24)
+    shown = re.sub(r"(?i)^(--?[\w-]*(token|key|secret|password)[\w-]*=).+", r"\1***", extra[0])
+    assert message.startswith("config kimi-k3:vllmExtraArgs: ") and repr(shown) in message
     assert explains in message and "\n" not in message
 
 
@@ -224,11 +229,16 @@ SERVING_INPUTS = st.fixed_dictionaries(
 )
 
 
+FULL_PROPERTIES = os.environ.get("KIMI_K3_FULL_PROPERTIES") == "1"
+"""``make test-travel`` sets it: the long run draws the full example counts; the five-minute gate draws fewer
+(derandomized, so each run draws the same examples: the first of the long run's)."""
+
+
 def test_the_generated_inputs_reach_the_components_often():
     """The property below is only worth something if many generated stacks pass the settings."""
     accepted = []
 
-    @hypothesis_settings(max_examples=200, deadline=None, database=None, derandomize=True)
+    @hypothesis_settings(max_examples=200 if FULL_PROPERTIES else 80, deadline=None, database=None, derandomize=True)
     @given(SERVING_INPUTS)
     def count(values):
         accepted.append(_accepted(values) is not None)
@@ -244,7 +254,7 @@ def _accepted(values):
         return None
 
 
-@hypothesis_settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@hypothesis_settings(max_examples=300 if FULL_PROPERTIES else 120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(SERVING_INPUTS)
 def test_whatever_settings_accept_the_serving_components_accept(values):
     s = _accepted(values)

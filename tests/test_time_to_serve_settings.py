@@ -51,15 +51,45 @@ def test_prod_refuses_a_node_cleanup_image_by_tag():
 
 
 def test_the_staging_job_in_prod_needs_a_digest_and_dev_accepts_a_tag():
-    dev = load_stack_settings(**S3, weightsStagingJob=True)
+    # the engine image as the staging image needs a 52 GiB system disk (tests/test_weights_staging_image.py)
+    dev = load_stack_settings(**S3, weightsStagingJob=True, systemNodeDiskGiB=52)
     assert dev.time_to_serve.staging_job
-    assert load_stack_settings("prod", **PINNED, weightsStagingJob=True).time_to_serve.staging_job
+    assert load_stack_settings("prod", **PINNED, weightsStagingJob=True, systemNodeDiskGiB=52).time_to_serve.staging_job
 
 
 def test_a_docker_hub_image_is_pulled_through_the_cache_in_region():
     s = load_stack_settings(dockerHubPullThroughSecretArn=SECRET)
-    assert s.serving.contract.image.image == "123456789012.dkr.ecr.us-east-1.amazonaws.com/docker-hub/vllm/vllm-openai:kimi-k3"
+    assert s.serving.contract.image.image == "123456789012.dkr.ecr.us-east-1.amazonaws.com/kimi-k3-dev-docker-hub/vllm/vllm-openai:kimi-k3"
     assert s.time_to_serve.pull_through_upstream_image == "vllm/vllm-openai:kimi-k3"
+    assert s.time_to_serve.pull_through_prefix == "kimi-k3-dev-docker-hub"
+
+
+def test_the_pull_through_prefix_is_a_setting_distinct_per_stack_by_default():
+    """One rule per prefix in a registry (CreatePullThroughCacheRule: PullThroughCacheRuleAlreadyExistsException): the fixed
+    docker-hub collided with an existing rule of that common name, and dev and prod in one account with each other."""
+    assert load_stack_settings("prod", **PINNED).time_to_serve.pull_through_prefix == "kimi-k3-prod-docker-hub"
+    adopted = load_stack_settings(dockerHubPullThroughSecretArn=SECRET, ecrPullThroughPrefix="docker-hub")
+    assert adopted.time_to_serve.pull_through_prefix == "docker-hub"
+    assert adopted.serving.contract.image.image == "123456789012.dkr.ecr.us-east-1.amazonaws.com/docker-hub/vllm/vllm-openai:kimi-k3"
+
+
+@pytest.mark.parametrize("prefix", ["Docker-Hub", "d", "a" * 31, "-hub", "hub/"])
+def test_a_prefix_ecr_refuses_is_one_line(prefix):
+    with pytest.raises(SettingsError, match=r"^config kimi-k3:ecrPullThroughPrefix: .* is not accepted; 2-30 lower-case letters") as caught:
+        load_stack_settings(dockerHubPullThroughSecretArn=SECRET, ecrPullThroughPrefix=prefix)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_default_prefix_is_checked_only_where_a_rule_uses_it():
+    """A long stack name makes the default <project>-<stack>-docker-hub longer than ECR's 30: refused with the pull-through
+    rule on (the key named, with the fix), but a stack without the rule does not stop on a prefix nothing uses."""
+    from kimi_k3.stack import settings
+
+    values, secrets = settings.read_stack_file("dev")
+    with pytest.raises(SettingsError, match=r"^config kimi-k3:ecrPullThroughPrefix: .*too long here"):
+        settings.from_values(values, secrets, stack="integration-a")
+    values.pop("kimi-k3:dockerHubPullThroughSecretArn")
+    assert settings.from_values(values, secrets, stack="integration-a").time_to_serve.pull_through_secret_arn is None
 
 
 def test_an_image_from_elsewhere_is_left_alone_with_a_warning():

@@ -71,7 +71,7 @@ def test_prod_declares_the_staging_job_on_the_system_nodes_writing_only_its_pref
     pod = job["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == dict(labels.SYSTEM_NODE_LABELS)
     (stage,) = pod["containers"]
-    assert stage["image"] == prod_plan.settings.serving.contract.image.image  # the digest-pinned engine image
+    assert stage["image"] == prod_plan.settings.time_to_serve.staging_image  # the small digest-pinned staging image (issue 21, point 4)
     assert env(stage)["WEIGHTS_S3_URI"] == prod_plan.settings.serving.contract.weights.s3_uri
     associations = {r.plain_inputs["namespace"]: r for r in prod_plan.by_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")}
     assert "kimi-weights" in associations
@@ -193,13 +193,13 @@ def test_prod_plan_prints_the_estimate_of_its_mechanisms(prod_plan):
 
 def test_dev_pulls_its_docker_hub_image_through_the_ecr_cache(dev_plan):
     rule = dev_plan.one("aws:ecr/pullThroughCacheRule:PullThroughCacheRule").plain_inputs
-    assert rule["upstreamRegistryUrl"] == image_pull.DOCKER_HUB_URL and rule["ecrRepositoryPrefix"] == "docker-hub"
+    assert rule["upstreamRegistryUrl"] == image_pull.DOCKER_HUB_URL and rule["ecrRepositoryPrefix"] == "kimi-k3-dev-docker-hub"
     assert rule["credentialArn"].split(":secret:")[1].startswith(image_pull.ECR_SECRET_PREFIX)
-    cached = "123456789012.dkr.ecr.us-east-1.amazonaws.com/docker-hub/vllm/vllm-openai:kimi-k3"
+    cached = "123456789012.dkr.ecr.us-east-1.amazonaws.com/kimi-k3-dev-docker-hub/vllm/vllm-openai:kimi-k3"
     pod = serving_workload(dev_plan)["spec"]["template"]["spec"]
     assert containers(pod)["vllm"]["image"] == cached and containers(pod, "initContainers")["fetch-weights"]["image"] == cached
     (node_policy,) = [json.loads(r.plain_inputs["policy"]) for r in dev_plan.by_type("aws:iam/rolePolicy:RolePolicy") if "pull-through" in r.name]
-    assert node_policy == image_pull.pull_through_node_policy("123456789012", "us-east-1")
+    assert node_policy == image_pull.pull_through_node_policy("123456789012", "us-east-1", "kimi-k3-dev-docker-hub")
     (ds,) = objects(dev_plan, "DaemonSet", tts_component.PREPULL_NAME)
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == cached
 

@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kimi_k3.guardrails import stack_policy
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS_DIR = ROOT / ".github" / "workflows"
 PR_WORKFLOW = WORKFLOWS_DIR / "pull-request.yml"
@@ -315,13 +317,42 @@ def test_pr_test_job_runs_tests_and_offline_plan(pr_workflow: dict[str, Any]) ->
     assert setup and str(setup[0]["with"]["python-version"]) == "3.11"
 
 
+def preview_matrix(pr_workflow: dict[str, Any]) -> list[dict[str, Any]]:
+    """The preview job's matrix entries (``include``), one per stack."""
+    return list(pr_workflow["jobs"]["preview"]["strategy"]["matrix"]["include"])
+
+
 def test_pr_preview_matrix_covers_every_stack(pr_workflow: dict[str, Any]) -> None:
     """Each stack in stacks/ (or dev and prod) has a preview in the matrix."""
     job = pr_workflow["jobs"]["preview"]
-    matrix_stacks = job["strategy"]["matrix"]["stack"]
+    matrix_stacks = [entry["stack"] for entry in preview_matrix(pr_workflow)]
     missing = set(expected_stacks()) - set(matrix_stacks)
     assert not missing, f"stacks without a preview: {sorted(missing)}"
+    assert len(matrix_stacks) == len(set(matrix_stacks)), "each stack once"
     assert job["strategy"].get("fail-fast") is False, "one stack's failure hides the other"
+
+
+def test_pr_preview_takes_role_and_region_from_each_stacks_own_environment(pr_workflow: dict[str, Any]) -> None:
+    """Stacks live in different accounts and regions (issue 21): each preview runs in an environment of its own and
+    assumes that environment's preview role in that environment's region, never one repository-wide role."""
+    job = pr_workflow["jobs"]["preview"]
+    assert job.get("environment") == "${{ matrix.environment }}", job.get("environment")
+    environments = {entry["stack"]: entry["environment"] for entry in preview_matrix(pr_workflow)}
+    assert environments == {stack: f"preview-{stack}" for stack in environments}, environments
+    assert len(set(environments.values())) == len(environments), "one environment per stack"
+    # Not the deploy environments: those hold the deploy roles and prod's required reviewers.
+    assert not set(environments.values()) & {"dev", "prod"}
+    credentials = [step for step in job["steps"] if action_name(step.get("uses", "")) == "aws-actions/configure-aws-credentials"]
+    assert len(credentials) == 1
+    args = credentials[0]["with"]
+    assert args["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_ARN }}"
+    assert args["aws-region"] == "${{ vars.AWS_REGION }}"
+    # The stack files' regions differ, which is why one repository-level pair cannot serve every stack.
+    regions = {yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]["aws:region"] for stack in environments}
+    assert len(regions) > 1
+    docs = (ROOT / "docs" / "ci.md").read_text()
+    for environment in environments.values():
+        assert f"`{environment}`" in docs, f"docs/ci.md does not name the {environment} environment"
 
 
 def test_pr_preview_comments_on_the_pull_request(pr_workflow: dict[str, Any]) -> None:
@@ -502,7 +533,7 @@ def test_pulumi_cli_matches_the_sdk_pin(all_workflows: dict[str, dict[str, Any]]
 
 
 def test_every_pulumi_run_enforces_the_policy_pack_with_its_stacks_config():
-    """Preview and up run the kimi-k3-guardrails pack (policy/) with the stack's own policy config."""
+    """Preview and up run the kimi-k3-guardrails pack (policy/) with the config `kimi-k3 plan` judges the stack under."""
     for path in sorted(WORKFLOWS_DIR.glob("*.yml")):
         for job in yaml.safe_load(path.read_text())["jobs"].values():
             for step in job.get("steps", []):
@@ -511,10 +542,18 @@ def test_every_pulumi_run_enforces_the_policy_pack_with_its_stacks_config():
                 inputs = step["with"]
                 assert inputs["policyPacks"] == "policy", path.name
                 config = inputs["policyPackConfigs"]
-                stacks = [inputs["stack-name"]] if "${{" not in inputs["stack-name"] else job["strategy"]["matrix"]["stack"]
+                stacks = [inputs["stack-name"]] if "${{" not in inputs["stack-name"] else [e["stack"] for e in job["strategy"]["matrix"]["include"]]
+                by_id = {s.get("id"): s for s in job["steps"]}
                 for stack in stacks:
+                    # the file the plan judges the stack under (its environment's, or its own over it)
+                    expected = stack_policy.policy_config_path(stack, ROOT)
+                    if config == "${{ steps.policy-config.outputs.path }}":
+                        assert "python -m kimi_k3.guardrails.stack_policy \"$STACK\"" in by_id["policy-config"]["run"], path.name
+                        assert expected is not None and expected.is_file(), f"{path.name}: stack {stack} has no policy config"
+                        continue
                     resolved = config.replace("${{ matrix.stack }}", stack)
                     assert (ROOT / resolved).is_file(), f"{path.name}: {resolved} does not exist"
+                    assert ROOT / resolved == expected, f"{path.name}: stack {stack} is judged under {expected}, not {resolved}"
 
 
 # --------------------------------------------------------------------------- runners and secrets

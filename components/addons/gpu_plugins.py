@@ -23,7 +23,7 @@ kubeconfig points at (:mod:`kimi_k3.cluster.kubernetes_provider`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +104,9 @@ class DcgmExporterArgs:
     own host engine (a cluster without the node monitoring agent)."""
     extra_values: Mapping[str, Any] = field(default_factory=dict)
     """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """What the release waits for: with ``service_monitor``, whatever installs the ServiceMonitor CRD (the Prometheus
+    Operator's release), so the chart's ServiceMonitor is not applied before its kind is served."""
 
 
 @dataclass(frozen=True)
@@ -246,7 +249,9 @@ class GpuNodePlugins(pulumi.ComponentResource):
             namespace = self.namespace.metadata.apply(lambda m: str(m.name))
         self.namespace_name = pulumi.Output.from_input(namespace)
 
-        def release(suffix: str, chart: catalog.HelmChart, version: str, values: dict[str, Any]) -> k8s.helm.v3.Release:
+        def release(
+            suffix: str, chart: catalog.HelmChart, version: str, values: dict[str, Any], depends_on: Sequence[pulumi.Resource] = (),
+        ) -> k8s.helm.v3.Release:
             return k8s.helm.v3.Release(
                 f"{name}-{suffix}",
                 k8s.helm.v3.ReleaseArgs(
@@ -258,7 +263,7 @@ class GpuNodePlugins(pulumi.ComponentResource):
                     create_namespace=False,
                     values=values,
                 ),
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)) if depends_on else child,
             )
 
         self.nvidia_device_plugin = (
@@ -272,7 +277,7 @@ class GpuNodePlugins(pulumi.ComponentResource):
             else None
         )
         self.dcgm_exporter = (
-            release("dcgm-exporter", catalog.DCGM_EXPORTER_CHART, args.dcgm.version.lstrip("v"), dcgm_values(args))
+            release("dcgm-exporter", catalog.DCGM_EXPORTER_CHART, args.dcgm.version.lstrip("v"), dcgm_values(args), args.dcgm.depends_on)
             if args.dcgm.enabled
             else None
         )

@@ -203,8 +203,12 @@ def render(report: BringUp) -> list[str]:
     lines = [f"kimi-k3 status {report.stack} at {minute_text(now)} UTC"]
     lines += _block_lines(report, now)
     lines += _node_lines(report, now)
-    lines.append(f"Serving pods in {report.namespace}: {report.replicas_ready} of {report.replicas_expected} replicas ready")
-    if not report.pods:
+    unread = pods_unread(report)
+    if unread is not None:  # not "0 of N ready": nothing is known of the pods
+        lines.append(f"Serving pods in {report.namespace}: not read ({unread}); {report.replicas_expected} replicas expected")
+    else:
+        lines.append(f"Serving pods in {report.namespace}: {report.replicas_ready} of {report.replicas_expected} replicas ready")
+    if not report.pods and unread is None:
         lines.append("  none yet")
     for p in report.pods:
         lines += _pod_line(p, now)
@@ -215,9 +219,16 @@ def render(report: BringUp) -> list[str]:
         lines.append(f"Start-up phases measured beside the estimate: {startup_report_command(report.stack)}")
     elif report.hopeless:
         lines.append(f"Endpoint: will not come up: the Capacity Block is {report.block.state if report.block else '?'}")
+    elif unread is not None:
+        lines.append("Endpoint: unknown: the serving pods could not be read")
     else:
         lines.append(f"Endpoint: not ready ({report.replicas_ready} of {report.replicas_expected} replicas)")
     return lines
+
+
+def pods_unread(report: BringUp) -> str | None:
+    """Why the serving pods could not be read (the cluster's error), or ``None`` when they were."""
+    return next((error.removeprefix("cluster: ") for error in report.errors if error.startswith("cluster:")), None)
 
 
 def summary_line(report: BringUp) -> str:
@@ -226,7 +237,9 @@ def summary_line(report: BringUp) -> str:
     block = report.block.state if report.block else "?"
     nodes = f"{report.nodes.ready}/{report.nodes.reserved} GPU nodes Ready" if report.nodes else "nodes ?"
     phases = ", ".join(f"{p.name.rsplit('-', 1)[-1]} {p.phase}" + (f" {p.progress.fraction:.0%}" if p.progress and p.progress.fraction is not None and p.phase == WEIGHTS else "") for p in report.pods) or "no pods"
+    if pods_unread(report) is not None:
+        return f"{now:%H:%M:%S} block {block}; {nodes}; pods not read ({pods_unread(report)}); ?/{report.replicas_expected} ready"
     return f"{now:%H:%M:%S} block {block}; {nodes}; {phases}; {report.replicas_ready}/{report.replicas_expected} ready"
 
 
-__all__ = ["SCHEMA", "BringUp", "bar", "render", "startup_report_command", "summary_line"]
+__all__ = ["SCHEMA", "BringUp", "bar", "pods_unread", "render", "startup_report_command", "summary_line"]

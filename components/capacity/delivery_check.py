@@ -24,6 +24,20 @@ Two things EKS does not do for us, both declared here with typed ``*Args``:
   overwrites the schedule (EventBridge Scheduler API reference), so a pending switch-on
   time that lies ahead is kept (``pending_switch_on_at``, read by the caller from the
   stack's previous state; :func:`kimi_k3.capacity.scaling.keep_pending`).
+* "Until the block's normal end". EKS scales the node group to 0 forty minutes before the
+  block ends (its "Capacity Scaledown Before Reservation End" action, EKS user guide,
+  capacity-blocks-mng; :data:`kimi_k3.capacity.scaling.EKS_SCALEDOWN_BEFORE_END`): with missing
+  data breaching, the alarm would page at every normal block end and stay in ALARM after it.
+  So a second one-time schedule calls ``cloudwatch:DisableAlarmActions`` at that moment
+  (:func:`switch_off_at`), and from that moment on (the ending and ended phases) the alarm is
+  declared with actions off and no schedule. The switch-off time depends only on the block's
+  end, so a re-run declares the same schedule (no call); a first ``up`` too close to it to
+  create the schedule in time (``create_margin``) declares the alarm silent instead: a late
+  switch-off would page at the scale-down.
+
+The alarm's name is given by the caller (:attr:`DeliveryCheckArgs.alarm_name`): CloudWatch alarm
+names are unique per account and region (PutMetricAlarm overwrites an alarm of the same name),
+so two stacks in one account must not share one (the platform puts the cluster name in it).
 
 Missing data counts as breaching: no data from a started block means collection is off or
 the group is gone, both worth an alert.
@@ -44,7 +58,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.capacity.scaling import SCALE_UP_MARGIN, keep_pending
+from kimi_k3.capacity.scaling import EKS_SCALEDOWN_BEFORE_END, SCALE_UP_MARGIN, keep_pending
+from kimi_k3.core.clock import utc
 from kimi_k3.errors import Problems
 
 METRIC_NAMESPACE = "AWS/AutoScaling"
@@ -53,6 +68,7 @@ COLLECTED_METRICS = ("GroupInServiceInstances", "GroupDesiredCapacity", "GroupPe
 """Group metrics the schedule turns on (in service is the alarm's; the others explain it)."""
 ENABLE_METRICS_TARGET = "arn:aws:scheduler:::aws-sdk:autoscaling:enableMetricsCollection"
 ENABLE_ALARM_ACTIONS_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:enableAlarmActions"
+DISABLE_ALARM_ACTIONS_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:disableAlarmActions"
 METRICS_SCHEDULE = "rate(10 minutes)"
 
 HIGH_RESOLUTION_PERIODS_S = (10, 20, 30)
@@ -79,6 +95,8 @@ class DeliveryCheckArgs:
     """Instances the block reserves: fewer in service raises the alarm."""
     block_start: datetime
     """Start of the block (UTC), from the reservation."""
+    block_end: datetime
+    """End of the block (UTC), from the reservation: the alarm's actions are off from ``block_end - scale_down_before_end``."""
     alert_topic_arn: pulumi.Input[str]
     """SNS topic the alarm notifies (``CapacityBlockNodeGroup.alert_topic_arn``)."""
     now: datetime
@@ -95,6 +113,14 @@ class DeliveryCheckArgs:
     pending_switch_on_at: datetime | None = None
     """When the switch-on schedule that exists already fires (a previous run's, read by the caller); a time still ahead is
     kept instead of being recomputed from ``now`` (:func:`kimi_k3.capacity.scaling.keep_pending`)."""
+    pending_switch_off_at: datetime | None = None
+    """When the switch-off schedule that exists already fires (a previous run's, read by the caller): one at
+    :func:`switch_off_at` still ahead is kept even inside ``create_margin`` (it exists; a re-run makes no call)."""
+    scale_down_before_end: timedelta = EKS_SCALEDOWN_BEFORE_END
+    """How long before the block's end EKS scales the node group to 0 (:data:`kimi_k3.capacity.scaling.EKS_SCALEDOWN_BEFORE_END`)."""
+    alarm_name: str | None = None
+    """Name of the CloudWatch alarm, unique in the account and region (include the stack or cluster name);
+    ``None``: :func:`alarm_name` of the component's name."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every resource."""
 
@@ -102,6 +128,11 @@ class DeliveryCheckArgs:
 def alarm_name(name: str) -> str:
     """Name of the delivery alarm of the :class:`DeliveryCheck` named ``name``."""
     return f"{name}-gpu-instances-in-service"
+
+
+def alarm_name_of(name: str, args: DeliveryCheckArgs) -> str:
+    """The alarm's name: ``args.alarm_name``, else :func:`alarm_name` of the component's ``name``."""
+    return args.alarm_name or alarm_name(name)
 
 
 def checks_from(args: DeliveryCheckArgs) -> datetime:
@@ -115,6 +146,52 @@ def switch_on_at(args: DeliveryCheckArgs) -> datetime:
     a pending switch-on that lies ahead keeps its time (``pending_switch_on_at``)."""
     fresh = max(checks_from(args), args.now.astimezone(UTC) + args.create_margin)
     return keep_pending(args.pending_switch_on_at, fresh, args.now, not_before=checks_from(args))
+
+
+def switch_off_at(args: DeliveryCheckArgs) -> datetime:
+    """When the alarm's actions go off: EKS's scale-down before the block's end (``block_end - scale_down_before_end``)."""
+    return utc(args.block_end) - args.scale_down_before_end
+
+
+@dataclass(frozen=True)
+class AlarmSchedule:
+    """Whether the alarm's actions are on in this run, and the one-time schedules that switch them on and off later."""
+
+    actions_enabled: bool
+    """The alarm's ``actionsEnabled`` as declared in this run."""
+    switch_on: datetime | None
+    """When the switch-on schedule fires; ``None``: no switch-on schedule."""
+    switch_off: datetime | None
+    """When the switch-off schedule fires; ``None``: no switch-off schedule."""
+    reason: str
+    """One line: why the alarm is on or off now."""
+
+
+def alarm_schedule(args: DeliveryCheckArgs) -> AlarmSchedule:
+    """The alarm's actions in a run at ``args.now`` and its switch-on / switch-off schedules (see the module docstring).
+
+    - from :func:`switch_off_at` on (EKS's scale-down, the ending and ended phases): off, no schedule;
+    - a switch-off that cannot be created in time (no pending one and ``now + create_margin`` past it): off, no schedule;
+    - before :func:`checks_from`: off, switched on at :func:`switch_on_at` (unless that is after the switch-off), off at
+      :func:`switch_off_at`;
+    - between the two: on, switched off at :func:`switch_off_at`.
+    """
+    now, off = utc(args.now), switch_off_at(args)
+    if now >= off:
+        return AlarmSchedule(False, None, None, f"off from EKS's scale-down at {off:%Y-%m-%d %H:%M} UTC (the block's end - "
+                             f"{int(args.scale_down_before_end.total_seconds() // 60)} min)")
+    pending = args.pending_switch_off_at
+    kept = pending is not None and utc(pending) == off
+    if not kept and now + args.create_margin >= off:
+        return AlarmSchedule(False, None, None, f"off: too close to EKS's scale-down at {off:%Y-%m-%d %H:%M} UTC to schedule "
+                             "the switch-off in time")
+    if now >= checks_from(args):
+        return AlarmSchedule(True, None, off, f"on until {off:%Y-%m-%d %H:%M} UTC")
+    on = switch_on_at(args)
+    if on >= off:
+        return AlarmSchedule(False, None, None, f"off: the switch-on at {on:%Y-%m-%d %H:%M} UTC would come after EKS's "
+                             f"scale-down at {off:%Y-%m-%d %H:%M} UTC")
+    return AlarmSchedule(False, on, off, f"on from {on:%Y-%m-%d %H:%M} to {off:%Y-%m-%d %H:%M} UTC")
 
 
 def scheduler_at(moment: datetime) -> str:
@@ -133,7 +210,7 @@ def parse_scheduler_at(expression: str) -> datetime | None:
 def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
     """Raise :class:`~kimi_k3.errors.ComponentInputError` with every input that cannot make a working check."""
     problems = Problems("DeliveryCheck", name)
-    for key in ("block_start", "now"):
+    for key in ("block_start", "block_end", "now"):
         if getattr(args, key).tzinfo is None:
             problems.add(key, f"{key} has no timezone; pass UTC datetimes")
     if args.reserved_instances < 1:
@@ -152,6 +229,10 @@ def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
             )
     if args.grace < timedelta(0):
         problems.reject("grace", args.grace, "expected a duration that is not negative")
+    if args.block_start.tzinfo is not None and args.block_end.tzinfo is not None and args.block_end <= args.block_start:
+        problems.reject("block_end", args.block_end.isoformat(), "expected a time after block_start")
+    if args.alarm_name is not None and not 1 <= len(args.alarm_name) <= 255:
+        problems.reject("alarm_name", args.alarm_name, "1 to 255 characters (CloudWatch PutMetricAlarm)")
     problems.raise_any()
 
 
@@ -196,9 +277,9 @@ def _scheduler_policy(partition: str, region: str, account: str, asg_name: str, 
                 "Resource": f"arn:{partition}:autoscaling:{region}:{account}:autoScalingGroup:*:autoScalingGroupName/{asg_name}",
             },
             {
-                "Sid": "EnableAlarmActions",
+                "Sid": "SwitchAlarmActions",
                 "Effect": "Allow",
-                "Action": "cloudwatch:EnableAlarmActions",
+                "Action": ["cloudwatch:EnableAlarmActions", "cloudwatch:DisableAlarmActions"],
                 "Resource": f"arn:{partition}:cloudwatch:{region}:{account}:alarm:{alarm}",
             },
         ],
@@ -209,7 +290,9 @@ class DeliveryCheck(pulumi.ComponentResource):
     """Alarm when fewer GPU instances than reserved are in service after the block's start.
 
     Attributes: ``alarm`` (``aws.cloudwatch.MetricAlarm``), ``metrics_schedule`` (enables group
-    metrics), ``enable_actions_schedule`` (``None`` once the check is already live), ``role``.
+    metrics), ``enable_actions_schedule`` (``None`` once the check is already live),
+    ``disable_actions_schedule`` (``None`` from EKS's scale-down on), ``role``, ``schedule``
+    (the :class:`AlarmSchedule` of this run).
     """
 
     def __init__(self, name: str, args: DeliveryCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -218,8 +301,8 @@ class DeliveryCheck(pulumi.ComponentResource):
         super().__init__("kimi-k3:index:DeliveryCheck", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOutputOptions(parent=self)
-        live = args.now.astimezone(UTC) >= checks_from(args)
-        alarm = alarm_name(name)
+        plan = self.schedule = alarm_schedule(args)
+        alarm = alarm_name_of(name, args)
         tags = dict(args.tags)
 
         identity = aws.get_caller_identity_output(opts=invoke)
@@ -237,7 +320,7 @@ class DeliveryCheck(pulumi.ComponentResource):
                     "Condition": {"StringEquals": {"aws:SourceAccount": account}},
                 }],
             })),
-            description="EventBridge Scheduler: enable the GPU node group's ASG metrics and the delivery alarm's actions",
+            description="EventBridge Scheduler: enable the GPU node group's ASG metrics, switch the delivery alarm's actions on and off",
             tags=tags,
             opts=child,
         )
@@ -283,7 +366,7 @@ class DeliveryCheck(pulumi.ComponentResource):
             threshold=float(args.reserved_instances),
             comparison_operator="LessThanThreshold",
             treat_missing_data="breaching",
-            actions_enabled=live,
+            actions_enabled=plan.actions_enabled,
             alarm_actions=[args.alert_topic_arn],
             ok_actions=[args.alert_topic_arn],
             tags=tags,
@@ -291,15 +374,32 @@ class DeliveryCheck(pulumi.ComponentResource):
         )
 
         self.enable_actions_schedule = None
-        if not live:
+        if plan.switch_on is not None:
             self.enable_actions_schedule = aws.scheduler.Schedule(
                 f"{name}-enable-alarm-actions",
                 description=f"Switch on the delivery alarm {alarm} at the block's start + grace",
-                schedule_expression=scheduler_at(switch_on_at(args)),
+                schedule_expression=scheduler_at(plan.switch_on),
                 schedule_expression_timezone="UTC",
                 flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
                 target=aws.scheduler.ScheduleTargetArgs(
                     arn=ENABLE_ALARM_ACTIONS_TARGET,
+                    role_arn=self.role.arn,
+                    input=json.dumps({"AlarmNames": [alarm]}),
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, self.alarm]),
+            )
+
+        self.disable_actions_schedule = None
+        if plan.switch_off is not None:
+            self.disable_actions_schedule = aws.scheduler.Schedule(
+                f"{name}-disable-alarm-actions",
+                description=f"Switch off the delivery alarm {alarm} at EKS's scale-down, the block's end - "
+                            f"{int(args.scale_down_before_end.total_seconds() // 60)} min",
+                schedule_expression=scheduler_at(plan.switch_off),
+                schedule_expression_timezone="UTC",
+                flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+                target=aws.scheduler.ScheduleTargetArgs(
+                    arn=DISABLE_ALARM_ACTIONS_TARGET,
                     role_arn=self.role.arn,
                     input=json.dumps({"AlarmNames": [alarm]}),
                 ),

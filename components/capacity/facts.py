@@ -11,6 +11,7 @@ commands) both map into :class:`CapacityBlockFacts` (:meth:`CapacityBlockFacts.f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -125,4 +126,25 @@ class CapacityBlockFacts:
         return None if self.end is None else self.end - utc(now)
 
 
-__all__ = ["CapacityBlockFacts", "parse_aws_time"]
+GONE_STATE = "expired"
+"""The state a block no longer returned by EC2 is given once its recorded end has passed (EC2 ``CapacityReservationState``)."""
+
+
+def ended_from_record(reservation_id: str, recorded: CapacityBlockFacts | None, now: datetime) -> CapacityBlockFacts | None:
+    """The block as recorded, state :data:`GONE_STATE`, when EC2 no longer returns ``reservation_id`` and the record's end has
+    passed at ``now``; ``None`` when there is no such record (the look-up failure stays an error)."""
+    if recorded is None or recorded.reservation_id != reservation_id or recorded.end is None or utc(recorded.end) > utc(now):
+        return None
+    return dataclasses.replace(recorded, state=GONE_STATE, available_instances=0)
+
+
+def gone_line(block: CapacityBlockFacts) -> str:
+    """The one line that says a block is treated as ended because EC2 no longer returns it."""
+    end = f"{utc(block.end):%Y-%m-%d %H:%M} UTC" if block.end else "?"
+    return (
+        f"Capacity Block {block.reservation_id} is no longer returned by EC2 and its recorded end ({end}) has passed: treated "
+        "as ended (GPU node group kept at 0)"
+    )
+
+
+__all__ = ["GONE_STATE", "CapacityBlockFacts", "ended_from_record", "gone_line", "parse_aws_time"]

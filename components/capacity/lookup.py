@@ -13,16 +13,28 @@ provider reports all of them as a failed invoke whose text carries the AWS error
 (``api error <Code>: …``, aws-sdk-go-v2) or the provider's own wording; :func:`classify`
 reads it. Messages are phrased neutrally: the caller adds which input names the id (the
 platform its config key, the node group its ``reservation_id`` arg).
+
+After a block ends, EC2 keeps returning it as ``expired`` for a while, then
+DescribeCapacityReservations stops returning it (the provider's "couldn't find resource",
+boto3's empty ``CapacityReservations`` or ``InvalidCapacityReservationId.NotFound``). A stack
+must still be updatable then (``pulumi up`` to tear the serving pieces down, ``pulumi destroy
+--run-program``; plain ``pulumi destroy`` and ``refresh`` do not run the program, Pulumi docs
+"Running your program on refresh and destroy"). So :func:`ended_from_record` turns a block
+that is no longer found into the block as the stack recorded it (its previous ``up``'s
+``capacityBlock`` output), state ``expired``, when that record's end has passed; one line
+(:func:`gone_line`) says so. A block never recorded, or recorded with an end still ahead,
+stays an error: that is a wrong id, region or account.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.facts import CapacityBlockFacts, ended_from_record, gone_line
 from kimi_k3.errors import UserError
 
 NOT_FOUND, CREDENTIALS, DENIED, REGION, THROTTLED, OTHER = "not found", "credentials", "denied", "region", "throttled", "other"
@@ -127,6 +139,20 @@ def lookup_capacity_block(reservation_id: str, opts: pulumi.InvokeOptions | None
     return CapacityBlockFacts.from_invoke(result)
 
 
+def lookup_or_recorded(
+    reservation_id: str, recorded: CapacityBlockFacts | None, now: datetime, opts: pulumi.InvokeOptions | None = None, *, region: str | None = None
+) -> tuple[CapacityBlockFacts, str | None]:
+    """:func:`lookup_capacity_block`, or the :func:`ended_from_record` block when EC2 no longer finds it; the second item is
+    :func:`gone_line` in that case, else ``None``."""
+    try:
+        return lookup_capacity_block(reservation_id, opts, region=region), None
+    except CapacityBlockNotFound:
+        ended = ended_from_record(reservation_id, recorded, now)
+        if ended is None:
+            raise
+        return ended, gone_line(ended)
+
+
 __all__ = [
     "CREDENTIALS",
     "DENIED",
@@ -137,6 +163,9 @@ __all__ = [
     "CapacityBlockNotFound",
     "CapacityBlockUnreadable",
     "classify",
+    "ended_from_record",
+    "gone_line",
     "lookup_capacity_block",
+    "lookup_or_recorded",
     "unreadable",
 ]

@@ -8,6 +8,7 @@ A purchase cannot be undone. Every search is validated before AWS is called.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from kimi_k3.capacity.assessment import INSTANCE_PLATFORM
 from kimi_k3.capacity.aws import aws_errors, validate_offering_id
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.reserved import PROJECT_TAG, CapacitySearch, api_record, checked_start_after, offering_by_id
+from kimi_k3.core import catalog
 from kimi_k3.core.clock import utc as _utc
 from kimi_k3.core.formats import INSTANCE_TYPE
 from kimi_k3.errors import UserError
@@ -79,6 +81,13 @@ def build_offering_query(
     """Validate a search (duration, count, start window within 8 weeks) before calling AWS."""
     if not INSTANCE_TYPE.match(instance_type or ""):
         raise UserError(f"--instance-type {instance_type!r} is not an EC2 instance type such as p6-b300.48xlarge")
+    if instance_type not in catalog.INSTANCE_TYPES:  # checked before asking AWS, as the stack's gpuInstanceType is
+        near = difflib.get_close_matches(instance_type, list(catalog.INSTANCE_TYPES), n=1)
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise UserError(
+            f"--instance-type {instance_type!r} is not a type kimi-k3 can serve Kimi K3 on; {hint}accepted: {', '.join(catalog.INSTANCE_TYPES)} "
+            "(kimi_k3.core.catalog.INSTANCE_TYPES)"
+        )
     if days not in valid_duration_days():
         raise UserError(f"--days {days} is not accepted; Capacity Blocks last 1-14 days, or 21-182 days in multiples of 7")
     if not 1 <= count <= MAX_INSTANCES:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kimi_k3.capacity.aws import aws_errors, validate_reservation_id
-from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.capacity.facts import CapacityBlockFacts, ended_from_record
 from kimi_k3.errors import UserError
 
 
@@ -45,13 +45,28 @@ class ReservationView:
     """Health of its block; None when the reservation names no block or the status could not be read."""
 
 
-def describe_reservation(ec2: Any, reservation_id: str) -> CapacityBlockFacts:
-    """One reservation by id; UserError when it does not exist in this region."""
+def describe_reservation(ec2: Any, reservation_id: str, recorded: CapacityBlockFacts | None = None, now: datetime | None = None) -> CapacityBlockFacts:
+    """One reservation by id; UserError when it does not exist in this region.
+
+    ``recorded`` (the block as a stack recorded it) and ``now``: a reservation EC2 no longer returns (an empty list or
+    ``InvalidCapacityReservationId.NotFound``) whose recorded end has passed is that record, state ``expired``
+    (:func:`kimi_k3.capacity.lookup.ended_from_record`), not an error.
+    """
+    from botocore.exceptions import ClientError
+
     validate_reservation_id(reservation_id)
     region = ec2.meta.region_name
     with aws_errors(region):
-        items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+        try:
+            items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+        except ClientError as exc:
+            if recorded is None or exc.response.get("Error", {}).get("Code") != "InvalidCapacityReservationId.NotFound":
+                raise
+            items = []
     if not items:
+        ended = ended_from_record(reservation_id, recorded, now) if now is not None else None
+        if ended is not None:
+            return ended
         raise UserError(f"capacity reservation {reservation_id} not found in {region}: check the id, the region and the account")
     return CapacityBlockFacts.from_ec2(items[0])
 

@@ -1,4 +1,4 @@
-"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``, ``status``.
+"""The ``kimi-k3`` command line: ``plan``, ``capacity``, ``verify``, ``hyperpod``, ``bench``, ``weights``, ``status``, ``startup-report``, ``first-deploy``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``;
 the parser it adds sets ``func`` to a callable ``(args) -> int``.
@@ -16,7 +16,7 @@ import pulumi
 
 from kimi_k3.errors import UserError
 
-SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status", "startup-report")
+SUBCOMMANDS = ("plan", "capacity", "verify", "hyperpod", "bench", "weights", "status", "startup-report", "first-deploy")
 DISTRIBUTION = "kimi-k3-aws"
 """The package whose metadata ``kimi-k3 --version`` reports."""
 
@@ -59,6 +59,8 @@ def one_line(err: BaseException) -> str:
     if isinstance(err, pulumi.InputPropertiesError) and not isinstance(err, UserError):
         listed = "; ".join(f"{e['property_path']}: {e['reason']}" for e in err.errors or ())
         text = " ".join(f"{text}: {listed}".strip(": ").split()) if listed else " ".join(text.split())
+    elif isinstance(err, pulumi.RunError) and not isinstance(err, UserError):  # e.g. ConfigMissingError's two lines
+        text = " ".join(text.split())
     return text
 
 
@@ -87,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a subcommand's parser may raise UserError for a bad flag (bench does: one line, exit 2)
         args = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None).parse_args(argv)
         return int(args.func(args) or 0)
-    except (UserError, pulumi.InputPropertiesError) as err:
+    except (UserError, pulumi.RunError, pulumi.InputPropertiesError) as err:
+        # pulumi.RunError: what the engine prints without a traceback, e.g. a program's Config().require_secret("apiKey")
+        # of a key the stack does not set (ConfigMissingError)
         print(f"kimi-k3: error: {one_line(err)}", file=sys.stderr)
         atexit.register(_close_idle_event_loops)  # at exit, before the interpreter tears the sockets down
         return 2

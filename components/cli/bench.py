@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TextIO
@@ -58,9 +59,16 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     return levels
 
 
-def _refuse(message: str) -> None:
-    """argparse's error hook for ``bench``: a :class:`UserError` (one line, exit 2) instead of usage text."""
-    raise UserError(message)
+def _refuse_for(parser: argparse.ArgumentParser) -> Callable[[str], None]:
+    """argparse's error hook for ``bench``: a bad value is a :class:`UserError` (one line, exit 2); a missing
+    argument shows the usage line and the error, exit 2, as every other command does."""
+
+    def refuse(message: str) -> None:
+        if message.startswith("the following arguments are required"):
+            argparse.ArgumentParser.error(parser, message)
+        raise UserError(message)
+
+    return refuse
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -110,8 +118,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="seconds one request may take before it counts as an error (default: %(default)g)")
     parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="AIPerf worker processes (default: AIPerf sizes them to the machine)")
+    talk = parser.add_argument_group("conversations (docs/routing.md)")
+    talk.add_argument(
+        "--conversations", type=positive_int, default=None, metavar="N",
+        help="instead of the AIPerf levels: N multi-turn conversations with growing history, each sending its session header, "
+        "the highest --concurrency of them at once; reports TTFT of first and later turns, the prefix hit rate (when the server "
+        "reports cached tokens) and each replica's share (when the endpoint names the replica, as the routing tier does)",
+    )
+    talk.add_argument("--turns", type=positive_int, default=8, metavar="N", help="turns of each conversation (default: %(default)s)")
+    talk.add_argument("--session-header", default="x-session-id", metavar="NAME",
+                      help="header carrying the conversation's id (default: %(default)s, the routing tier's routerSessionHeader); '' sends none")
+    talk.add_argument("--system-prompt-words", type=non_negative_int, default=1000, metavar="N", help="words of the shared system prompt (default: %(default)s)")
+    talk.add_argument("--turn-words", type=positive_int, default=150, metavar="N", help="words of each new user message (default: %(default)s)")
+    talk.add_argument("--max-tokens", type=positive_int, default=64, metavar="N", help="max_tokens of each answer (default: %(default)s)")
     parser.set_defaults(func=run)
-    parser.error = _refuse
+    parser.error = _refuse_for(parser)
     return parser
 
 
@@ -153,6 +174,52 @@ class Progress:
             print("\r\x1b[K", end="", file=self.out, flush=True)
 
 
+def run_conversations(args: argparse.Namespace, key: str, endpoint_v1: str, out: TextIO, started_at: datetime) -> int:
+    """``--conversations N``: the multi-turn driver (:mod:`kimi_k3.bench.conversations`); writes ``OUT/conversations.json``."""
+    import json
+
+    from kimi_k3.bench import conversations  # loaded by this mode only
+    from kimi_k3.serving import verify  # loaded by this command only: the others start without it
+
+    header = args.session_header.strip().lower() or None
+    plan = conversations.ConversationPlan(
+        conversations=args.conversations, turns=args.turns, concurrency=min(args.conversations, max(args.concurrency)),
+        system_prompt_words=args.system_prompt_words, turn_words=args.turn_words, max_tokens=args.max_tokens,
+        session_header=header, seed=args.seed,
+    )
+    with verify.make_client(args.endpoint, key, timeout_s=min(args.timeout, 30.0)) as client:
+        models = verify.check_models(client, args.model)
+    if not models.passed:
+        raise UserError(f"--model {args.model!r}: {models.detail}")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--out {args.out}: cannot write there ({err.strerror or err})") from None
+    print(
+        f"bench {args.model} at {public_endpoint(endpoint_v1)}: {plan.conversations} conversations x {plan.turns} turns, "
+        f"{plan.concurrency} at once, session header {header or '(none)'}",
+        file=out, flush=True,
+    )
+    done = [0]
+
+    def progress(_record: object) -> None:
+        done[0] += 1
+        if done[0] % max(1, plan.conversations) == 0:
+            print(f"  {done[0]}/{plan.conversations * plan.turns} requests", file=out, flush=True)
+
+    result = conversations.run_conversations(endpoint_v1, api_key=key, model=args.model, plan=plan, timeout_s=args.timeout, on_record=progress)
+    summary = result.summary()
+    path = args.out / "conversations.json"
+    path.write_text(json.dumps({
+        "started_at": started_at.isoformat(), "endpoint": public_endpoint(endpoint_v1), "model": args.model,
+        "plan": {k: getattr(plan, k) for k in plan.__dataclass_fields__}, "summary": summary,
+        "records": [r.__dict__ for r in result.records],
+    }, indent=1) + "\n")
+    print(conversations.format_summary(summary), file=out)
+    print(f"wrote {path}", file=out, flush=True)
+    return 0
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | None = None) -> int:
     """Run the benchmark for parsed ``args``; 0 when it ran (errors are measured, not fatal).
 
@@ -169,6 +236,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
     if not key:
         raise UserError(f"no API key: pass --api-key or set {API_KEY_ENV}")
     endpoint_v1 = verify.normalise_endpoint(args.endpoint)
+    if getattr(args, "conversations", None) is not None:
+        return run_conversations(args, key, endpoint_v1, out, started_at)
     requests = args.requests if args.requests is not None or args.duration is not None else DEFAULT_REQUESTS
     if requests is not None and requests < max(args.concurrency):
         raise UserError(

@@ -26,6 +26,7 @@ from kimi_k3.cli.arguments import add_stack_arguments
 from kimi_k3.core import clock
 from kimi_k3.core.catalog import DEFAULT_GPU_INSTANCE_TYPE
 from kimi_k3.errors import UserError
+from kimi_k3.guardrails import stack_policy
 from kimi_k3.guardrails import verdict as policy_verdict
 from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
 from kimi_k3.offline import state as plan_state
@@ -35,6 +36,7 @@ from kimi_k3.offline.review import Review, review
 from kimi_k3.stack import lint as stack_lint
 from kimi_k3.stack import project
 from kimi_k3.stack.settings import StackSettings
+from kimi_k3.weights import estimate
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -58,7 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--policy-config", type=Path, metavar="FILE",
-        help="policy pack config, as for `pulumi preview --policy-pack-config` (default: <project>/policy/config/STACK.json if it exists)",
+        help="policy pack config, as for `pulumi preview --policy-pack-config` (default: <project>/policy/config/STACK.json if it exists, else the file of the stack's kimi-k3:environment, e.g. policy/config/dev.json; a prod stack's own file may only raise the rules)",
     )
     changes = parser.add_argument_group("review the change against an earlier plan (docs/change-review.md)")
     changes.add_argument(
@@ -124,8 +126,11 @@ def run(args: argparse.Namespace) -> int:
     stack = project.short_stack_name(args.stack)
     out = (args.out or proj.directory / "build" / "plan" / stack).resolve()
     _check_out(out, args.out is not None)
-    policy = policy_verdict.PolicyCheck.from_file(args.policy_config or proj.policy_config(stack), flag="--policy-config" if args.policy_config else None)
     stack_config = project.read_stack_config(proj, args.stack)
+    if args.policy_config is not None:
+        policy = policy_verdict.PolicyCheck.from_file(args.policy_config, flag="--policy-config")
+    else:  # the stack's environment's config, or its own file over it (never weaker in prod)
+        policy = stack_policy.stack_policy(proj, stack, stack_policy.stack_environment(stack_config.stack_values))
 
     def for_settings(settings: StackSettings) -> offline.ReservationFixture:
         """A kimi-k3 stack's block: its id, type and node count, shaped by the flags."""
@@ -229,6 +234,8 @@ def _facts(result: offline.PlanResult, outputs: dict) -> list[str]:
             lines.append(f"  {label:<17} {outputs[key]}")
     # The start-up estimate with the mechanisms the stack declares (kimi_k3.stack.time_to_serve; docs/weights.md).
     lines += [f"  {line}" for line in outputs.get("timeToFirstToken") or []]
+    if outputs.get("timeToFirstToken"):  # what the cases and the cost mean, where they are printed
+        lines += ["  where:"] + [f"    {line}" for line in estimate.legend_lines()]
     return lines
 
 
@@ -256,6 +263,9 @@ def render_summary(
     forward = port_forward_command(outputs)
     if forward:
         lines += ["", f"Reach the API from your machine: {forward}"]
+    if outputs.get("deployRunnerProject"):
+        lines += ["", f"Private endpoint: `pulumi up` runs in CodeBuild project {outputs['deployRunnerProject']} inside the VPC; "
+                  f"the first deploy's commands: kimi-k3 first-deploy {result.stack} (docs/first-deploy.md)"]
     warnings = list(dict.fromkeys(result.warnings + list(stack_warnings or [])))
     if warnings:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in warnings]

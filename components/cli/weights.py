@@ -87,12 +87,18 @@ def _bar(total: int, initial: int, desc: str, enabled: bool):
 def collect(args: argparse.Namespace, settings: StackSettings, uri: str, sums: str):
     """Survey the prefix: a :class:`~kimi_k3.weights.status.WeightsStatus`."""
     from kimi_k3.weights.s3store import S3Location  # loaded by this command only: the others start without it
-    from kimi_k3.weights.stage import survey  # loaded by this command only: the others start without it
+    from kimi_k3.weights.stage import survey, survey_manifest  # loaded by this command only: the others start without it
     from kimi_k3.weights.status import WeightsStatus, deep_check  # loaded by this command only: the others start without it
 
     location = S3Location.parse(uri)
     s3 = make_s3_client(settings.region)
-    verdicts, manifest = survey(_hub(args), s3, location, settings.serving.contract.weights.model_id, settings.serving.contract.weights.revision, sums)
+    weights = settings.serving.contract.weights
+    from_s3 = survey_manifest(s3, location, weights.model_id, weights.revision) if weights.source == "s3" else None
+    manifest: Any
+    if from_s3 is not None:  # an S3-sourced stack whose prefix holds its manifest: S3 answers, Hugging Face is not asked
+        verdicts, manifest = from_s3
+    else:
+        verdicts, manifest = survey(_hub(args), s3, location, weights.model_id, weights.revision, sums)
     if getattr(args, "deep", False):
         verdicts = deep_check(s3, location, verdicts, {e.path: e.sha256 for e in manifest.entries} if manifest else {})
     return WeightsStatus(uri, settings.serving.contract.weights.model_id, settings.serving.contract.weights.revision, tuple(verdicts), manifest is not None)
@@ -109,9 +115,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         with _bar(status.total_bytes, status.bytes(STAGED), "staged", args.progress):
             pass
         print("\n".join(format_status(status)))
+        print(_source_line(settings, uri, status))
         return 0 if status.complete else 1
 
     return _translate(run)
+
+
+def _source_line(settings: StackSettings, uri: str, status: Any) -> str:
+    """Where the stack's pods read the weights from, and what the status was measured against."""
+    weights = settings.serving.contract.weights
+    if weights.source != "s3":
+        return (f"  source     the stack reads its weights from Hugging Face (kimi-k3:weightsSource {weights.source}); "
+                f"{uri} is used once weightsSource is s3")
+    against = "its manifest (S3 only)" if status.manifest_present and status.complete else f"the file list of {weights.model_id}@{weights.revision[:12]} on Hugging Face"
+    return f"  source     the serving pods read the weights from {uri} (kimi-k3:weightsSource s3); checked against {against}"
 
 
 def cmd_stage(args: argparse.Namespace) -> int:

@@ -12,7 +12,9 @@ on declared here explicitly so it is visible in the plan and pinned:
   Kubernetes provider reaches the cluster as :attr:`ClusterArgs.kubeconfig_role_arn`
   (pulumi-eks ``providerCredentialOpts``: the kubeconfig runs ``aws eks get-token --role-arn``, the flag
   spelt in full by :func:`spell_kubeconfig_flags`);
-- a private API endpoint, public access off or limited to named CIDRs;
+- a private API endpoint, public access off or limited to named CIDRs; the private endpoint admits on 443
+  only the CIDRs and security groups named in :attr:`ClusterArgs.api_ingress_cidrs` and
+  :attr:`ClusterArgs.api_ingress_security_groups` (rules on the cluster security group, see :data:`API_PORT`);
 - Kubernetes Secrets envelope-encrypted with a KMS key (rotated) this component
   creates, unless one is passed in;
 - all five control-plane log types, into a log group created here first so its
@@ -46,7 +48,7 @@ from kimi_k3.cluster.access import roles_in_both
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.core import labels
-from kimi_k3.core.formats import EKS_ADDON_VERSION, INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN
+from kimi_k3.core.formats import EKS_ADDON_VERSION, INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
 from kimi_k3.errors import Problems
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -68,6 +70,11 @@ VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFI
 """vpc-cni settings: /28 prefixes per ENI slot, so pods are not limited by ENI IP counts; and
 NetworkPolicy enforcement (off by default in the add-on), without which the serving stack's
 default-deny policies would be accepted by the API server and silently not applied."""
+
+API_PORT = 443
+"""Port of the EKS API server endpoint. EKS user guide, 'Cluster API server endpoint': with public access off the API
+is reachable only from the VPC or a connected network, and only where the cluster security group allows 443 from the
+client; the ingress rules of :class:`Cluster` are that allowance."""
 
 AUTHENTICATION_MODE = "API"
 """EKS authentication mode of the cluster: access entries only (no ``aws-auth`` ConfigMap)."""
@@ -97,6 +104,11 @@ class ClusterArgs:
     """Whether the API endpoint is reachable from the internet (the private endpoint is always on)."""
     public_access_cidrs: Sequence[str] = ()
     """CIDRs allowed to reach the public endpoint; required when it is on; ``0.0.0.0/0`` is refused."""
+    api_ingress_cidrs: Sequence[str] = ()
+    """CIDRs admitted on 443 to the cluster security group (the private endpoint's ENIs): a VPN, a peered network."""
+    api_ingress_security_groups: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Security groups admitted on 443 to the cluster security group, by a stable key (the id itself, or a name such
+    as ``deploy-runner`` for a group the stack creates): one ingress rule each, named after the key."""
     cluster_name: str | None = None
     """EKS cluster name (max 100 characters); ``None`` uses the component's name."""
     service_cidr: str | None = None
@@ -152,6 +164,7 @@ def validate(name: str, args: ClusterArgs) -> str:
     if len(args.private_subnet_ids) < 2:
         reject("private_subnet_ids", list(args.private_subnet_ids), "at least two private subnets in different AZs")
     _validate_endpoint(args, problems)
+    _validate_api_ingress(args, problems)
     if args.service_cidr is not None:
         _validate_service_cidr(args.service_cidr, problems)
     if args.log_retention_days not in LOG_RETENTION_DAYS:
@@ -201,6 +214,27 @@ def _validate_endpoint(args: ClusterArgs, problems: Problems) -> None:
             continue
         if network.prefixlen == 0:
             problems.reject(f"public_access_cidrs[{index}]", cidr, "a bounded CIDR: the whole internet is refused")
+
+
+_INGRESS_KEY = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def _validate_api_ingress(args: ClusterArgs, problems: Problems) -> None:
+    for index, cidr in enumerate(args.api_ingress_cidrs):
+        try:
+            network = ipaddress.ip_network(cidr, strict=True)
+        except (TypeError, ValueError):
+            problems.reject(f"api_ingress_cidrs[{index}]", cidr, "a CIDR such as 10.100.0.0/16")
+            continue
+        if network.prefixlen == 0:
+            problems.reject(f"api_ingress_cidrs[{index}]", cidr, "a bounded CIDR: the whole internet is refused")
+    if len(set(args.api_ingress_cidrs)) != len(args.api_ingress_cidrs):
+        problems.reject("api_ingress_cidrs", list(args.api_ingress_cidrs), "each CIDR once")
+    for key, group in args.api_ingress_security_groups.items():
+        if not isinstance(key, str) or not _INGRESS_KEY.match(key):
+            problems.reject("api_ingress_security_groups", key, "keys of lowercase letters, digits and '-' (a security group id or a name)")
+        elif isinstance(group, str) and not SECURITY_GROUP_ID.match(group):
+            problems.reject(f"api_ingress_security_groups[{key!r}]", group, "a security group id such as sg-0a1b2c3d4e5f67890")
 
 
 def _validate_service_cidr(cidr: str, problems: Problems) -> None:
@@ -289,6 +323,8 @@ class Cluster(pulumi.ComponentResource):
     """Kubeconfig (JSON), a Pulumi secret."""
     provider: k8s.Provider
     """Kubernetes provider for this cluster (server-side apply)."""
+    api_ingress_rules: list[aws.vpc.SecurityGroupIngressRule]
+    """The 443 ingress rules on the cluster security group (``api_ingress_cidrs``, ``api_ingress_security_groups``)."""
     node_security_group_id: pulumi.Output[str]
     """Security group of the nodes (the system nodes carry it; GPU node groups should too)."""
     cluster_security_group_id: pulumi.Output[str]
@@ -398,6 +434,7 @@ class Cluster(pulumi.ComponentResource):
         self.cluster_security_group_id = self.eks.cluster_security_group_id
         self.oidc_provider_arn = self.eks.oidc_provider_arn
         self.oidc_issuer = self.eks.oidc_issuer
+        self.api_ingress_rules = self._api_ingress(cluster_name, args, tags)
 
         self.addon_versions = {
             addon: (args.addon_versions or {}).get(addon)
@@ -469,7 +506,8 @@ class Cluster(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             enable_server_side_apply=True,
             # Workloads need nodes and DNS: anything using this provider waits for both.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, self.addons["coredns"]]),
+            # ... and for the ingress rules that let the runner reach a private endpoint.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, self.addons["coredns"], *self.api_ingress_rules]),
         )
 
         self.register_outputs(
@@ -487,6 +525,29 @@ class Cluster(pulumi.ComponentResource):
                 "addonVersions": self.addon_versions,
             }
         )
+
+    def _api_ingress(self, cluster_name: str, args: ClusterArgs, tags: Mapping[str, str]) -> list[aws.vpc.SecurityGroupIngressRule]:
+        """One 443 ingress rule on the cluster security group per admitted CIDR and security group (:data:`API_PORT`)."""
+        rules = []
+        sources: list[tuple[str, dict[str, Any]]] = [
+            (f"cidr-{cidr.replace('.', '-').replace('/', '-')}", {"cidr_ipv4": cidr}) for cidr in args.api_ingress_cidrs
+        ]
+        sources += [(f"sg-{key.removeprefix('sg-')}", {"referenced_security_group_id": group}) for key, group in args.api_ingress_security_groups.items()]
+        for key, source in sources:
+            rules.append(
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{self._name}-api-ingress-{key}",
+                    security_group_id=self.cluster_security_group_id,
+                    ip_protocol="tcp",
+                    from_port=API_PORT,
+                    to_port=API_PORT,
+                    description=f"EKS API of {cluster_name} (private endpoint)",
+                    tags=dict(tags),
+                    opts=pulumi.ResourceOptions(parent=self),
+                    **source,
+                )
+            )
+        return rules
 
     def _addon(self, addon: str, tags: Mapping[str, str], depends_on: Sequence[pulumi.Resource] = ()) -> aws.eks.Addon:
         configuration = {
@@ -545,6 +606,7 @@ class Cluster(pulumi.ComponentResource):
 __all__ = [
     "ADDONS_AFTER_NODES",
     "ADDONS_BEFORE_NODES",
+    "API_PORT",
     "AUTHENTICATION_MODE",
     "CLUSTER_ADMIN_POLICY",
     "CLUSTER_VIEW_POLICY",

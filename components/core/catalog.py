@@ -149,6 +149,10 @@ EFA_DEVICE_PLUGIN_CHART = HelmChart("aws-efa-k8s-device-plugin", "https://aws.gi
 DCGM_EXPORTER_CHART = HelmChart("dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts", "4.8.3")
 AWS_LOAD_BALANCER_CONTROLLER_CHART = HelmChart("aws-load-balancer-controller", "https://aws.github.io/eks-charts", "3.5.0")
 LWS_CHART = HelmChart("lws", "oci://registry.k8s.io/lws/charts", "0.10.0")
+KUBE_PROMETHEUS_STACK_CHART = HelmChart("kube-prometheus-stack", "https://prometheus-community.github.io/helm-charts", "88.3.0")
+"""The Prometheus Operator, its CRDs (``monitoring.coreos.com``), Prometheus, Alertmanager and Grafana
+(prometheus-community/helm-charts, tag ``kube-prometheus-stack-88.3.0``, commit 54199b5bd7cdc3e6f27457791d744dd2761d378e,
+2026-08-11; appVersion v0.93.0, kubeVersion >=1.25.0-0)."""
 LOCAL_STATIC_PROVISIONER_CHART = HelmChart("local-static-provisioner", "https://kubernetes-sigs.github.io/sig-storage-local-static-provisioner", "2.9.0")
 
 # --- Serving ------------------------------------------------------------------

@@ -32,6 +32,12 @@ VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
 """A subnet id, short (8 hex digits) or long (17)."""
 
+SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8}([0-9a-f]{9})?$")
+"""A security group id, short (8 hex digits) or long (17)."""
+
+SECRET_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):secretsmanager:([a-z0-9-]+):(\d{12}):secret:[\w/+=.@-]+$")
+"""A Secrets Manager secret ARN (groups: partition, region, account)."""
+
 INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 """The shape of an EC2 instance type name, ``family.size`` (``p6-b300.48xlarge``, ``m7i.xlarge``)."""
 

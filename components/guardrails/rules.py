@@ -467,7 +467,7 @@ def _same_quantity(a: Any, b: Any) -> bool:
 REQUIRE_DIGEST = PolicyConfigOption(
     "requireDigestPinnedImages", "boolean", True,
     "Refuse images that are not pinned by digest. true for prod; set false per stack in "
-    "policy/config/<stack>.json (the settings layer still warns about a floating tag).",
+    "policy/config/<environment>.json (the settings layer still warns about a floating tag).",
 )
 
 
@@ -484,7 +484,7 @@ def validate_images_pinned_by_digest(args: ResourceValidationArgs, report_violat
                 report_violation(
                     f"{_object_name(args)} {spec_path}.{where}: image {image!r} is not pinned by digest; a tag can move "
                     "under a running deployment. Fix: use repo@sha256:<64 hex> (kimi-k3:servingImage), or set "
-                    f"{REQUIRE_DIGEST.key}=false in this stack's policy config (policy/config/<stack>.json).",
+                    f"{REQUIRE_DIGEST.key}=false in this stack's policy config (policy/config/<environment>.json).",
                     None,
                 )
 

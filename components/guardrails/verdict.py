@@ -103,6 +103,8 @@ class Verdict:
     """Where the policy config came from (a path), or that the pack's defaults applied."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
     """Findings about the config itself (e.g. a key naming no policy, which the engine ignores)."""
+    basis: str = ""
+    """Why that config applies to the stack (``environment dev``, ``stack alice's own file``); empty when given by a flag."""
 
     @property
     def mandatory(self) -> tuple[Violation, ...]:
@@ -124,6 +126,7 @@ class Verdict:
         return {
             "pack": PACK_NAME,
             "config": self.config_source,
+            "basis": self.basis,
             "passed": self.passed,
             "warnings": list(self.warnings),
             "violations": [
@@ -134,7 +137,7 @@ class Verdict:
 
     def render(self) -> list[str]:
         """The verdict as printed by ``kimi-k3 plan``."""
-        head = f"Policy pack {PACK_NAME} ({self.config_source}): "
+        head = f"Policy pack {PACK_NAME} ({self.config_source}{', ' + self.basis if self.basis else ''}): "
         if self.passed:
             head += f"passed, {len(self.advisory)} advisory finding{'s' if len(self.advisory) != 1 else ''}"
         else:
@@ -322,6 +325,8 @@ class PolicyCheck:
     """Where the config came from, for the verdict's header."""
     warnings: tuple[str, ...] = ()
     """Findings about the config document (see :func:`resolve_policy_config`)."""
+    basis: str = ""
+    """Why that config applies to the stack (:mod:`kimi_k3.guardrails.stack_policy`); empty when given by a flag."""
 
     @classmethod
     def from_file(cls, path: Path | None, *, flag: str | None = None) -> PolicyCheck:
@@ -334,7 +339,7 @@ class PolicyCheck:
 
     def verdict(self, resources: Iterable[RecordedLike]) -> Verdict:
         """Every policy over ``resources``."""
-        return Verdict(tuple(evaluate(list(resources), self.settings)), self.source, self.warnings)
+        return Verdict(tuple(evaluate(list(resources), self.settings)), self.source, self.warnings, self.basis)
 
 
 __all__ = [

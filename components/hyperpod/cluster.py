@@ -34,7 +34,18 @@ this order:
    ``OnStartDeepHealthChecks`` (``InstanceStress``, ``InstanceConnectivity``: every
    type the aws-native 1.84.0 schema offers), the lifecycle config and an extra EBS
    volume for containerd and the kubelet (``on_create_main.sh`` moves both to
-   ``/opt/sagemaker``, the volume HyperPod mounts).
+   ``/opt/sagemaker``, the volume HyperPod mounts). ``NodeProvisioningMode: Continuous``: the
+   cluster is created about a day before its training plan starts, and instances come only
+   at the start (:func:`kimi_k3.hyperpod.rules.check_provisioning_mode` has the sources).
+   ``MinInstanceCount`` is not set: aws-native 1.84.0's schema has no such property, and AWS
+   announced it for Slurm clusters (What's New, 2026-05-27); one Kimi K3 replica per instance
+   serves on its own, so no minimum is needed.
+5. **EFA**, when the instance type has EFA interfaces (:mod:`kimi_k3.core.catalog`): a
+   security group whose rules allow all traffic from and to itself, added to the cluster's
+   VPC config ("Prepare an EFA-enabled security group": "allows all inbound and outbound
+   traffic to and from the security group itself", EC2 user guide, efa-start; the HyperPod
+   prerequisites page, sagemaker-hyperpod-prerequisites, points EFA instance groups to the
+   same rule; the deep health checks' connectivity test runs over EFA).
 
 The rules HyperPod enforces at create time live in :mod:`kimi_k3.hyperpod.rules`
 and are checked here before anything is declared. ``pulumi_aws_native`` is imported
@@ -49,6 +60,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +70,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
+from kimi_k3.core import catalog
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod import rules as hyperpod_rules
 from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
@@ -175,8 +188,29 @@ class HyperPodClusterArgs:
     """``NodeRecovery``: ``Automatic`` replaces or reboots faulty nodes; ``None`` only labels them."""
     deep_health_checks: Sequence[str] = DEEP_HEALTH_CHECKS
     """``OnStartDeepHealthChecks`` of the instance group."""
+    node_provisioning_mode: str | None = hyperpod_rules.CONTINUOUS
+    """``NodeProvisioningMode``: ``Continuous`` (instances provisioned asynchronously, when the plan starts); ``None``: the
+    standard model, refused when the cluster is created more than 12 h before the plan starts (``now``)."""
+    now: datetime | None = None
+    """When the program runs (UTC), the create's earliest moment: checks the provisioning mode against the plan's start."""
+    vpc_id: pulumi.Input[str] | None = None
+    """VPC of ``subnet_id``: required for an EFA instance type (its self-referencing security group lives there)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on every AWS resource created here."""
+
+
+def has_efa(instance_type: str) -> bool:
+    """Whether the HyperPod instance type (``ml.`` + an EC2 type of the catalog) has EFA interfaces."""
+    known = catalog.INSTANCE_TYPES.get(instance_type.removeprefix("ml."))
+    return known is not None and known.efa_interfaces > 0
+
+
+def efa_rules() -> list[dict[str, Any]]:
+    """The EFA security group's rules: all traffic in from and out to the group itself (EC2 user guide, efa-start)."""
+    return [
+        {"direction": "ingress", "protocol": "-1", "from_port": 0, "to_port": 0, "self": True},
+        {"direction": "egress", "protocol": "-1", "from_port": 0, "to_port": 0, "self": True},
+    ]
 
 
 def validate(name: str, args: HyperPodClusterArgs, opts: pulumi.ResourceOptions | None = None) -> str:
@@ -219,6 +253,18 @@ def validate(name: str, args: HyperPodClusterArgs, opts: pulumi.ResourceOptions 
         problems.add("training_plan", f"training_plan must be TrainingPlanFacts (read_training_plan), got {type(args.training_plan).__name__}")
         problems.raise_any()
     _plan_problems(problems, args)
+    if args.node_provisioning_mode not in (None, hyperpod_rules.CONTINUOUS):
+        reject("node_provisioning_mode", args.node_provisioning_mode, f"{hyperpod_rules.CONTINUOUS} or None (the standard model)")
+    elif args.now is not None:
+        if args.now.tzinfo is None:
+            problems.add("now", "now has no timezone; pass a UTC datetime")
+        else:
+            try:
+                hyperpod_rules.check_provisioning_mode(args.node_provisioning_mode, args.training_plan.start, args.now)
+            except UserError as err:
+                problems.adopt("node_provisioning_mode", err)
+    if has_efa(args.instance_type) and args.vpc_id is None:
+        problems.add("vpc_id", f"vpc_id is required: {args.instance_type} has EFA, whose security group (all traffic to and from itself) lives in the VPC")
     problems.raise_any()
     return cluster_name
 
@@ -384,7 +430,28 @@ class HyperPodCluster(pulumi.ComponentResource):
             )
         )
 
-        # 4. The cluster, last.
+        # 4. EFA: a security group open to itself, beside the node security group.
+        security_group_ids = list(args.security_group_ids)
+        self.efa_security_group: aws.ec2.SecurityGroup | None = None
+        if has_efa(args.instance_type):
+            self.efa_security_group = aws.ec2.SecurityGroup(
+                f"{name}-efa",
+                vpc_id=args.vpc_id,
+                description=f"EFA of HyperPod cluster {cluster_name}: all traffic to and from this group",
+                tags={**tags, "Name": f"{cluster_name}-efa"},
+                opts=child,
+            )
+            for rule in efa_rules():
+                aws.ec2.SecurityGroupRule(
+                    f"{name}-efa-{rule['direction']}",
+                    type=rule["direction"], protocol=rule["protocol"], from_port=rule["from_port"], to_port=rule["to_port"],
+                    self=rule["self"], security_group_id=self.efa_security_group.id,
+                    description=f"EFA: all traffic {'from' if rule['direction'] == 'ingress' else 'to'} the group itself",
+                    opts=child,
+                )
+            security_group_ids.append(self.efa_security_group.id)
+
+        # 5. The cluster, last.
         sm = aws_native.sagemaker
         group = sm.ClusterInstanceGroupArgs(
             instance_group_name=args.instance_group_name,
@@ -407,12 +474,17 @@ class HyperPodCluster(pulumi.ComponentResource):
             sm.ClusterArgs(
                 cluster_name=cluster_name,
                 orchestrator=sm.ClusterOrchestratorArgs(eks=sm.ClusterOrchestratorEksConfigArgs(cluster_arn=args.eks_cluster_arn)),
-                vpc_config=sm.ClusterVpcConfigArgs(security_group_ids=list(args.security_group_ids), subnets=[args.subnet_id]),
+                vpc_config=sm.ClusterVpcConfigArgs(security_group_ids=security_group_ids, subnets=[args.subnet_id]),
                 node_recovery=sm.ClusterNodeRecovery(args.node_recovery),
+                node_provisioning_mode=(
+                    sm.ClusterNodeProvisioningMode(args.node_provisioning_mode) if args.node_provisioning_mode is not None else None
+                ),
                 instance_groups=[group],
                 tags=[aws_native.TagArgs(key=k, value=v) for k, v in sorted(tags.items())],
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.dependencies, *self.lifecycle_objects, *role_policies]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.dependencies, *self.lifecycle_objects, *role_policies, *([self.efa_security_group] if self.efa_security_group else [])]
+            ),
         )
         self.cluster_arn: pulumi.Output[str] = self.cluster.cluster_arn
         self.cluster_name: pulumi.Output[str] = self.cluster.cluster_arn.apply(lambda _: cluster_name)
@@ -436,7 +508,9 @@ __all__ = [
     "HyperPodClusterArgs",
     "chart_defaults",
     "dependencies_values",
+    "efa_rules",
     "execution_role_policy",
+    "has_efa",
     "lifecycle_script",
     "regional_values",
     "validate",

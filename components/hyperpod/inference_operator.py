@@ -60,13 +60,18 @@ S3_CSI_SERVICE_ACCOUNT = ("kube-system", "s3-csi-driver-sa")
 EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
 """Required prefix of the operator's execution role name when it runs as an add-on."""
 
-DEFAULT_ADDON_VERSIONS: Mapping[str, str] = {
+PINNED_ADDON_VERSIONS: Mapping[str, str] = {
     ADDON: "v1.0.0-eksbuild.1",
     "cert-manager": "v1.18.2-eksbuild.2",
     "aws-mountpoint-s3-csi-driver": "v1.14.1-eksbuild.1",
     "metrics-server": "v0.7.2-eksbuild.4",
 }
-"""Add-on versions AWS's migration script installs at the pinned chart commit (pin newer ones with ``addon_versions``)."""
+"""Add-on versions AWS's migration script installs at the pinned chart commit: used when no Kubernetes version is given
+(``kubernetes_version=None``); otherwise each unpinned add-on resolves to EKS's default version for the cluster's Kubernetes
+version, as the EKS add-ons do (:class:`kimi_k3.cluster.eks.Cluster`: ``aws.eks.get_addon_version(most_recent=False)``,
+DescribeAddonVersions' ``defaultVersion``): a fixed version may not exist for a newer Kubernetes version."""
+DEFAULT_ADDON_VERSIONS = PINNED_ADDON_VERSIONS
+"""The add-on names (and fallback versions) the operator declares (:data:`PINNED_ADDON_VERSIONS`)."""
 DEPENDENCY_ADDONS = ("cert-manager", "aws-mountpoint-s3-csi-driver", "metrics-server")
 """Add-ons the inference add-on needs, created before it."""
 
@@ -94,7 +99,10 @@ class HyperPodInferenceOperatorArgs:
     weights_prefix: str = ""
     """Key prefix of the weights inside ``weights_bucket``."""
     addon_versions: Mapping[str, str] = field(default_factory=dict)
-    """Pinned versions overriding :data:`DEFAULT_ADDON_VERSIONS`, by add-on name."""
+    """Pinned versions, by add-on name; the others are resolved for ``kubernetes_version``."""
+    kubernetes_version: str | None = None
+    """Kubernetes version of the EKS cluster: unpinned add-ons get EKS's default version for it
+    (``aws.eks.get_addon_version``, as the cluster's own add-ons); ``None``: :data:`PINNED_ADDON_VERSIONS`."""
     execution_role_name: str | None = None
     """Name of the operator's execution role (IAM names are unique per account: make it unique per stack);
     ``None``: ``SageMakerHyperPodInference-<component name>``. Must start with ``SageMakerHyperPodInference``."""
@@ -246,6 +254,14 @@ class HyperPodInferenceOperator(pulumi.ComponentResource):
         """Validate ``args`` and declare everything (nothing is declared when they are wrong)."""
         versions = validate(name, args)
         super().__init__("kimi-k3:index:HyperPodInferenceOperator", name, None, opts)
+        if args.kubernetes_version is not None:
+            versions = {
+                addon: args.addon_versions.get(addon)
+                or aws.eks.get_addon_version(
+                    addon_name=addon, kubernetes_version=args.kubernetes_version, most_recent=False, opts=pulumi.InvokeOptions(parent=self)
+                ).version
+                for addon in versions
+            }
         self.addon_versions = versions
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
@@ -317,6 +333,7 @@ __all__ = [
     "DEFAULT_ADDON_VERSIONS",
     "DEPENDENCY_ADDONS",
     "EXECUTION_ROLE_PREFIX",
+    "PINNED_ADDON_VERSIONS",
     "HyperPodInferenceOperator",
     "HyperPodInferenceOperatorArgs",
     "addon_configuration",

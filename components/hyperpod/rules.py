@@ -21,6 +21,18 @@ Sources (Amazon SageMaker AI developer guide):
 * API reference ``CreateCluster`` / ``ClusterInstanceGroupSpecification``: instance group
   names (``ClusterInstanceGroupName``) and cluster names (``ClusterName``) patterns, and
   ``InstanceCount`` >= 0.
+* A cluster created before its training plan starts (:func:`check_provisioning_mode`): a plan
+  is ``Scheduled`` until its start, and "when the plan start date arrives, it becomes Active
+  ... Instance groups are provisioned" (API reference, CreateTrainingPlan). In the standard
+  provisioning model a create that cannot provision every instance fails ("if any instance
+  group could not be fully provisioned, the entire cluster creation or update operation failed
+  and rolled back", continuous provisioning guide, sagemaker-hyperpod-scaling-slurm; the EKS
+  page, sagemaker-hyperpod-scaling-eks, "Records the target instance count ... Automatically
+  retries failed launches" with ``NodeProvisioningMode: Continuous``). And the CloudFormation
+  handler behind ``aws-native:sagemaker:Cluster`` gives a create 720 minutes
+  (``AWS::SageMaker::Cluster`` schema, ``handlers.create.timeoutInMinutes``, vendored by
+  pulumi-aws-native ``aws-cloudformation-schema/aws-sagemaker-cluster.json``). So a cluster
+  created more than 12 hours before its plan starts needs ``Continuous``.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from kimi_k3.core.formats import EKS_ADDON_VERSION
@@ -135,6 +148,30 @@ def check_names(cluster_name: str, instance_group_names: tuple[str, ...]) -> Non
         raise UserError(f"instance group names {list(instance_group_names)} are not unique")
 
 
+CONTINUOUS = "Continuous"
+"""``NodeProvisioningMode`` of continuous provisioning (CreateCluster; aws-native ``ClusterNodeProvisioningMode``)."""
+CREATE_HANDLER_TIMEOUT = timedelta(minutes=720)
+"""How long the ``AWS::SageMaker::Cluster`` create handler waits (its schema's ``handlers.create.timeoutInMinutes``)."""
+PROVISIONING_SOURCE = (
+    "CreateTrainingPlan API reference: instance groups are provisioned when the plan becomes Active at its start; "
+    "sagemaker-hyperpod-scaling-eks: NodeProvisioningMode Continuous provisions asynchronously; AWS::SageMaker::Cluster "
+    "schema: handlers.create.timeoutInMinutes 720"
+)
+
+
+def check_provisioning_mode(mode: str | None, plan_start: datetime, created_at: datetime) -> None:
+    """Refuse the standard provisioning model for a cluster created more than :data:`CREATE_HANDLER_TIMEOUT` before its
+    training plan starts: its instances cannot come before the start, and the create fails at the handler's timeout."""
+    if mode == CONTINUOUS or plan_start - created_at <= CREATE_HANDLER_TIMEOUT:
+        return
+    hours = (plan_start - created_at).total_seconds() / 3600
+    raise UserError(
+        f"NodeProvisioningMode {mode or '(standard)'} on a cluster created {hours:.0f} h before its training plan starts "
+        f"({plan_start:%Y-%m-%d %H:%M} UTC): no instance can be provisioned before the start and the create fails after "
+        f"{int(CREATE_HANDLER_TIMEOUT.total_seconds() // 3600)} h; use {CONTINUOUS} ({PROVISIONING_SOURCE})"
+    )
+
+
 def check_cluster_registration(inputs: Mapping[str, Any], subnet_availability_zones: Mapping[str, str],
                                plan_availability_zones: Mapping[str, tuple[str, ...]]) -> None:
     """The rules above on a declared ``aws-native:sagemaker:Cluster`` (its registered inputs, camelCase).
@@ -168,8 +205,11 @@ def check_cluster_registration(inputs: Mapping[str, Any], subnet_availability_zo
 
 
 __all__ = [
+    "CONTINUOUS",
+    "CREATE_HANDLER_TIMEOUT",
     "DEPENDENCIES_NAMESPACE",
     "MIN_VPC_CNI_VERSION",
+    "PROVISIONING_SOURCE",
     "SAGEMAKER_NAME",
     "SAGEMAKER_NAME_ACCEPTED",
     "SUPPORTED_AUTHENTICATION_MODES",
@@ -181,6 +221,7 @@ __all__ = [
     "check_instance_group_subnet",
     "check_kubernetes_version",
     "check_names",
+    "check_provisioning_mode",
     "check_vpc_cni_version",
     "is_sagemaker_name",
 ]

@@ -96,6 +96,13 @@ def _validate(name: str, args: NetworkArgs) -> SubnetPlan:
     """Check every arg of a new VPC before anything is declared; its subnet plan."""
     problems = Problems("Network", name)
     azs = list(args.availability_zones)
+    if args.region is None and azs:  # the provider's region (aws:region): every AZ must be in it
+        provider_region = aws.get_region().region
+        if any(not az.startswith(provider_region) for az in azs):
+            problems.reject(
+                "availability_zones", azs,
+                f"not all in region {provider_region}, the AWS provider's region (aws:region): use AZs of {provider_region}, or set aws:region to theirs",
+            )
     _validate_azs(azs, problems, args.region)
     if len(azs) < 2:
         problems.reject("availability_zones", azs, "a new VPC needs at least 2 (EKS requires subnets in two AZs)")

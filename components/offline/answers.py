@@ -25,6 +25,11 @@ ADDON_VERSIONS = {
     "kube-proxy": "v{k8s}.3-eksbuild.2",
     "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
     "eks-node-monitoring-agent": "v1.4.1-eksbuild.1",
+    # the HyperPod Inference Operator and its dependency add-ons (kimi_k3.hyperpod.inference_operator)
+    "amazon-sagemaker-hyperpod-inference": "v1.0.0-eksbuild.1",
+    "cert-manager": "v1.18.2-eksbuild.2",
+    "aws-mountpoint-s3-csi-driver": "v1.14.1-eksbuild.1",
+    "metrics-server": "v0.7.2-eksbuild.4",
 }
 
 

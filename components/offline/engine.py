@@ -16,6 +16,7 @@ and the rules and the timeline know which resources exist already.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,7 +36,7 @@ from kimi_k3.offline import answers, hyperpod_checks
 from kimi_k3.offline.fixtures import ReservationFixture
 from kimi_k3.offline.redaction import redact_numbers, reveal
 from kimi_k3.offline.results import PlanResult
-from kimi_k3.offline.rules import ApplyTimeRules
+from kimi_k3.offline.rules import PLAN_RULES, RULES, STACK_RULES, ApplyTimeRules
 from kimi_k3.offline.sagemaker import OfflineSageMaker, TrainingPlanAnswers
 from kimi_k3.offline.state import PreviousState
 from kimi_k3.stack.config_keys import PROJECT
@@ -91,29 +92,40 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.records: list[RecordedResource] = []
         self.rules = rules
+        # The SDK calls the monitor from its executor's threads: a registration's record and the
+        # apply-time rules that look back over every earlier registration are one step each.
+        self._lock = threading.Lock()
 
     def RegisterResource(self, request):  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             registration = self.resources[response.urn]
-            self.records.append(
-                RecordedResource(
-                    type=request.type,
-                    name=request.name,
-                    urn=response.urn,
-                    parent_urn=request.parent or None,
-                    custom=request.custom,
-                    inputs=rpc.deserialize_properties(request.object),
-                    outputs=registration.state,
-                    id=registration.id,
-                    dependencies=list(request.dependencies),
-                    provider=request.provider,
-                    ignore_changes=list(request.ignoreChanges),
-                    transforms=len(request.transforms),
-                )
+            record = RecordedResource(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                parent_urn=request.parent or None,
+                custom=request.custom,
+                inputs=rpc.deserialize_properties(request.object),
+                outputs=registration.state,
+                id=registration.id,
+                dependencies=list(request.dependencies),
+                provider=request.provider,
+                ignore_changes=list(request.ignoreChanges),
+                transforms=len(request.transforms),
             )
-            if self.rules is not None:
-                self.rules.on_registration(self.records[-1], request.name)
+            with self._lock:
+                self.records.append(record)
+                if self.rules is not None:
+                    self.rules.on_registration(record, request.name)
+        return response
+
+
+    def ReadResource(self, request):  # noqa: N802 - gRPC method name
+        response = super().ReadResource(request)
+        if self.rules is not None:
+            with self._lock:
+                self.rules.on_read(request.type, request.id)
         return response
 
 
@@ -180,8 +192,13 @@ class OfflineEngine:
         training_plan: training_plan_check.TrainingPlanFacts | None = None,
         training_plan_for: Callable[[str], training_plan_check.TrainingPlanFacts] | None = None,
         previous: PreviousState | None = None,
+        plan_rules: bool = False,
     ) -> None:
         """Set up an engine whose runs happen at ``now`` in ``region``.
+
+        ``plan_rules`` also checks the whole run once it has ended (:data:`kimi_k3.offline.rules.PLAN_RULES`: what a
+        stack as a whole needs, e.g. a path to a private endpoint); a stack's program runs with it
+        (:func:`kimi_k3.offline.programs.run_project`), a test of one component without it.
 
         ``existing_subnet_azs`` maps the subnet ids of an existing VPC to their AZs; the other arguments are as in the class docstring.
         """
@@ -193,6 +210,7 @@ class OfflineEngine:
         self.invoke_overrides = dict(invoke_overrides or {})
         self.resource_overrides = dict(resource_overrides or {})
         self.apply_time_rules = apply_time_rules
+        self.plan_rules = plan_rules
         self.training_plans = TrainingPlanAnswers(plan=training_plan, plan_for=training_plan_for)
         self.previous = previous
         self.monitor: _RecordingMonitor | None = None
@@ -236,7 +254,9 @@ class OfflineEngine:
         logger.handlers = [handler]
 
         runtime_settings.ROOT.set(None)
-        self.rules = ApplyTimeRules(self.now, previous=self.previous)
+        self.rules = ApplyTimeRules(
+            self.now, RULES + STACK_RULES if self.plan_rules else RULES, previous=self.previous, plan_rules=PLAN_RULES if self.plan_rules else (),
+        )
         self.monitor = _RecordingMonitor(_Mocks(self), self.rules)
         pulumi.runtime.set_all_config(config, list(secret_keys))
         # The organization a DIY backend names every stack with ("organization/<project>/<stack>").

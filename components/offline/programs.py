@@ -84,10 +84,10 @@ def run_project(
     region = settings.region if settings else stack_region(config.values)
     if settings is not None and settings.hyperpod is not None:
         plan = training_plan(settings) if callable(training_plan) else training_plan or default_training_plan(settings, now)
-        engine = OfflineEngine(now=now, region=region, training_plan=plan, **dict(engine_options or {}))
+        engine = OfflineEngine(now=now, region=region, training_plan=plan, **{"plan_rules": True, **dict(engine_options or {})})
     elif settings is not None:
         fixture = reservation(settings) if callable(reservation) else reservation or default_reservation(settings, now)
-        engine = OfflineEngine(now=now, region=region, reservation=fixture, **dict(engine_options or {}))
+        engine = OfflineEngine(now=now, region=region, reservation=fixture, **{"plan_rules": True, **dict(engine_options or {})})
     else:
         if reservation_for is None:
             def reservation_for(rid: str) -> ReservationFixture:
@@ -99,7 +99,7 @@ def run_project(
 
         fixed = reservation if isinstance(reservation, ReservationFixture) else None
         engine = OfflineEngine(
-            now=now, region=region, reservation=fixed, reservation_for=reservation_for, training_plan_for=training_plan_for, **dict(engine_options or {})
+            now=now, region=region, reservation=fixed, reservation_for=reservation_for, training_plan_for=training_plan_for, **{"plan_rules": True, **dict(engine_options or {})}
         )
     result = engine.run(
         _run_python_program(project.program), config=config.values, secret_keys=config.secret_keys, project=project.name, stack=config.stack

@@ -168,6 +168,16 @@ _TABLE: tuple[TypeRules, ...] = (
     _aws("aws:iam/rolePolicyAttachment:RolePolicyAttachment", ("policyArn", "role"), "internal/service/iam/role_policy_attachment.go (no Update: every argument ForceNew)"),
     _aws("aws:ec2/securityGroup:SecurityGroup", ("description", "name", "namePrefix", "vpcId"), "internal/service/ec2/vpc_security_group.go"),
     _aws(
+        "aws:ec2/securityGroupRule:SecurityGroupRule",
+        ("cidrBlocks", "fromPort", "ipv6CidrBlocks", "prefixListIds", "protocol", "securityGroupId", "self", "sourceSecurityGroupId", "toPort", "type"),
+        "internal/service/ec2/vpc_security_group_rule.go (every argument ForceNew but description)",
+    ),
+    _aws(
+        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", ("securityGroupId",),
+        "internal/service/ec2/vpc_security_group_ingress_rule.go (security_group_id RequiresReplace; ModifyPlan also replaces "
+        "when the source changes kind, e.g. cidr_ipv4 to referenced_security_group_id; the rest updates with ModifySecurityGroupRules)",
+    ),
+    _aws(
         "aws:ec2/subnet:Subnet", ("availabilityZone", "availabilityZoneId", "cidrBlock", "ipv6Native", "outpostArn", "vpcId"),
         "internal/service/ec2/vpc_subnet.go",
     ),

@@ -34,7 +34,24 @@ The rules (each a function below):
   the scale-up and the reserved nodes idle meanwhile: refused;
 - :func:`pending_switch_on_not_moved_later` — the same for an EventBridge Scheduler one-time
   schedule (UpdateSchedule overrides the existing schedule): a later ``at(...)`` leaves the
-  delivery alarm silent longer: refused.
+  delivery alarm silent longer: refused;
+- :func:`custom_resource_has_its_crd` — a Kubernetes object of a kind no built-in API group
+  serves (a custom resource, or a Helm release whose values make its chart render one) needs its
+  CustomResourceDefinition installed by the plan before it (a CRD, or a Helm chart known to ship
+  it, done earlier on the timeline) or read as pre-existing (``CustomResourceDefinition.get``):
+  the API server rejects objects of unknown kinds, and pulumi-kubernetes fails the preview or
+  the apply with "no matches for kind" (:data:`CRD_SOURCE`);
+- :func:`namespaced_object_has_its_namespace` — an object (or a Helm release without
+  ``createNamespace``) into a namespace the plan neither creates before it nor reads
+  (``Namespace.get``): the NamespaceLifecycle admission plugin rejects it (:data:`NAMESPACE_SOURCE`).
+
+:func:`custom_resource_has_its_crd` and :func:`namespaced_object_has_its_namespace` are stack rules
+(:data:`STACK_RULES`): they and the plan rules
+(:data:`PLAN_RULES`, the whole run once it has ended) check a stack's program, not a component alone:
+
+- :func:`private_endpoint_admits_a_client` — an EKS cluster whose endpoint is private only
+  needs a 443 ingress rule on its cluster security group (:data:`PRIVATE_ENDPOINT_SOURCE`):
+  else no runner reaches the API and the first ``up`` fails at its first Kubernetes object.
 
 A resource that exists since the previous run with the same inputs gets no API call, so the
 rules about the moment of a call (:func:`schedule_starts_in_the_future`,
@@ -43,9 +60,12 @@ rules about the moment of a call (:func:`schedule_starts_in_the_future`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kimi_k3.capacity.delivery_check import parse_scheduler_at
@@ -93,6 +113,54 @@ ONE_TIME_SCHEDULE_SOURCE = (
     "at the time given; a time that has passed at create is rejected (DefangLabs/pulumi-defang cd/program/selfdestruct_aws.go, "
     "PR #425: 'AWS rejects a fire time in the past at create')"
 )
+
+
+CRD_SOURCE = (
+    "Kubernetes API concepts: a custom resource's kind is served only once its CustomResourceDefinition is established, "
+    "and the API server answers 404 for a kind it does not serve; pulumi-kubernetes fails the preview or the apply with "
+    "'no matches for kind \"<Kind>\" in version \"<group/version>\"' (the error quoted in pulumi/pulumi-kubernetes#1712, "
+    "kube-prometheus-stack's own objects applied before its CRDs)"
+)
+PRIVATE_ENDPOINT_SOURCE = (
+    "EKS user guide, 'Cluster API server endpoint': with public access off, the API server is reachable only from within "
+    "the cluster's VPC or a connected network, and the cluster security group must allow ingress on port 443 from the client"
+)
+
+BUILT_IN_API_GROUPS = frozenset({
+    "core", "apps", "batch", "autoscaling", "policy", "networking.k8s.io", "rbac.authorization.k8s.io", "storage.k8s.io",
+    "apiextensions.k8s.io", "admissionregistration.k8s.io", "apiregistration.k8s.io", "coordination.k8s.io", "discovery.k8s.io",
+    "scheduling.k8s.io", "node.k8s.io", "certificates.k8s.io", "flowcontrol.apiserver.k8s.io", "events.k8s.io",
+    "resource.k8s.io", "authentication.k8s.io", "authorization.k8s.io", "storagemigration.k8s.io",
+})
+"""API groups every Kubernetes API server serves (``core`` is the legacy group, ``kubernetes:core/v1:*`` in type tokens)."""
+
+_PROMETHEUS_OPERATOR_KINDS = {
+    "Alertmanager": "alertmanagers", "AlertmanagerConfig": "alertmanagerconfigs", "PodMonitor": "podmonitors", "Probe": "probes",
+    "Prometheus": "prometheuses", "PrometheusAgent": "prometheusagents", "PrometheusRule": "prometheusrules",
+    "ScrapeConfig": "scrapeconfigs", "ServiceMonitor": "servicemonitors", "ThanosRuler": "thanosrulers",
+}
+CHART_CRDS: Mapping[str, Mapping[tuple[str, str], str]] = {
+    # prometheus-community/helm-charts, tag kube-prometheus-stack-88.3.0, charts/kube-prometheus-stack/charts/crds/crds/
+    # (the crds sub-chart, condition crds.enabled, on by default): group, kind and plural of each file.
+    "kube-prometheus-stack": {("monitoring.coreos.com", kind): plural for kind, plural in _PROMETHEUS_OPERATOR_KINDS.items()},
+    # The chart's CRD leaderworkersets.leaderworkerset.x-k8s.io (components/addons/lws_controller.py).
+    "lws": {("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "leaderworkersets"},
+    # The controller's elbv2.k8s.aws CRDs (the chart ships more, of other groups: a kind missing here is refused, never let through).
+    "aws-load-balancer-controller": {("elbv2.k8s.aws", "TargetGroupBinding"): "targetgroupbindings", ("elbv2.k8s.aws", "IngressClassParams"): "ingressclassparams"},
+}
+"""CRDs a remote chart installs, by chart name: (group, kind) -> plural (the kinds this stack's objects use; an absent
+kind makes the rule refuse, not pass). A local chart (a path) is read from its files (:func:`local_chart_crds`)."""
+
+CHART_VALUES_KINDS: Mapping[str, tuple[tuple[tuple[str, ...], tuple[str, str]], ...]] = {
+    # NVIDIA/dcgm-exporter deployment/templates/service-monitor.yaml: rendered when .Values.serviceMonitor.enabled.
+    "dcgm-exporter": ((("serviceMonitor", "enabled"), ("monitoring.coreos.com", "ServiceMonitor")),),
+}
+"""Custom kinds a chart renders when a values switch is on: chart -> ((values path, (group, kind)), ...)."""
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+EKS_CLUSTER = "eks:index:Cluster"
+INGRESS_RULE_TYPES = ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:ec2/securityGroupRule:SecurityGroupRule")
 
 
 @dataclass(frozen=True)
@@ -290,56 +358,277 @@ def pending_switch_on_not_moved_later(registration: Registration, moment: Moment
     )
 
 
+def kubernetes_kind(type_: str) -> tuple[str, str, str] | None:
+    """``(group, version, kind)`` of a Kubernetes object's type token (``kubernetes:monitoring.coreos.com/v1:PrometheusRule``);
+    ``None`` for what is not an API object (providers, Helm releases, yaml/kustomize components)."""
+    if not type_.startswith("kubernetes:") or type_.startswith(("kubernetes:helm.sh/", "kubernetes:yaml", "kubernetes:kustomize")):
+        return None
+    module, _, kind = type_.removeprefix("kubernetes:").partition(":")
+    group, _, version = module.rpartition("/")
+    if not group or not kind:
+        return None
+    return group, version, kind
+
+
+def _chart_name(chart: str) -> str:
+    """The chart's name in a release's ``chart``: ``lws`` of ``oci://registry.k8s.io/lws/charts/lws``, ``x`` of a path ``…/x``."""
+    return chart.rstrip("/").rsplit("/", 1)[-1]
+
+
+_CRD_FILE_GROUP = re.compile(r"^\s*group:\s*['\"]?([\w.-]+)", re.M)
+_CRD_FILE_NAMES = re.compile(r"^\s*names:\s*$(?P<body>(?:\n\s+.*)+)", re.M)
+_CRD_FILE_KIND = re.compile(r"^\s*kind:\s*['\"]?(\w+)", re.M)
+
+
+@functools.lru_cache(maxsize=8)
+def local_chart_crds(path: str) -> frozenset[tuple[str, str]]:
+    """(group, kind) of every CustomResourceDefinition in a chart directory's files (a chart installed from a path)."""
+    root = Path(path)
+    if not root.is_absolute():
+        root = Path(__file__).resolve().parents[2] / path
+    found: set[tuple[str, str]] = set()
+    if not root.is_dir():
+        return frozenset()
+    for file in root.rglob("*.yaml"):
+        text = file.read_text(errors="replace")
+        if "kind: CustomResourceDefinition" not in text:
+            continue
+        group, names = _CRD_FILE_GROUP.search(text), _CRD_FILE_NAMES.search(text)
+        kind = _CRD_FILE_KIND.search(names.group("body")) if names else None
+        if group and kind:
+            found.add((group.group(1), kind.group(1)))
+    return frozenset(found)
+
+
+def _release_installs(registration: Registration, group: str, kind: str) -> bool:
+    chart = str(registration.inputs.get("chart") or "")
+    name = _chart_name(chart)
+    if (group, kind) in CHART_CRDS.get(name, {}):
+        return True
+    return "/" in chart and not chart.startswith(("oci://", "http")) and (group, kind) in local_chart_crds(chart)
+
+
+def _crd_declares(registration: Registration, group: str, kind: str) -> bool:
+    spec = registration.inputs.get("spec") or {}
+    return spec.get("group") == group and (spec.get("names") or {}).get("kind") == kind
+
+
+def _crd_read(timeline: Timeline, group: str, kind: str) -> bool:
+    plurals = {plural for kinds in CHART_CRDS.values() for (g, k), plural in kinds.items() if (g, k) == (group, kind)}
+    plurals.add(kind.lower() + "s")
+    return any(type_ == CRD and id_ in {f"{plural}.{group}" for plural in plurals} for type_, id_ in timeline.reads)
+
+
+def _needed_kinds(registration: Registration) -> list[tuple[str, str]]:
+    """The custom (group, kind)s a registration needs served: its own kind, or what a Helm release's values make it render."""
+    if registration.type == HELM_RELEASE:
+        values = registration.inputs.get("values") or {}
+        needed = []
+        for path, kind in CHART_VALUES_KINDS.get(_chart_name(str(registration.inputs.get("chart") or "")), ()):
+            node: Any = values
+            for part in path:
+                node = node.get(part) if isinstance(node, Mapping) else None
+            if node is True:
+                needed.append(kind)
+        return needed
+    parsed = kubernetes_kind(registration.type)
+    if parsed is None or parsed[0] in BUILT_IN_API_GROUPS:
+        return []
+    return [(parsed[0], parsed[2])]
+
+
+def custom_resource_has_its_crd(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse an object of a custom kind whose CRD the plan neither installs before it nor reads as pre-existing."""
+    problems = []
+    for group, kind in _needed_kinds(registration):
+        if _crd_read(timeline, group, kind):
+            continue
+        installers = [
+            urn for urn, other in timeline.registrations.items()
+            if urn != registration.urn and (
+                (other.type == CRD and _crd_declares(other, group, kind)) or (other.type == HELM_RELEASE and _release_installs(other, group, kind))
+            )
+        ]
+        if any(timeline.done(urn) <= moment.starts for urn in installers):
+            continue
+        what = f"{kind} ({group})"
+        if installers:
+            names = ", ".join(urn.rsplit("::", 1)[-1] for urn in installers)
+            problems.append(f"{what} is created at {_when(moment.starts)}, before {names} installs its CRD: make it depend on that ({CRD_SOURCE})")
+        else:
+            problems.append(
+                f"no CustomResourceDefinition serves {what}: the plan neither installs it (a CRD, or a chart that ships it) nor reads it "
+                f"as pre-existing (CustomResourceDefinition.get) ({CRD_SOURCE})"
+            )
+    return "; ".join(problems) or None
+
+
+NAMESPACE_SOURCE = (
+    "Kubernetes admission controllers reference, NamespaceLifecycle (on by default): it 'ensures that requests in a "
+    "non-existent Namespace are rejected'"
+)
+BUILT_IN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+"""Namespaces every cluster has."""
+NAMESPACE = "kubernetes:core/v1:Namespace"
+
+
+def _namespace_of(registration: Registration) -> str | None:
+    if registration.type == HELM_RELEASE:
+        if registration.inputs.get("createNamespace"):
+            return None
+        namespace = registration.inputs.get("namespace")
+    elif kubernetes_kind(registration.type) is not None:
+        namespace = (registration.inputs.get("metadata") or {}).get("namespace")
+    else:
+        return None
+    return namespace if isinstance(namespace, str) and namespace and namespace not in BUILT_IN_NAMESPACES else None
+
+
+def namespaced_object_has_its_namespace(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse an object (or a Helm release) into a namespace the plan neither creates before it nor reads as pre-existing."""
+    namespace = _namespace_of(registration)
+    if namespace is None or any(type_ == NAMESPACE and id_ == namespace for type_, id_ in timeline.reads):
+        return None
+    creators = [
+        urn for urn, other in timeline.registrations.items()
+        if urn != registration.urn and (
+            (other.type == NAMESPACE and (other.inputs.get("metadata") or {}).get("name") == namespace)
+            or (other.type == HELM_RELEASE and other.inputs.get("createNamespace") and other.inputs.get("namespace") == namespace)
+        )
+    ]
+    if any(timeline.done(urn) <= moment.starts for urn in creators):
+        return None
+    if creators:
+        names = ", ".join(urn.rsplit("::", 1)[-1] for urn in creators)
+        return f"namespace {namespace} is created by {names} after this object's create call: make it depend on that ({NAMESPACE_SOURCE})"
+    return f"namespace {namespace} is neither created by the plan nor read as pre-existing (Namespace.get) ({NAMESPACE_SOURCE})"
+
+
+def private_endpoint_admits_a_client(registrations: Sequence[Registration]) -> list[tuple[Registration, str]]:
+    """Refuse an EKS cluster with a private-only endpoint and no 443 ingress rule on its cluster security group."""
+    refused = []
+    for cluster in registrations:
+        if cluster.type != EKS_CLUSTER or cluster.inputs.get("endpointPublicAccess") is not False:
+            continue
+        group = (getattr(cluster, "outputs", None) or {}).get("clusterSecurityGroupId")
+        admitted = [
+            r for r in registrations
+            if r.type in INGRESS_RULE_TYPES and r.inputs.get("securityGroupId") == group and r.inputs.get("type", "ingress") == "ingress"
+            and _port_in(r.inputs, 443)
+        ]
+        if not admitted:
+            refused.append((
+                cluster,
+                "the EKS endpoint is private only and its cluster security group admits nothing on 443: no deploy runner or kubectl can "
+                "reach the API, so the first `pulumi up` fails at its first Kubernetes object; set kimi-k3:deployRunner codebuild "
+                "(docs/first-deploy.md), kimi-k3:clusterApiIngressCidrs or kimi-k3:clusterApiIngressSecurityGroupIds "
+                f"({PRIVATE_ENDPOINT_SOURCE})",
+            ))
+    return refused
+
+
+def _port_in(inputs: Mapping[str, Any], port: int) -> bool:
+    low, high = inputs.get("fromPort"), inputs.get("toPort")
+    if inputs.get("ipProtocol") in ("-1", "all") or inputs.get("protocol") in ("-1", "all"):
+        return True
+    return isinstance(low, (int, float)) and isinstance(high, (int, float)) and low <= port <= high
+
+
 RULES: tuple[Rule, ...] = (
     schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge, one_time_schedule_fires_after_creation,
     date_pinned_cron_job_fires_after_creation, node_boots_in_order, pending_scale_up_not_moved_later, pending_switch_on_not_moved_later,
 )
 """Every apply-time rule the offline engine enforces."""
 
+PlanRule = Callable[[Sequence[Registration]], list[tuple[Registration, str]]]
+"""A rule over the whole run: every registration in; (refused registration, message) pairs out."""
+
+PLAN_RULES: tuple[PlanRule, ...] = (private_endpoint_admits_a_client,)
+"""Every plan rule, checked once the program has ended."""
+
+STACK_RULES: tuple[Rule, ...] = (custom_resource_has_its_crd, namespaced_object_has_its_namespace)
+"""Registration rules about what a whole stack must declare (a component alone relies on what its stack installs):
+checked on a stack's run (``OfflineEngine(plan_rules=True)``) with the plan rules."""
+
 
 class ApplyTimeRules:
     """The rules, applied to each registration of one run against its modelled creation moment."""
 
-    def __init__(self, now: datetime, rules: tuple[Rule, ...] = RULES, previous: PreviousState | None = None) -> None:
+    def __init__(
+        self, now: datetime, rules: tuple[Rule, ...] = RULES, previous: PreviousState | None = None, plan_rules: tuple[PlanRule, ...] = PLAN_RULES,
+    ) -> None:
         """Check a run starting at ``now`` (where its timeline starts) against ``rules``, by default every rule in :data:`RULES`;
         ``previous``: the state of the stack before this run (a later ``up``), ``None`` for a first ``up``."""
         self.timeline = Timeline(now, previous)
         self.rules = rules
+        self.plan_rules = plan_rules
         self.violations: list[RuleViolation] = []
+        self._names: dict[str, str] = {}
+        self._ended = False
 
     def on_registration(self, registration: Registration, name: str) -> None:
         """Place the registration on the timeline and record what any rule refuses."""
         moment = self.timeline.add(registration)
+        self._names[registration.urn] = name
         for rule in self.rules:
             message = rule(registration, moment, self.timeline)
             if message is not None:
                 self.violations.append(RuleViolation(rule.__name__, f"{registration.type} '{name}'", message))
 
+    def on_read(self, type_: str, id_: str) -> None:
+        """Record a read of an existing resource (``Resource.get``): what the plan declares as pre-existing."""
+        self.timeline.reads.append((type_, id_))
+
+    def end(self) -> None:
+        """Run the plan rules over the whole run (once)."""
+        if self._ended:
+            return
+        self._ended = True
+        registrations = list(self.timeline.registrations.values())
+        for rule in self.plan_rules:
+            for registration, message in rule(registrations):
+                name = self._names.get(registration.urn, registration.urn.rsplit("::", 1)[-1])
+                self.violations.append(RuleViolation(rule.__name__, f"{registration.type} '{name}'", message))
+
     def raise_any(self) -> None:
-        """Raise :class:`ApplyTimeRuleError` when a rule refused something."""
+        """Run the plan rules (:meth:`end`), then raise :class:`ApplyTimeRuleError` when a rule refused something."""
+        self.end()
         if self.violations:
             raise ApplyTimeRuleError(self.violations)
 
 
 __all__ = [
+    "BUILT_IN_API_GROUPS",
+    "CHART_CRDS",
+    "CHART_VALUES_KINDS",
+    "CRD_SOURCE",
     "CRON_JOB_CREATION_SOURCE",
     "MINIMAL_UPDATE_SOURCE",
+    "NAMESPACE_SOURCE",
     "ONE_TIME_SCHEDULE_SOURCE",
+    "PLAN_RULES",
+    "PRIVATE_ENDPOINT_SOURCE",
     "RULES",
     "SCHEDULER_OVERWRITE_SOURCE",
     "SCHEDULE_IN_THE_PAST_SOURCE",
     "SCHEDULE_OVERWRITE_SOURCE",
     "SCHEDULE_SIZE_DEFAULT_SOURCE",
+    "STACK_RULES",
     "ApplyTimeRuleError",
     "ApplyTimeRules",
     "RuleViolation",
     "capacity_block_updates_without_surge",
+    "custom_resource_has_its_crd",
     "date_pinned_cron_job_fires_after_creation",
+    "kubernetes_kind",
+    "local_chart_crds",
+    "namespaced_object_has_its_namespace",
     "node_boots_in_order",
     "one_time_schedule_fires_after_creation",
     "parse_schedule_time",
     "pending_scale_up_not_moved_later",
     "pending_switch_on_not_moved_later",
+    "private_endpoint_admits_a_client",
     "schedule_sets_only_what_it_names",
     "schedule_starts_in_the_future",
 ]

@@ -187,9 +187,19 @@ class PreviousState:
         """The resource with ``urn``, if it existed."""
         return self.resources.get(urn)
 
-    def stack_resource_outputs(self) -> dict[str, Any]:
-        """What the builtin ``pulumi:pulumi:readStackResourceOutputs`` answers: ``{urn: {"type", "outputs"}}`` of every custom resource."""
-        return {urn: {"type": r.type, "outputs": r.state} for urn, r in sorted(self.resources.items()) if r.custom}
+    def stack_resource_outputs(self, project: str = "kimi-k3") -> dict[str, Any]:
+        """What the builtin ``pulumi:pulumi:readStackResourceOutputs`` answers: ``{urn: {"type", "outputs"}}`` of every custom
+        resource, and of the root ``pulumi:pulumi:Stack`` resource with the stack outputs.
+
+        The backend answers every resource of the snapshot that is not pending deletion, the root stack resource too, whose
+        outputs are the stack's exports (pulumi/pulumi ``pkg/backend/httpstate/backend.go`` and ``pkg/backend/diy``,
+        ``GetStackResourceOutputs``: ``for _, r := range snapshot.Resources { if r.Delete { continue } …}``;
+        ``GetStackOutputs`` reads the same root resource's ``Outputs``).
+        """
+        found: dict[str, Any] = {urn: {"type": r.type, "outputs": r.state} for urn, r in sorted(self.resources.items()) if r.custom}
+        if self.outputs and self.stack:
+            found[stack_urn(self.stack, project)] = {"type": ROOT_STACK_TYPE, "outputs": dict(self.outputs)}
+        return found
 
     def state_of(self, resource: RecordedResource) -> ResourceState:
         """A resource of a new run in the same form as this state's (masked when this state is)."""
@@ -203,6 +213,15 @@ class PreviousState:
     def from_plan(cls, result: PlanResult, source: str = "") -> PreviousState:
         """The state a plan writes, without writing it (a test's previous run)."""
         return parse(state_document(result), source or f"plan of stack {result.stack}")
+
+
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+"""Type of a stack's root resource, whose outputs are the stack's exports."""
+
+
+def stack_urn(stack: str, project: str) -> str:
+    """URN of the root resource of ``stack`` of ``project`` (``urn:pulumi:dev::kimi-k3::pulumi:pulumi:Stack::kimi-k3-dev``)."""
+    return f"urn:pulumi:{stack}::{project}::{ROOT_STACK_TYPE}::{project}-{stack}"
 
 
 def state_document(result: PlanResult) -> dict[str, Any]:
@@ -292,6 +311,7 @@ def read(directory: Path) -> PreviousState:
 
 
 __all__ = [
+    "ROOT_STACK_TYPE",
     "STATE_FILE",
     "STATE_FORMAT",
     "PreviousState",
@@ -302,6 +322,7 @@ __all__ = [
     "parse",
     "read",
     "resource_state",
+    "stack_urn",
     "state_document",
     "state_value",
     "write_state",

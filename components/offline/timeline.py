@@ -71,10 +71,15 @@ class Timeline:
         self._components: set[str] = set()
         self._registered: dict[str, datetime] = {}
         """When each registration is answered (what its children wait for)."""
+        self.registrations: dict[str, Registration] = {}
+        """Every registration placed so far, by URN (what a rule looks back on)."""
+        self.reads: list[tuple[str, str]] = []
+        """Existing resources the program reads (``Resource.get``: type and id), in order; they must exist before the run."""
 
     def add(self, registration: Registration) -> Moment:
         """Place one registration (in registration order: its dependencies are already placed)."""
         self._parents[registration.urn] = registration.parent_urn
+        self.registrations[registration.urn] = registration
         if not registration.custom and registration.type not in CREATE_TIMES:
             self._components.add(registration.urn)
         waits_for = [*registration.dependencies]

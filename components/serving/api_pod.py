@@ -94,13 +94,16 @@ def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
         **{field: arg(args, path) for field, path in PROXY_ARGS.items()},
         extra_routes=tuple(ApiRoute.parse(route) for route in args.extra_routes),
         check_api_key=args.api_key is not None,
+        behind_router=args.routing is not None,
     )
 
 
-def nlb_annotations(args: VllmServingArgs, proxy: ApiProxyConfig, **options: Any) -> dict[str, str]:
-    """The NLB annotations of a serving component's Service (:func:`kimi_k3.serving.nlb.nlb_annotations`), fed by :data:`NLB_ARGS`."""
+def nlb_annotations(args: VllmServingArgs, proxy: ApiProxyConfig, *, pre_stop_sleep_s: int | None = None, **options: Any) -> dict[str, str]:
+    """The NLB annotations of a serving component's Service (:func:`kimi_k3.serving.nlb.nlb_annotations`), fed by :data:`NLB_ARGS`.
+
+    ``pre_stop_sleep_s``: the preStop of the pods the Service selects (the router's with the routing tier); ``None``: the API pods'."""
     return nlb.nlb_annotations(
-        proxy, scheme=nlb.scheme_of(args.exposure), pre_stop_sleep_s=drain_plan(args).pre_stop_sleep_s,
+        proxy, scheme=nlb.scheme_of(args.exposure), pre_stop_sleep_s=drain_plan(args).pre_stop_sleep_s if pre_stop_sleep_s is None else pre_stop_sleep_s,
         **{parameter: arg(args, path) for parameter, path in NLB_ARGS.items()}, **options,
     )
 

@@ -290,8 +290,13 @@ class ApiProxyConfig:
     :data:`kimi_k3.serving.proxy_edge.KEY_DIR`); off only for a server without a key."""
     limits: EdgeLimits = field(default_factory=EdgeLimits)
     """Timeouts and per-address limits of the API port (:class:`kimi_k3.serving.proxy_edge.EdgeLimits`)."""
+    behind_router: bool = False
+    """The routing tier sends every request (:mod:`kimi_k3.serving.router`): the per-address limits key on the client address the
+    router appended to ``X-Forwarded-For`` (:func:`kimi_k3.serving.proxy_edge.real_ip_lines`), not on the router's own."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.behind_router, bool):
+            raise ProxyConfigError("behind_router", f"api proxy: behind_router {self.behind_router!r} is not accepted; expected true or false")
         if not isinstance(self.check_api_key, bool):
             raise ProxyConfigError("check_api_key", f"api proxy: check_api_key {self.check_api_key!r} is not accepted; expected true or false")
         if not isinstance(self.limits, EdgeLimits):
@@ -420,6 +425,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         "    # API: the allowlist; anything else is a 404 that never reaches vLLM.",
         "    server {",
         f"        listen {config.api_port} default_server;",
+        *(proxy_edge.real_ip_lines() if config.behind_router else []),
         *proxy_edge.api_server_lines(config.cpu, config.worker_connections, config.limits, config.check_api_key),
         "        # Errors nginx answers itself: JSON in vLLM's error shape (proxy_errors.py).",
         *proxy_errors.error_page_lines(),

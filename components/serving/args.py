@@ -17,6 +17,7 @@ from datetime import datetime
 
 import pulumi
 
+from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import DNS_LABEL
 from kimi_k3.errors import Problems, UserError
@@ -26,6 +27,7 @@ from kimi_k3.serving.block_end import BlockEnd
 from kimi_k3.serving.contracts import EXPOSURES, ContractError, ServingContract
 from kimi_k3.serving.drain import DEFAULT_PRE_STOP_S, DrainError
 from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE, node_share
+from kimi_k3.serving.router import ConversationRouting
 from kimi_k3.weights.serving_pod import ServingStartup
 
 
@@ -114,10 +116,16 @@ class VllmServingArgs:
     """The Capacity Block's end and the run's ``now``: every replica stops taking new work and drains before EKS scales the
     nodes to 0 (:mod:`kimi_k3.serving.block_end`; past the stop time the workload is declared with no replicas). ``None``: no
     block-end step."""
+    routing: ConversationRouting | None = None
+    """The routing tier in front of the replicas (:mod:`kimi_k3.serving.router`): Envoy pods that keep each conversation on
+    its replica; needs two or more replicas. ``None``: the Service reaches the replicas directly."""
     await_rollout: bool = False
     """Make ``pulumi up`` wait for the pods to be ready (off: a block may start days later, loads take an hour)."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels on every Kubernetes object."""
+    reservation: CapacityBlockFacts | None = None
+    """The Capacity Block the replicas run on (``lookup_capacity_block``); when given, ``replicas`` times the nodes
+    of one replica must fit its instance count and ``instance_type`` must be its type. ``None``: not checked."""
 
 
 def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) -> int | None:
@@ -149,6 +157,18 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
             problems.reject("shm_size_gib", args.shm_size_gib, f"at most a quarter of the {memory} GiB memory limit")
     if isinstance(args.replicas, bool) or not isinstance(args.replicas, int) or not 1 <= args.replicas <= 64:
         problems.reject("replicas", args.replicas, "expected 1 to 64 (one per reserved GPU node)")
+    elif args.reservation is not None:
+        block = args.reservation
+        per_replica = nodes or 1
+        if block.instance_type and block.instance_type != args.instance_type:
+            problems.reject("instance_type", args.instance_type, f"the Capacity Block {block.reservation_id} reserves {block.instance_type}")
+        elif args.replicas * per_replica > block.instance_count:
+            fits = block.instance_count // per_replica
+            problems.reject(
+                "replicas", args.replicas,
+                f"at most {fits}: the Capacity Block {block.reservation_id} reserves {block.instance_count} {block.instance_type or 'GPU'} "
+                f"node{'s' if block.instance_count != 1 else ''} and one replica spans {per_replica}",
+            )
     if args.exposure not in EXPOSURES:
         problems.reject("exposure", args.exposure, f"accepted: {', '.join(EXPOSURES)}")
     if args.api_key is None and (args.require_api_key or args.exposure == "public"):
@@ -176,6 +196,7 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
     if args.tls_certificate_arn is not None and not re.match(r"^arn:aws[\w-]*:acm:[\w-]+:\d{12}:certificate/[\w-]+$", args.tls_certificate_arn):
         problems.reject("tls_certificate_arn", args.tls_certificate_arn, "expected an ACM certificate ARN")
     _front_problems(args, problems)
+    _routing_problems(args, problems)
     _startup_problems(args, problems)
     if args.block_end is not None and not (
         isinstance(args.block_end, BlockEnd) and all(isinstance(t, datetime) and t.tzinfo is not None for t in (args.block_end.ends_at, args.block_end.now))
@@ -184,6 +205,22 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
     if args.init_image and "@sha256:" not in args.init_image and ":" not in args.init_image.rsplit("/", 1)[-1]:
         problems.reject("init_image", args.init_image, "expected an image with a tag or a digest")
     return nodes
+
+
+def _routing_problems(args: VllmServingArgs, problems: Problems) -> None:
+    """What the routing tier cannot do with these args."""
+    routing = args.routing
+    if routing is None:
+        return
+    if not isinstance(routing, ConversationRouting):
+        problems.reject("routing", routing, "expected a ConversationRouting or None")
+        return
+    if isinstance(args.replicas, int) and args.replicas < 2:
+        problems.reject("routing", "ConversationRouting", f"a routing tier needs two or more replicas (replicas is {args.replicas}); leave routing None")
+    try:
+        routing.drain_plan(args.drain_s, args.exposure in nlb.EXPOSURE_SCHEMES)
+    except DrainError as err:
+        problems.reject(f"routing.{err.field}", err.value, err.accepted)
 
 
 def _startup_problems(args: VllmServingArgs, problems: Problems) -> None:

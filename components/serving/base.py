@@ -40,7 +40,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
-from kimi_k3.serving import api_pod, api_proxy, block_end, nlb
+from kimi_k3.serving import api_pod, api_proxy, block_end, nlb, router
 from kimi_k3.serving.args import VllmServingArgs
 from kimi_k3.serving.pod_kit import PodKit, startup_code_config_map
 from kimi_k3.weights import pod_files
@@ -221,16 +221,20 @@ class VllmServingBase(pulumi.ComponentResource):
         service_annotations: dict[str, str] = {}
         service_type = "ClusterIP"
         source_ranges: Any = None
+        # With the routing tier the Service (and the NLB) reaches the router pods, which reach the replicas.
+        self.router = self._declare_router(name, args, foundation, api_selector) if args.routing is not None else None
+        front_selector = self.router.selector if self.router is not None else dict(api_selector)
+        front_pre_stop = args.routing.drain_plan(args.drain_s, behind_nlb).pre_stop_sleep_s if args.routing is not None else api_pod.drain_plan(args).pre_stop_sleep_s
         if behind_nlb:
             service_type = "LoadBalancer"
-            service_annotations = api_pod.nlb_annotations(args, proxy, service_port_name=port_name)
+            service_annotations = api_pod.nlb_annotations(args, proxy, pre_stop_sleep_s=front_pre_stop, service_port_name=port_name)
             source_ranges = list(args.allowed_cidrs)
         self.service = k8s.core.v1.Service(
             f"{name}-service",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=ns, labels={**common, **selector}, annotations=service_annotations or None),
             spec=k8s.core.v1.ServiceSpecArgs(
                 type=service_type,
-                selector=dict(api_selector),
+                selector=front_selector,
                 ports=[k8s.core.v1.ServicePortArgs(name=port_name, port=contract.api.port, target_port=port_name, protocol="TCP")],
                 load_balancer_source_ranges=source_ranges,
             ),
@@ -286,6 +290,29 @@ class VllmServingBase(pulumi.ComponentResource):
         self.model_revision = pulumi.Output.from_input(contract.weights.revision)
         self.namespace = self.namespace_resource.metadata.apply(_name_of)
         self.service_name = self.service.metadata.apply(_name_of)
+
+    def _declare_router(self, name: str, args: VllmServingArgs, foundation: Foundation, api_selector: Mapping[str, str]) -> router.RouterTier:
+        """The routing tier (:mod:`kimi_k3.serving.router`): who may call it is who may call the API without it."""
+        routing = args.routing
+        assert routing is not None
+        proxy = api_pod.proxy_config(args)
+        behind_nlb = args.exposure in nlb.EXPOSURE_SCHEMES
+        config = router.config_for(
+            name, args.namespace, routing, routes=(*api_proxy.DEFAULT_ROUTES, *proxy.extra_routes),
+            max_generation_s=args.max_generation_s, drain_s=args.drain_s, api_port=args.contract.api.port,
+        )
+
+        def ingress(vpc_cidr: str | None) -> list[k8s.networking.v1.NetworkPolicyIngressRuleArgs]:
+            peers = [k8s.networking.v1.NetworkPolicyPeerArgs(namespace_selector=_namespaces(args.client_namespaces))]
+            peers += client_peers(args.allowed_cidrs, vpc_cidr) if behind_nlb else []
+            health = [k8s.networking.v1.NetworkPolicyPeerArgs(ip_block=k8s.networking.v1.IPBlockArgs(cidr=vpc_cidr))] if behind_nlb and vpc_cidr else None
+            return router.ingress_rules(config, peers, health)
+
+        return router.declare_router(
+            name, namespace=args.namespace, routing=routing, config=config, plan=routing.drain_plan(args.drain_s, behind_nlb),
+            api_selector=api_selector, common=foundation.common, ingress=pulumi.Output.from_input(args.vpc_cidr).apply(ingress),
+            opts=foundation.in_namespace, await_rollout=args.await_rollout,
+        )
 
     def _declare_block_end(self, name: str, args: VllmServingArgs, foundation: Foundation, target: block_end.ScaleTarget) -> None:
         """The block-end drain of the workload ``target`` (:mod:`kimi_k3.serving.block_end`), when the args name a block."""
@@ -404,7 +431,8 @@ def network_policies(name: str, args: VllmServingArgs, common: Mapping[str, str]
       the client CIDRs (:func:`client_peers`);
     * metrics port: the monitoring namespace only;
     * probe port: the NLB health checks (from the VPC: the NLB's nodes live in its subnets; the
-      port answers ``/health`` and ``/livez`` only). The kubelet needs no rule: the VPC CNI's
+      port answers ``/health`` and ``/livez`` only). Behind the routing tier the API and probe
+      ports admit the router pods only (:func:`kimi_k3.serving.router.router_peers`). The kubelet needs no rule: the VPC CNI's
       network policy agent always admits the node's own address;
     * egress: :func:`egress_rules`.
     """
@@ -421,6 +449,10 @@ def network_policies(name: str, args: VllmServingArgs, common: Mapping[str, str]
     behind_nlb = args.exposure in nlb.EXPOSURE_SCHEMES
 
     def ingress(vpc_cidr: str | None) -> list[k8s.networking.v1.NetworkPolicyIngressRuleArgs]:
+        if args.routing is not None:
+            # Behind the routing tier only the router pods reach the API port (their X-Forwarded-For is trusted) and the probe port.
+            peers = router.router_peers(name)
+            return api_proxy.ingress_rules(proxy, api_peers=peers, metrics_namespace=args.metrics_namespace, health_check_peers=router.router_peers(name))
         peers = in_cluster + (client_peers(args.allowed_cidrs, vpc_cidr) if behind_nlb else [])
         health = [np.NetworkPolicyPeerArgs(ip_block=np.IPBlockArgs(cidr=vpc_cidr))] if behind_nlb and vpc_cidr else None
         return api_proxy.ingress_rules(proxy, api_peers=peers, metrics_namespace=args.metrics_namespace, health_check_peers=health)

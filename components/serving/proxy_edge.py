@@ -25,7 +25,10 @@ stream of the replica is cut. So:
   (:mod:`kimi_k3.serving.nlb`; off by default for IP targets, AWS Load Balancer Controller
   v3.5.0 annotations, "Access control") and no proxy protocol, so ``$remote_addr`` is the
   client's address; in-cluster clients reach the pod through kube-proxy's DNAT, which keeps
-  the client pod's address. Clients behind one NAT (or a routing tier) share one address;
+  the client pod's address. Clients behind one NAT share one address. Behind the routing tier
+  (:mod:`kimi_k3.serving.router`) every request comes from a router pod: there the proxy takes
+  the client's address from the last entry of ``X-Forwarded-For``, the one Envoy appended from
+  the connection it accepted (:func:`real_ip_lines`), so the limits still count per client;
 * **bounded reads**: the whole header within :attr:`EdgeLimits.header_timeout_s`, at most
   :data:`HEADER_BUFFER` plus :data:`LARGE_HEADER_BUFFERS`; a body read stalled longer than
   :attr:`EdgeLimits.body_timeout_s`, a client not reading its answer longer than
@@ -207,6 +210,24 @@ def key_check_file(api_key: str) -> str:
     return f'secure_link "{key_digest(api_key)}";\n'
 
 
+TRUSTED_FORWARDER_CIDRS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+"""Where the proxy accepts ``X-Forwarded-For`` from behind the routing tier: the private ranges a VPC (and its pods, secondary
+CIDRs included) may use. Only the router pods reach the API port then (the replicas' NetworkPolicy admits them alone), so no
+other client can set the header the proxy trusts."""
+
+
+def real_ip_lines() -> list[str]:
+    """The API ``server``'s realip directives behind the routing tier: ``$remote_addr`` becomes the last address of
+    ``X-Forwarded-For`` (Envoy appends the address of the connection it accepted, the client's own through the NLB; whatever a
+    client wrote into the header itself stands before it and is ignored: ``real_ip_recursive off``)."""
+    return [
+        "        # Behind the routing tier: the client's address is the last X-Forwarded-For entry, appended by the router.",
+        *(f"        set_real_ip_from {cidr};" for cidr in TRUSTED_FORWARDER_CIDRS),
+        "        real_ip_header X-Forwarded-For;",
+        "        real_ip_recursive off;",
+    ]
+
+
 def http_lines(workers: int, worker_connections: int, limits: EdgeLimits, check_key: bool) -> list[str]:
     """The ``http``-level directives: timeouts, buffers, the limit zones (and the bearer-token map when the key is checked)."""
     count, size = LARGE_HEADER_BUFFERS
@@ -273,6 +294,7 @@ __all__ = [
     "KEY_FILE",
     "LARGE_HEADER_BUFFERS",
     "SLOT_BYTES",
+    "TRUSTED_FORWARDER_CIDRS",
     "EdgeError",
     "EdgeLimits",
     "api_server_lines",
@@ -281,6 +303,7 @@ __all__ = [
     "key_digest",
     "key_guard",
     "memory_limit_mib",
+    "real_ip_lines",
     "requests_per_address",
     "rlimit_nofile",
     "worst_case_bytes",

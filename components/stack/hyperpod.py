@@ -76,6 +76,8 @@ class ResolvedHyperPodStack:
     """The serving contract (image, weights, API, engine)."""
     replicas: int
     """Model pods, one instance each: configured, or every instance the plan reserves in the group's AZ."""
+    now: datetime | None = None
+    """The moment the program runs (the HyperPod cluster's provisioning mode is checked against the plan's start)."""
 
 
 def _hyperpod(settings: StackSettings) -> HyperPodSettings:
@@ -113,6 +115,7 @@ def resolve_hyperpod_stack(settings: StackSettings, now: datetime) -> ResolvedHy
         existing_private_subnets_by_az=existing,
         contract=settings.serving.contract,
         replicas=replicas,
+        now=now,
     )
 
 
@@ -174,6 +177,8 @@ class HyperPodServing:
                 instance_count=resolved.replicas,
                 cluster_name=hp.cluster_name,
                 ebs_volume_size_gib=hp.ebs_volume_gib,
+                now=resolved.now,
+                vpc_id=network.vpc_id,
                 tags=tags,
             ),
             opts=pulumi.ResourceOptions(
@@ -194,6 +199,7 @@ class HyperPodServing:
                 weights_bucket=weights.s3_bucket if weights.source == "s3" else None,
                 weights_prefix=(weights.s3_prefix or "") if weights.source == "s3" else "",
                 execution_role_name=execution_role_name(hp.cluster_name),
+                kubernetes_version=settings.cluster.version,
                 depends_on=(self.hyperpod_cluster,),
                 tags=tags,
             ),

@@ -73,17 +73,23 @@ def delivery_check_args(
     now: datetime,
     tags: Mapping[str, str],
     pending_switch_on_at: datetime | None = None,
+    pending_switch_off_at: datetime | None = None,
+    alarm_name: str | None = None,
 ) -> DeliveryCheckArgs:
-    """The delivery check of the block: reserved count and start from the reservation, the node group's ASG and topic;
-    ``pending_switch_on_at`` the switch-on time of the schedule a previous run created (kept while it lies ahead)."""
-    start, _ = reservation.window()
+    """The delivery check of the block: reserved count and window from the reservation, the node group's ASG and topic;
+    ``pending_switch_on_at`` / ``pending_switch_off_at`` the times of the schedules a previous run created (kept while they
+    lie ahead); ``alarm_name`` the alarm's name, unique in the account and region."""
+    start, end = reservation.window()
     return DeliveryCheckArgs(
         asg_name=asg_name,
         reserved_instances=reservation.instance_count,
         block_start=start,
+        block_end=end,
         alert_topic_arn=alert_topic_arn,
         now=now,
         pending_switch_on_at=pending_switch_on_at,
+        pending_switch_off_at=pending_switch_off_at,
+        alarm_name=alarm_name,
         tags=dict(tags),
     )
 

@@ -11,15 +11,19 @@ from datetime import datetime
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from kimi_k3.addons.gpu_plugins import DcgmExporterArgs, EfaDevicePluginArgs, GpuNodePlugins, GpuNodePluginsArgs, NvidiaDevicePluginArgs
 from kimi_k3.addons.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
+from kimi_k3.addons.prometheus_operator import CRD_GROUP as PROMETHEUS_CRD_GROUP
+from kimi_k3.addons.prometheus_operator import PrometheusOperator, PrometheusOperatorArgs
 from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
 from kimi_k3.capacity.delivery_check import DeliveryCheck, alarm_name
 from kimi_k3.capacity.facts import CapacityBlockFacts
-from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
+from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_or_recorded
 from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.cluster.deploy_runner import DeployRunner, DeployRunnerArgs
 from kimi_k3.cluster.eks import Cluster, ClusterArgs
 from kimi_k3.errors import UserError
 from kimi_k3.network.vpc import ExistingNetworkArgs, Network, NetworkArgs
@@ -60,20 +64,27 @@ class ResolvedStack:
     """Serving replicas: configured, or one per group of reserved nodes."""
 
 
-def resolve_stack(settings: StackSettings, now: datetime) -> ResolvedStack:
+def resolve_stack(settings: StackSettings, now: datetime, recorded: CapacityBlockFacts | None = None) -> ResolvedStack:
     """Look the reservation up, derive the AZs and assess the block against the stack at ``now``.
+
+    ``recorded``: the block as the stack's previous ``up`` recorded it (:func:`previous_run.recorded_block`): a block EC2
+    no longer returns whose recorded end has passed is taken as ended (:func:`~kimi_k3.capacity.lookup.lookup_or_recorded`),
+    so the stack stays updatable after its block; one warning says so.
 
     Raises :class:`UserError` (in the stack's config keys) for a block that cannot back the
     stack; the warnings are returned, to print once.
     """
+    gone: list[str] = []
     try:
-        block = lookup_capacity_block(settings.capacity.reservation_id, region=settings.region)
+        block, line = lookup_or_recorded(settings.capacity.reservation_id, recorded, now, region=settings.region)
     except CapacityBlockNotFound as err:
         raise UserError(f"{err}. {stack_terms.BLOCK_NOT_FOUND_HINT}") from None
+    if line is not None:
+        gone.append(f"{line}; set {stack_terms.CAPACITY_BLOCK.reservation} to a new block, or `pulumi destroy`")
     existing = existing_private_subnets(settings)
     azs = tuple(existing) if existing else availability_zones(settings, block.availability_zone)
     needs = BlockNeeds(instance_type=settings.capacity.instance_type, nodes_required=settings.nodes_required, availability_zones=azs)
-    warnings = verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))
+    warnings = [*gone, *verdict(assess(block, needs, now, stack_terms.CAPACITY_BLOCK))]
     contract = settings.serving.contract
     replicas = settings.replicas_for(block.instance_count)
     return ResolvedStack(
@@ -93,6 +104,11 @@ def serving_front_args(serving: ServingSettings) -> dict[str, Any]:
     return {field.name: getattr(front, field.name) for field in fields(front)}
 
 
+def deploy_runner_name(name: str) -> str:
+    """Name of the stack's :class:`DeployRunner` component (``kimi-k3 first-deploy`` finds its URN by it)."""
+    return f"{name}-deploy-runner"
+
+
 class Platform(pulumi.ComponentResource):
     """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM.
 
@@ -101,6 +117,10 @@ class Platform(pulumi.ComponentResource):
     (:mod:`kimi_k3.stack.hyperpod`, which this class delegates to).
     """
 
+    prometheus_operator: PrometheusOperator | None = None
+    """kube-prometheus-stack (``prometheusOperatorEnabled`` and ``prometheusOperatorInstall``), else ``None``."""
+    deploy_runner: DeployRunner | None = None
+    """The in-VPC deploy runner (``kimi-k3:deployRunner``), else ``None``."""
     hyperpod: Any = None
     """The HyperPod composition of a ``hyperpod`` stack (:class:`kimi_k3.stack.hyperpod.HyperPodServing`), else ``None``."""
 
@@ -117,12 +137,13 @@ class Platform(pulumi.ComponentResource):
         if settings.hyperpod is not None:
             self._compose_hyperpod(name, settings, now=now, opts=opts)
             return
-        resolved = resolve_stack(settings, now)
+        previous = previous_run.read_stack_resources()
+        resolved = resolve_stack(settings, now, previous_run.recorded_block(previous, settings.capacity.reservation_id))
         self.resolved = resolved
         # The one-off schedules a previous `up` created keep a time that lies ahead (kimi_k3.stack.previous_run).
         self.pending = previous_run.pending_schedules(
-            previous_run.read_stack_resources(), reservation_id=resolved.reservation.reservation_id,
-            alarm=alarm_name(self._delivery_check_name(name)) if settings.monitoring.delivery_check else None,
+            previous, reservation_id=resolved.reservation.reservation_id,
+            alarm=self.delivery_alarm_name(name, pulumi.get_stack()) if settings.monitoring.delivery_check else None,
         )
         tags = self._declare_foundation(name, settings, resolved, opts)
         c = settings.cluster
@@ -157,6 +178,8 @@ class Platform(pulumi.ComponentResource):
         # Every Kubernetes-touching component gets the cluster's provider through its options.
         in_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider})
         plugins = settings.plugins
+        # The operator's CRDs before anything of its kinds (ServiceMonitors, the PrometheusRule): installed, or read.
+        self.prometheus_operator, operator_deps = self._declare_prometheus_operator(name, in_cluster)
         self.gpu_plugins = GpuNodePlugins(
             f"{name}-gpu-plugins",
             GpuNodePluginsArgs(
@@ -167,6 +190,7 @@ class Platform(pulumi.ComponentResource):
                     version=plugins.dcgm_exporter_version,
                     service_monitor=settings.serving.service_monitor_enabled,
                     extra_values=dcgm_extra_values(settings),
+                    depends_on=operator_deps if settings.serving.service_monitor_enabled else (),
                 ),
             ),
             opts=in_cluster,
@@ -185,6 +209,8 @@ class Platform(pulumi.ComponentResource):
         # across nodes): a LeaderWorkerSet, whose controller comes from its Helm chart.
         self.lws_controller: LwsController | None = None
         serving_deps: list[pulumi.Resource] = [r for r in (self.gpu_plugins, self.load_balancer_controller) if r is not None]
+        if serving.service_monitor_enabled:
+            serving_deps.extend(operator_deps)
         if settings.nodes_per_replica > 1:
             self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(), opts=in_cluster)
             serving_deps.append(self.lws_controller)
@@ -207,6 +233,8 @@ class Platform(pulumi.ComponentResource):
             weights_kms_key_arn=settings.deployment.weights_kms_key_arn,
             startup=time_to_serve.serving_startup(settings, multi_node=settings.nodes_per_replica > 1),
             block_end=BlockEnd(ends_at=resolved.reservation.window()[1], now=now),
+            # The routing tier (docs/routing.md): with two or more replicas, unless conversationRouting is off.
+            routing=serving.routing_for(resolved.replicas),
             **serving_front_args(serving),
         )
         serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
@@ -217,7 +245,7 @@ class Platform(pulumi.ComponentResource):
             self.server = VllmServer(f"{name}-serving", VllmServerArgs(**serving_args), opts=serving_opts)
 
         self._warn_block_end()
-        self.monitoring = self._declare_monitoring(name, in_cluster)
+        self.monitoring = self._declare_monitoring(name, pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=operator_deps)))
         self.delivery_check = self._declare_delivery_check(name, now, tags)
         self.register_outputs(self.stack_outputs())
 
@@ -255,6 +283,31 @@ class Platform(pulumi.ComponentResource):
             return None
         return tts_component.TimeToServe(f"{name}-time-to-serve", args, opts=in_cluster)
 
+    def _declare_prometheus_operator(self, name: str, in_cluster: pulumi.ResourceOptions) -> tuple[PrometheusOperator | None, list[pulumi.Resource]]:
+        """kube-prometheus-stack and its namespace (``prometheusOperatorEnabled`` with ``prometheusOperatorInstall``), or, where
+        the operator lives outside the stack, reads of the CRDs the stack's objects need (a preview fails on a missing one).
+        Returns the operator (or ``None``) and what the objects of its kinds must depend on."""
+        s = self.settings
+        mon = s.monitoring
+        provider = pulumi.ResourceOptions(parent=self, provider=self.cluster.provider)
+        # Namespaces the stack's monitoring objects go into but does not create: they must exist (read, so a preview fails on a missing one).
+        installs = mon.prometheus_operator and mon.install_operator
+        existing = {mon.dashboard_namespace} if mon.prometheus_operator else set()
+        if mon.prometheus_operator and not installs:
+            existing.add(mon.namespace)
+        existing.discard(mon.namespace if installs else "")
+        reads: list[pulumi.Resource] = [k8s.core.v1.Namespace.get(f"{name}-namespace-{ns}", ns, opts=provider) for ns in sorted(existing)]
+        if installs:
+            operator = PrometheusOperator(
+                f"{name}-prometheus-operator", PrometheusOperatorArgs(version=mon.operator_chart_version, namespace=mon.namespace), opts=in_cluster,
+            )
+            return operator, [operator, *reads]
+        kinds = (["prometheusrules"] if mon.prometheus_operator else []) + (["servicemonitors"] if s.serving.service_monitor_enabled else [])
+        reads += [
+            k8s.apiextensions.v1.CustomResourceDefinition.get(f"{name}-crd-{plural}", f"{plural}.{PROMETHEUS_CRD_GROUP}", opts=provider) for plural in kinds
+        ]
+        return None, reads
+
     def _declare_monitoring(self, name: str, in_cluster: pulumi.ResourceOptions) -> ServingMonitoring | None:
         """The PrometheusRule and the dashboard (``kimi-k3:prometheusOperatorEnabled``), keyed on the reservation as it is now."""
         if not self.settings.monitoring.prometheus_operator:
@@ -268,14 +321,21 @@ class Platform(pulumi.ComponentResource):
             return None
         args = delivery_check_args(
             self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
-            pending_switch_on_at=self.pending.switch_on_at,
+            pending_switch_on_at=self.pending.switch_on_at, pending_switch_off_at=self.pending.switch_off_at,
+            alarm_name=self.delivery_alarm_name(name, pulumi.get_stack()),
         )
         return DeliveryCheck(self._delivery_check_name(name), args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
 
     @staticmethod
     def _delivery_check_name(name: str) -> str:
-        """Name of the stack's :class:`DeliveryCheck` component (its alarm's name derives from it)."""
+        """Name of the stack's :class:`DeliveryCheck` component."""
         return f"{name}-delivery-check"
+
+    @staticmethod
+    def delivery_alarm_name(name: str, stack: str) -> str:
+        """The delivery alarm's name in ``stack``: CloudWatch alarm names are unique per account and region, so it carries
+        the cluster name (``kimi-k3-dev-delivery-check-gpu-instances-in-service``): dev and prod may share both."""
+        return alarm_name(f"{stack_cluster_name(name, stack)}-delivery-check")
 
     @staticmethod
     def _cluster_access(settings: StackSettings) -> dict[str, Any]:
@@ -293,6 +353,7 @@ class Platform(pulumi.ComponentResource):
         self.cluster_name = stack_cluster_name(name, pulumi.get_stack())
         tags = {"Project": "kimi-k3", "Stack": pulumi.get_stack(), "Environment": settings.environment, "ManagedBy": "pulumi"}
         self._declare_network(name, settings, resolved.availability_zones, resolved.existing_private_subnets_by_az, tags)
+        self.deploy_runner = self._declare_deploy_runner(name, settings, tags)
         self._declare_cluster(name, settings, tags)
         return tags
 
@@ -331,6 +392,34 @@ class Platform(pulumi.ComponentResource):
                 opts=child,
             )
 
+    def _declare_deploy_runner(self, name: str, settings: StackSettings, tags: dict[str, str]) -> DeployRunner | None:
+        """The in-VPC CodeBuild deploy runner (``kimi-k3:deployRunner``, docs/first-deploy.md): it depends on the network
+        only, so ``pulumi up --target`` can create both before the cluster (``kimi-k3 first-deploy``)."""
+        runner = settings.deployment.runner
+        if runner is None:
+            return None
+        return DeployRunner(
+            deploy_runner_name(name),
+            DeployRunnerArgs(
+                project_name=f"{self.cluster_name}-deploy",
+                stack=pulumi.get_stack(),
+                vpc_id=self.network.vpc_id,
+                subnet_ids=list(self.network.private_subnet_ids_by_az.values()),
+                deploy_role_arn=runner.deploy_role_arn,
+                secret_arn=runner.secret_arn,
+                source_url=runner.source_url,
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _api_ingress_security_groups(self, settings: StackSettings) -> dict[str, Any]:
+        """The security groups the cluster admits on 443: the configured ones and the deploy runner's."""
+        groups: dict[str, Any] = {group: group for group in settings.cluster.api_ingress_security_group_ids}
+        if self.deploy_runner is not None:
+            groups["deploy-runner"] = self.deploy_runner.security_group_id
+        return groups
+
     def _declare_cluster(self, name: str, settings: StackSettings, tags: dict[str, str]) -> None:
         """The EKS cluster (the orchestrator on a ``hyperpod`` stack): the same on both serving platforms."""
         child = pulumi.ResourceOptions(parent=self)
@@ -345,10 +434,13 @@ class Platform(pulumi.ComponentResource):
                 admin_role_arns=c.admin_role_arns,
                 endpoint_public_access=c.endpoint_public_access,
                 public_access_cidrs=c.public_access_cidrs if c.endpoint_public_access else (),
+                api_ingress_cidrs=c.api_ingress_cidrs,
+                api_ingress_security_groups=self._api_ingress_security_groups(settings),
                 service_cidr=c.service_cidr,
                 log_retention_days=c.log_retention_days,
                 system_node_instance_type=c.system_node_instance_type,
                 system_node_count=c.system_node_count,
+                system_node_disk_gib=c.system_node_disk_gib,
                 deletion_protection=settings.production,
                 **self._cluster_access(settings),
                 tags=tags,
@@ -390,6 +482,7 @@ class Platform(pulumi.ComponentResource):
             "replicas": self.resolved.replicas,
             "clusterName": self.cluster.cluster_name,
             "clusterEndpoint": self.cluster.endpoint,
+            "deployRunnerProject": self.deploy_runner.project_name if self.deploy_runner else None,
             "kubeconfig": self.cluster.kubeconfig,
             "gpuNodeGroup": self.gpu_nodes.node_group_name,
             "gpuAutoScalingGroup": self.gpu_nodes.asg_name,

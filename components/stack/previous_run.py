@@ -38,12 +38,15 @@ from typing import Any
 
 import pulumi
 
-from kimi_k3.capacity.delivery_check import ENABLE_ALARM_ACTIONS_TARGET, parse_scheduler_at
+from kimi_k3.capacity.delivery_check import DISABLE_ALARM_ACTIONS_TARGET, ENABLE_ALARM_ACTIONS_TARGET, parse_scheduler_at
+from kimi_k3.capacity.facts import CapacityBlockFacts, parse_aws_time
 from kimi_k3.capacity.node_group import scale_up_action_name
 
 READ_STACK_RESOURCE_OUTPUTS = "pulumi:pulumi:readStackResourceOutputs"
 """The builtin invoke that reads a stack's resources (type and outputs by URN) from its latest snapshot."""
 AUTOSCALING_SCHEDULE = "aws:autoscaling/schedule:Schedule"
+ROOT_STACK = "pulumi:pulumi:Stack"
+"""The stack's root resource: its outputs are the stack's exports (the backend returns it with the others)."""
 SCHEDULER_SCHEDULE = "aws:scheduler/schedule:Schedule"
 
 
@@ -55,6 +58,8 @@ class PendingSchedules:
     """``startTime`` of the block's scale-up action (``kimi-k3-<reservation>-start``), if it exists."""
     switch_on_at: datetime | None = None
     """When the delivery alarm's switch-on schedule fires, if it exists."""
+    switch_off_at: datetime | None = None
+    """When the delivery alarm's switch-off schedule (at EKS's scale-down before the block's end) fires, if it exists."""
 
 
 def stack_reference_name() -> str:
@@ -85,9 +90,9 @@ def _when(value: Any) -> datetime | None:
         return None
 
 
-def _switch_on_of(outputs: Mapping[str, Any], alarm: str) -> datetime | None:
+def _switch_of(outputs: Mapping[str, Any], alarm: str, target_arn: str) -> datetime | None:
     target = outputs.get("target") or {}
-    if target.get("arn") != ENABLE_ALARM_ACTIONS_TARGET:
+    if target.get("arn") != target_arn:
         return None
     try:
         names = json.loads(target.get("input") or "{}").get("AlarmNames")
@@ -102,14 +107,35 @@ def _switch_on_of(outputs: Mapping[str, Any], alarm: str) -> datetime | None:
 def pending_schedules(resources: Mapping[str, Any], *, reservation_id: str, alarm: str | None) -> PendingSchedules:
     """The block's scale-up action and the delivery alarm's switch-on schedule among ``resources`` (:func:`read_stack_resources`)."""
     action = scale_up_action_name(reservation_id)
-    scale_up = switch_on = None
+    scale_up = switch_on = switch_off = None
     for entry in resources.values():
         kind, outputs = entry.get("type"), entry.get("outputs") or {}
         if kind == AUTOSCALING_SCHEDULE and outputs.get("scheduledActionName") == action:
             scale_up = _when(outputs.get("startTime")) or scale_up
         elif kind == SCHEDULER_SCHEDULE and alarm is not None:
-            switch_on = _switch_on_of(outputs, alarm) or switch_on
-    return PendingSchedules(scale_up_at=scale_up, switch_on_at=switch_on)
+            switch_on = _switch_of(outputs, alarm, ENABLE_ALARM_ACTIONS_TARGET) or switch_on
+            switch_off = _switch_of(outputs, alarm, DISABLE_ALARM_ACTIONS_TARGET) or switch_off
+    return PendingSchedules(scale_up_at=scale_up, switch_on_at=switch_on, switch_off_at=switch_off)
 
 
-__all__ = ["READ_STACK_RESOURCE_OUTPUTS", "PendingSchedules", "pending_schedules", "read_stack_resources", "stack_reference_name"]
+def recorded_block(resources: Mapping[str, Any], reservation_id: str) -> CapacityBlockFacts | None:
+    """The Capacity Block ``reservation_id`` as the previous ``up`` recorded it in its ``capacityBlock`` stack output (the
+    root stack resource among ``resources``); ``None`` when not recorded or recorded for another block."""
+    for entry in resources.values():
+        if entry.get("type") != ROOT_STACK:
+            continue
+        block = (entry.get("outputs") or {}).get("capacityBlock")
+        if not isinstance(block, Mapping) or block.get("id") != reservation_id:
+            return None
+        try:
+            return CapacityBlockFacts(
+                reservation_id=reservation_id, availability_zone=str(block.get("availabilityZone") or ""),
+                instance_type=str(block.get("instanceType") or ""), instance_count=int(block.get("instanceCount") or 0),
+                state=str(block.get("state") or "unknown"), start=parse_aws_time(str(block["start"])), end=parse_aws_time(str(block["end"])),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+    return None
+
+
+__all__ = ["READ_STACK_RESOURCE_OUTPUTS", "ROOT_STACK", "PendingSchedules", "pending_schedules", "read_stack_resources", "recorded_block", "stack_reference_name"]

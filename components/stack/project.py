@@ -30,6 +30,7 @@ import yaml
 
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.stack import settings as stack_settings
+from kimi_k3.stack import stack_file
 from kimi_k3.stack.config_keys import PROJECT
 
 LIBRARY_ROOT = Path(__file__).resolve().parents[2]
@@ -94,11 +95,6 @@ class Project:
         """Stack names that have a stack file, sorted."""
         extension = self.project_file.suffix
         return sorted(p.name[len("Pulumi.") : -len(extension)] for p in self.stack_config_dir.glob(f"Pulumi.*{extension}") if p != self.project_file)
-
-    def policy_config(self, stack: str) -> Path | None:
-        """``policy/config/<stack>.json`` of the project, if it exists (the pack's defaults apply otherwise)."""
-        path = self.directory / "policy" / "config" / f"{short_stack_name(stack)}.json"
-        return path if path.is_file() else None
 
 
 @dataclass(frozen=True)
@@ -225,15 +221,16 @@ def read_stack_document(path: Path, stack: str, known: list[str]) -> tuple[dict[
     """Wire values, secret keys and structured (list/map) keys of the stack file at ``path``.
 
     The rules of the document itself: it exists (else the ``known`` stacks are listed),
-    is YAML, is not empty, has a ``config:`` mapping. ``secure:`` entries cannot be
+    is YAML read as Pulumi reads it (:mod:`kimi_k3.stack.stack_file`: no key twice, no YAML 1.1
+    spelling, ``secure:`` values that are ciphertext), is not empty, has a ``config:`` mapping. ``secure:`` entries cannot be
     decrypted offline: a marked placeholder stands in and the key is reported secret; it
     ends with a digest of the (public) ciphertext, so a rotated secret gives another
     placeholder and a plan against the previous one shows the change (:mod:`kimi_k3.offline.state`).
     """
     if not path.is_file():
         raise SettingsError("stack", stack, f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
-    try:
-        document = yaml.safe_load(path.read_text())
+    try:  # duplicate keys, YAML 1.1 spellings and plain-text secure: values are refused with the key and line
+        document = stack_file.load(path)
     except yaml.YAMLError as err:
         raise SettingsError("stack", stack, f"{path.name} is not valid YAML: {' '.join(str(err).split())}") from None
     if document is None:

@@ -40,6 +40,7 @@ INPUTS = {
     "ApiProxyConfig": "kimi_k3.serving.api_proxy:ApiProxyConfig",
     "DrainPlan": "kimi_k3.serving.drain:DrainPlan",
     "check_listener": "kimi_k3.serving.nlb:check_listener",
+    "ConversationRouting": "kimi_k3.serving.router:ConversationRouting",
     "HyperPodRouting": "kimi_k3.hyperpod.routing:HyperPodRouting",
     "InferenceEndpoint": "kimi_k3.hyperpod.endpoint:render_inference_endpoint_config",  # the paths check_servable reports
     "startup_warnings": "kimi_k3.weights.estimate:startup_warnings",
@@ -91,6 +92,7 @@ SEAM: tuple[Feed, ...] = (
     Feed("servingPreStopSeconds", "VllmServingArgs", "pre_stop_sleep_s"),
     Feed("servingTerminationGraceSeconds", "VllmServingArgs", "termination_grace_period_s", "0 is None: the drain plan's minimum"),
     Feed("nlbIdleTimeoutSeconds", "VllmServingArgs", "nlb_idle_timeout_s", "None is the NLB module's default, the key's default"),
+    Feed("conversationRouting", "VllmServingArgs", "routing", "true is a ConversationRouting of the router keys (with two or more replicas), false None"),
     # the rules the serving components build on: the API proxy, the stop sequence, the NLB
     Feed("servingMaxGenerationSeconds", "ApiProxyConfig", "max_generation_s"),
     Feed("servingDrainSeconds", "ApiProxyConfig", "drain_s"),
@@ -102,6 +104,11 @@ SEAM: tuple[Feed, ...] = (
     Feed("nlbIdleTimeoutSeconds", "check_listener", "idle_timeout_s", "None is the NLB module's default, the key's default"),
     Feed("servingPreStopSeconds", "check_listener", "pre_stop_sleep_s"),
     Feed("servingDrainSeconds", "check_listener", "drain_s"),  # its proxy's drain_s: the deregistration delay is preStop + drain
+    # the routing tier (its stop sequence is the DrainPlan's rule with the router's preStop and servingDrainSeconds)
+    Feed("routerSessionHeader", "ConversationRouting", "session_header"),
+    Feed("routerReplicas", "ConversationRouting", "router_replicas"),
+    Feed("routerPreStopSeconds", "ConversationRouting", "pre_stop_sleep_s"),
+    Feed("routerImage", "ConversationRouting", "image"),
     # the HyperPod operator and endpoint
     Feed("hyperpodRoutingStrategy", "HyperPodRouting", "routing_strategy", "empty is None: the operator's default"),
     Feed("hyperpodLoadBalancerAlgorithm", "HyperPodRouting", "load_balancer_algorithm", "empty is None: the operator's default"),

@@ -25,6 +25,26 @@ from kimi_k3.errors import UserError
 from kimi_k3.weights.startup_figures import DEFAULT_CAPTURE_SIZES, FIGURES
 
 CASES = ("cold", "warm", "pod re-created", "container restart")
+CASE_MEANINGS = {
+    "cold": "a new GPU node at a block's first start: node boot, image pull, weights fetched, the engine compiles from scratch",
+    "warm": "a new node of a later block (or a replaced node) with the compile caches of an earlier start restored from S3 "
+            "(compileCacheS3Uri; without them it is the cold case)",
+    "pod re-created": "the node stays and the serving pod is replaced (rollout, eviction): the clock starts once the old pod has drained; "
+                      "the weights stay on the node with nodeLocalWeights, else they are fetched again",
+    "container restart": "the engine container restarts in the same pod (a crash, the liveness probe): back-off, then the engine "
+                         "starts from the page cache and the pod's caches",
+}
+"""What each of :data:`CASES` is, as ``kimi-k3 plan`` and the README print it."""
+COST_MEANING = (
+    "the block's prepaid GPU time that passes before the first token (minutes x block rate x nodes), not an extra bill: "
+    "a Capacity Block is paid up front for its whole window; the date is when the rate was read or estimated"
+)
+"""What the cost-per-start line means."""
+
+
+def legend_lines() -> list[str]:
+    """The definitions printed under the time-to-first-token and cost lines."""
+    return [f"{case}: {CASE_MEANINGS[case]}" for case in CASES] + [f"cost per start: {COST_MEANING}"]
 END_BUFFER_MIN = 40
 """EKS scales a Capacity Block node group to 0 forty minutes before the block ends (EKS user guide, capacity-blocks-mng)."""
 

@@ -130,9 +130,21 @@ DOCKER_HUB_URL = "registry-1.docker.io"
 _PREFIX = re.compile(r"^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*$")
 
 
+def valid_prefix(ecr_repository_prefix: str) -> bool:
+    """Whether ECR accepts ``ecr_repository_prefix`` as a pull-through cache rule's prefix (CreatePullThroughCacheRule:
+    2-30 characters, ``(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*``)."""
+    return 2 <= len(ecr_repository_prefix) <= 30 and bool(_PREFIX.match(ecr_repository_prefix))
+
+
 def pull_through_cache_rule_args(credential_secret_arn: str, ecr_repository_prefix: str = "docker-hub") -> aws.ecr.PullThroughCacheRuleArgs:
-    """The ECR rule caching Docker Hub under ``ecr_repository_prefix`` (credentials from Secrets Manager, as ECR requires for Docker Hub)."""
-    if not (2 <= len(ecr_repository_prefix) <= 30 and _PREFIX.match(ecr_repository_prefix)):
+    """The ECR rule caching Docker Hub under ``ecr_repository_prefix`` (credentials from Secrets Manager, as ECR requires for Docker Hub).
+
+    A registry holds one rule per prefix: creating one whose prefix another rule has fails
+    (``PullThroughCacheRuleAlreadyExistsException``, ECR API reference, CreatePullThroughCacheRule). Adopt an existing
+    rule with ``pulumi import aws:ecr/pullThroughCacheRule:PullThroughCacheRule <name> <prefix>`` (the import id is the
+    prefix; docs/weights.md has the exact command with the parent), or pick another prefix.
+    """
+    if not valid_prefix(ecr_repository_prefix):
         raise UserError(f"pull-through cache: prefix {ecr_repository_prefix!r} is not accepted; expected 2-30 lower-case characters as ECR repository names use")
     match = re.match(r"^arn:aws[\w-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:(.+)$", credential_secret_arn or "")
     if not match or not match.group(1).startswith(ECR_SECRET_PREFIX):

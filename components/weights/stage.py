@@ -122,6 +122,31 @@ def survey(hub: HubClient, s3: Any, location: S3Location, model_id: str, revisio
     return classify(files, objects, manifest), manifest
 
 
+def survey_manifest(s3: Any, location: S3Location, model_id: str, revision: str, workers: int = 16) -> tuple[list[FileVerdict], Manifest] | None:
+    """The prefix against its own manifest, from S3 alone (no Hugging Face): ``None`` without a manifest of that revision.
+
+    A file is staged when its object exists with the manifest's size and CRC32 (the manifest
+    is written only after every file was verified against its published checksum).
+    """
+    manifest = read_manifest(s3, location)
+    if manifest is None or (manifest.model_id, manifest.revision) != (model_id, revision):
+        return None
+    objects = head_many(s3, location, [e.path for e in manifest.entries], workers=workers)
+    verdicts = []
+    for entry in sorted(manifest.entries, key=lambda e: (-e.size, e.path)):
+        file = HubFile(entry.path, entry.size, entry.git_oid or "", entry.sha256)
+        obj = objects.get(entry.path)
+        if obj is None:
+            verdicts.append(FileVerdict(file, MISSING))
+        elif obj.size != entry.size:
+            verdicts.append(FileVerdict(file, MISMATCHED, f"size {obj.size} instead of the manifest's {entry.size}", obj.crc32))
+        elif entry.crc32 and obj.crc32 != entry.crc32:
+            verdicts.append(FileVerdict(file, MISMATCHED, f"CRC32 {obj.crc32} differs from the manifest's {entry.crc32}", obj.crc32))
+        else:
+            verdicts.append(FileVerdict(file, STAGED, crc32=obj.crc32))
+    return verdicts, manifest
+
+
 @dataclass
 class StageReport:
     """What one :func:`stage` run did."""

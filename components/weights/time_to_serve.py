@@ -88,6 +88,8 @@ class TimeToServeArgs:
     """Declare the ``WeightsStagingJob`` copying ``model_id@revision`` into ``weights_s3_uri`` (after the bucket, when one is declared)."""
     allow_floating_tag: bool = False
     """The staging Job may run a tag-pinned image (outside prod)."""
+    staging_image: str | None = None
+    """Image of the staging Job (Python 3 and boto3; :mod:`kimi_k3.weights.system_disk` says why a small one); ``None``: ``engine_image``."""
     hugging_face_token: pulumi.Input[str] | None = None
     """Hugging Face token for gated repositories (a Pulumi secret), stored in a Secret for the staging Job only; ``None``: anonymous download, no Secret."""
     node_local_weights: bool = False
@@ -97,7 +99,9 @@ class TimeToServeArgs:
     image_prepull: bool = False
     """Declare the pre-pull DaemonSet pulling ``engine_image`` on the GPU nodes of ``instance_type`` (namespace ``kimi-image-prepull``)."""
     pull_through_secret_arn: str | None = None
-    """Docker Hub credentials (``ecr-pullthroughcache/`` secret ARN) of the ECR pull-through rule ``docker-hub``; ``None``: no rule, no node policy."""
+    """Docker Hub credentials (``ecr-pullthroughcache/`` secret ARN) of the ECR pull-through rule; ``None``: no rule, no node policy."""
+    pull_through_prefix: str = PULL_THROUGH_PREFIX
+    """ECR repository prefix of the pull-through rule (one rule per prefix in a registry: unique per stack sharing an account)."""
     node_role_name: pulumi.Input[str] | None = None
     """Name of the GPU nodes' IAM role (gets the pull-through policy)."""
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -135,7 +139,8 @@ class TimeToServe(pulumi.ComponentResource):
             self.staging_job = WeightsStagingJob(
                 f"{name}-stage",
                 WeightsStagingJobArgs(
-                    image=args.engine_image, model_id=args.model_id, revision=args.revision, s3_uri=args.weights_s3_uri, cluster_name=args.cluster_name,
+                    image=args.staging_image or args.engine_image, model_id=args.model_id, revision=args.revision, s3_uri=args.weights_s3_uri,
+                    cluster_name=args.cluster_name,
                     aws_region=args.region, sha256_manifest=args.sha256_manifest or "SHA256SUMS", hugging_face_token=args.hugging_face_token,
                     kms_key_arn=args.kms_key_arn, allow_floating_tag=args.allow_floating_tag,
                 ),
@@ -214,7 +219,7 @@ class TimeToServe(pulumi.ComponentResource):
         """The ECR pull-through cache rule for Docker Hub, and what the node role needs to pull through it."""
         assert args.pull_through_secret_arn is not None
         child = pulumi.ResourceOptions(parent=self)
-        self.pull_through_rule = aws.ecr.PullThroughCacheRule(f"{name}-docker-hub-cache", image_pull.pull_through_cache_rule_args(args.pull_through_secret_arn, PULL_THROUGH_PREFIX), opts=child)
+        self.pull_through_rule = aws.ecr.PullThroughCacheRule(f"{name}-docker-hub-cache", image_pull.pull_through_cache_rule_args(args.pull_through_secret_arn, args.pull_through_prefix), opts=child)
         if args.node_role_name is None:
             return
         account = args.pull_through_secret_arn.split(":")[4]
@@ -222,7 +227,7 @@ class TimeToServe(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-node-pull-through",
             role=args.node_role_name,
-            policy=json.dumps(image_pull.pull_through_node_policy(account, args.region, PULL_THROUGH_PREFIX, partition)),
+            policy=json.dumps(image_pull.pull_through_node_policy(account, args.region, args.pull_through_prefix, partition)),
             opts=child,
         )
 

@@ -28,8 +28,9 @@ from kimi_k3.core import catalog
 from kimi_k3.core.formats import KNOWN_REGION
 from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import SettingsError
+from kimi_k3.stack import no_effect, region_facts
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT
-from kimi_k3.stack.settings._reader import INSTANCE_TYPE_RE, SECRET_PLACEHOLDER_PREFIX, Secret, _one_of, _Reader
+from kimi_k3.stack.settings._reader import INSTANCE_TYPE_RE, SECRET_PLACEHOLDER_PREFIX, Secret, _changed_keys, _key, _one_of, _Reader
 from kimi_k3.stack.settings.capacity import CapacitySettings, GpuPluginSettings, _validate_capacity, _validate_plugins
 from kimi_k3.stack.settings.cluster import ClusterSettings, DeploymentSettings, _validate_cluster, _validate_deployment
 from kimi_k3.stack.settings.hyperpod import EKS_ONLY_KEYS, HYPERPOD_ONLY_KEYS, HyperPodSettings, _validate_hyperpod
@@ -210,7 +211,11 @@ def _region(values: Mapping[str, Any]) -> str:
     if region in (None, ""):
         raise SettingsError("aws:region", None, "it is required: the AWS region of the stack, e.g. us-east-2 (pulumi config set aws:region us-east-2)")
     if not KNOWN_REGION.fullmatch(str(region)):
-        raise SettingsError("aws:region", region, "expected an AWS region name such as us-east-1, us-west-2 or eu-north-1")
+        near = region_facts.nearest_region(str(region))
+        raise SettingsError("aws:region", region, f"expected an AWS region name such as us-east-1, us-west-2 or eu-north-1{f'; did you mean {near}?' if near else ''}")
+    problem = region_facts.unknown_region(str(region))
+    if problem:
+        raise SettingsError("aws:region", region, problem)
     return str(region)
 
 
@@ -236,9 +241,18 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     monitoring = _validate_monitoring(r)
     if monitoring.prometheus_operator:
         serving = dataclasses.replace(serving, service_monitor_enabled=True)
-    deployment = _validate_deployment(r, region, network, cluster, serving)
-    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings)
+    deployment = _validate_deployment(r, region, network, cluster, serving, prod)
+    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings, default_prefix=f"{project}-{stack}-docker-hub",
+        system_disk_gib=cluster.system_node_disk_gib,
+    )
     hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, f"{project}-{stack}", warnings)
+    warnings.extend(no_effect.no_effect_warnings(r.get, lambda names: _changed_keys(r, names)))
+    warnings.extend(region_facts.region_warnings(region, capacity.instance_type))
+    unpinned = region_facts.unpinned_weights(serving.contract.weights.s3_uri, serving.contract.weights.revision)
+    if unpinned and prod:
+        raise SettingsError(_key("weightsS3Uri"), serving.contract.weights.s3_uri, f"prod requires a pinned prefix: {unpinned}")
+    if unpinned:
+        warnings.append(f"{_key('weightsS3Uri')}: {unpinned} (refused in prod)")
 
     return StackSettings(
         project=project,

@@ -70,10 +70,9 @@ class _Reader:
                 return raw
             if isinstance(raw, float) and raw.is_integer():
                 return int(raw)
-            try:
-                return int(str(raw).strip())
-            except ValueError:
-                raise SettingsError(key.full_name, raw, "expected a whole number") from None
+            if not re.fullmatch(r"[+-]?[0-9]+", str(raw).strip()):  # ASCII digits only, as Pulumi's integer parsing
+                raise SettingsError(key.full_name, raw, "expected a whole number in ASCII digits")
+            return int(str(raw).strip())
         if key.type == "boolean":
             if isinstance(raw, bool):
                 return raw

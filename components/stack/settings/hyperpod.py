@@ -36,9 +36,10 @@ EKS_ONLY_KEYS = (
     "servingAllowedCidrs", "serviceMonitorEnabled",
     "servingExtraRoutes", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds",
     "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "weightsKmsKeyArn",
-    "prometheusOperatorEnabled", "deliveryCheckEnabled",
-    "weightsStagingJob", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "imagePrePull", "fastImagePull",
-    "dockerHubPullThroughSecretArn", "weightsVerifyHasher", "nodeCleanupImage",
+    "prometheusOperatorEnabled", "prometheusOperatorInstall", "prometheusOperatorChartVersion", "deliveryCheckEnabled",
+    "weightsStagingJob", "weightsStagingImage", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "imagePrePull", "fastImagePull",
+    "dockerHubPullThroughSecretArn", "ecrPullThroughPrefix", "weightsVerifyHasher", "nodeCleanupImage",
+    "conversationRouting", "routerSessionHeader", "routerReplicas", "routerPreStopSeconds", "routerImage",
 )
 """Keys only the EKS path reads (Capacity Block node group, GPU plugins, the API proxy and its drain, the NLB, the alerts): a ``hyperpod`` stack warns when one is set."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kimi_k3.core import catalog
 from kimi_k3.core.formats import (
     DNS_LABEL,
     LABEL_KEY,
@@ -14,6 +15,7 @@ from kimi_k3.core.formats import (
 )
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.settings._reader import _in_range, _key, _Reader
+from kimi_k3.stack.settings.capacity import _chart_version
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,11 @@ class MonitoringSettings:
     """Threshold of the time-to-first-token alert, seconds."""
     delivery_check: bool = True
     """Declare the CloudWatch delivery check on the GPU node group's ASG."""
+    install_operator: bool = True
+    """With ``prometheus_operator``: install kube-prometheus-stack and declare ``namespace`` (``prometheusOperatorInstall``);
+    false: the operator's CRDs pre-exist and are read (a preview fails on a missing one)."""
+    operator_chart_version: str = catalog.KUBE_PROMETHEUS_STACK_CHART.version
+    """kube-prometheus-stack chart version (``prometheusOperatorChartVersion``)."""
 
 
 def _validate_monitoring(r: _Reader) -> MonitoringSettings:
@@ -62,4 +69,6 @@ def _validate_monitoring(r: _Reader) -> MonitoringSettings:
         dashboard_namespace=namespaces["grafanaDashboardNamespace"] or namespaces["monitoringNamespace"],
         ttft_p99_s=_in_range("alertTtftP99Seconds", r.get("alertTtftP99Seconds"), 1, 600),
         delivery_check=r.get("deliveryCheckEnabled"),
+        install_operator=r.get("prometheusOperatorInstall"),
+        operator_chart_version=_chart_version("prometheusOperatorChartVersion", r.get("prometheusOperatorChartVersion")),
     )

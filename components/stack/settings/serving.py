@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kimi_k3.core import catalog
 from kimi_k3.errors import SettingsError, UserError
@@ -21,6 +22,9 @@ from kimi_k3.stack import seam
 from kimi_k3.stack.settings._reader import Secret, _cidr_list, _in_range, _key, _one_of, _Reader
 from kimi_k3.stack.settings.capacity import CapacitySettings
 from kimi_k3.stack.settings.network import NetworkSettings
+
+if TYPE_CHECKING:
+    from kimi_k3.serving.router import ConversationRouting
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,13 @@ class ServingSettings:
     """The API proxy, the drain and the NLB (:func:`_validate_serving_front`)."""
     hyperpod_routing: HyperPodRouting = field(default_factory=HyperPodRouting)
     """The HyperPod operator's routing and KV-cache options (``HyperPodRouting``), for ``kimi-k3 hyperpod``."""
+    routing: ConversationRouting | None = None
+    """The routing tier (``conversationRouting`` and the ``router*`` keys); ``None`` when off. The composition declares it only
+    with two or more replicas (:meth:`routing_for`)."""
+
+    def routing_for(self, replicas: int) -> ConversationRouting | None:
+        """The routing tier for ``replicas`` resolved replicas: none for one replica (nothing to route between)."""
+        return self.routing if replicas >= 2 else None
 
 
 @contextlib.contextmanager
@@ -81,7 +92,11 @@ def _contract_key() -> Iterator[None]:
     except ContractError as err:
         if seam.key_name("ServingContract", err.field) is None:
             raise
-        raise seam.refused("ServingContract", err.field, err.value, seam.in_key_terms("ServingContract", err.accepted)) from None
+        value, hidden = _masked(list(err.value) if isinstance(err.value, tuple) else err.value)  # an engine arg or env entry may hold a credential: never shown
+        accepted = seam.in_key_terms("ServingContract", err.accepted)
+        for secret in sorted(hidden, key=len, reverse=True):
+            accepted = accepted.replace(secret, "***")
+        raise seam.refused("ServingContract", err.field, value, accepted) from None
 
 
 def _engine_recipe(capacity: CapacitySettings, pipeline_parallel_size: Any) -> engine_profiles.EngineRecipe | None:
@@ -100,10 +115,52 @@ def _serving_env(r: _Reader) -> dict[str, str]:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise SettingsError(_key("servingEnv"), item, "expected NAME=value items, e.g. NCCL_DEBUG=INFO")
+        if CREDENTIAL_ENV.search(name):
+            raise SettingsError(
+                _key("servingEnv"), f"{name}=***",
+                f"{name} looks like a credential, and servingEnv is written in plain text into the Deployment (and the plan's manifests): "
+                f"{_credential_setting(name)}",
+            )
         if name in env:
-            raise SettingsError(_key("servingEnv"), item, f"{name} is set twice")
+            raise SettingsError(_key("servingEnv"), f"{name}=***", f"{name} is set twice")
         env[name] = value
     return env
+
+
+CREDENTIAL_ENV = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?|ACCESS_KEY_ID)(_|$)")
+"""Environment variable names that hold a credential (``HF_TOKEN``, ``*_API_KEY``, ``AWS_SECRET_ACCESS_KEY`` ...)."""
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(token|key|secret|password)[\w-]*", re.IGNORECASE)
+
+
+def _credential_setting(name: str) -> str:
+    """The dedicated setting for a credential someone put into ``servingEnv``."""
+    if name.startswith("AWS_"):
+        return "the serving pods get AWS credentials from EKS Pod Identity (the stack's serving role), never keys: remove it"
+    if "HF" in name or "HUGGING" in name:
+        return f"set the token with `pulumi config set --secret {_key('huggingFaceToken')} <token>` (a Kubernetes Secret) and remove it"
+    if "API_KEY" in name:
+        return f"the engine's key is {_key('apiKey')} (`pulumi config set --secret {_key('apiKey')} <key>`, a Kubernetes Secret): remove it"
+    return "keep it in a Kubernetes Secret of your own; servingEnv holds no secrets"
+
+
+def _masked(items: Any) -> tuple[Any, list[str]]:
+    """``items`` (env ``NAME=value`` or engine args) with credential values replaced by ``***``, and the values masked."""
+    if not isinstance(items, (list, tuple)):
+        return items, []
+    shown, hidden = [], []
+    after_flag = False
+    for item in map(str, items):
+        name, sep, value = item.partition("=")
+        if after_flag and item:
+            hidden.append(item)
+            item = "***"
+        elif sep and value and (CREDENTIAL_ENV.search(name) or _SECRET_FLAG.match(name)):
+            hidden.append(value)
+            item = f"{name}=***"
+        after_flag = bool(_SECRET_FLAG.fullmatch(item.split("=")[0])) and "=" not in item and item.startswith("-")
+        shown.append(item)
+    return shown, hidden
+
 
 
 def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySettings, network: NetworkSettings, warnings: list[str]) -> ServingSettings:
@@ -189,6 +246,7 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         hugging_face_token=r.secret("huggingFaceToken"),
         front=_validate_serving_front(r, contract, exposure, warnings),
         hyperpod_routing=_validate_hyperpod_routing(r),
+        routing=_validate_routing(r, prod, exposure),
     )
 
 
@@ -199,6 +257,34 @@ def _validate_hyperpod_routing(r: _Reader) -> HyperPodRouting:
         return HyperPodRouting(**values)
     except HyperPodRoutingError as err:
         raise seam.refused("HyperPodRouting", err.field, values[err.field], str(err).split("; ", 1)[1]) from None
+
+
+def _validate_routing(r: _Reader, prod: bool, exposure: str) -> ConversationRouting | None:
+    """The routing tier's keys, checked by :class:`ConversationRouting` and the stop sequence's rule (:class:`DrainPlan`); the keys
+    are named back through the seam."""
+    from kimi_k3.serving import drain, nlb
+    from kimi_k3.serving.router import ConversationRouting, RoutingError  # the router module declares Kubernetes objects: loaded when used
+
+    if not r.get("conversationRouting"):
+        return None
+    values = {field: r.get(key) for field, key in seam.feeds("ConversationRouting").items()}
+    image = values["image"]
+    try:
+        reference = ImageContract.parse(image)
+    except ContractError:
+        raise SettingsError(_key("routerImage"), image, "expected repo:tag or repo@sha256:<64 hex>") from None
+    if prod and not reference.pinned:
+        raise SettingsError(_key("routerImage"), image, "prod requires an image pinned by digest: repo@sha256:<64 hex> (mirror envoyproxy/envoy into ECR)")
+    try:
+        routing = ConversationRouting(**values)
+    except RoutingError as err:
+        key = seam.key_name("ConversationRouting", err.field) or "routerSessionHeader"
+        raise SettingsError(_key(key), r.get(key), str(err).split("; ", 1)[-1]) from None
+    try:
+        routing.drain_plan(r.get("servingDrainSeconds"), exposure in nlb.EXPOSURE_SCHEMES)
+    except drain.DrainError as err:
+        raise SettingsError(_key(seam.key_name("ConversationRouting", err.field) or "servingDrainSeconds"), err.value, err.accepted) from None
+    return routing
 
 
 def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str, warnings: list[str]) -> ServingFrontSettings:

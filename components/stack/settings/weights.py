@@ -22,6 +22,8 @@ class TimeToServeSettings:
 
     staging_job: bool = False
     """Declare the in-region ``WeightsStagingJob`` (``weightsStagingJob``)."""
+    staging_image: str | None = None
+    """Image of the staging Job (``weightsStagingImage``); ``None``: the serving image."""
     bucket_name: str | None = None
     """Declare a ``WeightsBucket`` of that name (``weightsBucketName``)."""
     compile_cache_s3_uri: str | None = None
@@ -38,6 +40,8 @@ class TimeToServeSettings:
     """Docker Hub credentials of the ECR pull-through cache rule (``dockerHubPullThroughSecretArn``); ``None``: no rule."""
     pull_through_upstream_image: str | None = None
     """The Docker Hub ``servingImage`` as configured, when the contract's image was rewritten to the pull-through cache."""
+    pull_through_prefix: str = "docker-hub"
+    """ECR repository prefix of the pull-through cache rule (``ecrPullThroughPrefix``; default ``<project>-<stack>-docker-hub``)."""
     verify_hasher: str = "auto"
     """Hasher of the node-side sha256 check (``weightsVerifyHasher``)."""
 
@@ -55,7 +59,8 @@ _SECRET_ARN = re.compile(r"^arn:aws[\w-]*:secretsmanager:([a-z0-9-]+):(\d{12}):s
 
 
 def _validate_time_to_serve(
-    r: _Reader, prod: bool, region: str, capacity: CapacitySettings, serving: ServingSettings, warnings: list[str]
+    r: _Reader, prod: bool, region: str, capacity: CapacitySettings, serving: ServingSettings, warnings: list[str], *, default_prefix: str = "docker-hub",
+    system_disk_gib: int = 50,
 ) -> tuple[TimeToServeSettings, ServingSettings]:
     """The ``Time to serve`` keys. The rules live in ``kimi_k3.weights`` (staging Job, bucket, compile cache key,
     node sync, FastImagePull vs the AMI release, the pull-through cache rule); this layer names the key.
@@ -63,7 +68,7 @@ def _validate_time_to_serve(
     Returns the settings and the serving settings, whose contract image is rewritten to the ECR pull-through
     cache when ``dockerHubPullThroughSecretArn`` is set.
     """
-    from kimi_k3.weights import WeightsError, bucket, compile_cache, image_pull, node_sync, staging_job
+    from kimi_k3.weights import WeightsError, bucket, compile_cache, image_pull, node_sync, staging_job, system_disk
     from kimi_k3.weights.estimate import image_in_region
     from kimi_k3.weights.s3store import S3Location
 
@@ -72,13 +77,26 @@ def _validate_time_to_serve(
     hasher = _one_of("weightsVerifyHasher", r.get("weightsVerifyHasher"), node_sync.HASHERS)
 
     staging = r.get("weightsStagingJob")
+    staging_image = r.get("weightsStagingImage") or None
     if staging:
         if weights.source != "s3" or weights.s3_uri is None:
             raise SettingsError(_key("weightsStagingJob"), True, f"needs {_key('weightsSource')} s3 and {_key('weightsS3Uri')}: the Job stages the revision into that prefix")
+        if staging_image is not None:
+            if not _image_like(staging_image):
+                raise SettingsError(_key("weightsStagingImage"), staging_image, "expected repo:tag or repo@sha256:<64 hex>")
+            if prod and "@sha256:" not in staging_image:
+                raise SettingsError(_key("weightsStagingImage"), staging_image, "prod requires an image pinned by digest: build images/weights-staging, push it to ECR and use repo@sha256:<64 hex>")
         try:
-            staging_job.check_inputs(s3_uri=weights.s3_uri, revision=weights.revision, image=contract.image.image, allow_floating_tag=not prod)
+            staging_job.check_inputs(s3_uri=weights.s3_uri, revision=weights.revision, image=staging_image or contract.image.image, allow_floating_tag=not prod)
         except UserError as err:
             raise SettingsError(_key("weightsStagingJob"), True, f"accepted only when the staging Job can run: {err}") from None
+        verdict = system_disk.check(system_disk_gib, system_disk.STAGING_IMAGE if staging_image else system_disk.ENGINE_IMAGE)
+        if not verdict.fits:
+            fix = "" if staging_image else f", or set {_key('weightsStagingImage')} to the small image (images/weights-staging)"
+            raise SettingsError(
+                _key("systemNodeDiskGiB"), system_disk_gib,
+                f"the staging Job ({_key('weightsStagingJob')}) runs on the system nodes: {system_disk.refusal(verdict)}{fix}",
+            )
 
     bucket_name = r.get("weightsBucketName") or None
     cache_uri = r.get("compileCacheS3Uri") or None
@@ -139,17 +157,21 @@ def _validate_time_to_serve(
 
     secret_arn = r.get("dockerHubPullThroughSecretArn") or None
     upstream = None
+    prefix = r.get("ecrPullThroughPrefix") or default_prefix
+    if (secret_arn is not None or r.get("ecrPullThroughPrefix")) and not image_pull.valid_prefix(prefix):  # the default only where a rule uses it
+        where = "" if r.get("ecrPullThroughPrefix") else f" (the default <project>-<stack>-docker-hub is too long here: set {_key('ecrPullThroughPrefix')})"
+        raise SettingsError(_key("ecrPullThroughPrefix"), prefix, f"2-30 lower-case letters, digits and . _ - (/ between parts), as ECR's ecrRepositoryPrefix{where}")
     if secret_arn is not None:
         try:
-            image_pull.pull_through_cache_rule_args(secret_arn)
+            image_pull.pull_through_cache_rule_args(secret_arn, prefix)
         except UserError as err:
             raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"expected a Secrets Manager secret ARN ({err})") from None
         match = _SECRET_ARN.match(secret_arn)
         assert match is not None  # pull_through_cache_rule_args checked the shape
         if match.group(1) != region:
-            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region}: ECR reads the credentials of a pull-through cache rule in the rule's own region")
+            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region} (aws:region): ECR reads the credentials of a pull-through cache rule in the rule's own region")
         try:
-            rewritten = image_pull.through_cache(contract.image.image, match.group(2), region)
+            rewritten = image_pull.through_cache(contract.image.image, match.group(2), region, prefix)
         except UserError:
             if not image_in_region(contract.image.reference.repository, region):
                 warnings.append(
@@ -162,8 +184,8 @@ def _validate_time_to_serve(
             serving = dataclasses.replace(serving, contract=contract)
 
     settings = TimeToServeSettings(
-        staging_job=staging, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
+        staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
         image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
-        pull_through_upstream_image=upstream, verify_hasher=hasher,
+        pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
     )
     return settings, serving
