@@ -72,7 +72,9 @@ def test_conversations_stay_where_their_prefix_is_cached_far_faster_than_random_
 
 def test_a_drained_replica_gets_no_new_session_and_its_sessions_move(sandbox, tmp_path):
     """Four replicas; one leaves the headless Service (not ready, or its pod deleted): the routers' next look-up drops it."""
-    small = conv.ConversationPlan(conversations=32, turns=2, concurrency=16, system_prompt_words=50, turn_words=20, max_tokens=2)
+    # One request at a time: bounded load never moves a session (the first test covers it under load), so every session's
+    # replica is its place on the hash ring, before and after, and what moves is the ring's doing alone.
+    small = conv.ConversationPlan(conversations=32, turns=2, concurrency=1, system_prompt_words=50, turn_words=20, max_tokens=2)
     with harness.replica_process(4, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas) as envoy:
         before = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=small)
         home = {r.conversation: r.replica for r in before.records if r.turn == 2}
@@ -83,8 +85,8 @@ def test_a_drained_replica_gets_no_new_session_and_its_sessions_move(sandbox, tm
         again = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=small)
         fresh = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=dataclasses.replace(small, turns=1, seed=7))
     assert all(r.status == 200 for r in before.records + again.records + fresh.records)
-    # Turns stay together; bounded load moves a few first turns when 16 arrive at once on a cold router.
-    assert sum(len({r.replica for r in before.records if r.conversation == cid}) > 1 for cid in home) <= len(home) // 8
+    # Turns stay together.
+    assert sum(len({r.replica for r in before.records if r.conversation == cid}) > 1 for cid in home) == 0
     assert drained not in {r.replica for r in again.records + fresh.records}
     after = {r.conversation: r.replica for r in again.records if r.turn == 1}
     stayed = [cid for cid, replica in home.items() if replica != drained]
