@@ -207,7 +207,6 @@ def validator_sites() -> list[str]:
 
 # --- the table: stack config keys (the settings name the key) ----------------------------------------------------------
 
-S = "stack/settings.py::"
 LIMITS: list[Limit] = []
 
 
@@ -235,23 +234,23 @@ def key_range(name: str, low: Any, high: Any, message: str, source: str, site: s
 
 
 key_range("availabilityZoneCount", 2, 4, "accepted: 2 to 4",
-          "stack/settings.py _validate_network (EKS needs subnets in two AZs; four AZs fill a /16 with /20s)", S + "_validate_network: _in_range('availabilityZoneCount')")
+          "stack/settings/network.py _validate_network (EKS needs subnets in two AZs; four AZs fill a /16 with /20s)", "stack/settings/network.py::_validate_network: _in_range('availabilityZoneCount')")
 limit(Limit("availabilityZones", "min", ["us-east-1a", "us-east-1b"], ["us-east-1a"], "at least 2 AZs (EKS needs subnets in two AZs)",
-            "stack/settings.py _validate_network (EKS: subnets in at least two AZs)", key("availabilityZones"), (S + "_validate_network: len(azs) < 2",), "availabilityZones"))
+            "stack/settings/network.py _validate_network (EKS: subnets in at least two AZs)", key("availabilityZones"), ("stack/settings/network.py::_validate_network: len(azs) < 2",), "availabilityZones"))
 limit(
     Limit("vpcCidr prefix", "min", "10.42.0.0/16", "10.42.0.0/15", "accepted: a prefix between /16 and /20 (AWS VPCs are /16 to /28)",
-          "stack/settings.py _validate_network (AWS VPCs are /16 to /28, Amazon VPC User Guide, VPC CIDR blocks)", key("vpcCidr"), (S + "_validate_network: vpc.prefixlen < 16",), "vpcCidr"),
+          "stack/settings/network.py _validate_network (AWS VPCs are /16 to /28, Amazon VPC User Guide, VPC CIDR blocks)", key("vpcCidr"), ("stack/settings/network.py::_validate_network: vpc.prefixlen < 16",), "vpcCidr"),
     Limit("vpcCidr prefix", "max", "10.42.0.0/20", "10.42.0.0/21", "too small for 2 AZs (at least a /22 private and a /26 public subnet per AZ); use a /20 or larger",
-          "stack/settings.py _validate_network (the library's /20: room for the subnets and the NLB of each AZ)", key("vpcCidr"), (S + "_validate_network: vpc.prefixlen > 20",), "vpcCidr"),
+          "stack/settings/network.py _validate_network (the library's /20: room for the subnets and the NLB of each AZ)", key("vpcCidr"), ("stack/settings/network.py::_validate_network: vpc.prefixlen > 20",), "vpcCidr"),
     Limit("clusterServiceCidr prefix", "min", "172.16.0.0/12", "10.128.0.0/11", "accepted: a prefix between /12 and /24 (EKS limits)",
-          "stack/settings.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24, EKS API KubernetesNetworkConfigRequest)", key("clusterServiceCidr"), (S + "_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
+          "stack/settings/cluster.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24, EKS API KubernetesNetworkConfigRequest)", key("clusterServiceCidr"), ("stack/settings/cluster.py::_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
     Limit("clusterServiceCidr prefix", "max", "172.20.0.0/24", "172.20.0.0/25", "accepted: a prefix between /12 and /24 (EKS limits)",
-          "stack/settings.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24)", key("clusterServiceCidr"), (S + "_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
+          "stack/settings/cluster.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24)", key("clusterServiceCidr"), ("stack/settings/cluster.py::_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
 )
-key_range("systemNodeCount", 2, 10, "accepted: 2 to 10", "stack/settings.py _validate_cluster (two or more for multi-AZ)", S + "_validate_cluster: _in_range('systemNodeCount')")
+key_range("systemNodeCount", 2, 10, "accepted: 2 to 10", "stack/settings/cluster.py _validate_cluster (two or more for multi-AZ)", "stack/settings/cluster.py::_validate_cluster: _in_range('systemNodeCount')")
 key_range("systemNodeDiskGiB", 20, 1000, "accepted: 20 to 1000",
-          "stack/settings.py _validate_cluster (the system launch template's gp3 root volume: EKS CreateNodegroup's 20 GiB default disk is the AMI's floor; 1000 GiB the library's ceiling)",
-          S + "_validate_cluster: _in_range('systemNodeDiskGiB')")
+          "stack/settings/cluster.py _validate_cluster (the system launch template's gp3 root volume: EKS CreateNodegroup's 20 GiB default disk is the AMI's floor; 1000 GiB the library's ceiling)",
+          "stack/settings/cluster.py::_validate_cluster: _in_range('systemNodeDiskGiB')")
 STAGED_URI = "s3://acme-ml-weights-us-east-1/moonshotai/Kimi-K3/3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20/"
 STAGING = {"weightsStagingJob": True, "weightsSource": "s3", "weightsS3Uri": STAGED_URI}
 """Context of the staging Job's keys: dev with the in-region staging Job into a pinned prefix of its region."""
@@ -260,52 +259,52 @@ limit(
           "weights/system_disk.py DiskVerdict.fits, LIMIT_PERCENT (kubelet imageGCHighThresholdPercent 85, evictionHard imagefs.available 15%): 6 + 2 + 12 + 24 GiB = 44 GiB, ceil(44 / 0.85) = 52",
           key("systemNodeDiskGiB", **STAGING), ("weights/system_disk.py::DiskVerdict.fits: self.percent <= LIMIT_PERCENT",), "systemNodeDiskGiB"),
     Limit("weightsStagingImage tag length", "max", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "expected repo:tag or repo@sha256",
-          "stack/settings.py _image_like, serving/contracts.py IMAGE_RE (OCI distribution spec: tags of at most 128)", key("weightsStagingImage", **STAGING),
+          "stack/settings/weights.py _image_like, serving/contracts.py IMAGE_RE (OCI distribution spec: tags of at most 128)", key("weightsStagingImage", **STAGING),
           ("serving/contracts.py::IMAGE_RE{0,127}",), "weightsStagingImage"),
     *(Limit("ecrPullThroughPrefix length", edge, at, beyond, "2-30 lower-case letters, digits and . _ -",
             "weights/image_pull.py valid_prefix (ECR CreatePullThroughCacheRule ecrRepositoryPrefix: length 2 to 30)", key("ecrPullThroughPrefix"),
             ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",), "ecrPullThroughPrefix")
       for edge, at, beyond in (("min", "dh", "d"), ("max", "d" * 30, "d" * 31))),
     Limit("ecrPullThroughPrefix's default <project>-<stack>-docker-hub against the stack name", "max", "s" * 11, "s" * 12, "the default <project>-<stack>-docker-hub is too long here",
-          "stack/settings.py _validate_time_to_serve, weights/image_pull.py valid_prefix (ECR ecrRepositoryPrefix: at most 30 = 'kimi-k3-' 8 + the stack + '-docker-hub' 11)",
+          "stack/settings/weights.py _validate_time_to_serve, weights/image_pull.py valid_prefix (ECR ecrRepositoryPrefix: at most 30 = 'kimi-k3-' 8 + the stack + '-docker-hub' 11)",
           lambda stack: settings.from_values(_stack_file("dev")[0], _stack_file("dev")[1], stack=stack),
           ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",), "ecrPullThroughPrefix"),
 )
-key_range("gpuRootVolumeGiB", 100, 2000, "accepted: 100 to 2000", "stack/settings.py _validate_capacity (images and weights live on the NVMe RAID0)", S + "_validate_capacity: _in_range('gpuRootVolumeGiB')")
+key_range("gpuRootVolumeGiB", 100, 2000, "accepted: 100 to 2000", "stack/settings/capacity.py _validate_capacity (images and weights live on the NVMe RAID0)", "stack/settings/capacity.py::_validate_capacity: _in_range('gpuRootVolumeGiB')")
 for _retention in ("flowLogRetentionDays", "clusterLogRetentionDays"):
     key_range(_retention, 1, 3653, "accepted: 1, 3, 5, 7, 14, 30", "core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs PutRetentionPolicy retentionInDays)")
 limit(Limit("efaDevicePluginVersion", "min", "0.5.10", "0.5.9", "accepted: 0.5.10 or newer",
-            "stack/settings.py _chart_version, addons/gpu_plugins.py EFA_MIN_VERSION (older charts misdetect the p6 EFA devices)", key("efaDevicePluginVersion"),
-            (S + "_chart_version: tuple(map(int, match.groups())) < minimum",), "efaDevicePluginVersion"))
+            "stack/settings/capacity.py _chart_version, addons/gpu_plugins.py EFA_MIN_VERSION (older charts misdetect the p6 EFA devices)", key("efaDevicePluginVersion"),
+            ("stack/settings/capacity.py::_chart_version: tuple(map(int, match.groups())) < minimum",), "efaDevicePluginVersion"))
 key_range("pipelineParallelSize", 1, 8, "accepted: 1 to 8", "core/catalog.py PIPELINE_PARALLEL_RANGE (serving/contracts.py EngineProfile)", efaEnabled=True)
 limit(*(Limit("gpuMemoryUtilization", edge, at, beyond, "accepted: 0.5 to 0.98", "core/catalog.py GPU_MEMORY_UTILIZATION_RANGE (serving/contracts.py EngineProfile)",
               key("gpuMemoryUtilization"), (), "gpuMemoryUtilization") for edge, at, beyond in (("min", "0.50", "0.49"), ("max", "0.98", "0.99"))))
 key_range("maxModelLen", 1024, 1_048_576, "accepted: 1024 to 1048576", "core/catalog.py MAX_MODEL_LEN_RANGE (the model's 1M context; serving/contracts.py EngineProfile)")
 key_range("engineReadyTimeoutSeconds", 600, 10_800, "accepted: 600 to 10800", "core/catalog.py ENGINE_READY_TIMEOUT_RANGE (VLLM_ENGINE_READY_TIMEOUT_S and the startup probe)")
-key_range("replicas", 0, 64, "accepted: 0 to 64", "stack/settings.py _validate_serving (0: one per group of reserved nodes; a Capacity Block holds at most 64 instances)", S + "_validate_serving: _in_range('replicas')")
-key_range("mediaInlineMiB", 0, 512, "accepted: 0 to 512", "stack/settings.py _validate_serving_front (the proxy's inline_media_bytes, at most 512 MiB)", S + "_validate_serving_front: _in_range('mediaInlineMiB')", **MEDIA)
+key_range("replicas", 0, 64, "accepted: 0 to 64", "stack/settings/serving.py _validate_serving (0: one per group of reserved nodes; a Capacity Block holds at most 64 instances)", "stack/settings/serving.py::_validate_serving: _in_range('replicas')")
+key_range("mediaInlineMiB", 0, 512, "accepted: 0 to 512", "stack/settings/serving.py _validate_serving_front (the proxy's inline_media_bytes, at most 512 MiB)", "stack/settings/serving.py::_validate_serving_front: _in_range('mediaInlineMiB')", **MEDIA)
 key_range("servingMaxGenerationSeconds", 60, 86_400, "expected a whole number from 60 to 86400", "serving/api_proxy.py ApiProxyConfig max_generation_s (the proxy's upstream read timeout)")
-key_range("servingDrainSeconds", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig drain_timeout_s, serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1)")
+key_range("servingDrainSeconds", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig drain_s, serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1)")
 key_range("servingPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE")
-key_range("alertTtftP99Seconds", 1, 600, "accepted: 1 to 600", "stack/settings.py _validate_monitoring (KimiK3TimeToFirstTokenHigh)", S + "_validate_monitoring: _in_range('alertTtftP99Seconds')")
-key_range("hyperpodEbsVolumeGiB", 1, 16_384, "accepted: 1 to 16384", "stack/settings.py _validate_hyperpod (SageMaker ClusterEbsVolumeConfig VolumeSizeInGB 1 to 16384)", S + "_validate_hyperpod: _in_range('hyperpodEbsVolumeGiB')", stack="hyperpod")
+key_range("alertTtftP99Seconds", 1, 600, "accepted: 1 to 600", "stack/settings/observability.py _validate_monitoring (KimiK3TimeToFirstTokenHigh)", "stack/settings/observability.py::_validate_monitoring: _in_range('alertTtftP99Seconds')")
+key_range("hyperpodEbsVolumeGiB", 1, 16_384, "accepted: 1 to 16384", "stack/settings/hyperpod.py _validate_hyperpod (SageMaker ClusterEbsVolumeConfig VolumeSizeInGB 1 to 16384)", "stack/settings/hyperpod.py::_validate_hyperpod: _in_range('hyperpodEbsVolumeGiB')", stack="hyperpod")
 limit(
     Limit("servingPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
           "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S = NLB_STOPS_SENDING_S 120 + CONTROLLER_LAG_S 30 (aws-load-balancer-controller#2366, #3270, containers-roadmap#470)",
-          key("servingPreStopSeconds", **NLB), ("serving/drain.py::DrainPlan.__post_init__: self.pre_stop_s < MIN_PRE_STOP_BEHIND_NLB_S",), "servingPreStopSeconds"),
+          key("servingPreStopSeconds", **NLB), ("serving/drain.py::DrainPlan.__post_init__: self.pre_stop_sleep_s < MIN_PRE_STOP_BEHIND_NLB_S",), "servingPreStopSeconds"),
     Limit("servingDrainSeconds behind an NLB (preStop + drain, the deregistration delay)", "max", 3420, 3421, "the target group takes 0-3600 s",
           "serving/nlb.py DEREGISTRATION_DELAY_RANGE (ELB target group deregistration_delay.timeout_seconds 0-3600) with the default preStop 180 s",
-          key("servingDrainSeconds", **NLB), ("serving/nlb.py::nlb_annotations: low <= delay <= high",), "servingDrainSeconds"),
+          key("servingDrainSeconds", **NLB), ("serving/nlb.py::check_listener: low <= delay <= high",), "servingDrainSeconds"),
     Limit("servingTerminationGraceSeconds against the stop sequence", "min", 2015, 2014, "it must be at least 2015 s = preStop 180 s + engine lag 5 s + drain 1800 s + margin 30 s",
           "serving/drain.py DrainPlan.minimum_grace_s (the kubelet kills the pod at the grace period)", key("servingTerminationGraceSeconds"),
-          ("serving/drain.py::DrainPlan.__post_init__: self.grace_period_s < self.minimum_grace_s",), "servingTerminationGraceSeconds"),
-    Limit("servingTerminationGraceSeconds", "max", 86_400, 86_401, "expected whole seconds from 1 to 86400", "serving/drain.py DrainPlan grace_period_s (a day)",
-          key("servingTerminationGraceSeconds"), ("serving/drain.py::DrainPlan.__post_init__: _whole('grace_period_s')",), "servingTerminationGraceSeconds"),
+          ("serving/drain.py::DrainPlan.__post_init__: self.termination_grace_period_s < self.minimum_grace_s",), "servingTerminationGraceSeconds"),
+    Limit("servingTerminationGraceSeconds", "max", 86_400, 86_401, "expected whole seconds from 1 to 86400", "serving/drain.py DrainPlan termination_grace_period_s (a day)",
+          key("servingTerminationGraceSeconds"), ("serving/drain.py::DrainPlan.__post_init__: _whole('termination_grace_period_s')",), "servingTerminationGraceSeconds"),
     Limit("nlbIdleTimeoutSeconds against servingMaxGenerationSeconds", "min", 1800, 1799, "idle_timeout_s 1799 is shorter than max_generation_s 1800",
           "serving/nlb.py nlb_annotations (a silent non-streamed answer outlives a shorter idle timeout)", key("nlbIdleTimeoutSeconds", **NLB),
-          ("serving/nlb.py::nlb_annotations: idle < proxy.max_generation_s",), "nlbIdleTimeoutSeconds"),
+          ("serving/nlb.py::check_listener: idle < proxy.max_generation_s",), "nlbIdleTimeoutSeconds"),
 )
-key_range("nlbIdleTimeoutSeconds", 60, 6000, "60", "serving/nlb.py IDLE_TIMEOUT_RANGE (Elastic Load Balancing, NLB TCP idle timeout 60-6000 s)", "serving/nlb.py::nlb_annotations: low <= idle <= high",
+key_range("nlbIdleTimeoutSeconds", 60, 6000, "60", "serving/nlb.py IDLE_TIMEOUT_RANGE (Elastic Load Balancing, NLB TCP idle timeout 60-6000 s)", "serving/nlb.py::check_listener: low <= idle <= high",
           servingMaxGenerationSeconds=60, **NLB)
 limit(
     Limit("hyperpodClusterName length", "max", "k" * 63, "k" * 64, "1-63 letters, digits and '-'", "hyperpod/rules.py SAGEMAKER_NAME (SageMaker ClusterName: at most 63)",
@@ -317,7 +316,7 @@ limit(
     Limit("vllmExtraArgs --max-num-seqs", "min", ["--max-num-seqs", "1"], ["--max-num-seqs", "0"], "--max-num-seqs takes a whole number of at least 1",
           "serving/contracts.py EngineProfile (vLLM refuses 0 sequences)", key("vllmExtraArgs"), ("serving/contracts.py::EngineProfile.__post_init__: int(value) < 1",), "vllmExtraArgs"),
     Limit("weightsS3Uri bucket name length", "max", f"s3://{'b' * 63}/p/", f"s3://{'b' * 64}/p/", "s3://bucket/prefix/ in the stack's region",
-          "serving/contracts.py S3_URI_RE (S3 bucket names: 3 to 63 characters)", key("weightsS3Uri", weightsSource="s3"), ("serving/contracts.py::S3_URI_RE{1,61}",), "weightsS3Uri"),
+          "core/s3.py S3_PREFIX_URI (S3 bucket names: 3 to 63 characters)", key("weightsS3Uri", weightsSource="s3"), ("core/s3.py::S3_PREFIX_URI{1,61}",), "weightsS3Uri"),
 )
 
 
@@ -458,8 +457,7 @@ component("scale-up margin", timedelta(0), None, "a duration of 0 or more", "cap
 def _network(**changes: Any) -> object:
     from kimi_k3.network.vpc import NetworkArgs, _validate
 
-    # region given: without it _validate asks the AWS provider (aws.get_region, an invoke), which needs a Pulumi runtime; the
-    # row then passed only after another row had left the mock engine's monitor set, and failed alone or first
+    # the region given: no aws.get_region() invoke, which needs a Pulumi runtime (a test on an xdist worker may run first)
     return _validate("net", NetworkArgs(**{"cluster_name": "kimi-dev", "availability_zones": ("us-east-1a", "us-east-1b"), "region": "us-east-1", **changes}))
 
 
@@ -486,13 +484,13 @@ def _drain(**changes: Any) -> object:
     return DrainPlan(**changes)
 
 
-component("drain plan preStop seconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE", lambda s: _drain(pre_stop_s=s), "serving/drain.py::DrainPlan.__post_init__: _whole('pre_stop_s')")
+component("drain plan preStop seconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE", lambda s: _drain(pre_stop_sleep_s=s), "serving/drain.py::DrainPlan.__post_init__: _whole('pre_stop_sleep_s')")
 component("drain plan drain seconds", 1, 3600, "expected whole seconds from 1 to 3600", "serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1; the NLB's deregistration delay at most 3600)",
           lambda s: _drain(drain_s=s), "serving/drain.py::DrainPlan.__post_init__: _whole('drain_s')")
 limit(Limit("drain plan preStop behind an NLB", "min", 150, 149, "behind an NLB it must be at least 150 s", "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S",
-            lambda s: _drain(pre_stop_s=s, behind_nlb=True)))
+            lambda s: _drain(pre_stop_sleep_s=s, behind_nlb=True)))
 limit(Limit("drain plan grace period against the shortest stop sequence", "min", 36, 35, "it must be at least 36 s = preStop 0 s + engine lag 5 s + drain 1 s + margin 30 s",
-            "serving/drain.py DrainPlan.minimum_grace_s (ENGINE_LAG_S, MARGIN_S): it shadows the grace period's own floor of 1 s", lambda s: _drain(pre_stop_s=0, drain_s=1, grace_period_s=s)))
+            "serving/drain.py DrainPlan.minimum_grace_s (ENGINE_LAG_S, MARGIN_S): it shadows the grace period's own floor of 1 s", lambda s: _drain(pre_stop_sleep_s=0, drain_s=1, termination_grace_period_s=s)))
 
 
 def _proxy(**changes: Any) -> Any:
@@ -505,7 +503,7 @@ P = "serving/api_proxy.py::ApiProxyConfig.__post_init__: "
 MIB = 1024 * 1024
 component("proxy max_model_len", 1024, 1_048_576, "expected a whole number from 1024 to 1048576", "serving/api_proxy.py ApiProxyConfig (sizes client_max_body_size)", lambda n: _proxy(max_model_len=n), P + "_whole('max_model_len')")
 component("proxy max_generation_s", 60, 86_400, "expected a whole number from 60 to 86400", "serving/api_proxy.py ApiProxyConfig", lambda n: _proxy(max_generation_s=n), P + "_whole('max_generation_s')")
-component("proxy drain_timeout_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig (worker_shutdown_timeout)", lambda n: _proxy(drain_timeout_s=n), P + "_whole('drain_timeout_s')")
+component("proxy drain_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig (worker_shutdown_timeout)", lambda n: _proxy(drain_s=n), P + "_whole('drain_s')")
 component("proxy inline_media_bytes (body-size limit on top of the text bound)", 0, 512 * MIB, "expected a whole number from 0 to 536870912", "serving/api_proxy.py ApiProxyConfig",
           lambda n: _proxy(inline_media_bytes=n), P + "_whole('inline_media_bytes')")
 component("proxy cpu", 1, 8, "expected a whole number from 1 to 8", "serving/api_proxy.py ApiProxyConfig (one nginx worker per CPU)", lambda n: _proxy(cpu=n), P + "_whole('cpu')")
@@ -553,10 +551,10 @@ for _workers in (1, 8):
 def _nlb(proxy: Any = None, **options: Any) -> object:
     from kimi_k3.serving import nlb
 
-    return nlb.nlb_annotations(proxy or _proxy(max_generation_s=300, drain_timeout_s=300), **{"scheme": "internal", "pre_stop_sleep_s": 180, **options})
+    return nlb.nlb_annotations(proxy or _proxy(max_generation_s=300, drain_s=300), **{"scheme": "internal", "pre_stop_sleep_s": 180, **options})
 
 
-N = "serving/nlb.py::nlb_annotations: "
+N = "serving/nlb.py::check_listener: "
 limit(
     Limit("NLB preStop sleep", "min", 0, -1, "expected a whole number of seconds >= 0", "serving/nlb.py nlb_annotations", lambda s: _nlb(pre_stop_sleep_s=s), (N + "pre_stop_sleep_s < 0",)),
     Limit("NLB TLS listener against max_generation_s", "max", 350, 351, "is longer than a TLS listener's fixed 350 s idle timeout", "serving/nlb.py TLS_IDLE_TIMEOUT_S (ELB User Guide: the TLS listener's idle timeout is 350 s)",
@@ -909,6 +907,65 @@ component("serving component replicas", 1, 64, "expected 1 to 64 (one per reserv
           lambda n: _serving_args(replicas=n), SA + "1 <= args.replicas <= 64")
 
 
+# --- the routing tier (serving/router.py, serving/router_config.py; issue 27) ------------------------------------------
+
+
+def _routing(**changes: Any) -> object:
+    from kimi_k3.serving.router import ConversationRouting
+
+    return ConversationRouting(**changes)
+
+
+def _router_config(**changes: Any) -> object:
+    from kimi_k3.serving.router_config import RouterConfig
+
+    return RouterConfig(replicas_host="kimi-replicas.kimi.svc.cluster.local", **changes)
+
+
+def _serving_routed(replicas: int) -> object:
+    from kimi_k3.serving.router import ConversationRouting
+
+    return _serving_args(replicas=replicas, routing=ConversationRouting())
+
+
+CLUSTER = {"exposure": "cluster", "servingAllowedCidrs": []}
+"""Context of the keys whose limits hold without an NLB (cluster exposure)."""
+key_range("routerReplicas", 2, 10, "expected 2 to 10", "serving/router.py ConversationRouting router_replicas (one routes while another drains; a PodDisruptionBudget lets one go)",
+          "serving/router.py::ConversationRouting.__post_init__: 2 <= self.router_replicas <= 10", conversationRouting=True)
+key_range("routerPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE (the router pods' stop sequence is the serving pods' rule)",
+          conversationRouting=True, **CLUSTER)
+limit(
+    Limit("routerPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
+          "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S (the router pods stop behind the NLB as the serving pods do)",
+          key("routerPreStopSeconds", conversationRouting=True, **NLB), (), "routerPreStopSeconds"),
+    Limit("routerPreStopSeconds behind an NLB (preStop + drain, the router pods' deregistration delay)", "max", 180, 181, "the target group takes 0-3600 s",
+          "stack/settings/serving.py _validate_routing, serving/nlb.py DEREGISTRATION_DELAY_RANGE (ELB target group deregistration_delay.timeout_seconds 0-3600) "
+          "with servingDrainSeconds 3420: with the tier the router pods are the NLB's targets (serving/base.py)",
+          key("routerPreStopSeconds", conversationRouting=True, servingDrainSeconds=3420, replicas=2, **NLB),
+          ("stack/settings/serving.py::_validate_routing: low <= delay <= high",), "routerPreStopSeconds"),
+    Limit("routing tier replicas (nothing to route between below two)", "min", 2, 1, "a routing tier needs two or more replicas",
+          "serving/args.py _routing_problems (the composition declares the tier only with two or more replicas: ServingSettings.routing_for)",
+          _serving_routed, ("serving/args.py::_routing_problems: args.replicas < 2",)),
+)
+RT = "serving/router.py::ConversationRouting.__post_init__: low <= value <= high"
+component("router pod cpu", 1, 16, "expected a whole number from 1 to 16", "serving/router.py ConversationRouting cpu (Envoy runs one worker per CPU)", lambda n: _routing(cpu=n), RT)
+component("router pod memory MiB", 128, 16_384, "expected a whole number from 128 to 16384", "serving/router.py ConversationRouting memory_mib", lambda n: _routing(memory_mib=n), RT)
+RC = "serving/router_config.py::RouterConfig.__post_init__: "
+component("router ports", 1, 65_535, "expected a whole number from 1 to 65535", "serving/router_config.py RouterConfig (TCP ports)", lambda n: _router_config(admin_port=n), RC + "_whole(name)")
+component("router balance factor (percent of the mean load)", 100, 1000, "expected a whole number from 100 to 1000",
+          "serving/router_config.py RouterConfig balance_factor (Envoy ring hash hash_balance_factor: at least 100)", lambda n: _router_config(balance_factor=n), RC + "_whole('balance_factor')")
+component("router max_generation_s", 60, 86_400, "expected a whole number from 60 to 86400", "serving/router_config.py RouterConfig (the route timeout, as the proxy's)",
+          lambda n: _router_config(max_generation_s=n), RC + "_whole('max_generation_s')")
+component("router drain_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/router_config.py RouterConfig (serving/drain.py DRAIN_RANGE)",
+          lambda n: _router_config(drain_s=n), RC + "_whole('drain_s')")
+component("router dns_refresh_s", 1, 60, "expected a whole number from 1 to 60", "serving/router_config.py RouterConfig (STRICT_DNS refresh of the replicas' headless Service)",
+          lambda n: _router_config(dns_refresh_s=n), RC + "_whole('dns_refresh_s')")
+component("router health_check_interval_s", 1, 60, "expected a whole number from 1 to 60", "serving/router_config.py RouterConfig (active health checks of the replicas)",
+          lambda n: _router_config(health_check_interval_s=n), RC + "_whole('health_check_interval_s')")
+component("router max_connections", 1024, 1_000_000, "expected a whole number from 1024 to 1000000", "serving/router_config.py RouterConfig (the cluster's circuit breaker)",
+          lambda n: _router_config(max_connections=n), RC + "_whole('max_connections')")
+
+
 def _lws(name: str = "kimi", pp: int = 2, **changes: Any) -> object:
     from kimi_k3.serving.lws import VllmLeaderWorkerSetArgs, _problems
 
@@ -995,8 +1052,8 @@ def _staging(**changes: Any) -> object:
 limit(
     Limit("manifest entry size", "min", 0, -1, "is not a byte count", "weights/manifest.py ManifestEntry", _entry, ("weights/manifest.py::ManifestEntry.__post_init__: self.size < 0",), error=_weights_error()),
     Limit("node-local weights claim GB", "min", 1, 0, "size_gb 0 is not accepted", "weights/node_local.py weights_claim_template", _claim, ("weights/node_local.py::weights_claim_template: size_gb < 1",)),
-    Limit("staging Job prefix (not the bucket root)", "min", "s3://b-b/p/", "s3://b-b/", "expected s3://bucket/prefix/ with a non-empty prefix", "weights/staging_job.py validate (its role writes only that prefix)",
-          lambda uri: _staging(s3_uri=uri), ("weights/staging_job.py::validate: args.s3_uri.rstrip('/').count('/') >= 3",)),
+    Limit("staging Job prefix (not the bucket root)", "min", "s3://b-b/p/", "s3://b-b/", "expected s3://bucket/prefix/ with a non-empty prefix", "weights/staging_job.py validate, core/s3.py S3Prefix (its role writes only that prefix)",
+          lambda uri: _staging(s3_uri=uri), ()),
 )
 component("staging Job workers", 1, 64, "workers", "weights/staging_job.py validate", lambda n: _staging(workers=n), "weights/staging_job.py::validate: 1 <= args.workers <= 64")
 
@@ -1130,8 +1187,8 @@ limit(
           _assess, ("capacity/assessment.py::assess: block.instance_count >= needs.nodes_required",)),
     Limit("availabilityZoneCount against the region's AZs", "max", 3, 4, "at most 3: the available AZs of us-east-1", "stack/foundation.py availability_zones (aws.get_availability_zones at program time)",
           _region_azs, ("stack/foundation.py::availability_zones: len(others) + 1 < net.availability_zone_count",), "availabilityZoneCount"),
-    Limit("pipelineParallelSize without EFA", "max", 1, 2, "must be true when a replica spans 2 nodes", "stack/settings.py _validate_serving (cross-node traffic needs EFA)",
-          key("pipelineParallelSize", efaEnabled=False), (S + "_validate_serving: nodes > 1",), "pipelineParallelSize"),
+    Limit("pipelineParallelSize without EFA", "max", 1, 2, "must be true when a replica spans 2 nodes", "stack/settings/serving.py _validate_serving (cross-node traffic needs EFA)",
+          key("pipelineParallelSize", efaEnabled=False), ("stack/settings/serving.py::_validate_serving: nodes > 1",), "pipelineParallelSize"),
 )
 
 
@@ -1236,72 +1293,6 @@ limit(Limit("secure: value as one provider blob (decoded bytes)", "min", base64.
             _ciphertext, ("stack/stack_file.py::check_ciphertext: len(decoded) < 24",)))
 
 
-# --- the conversation-routing tier (issue 27): the stack's router keys, the serving args, ConversationRouting, RouterConfig ----
-
-ROUTER = "serving/router.py::ConversationRouting.__post_init__: "
-RC = "serving/router_config.py::RouterConfig.__post_init__: "
-key_range("routerReplicas", 2, 10, "expected 2 to 10 (one routes while another drains)",
-          "serving/router.py ConversationRouting router_replicas: the router's PodDisruptionBudget (PDB_MAX_UNAVAILABLE 1) lets one pod go at a time, which "
-          "leaves a pod routing only with 2 or more (Kubernetes: a PDB's maxUnavailable 1 over one pod allows evicting it); 10 the library's ceiling",
-          ROUTER + "2 <= self.router_replicas <= 10")
-key_range("routerPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE (the router pods' stop sequence is the serving pods' rule: DrainPlan)")
-limit(Limit("routerPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
-            "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S = NLB_STOPS_SENDING_S 120 + CONTROLLER_LAG_S 30: with the routing tier the router pods are the NLB's targets",
-            key("routerPreStopSeconds", **NLB), (), "routerPreStopSeconds"),
-      Limit("routerPreStopSeconds behind an NLB (preStop + drain, the router pods' deregistration delay)", "max", 180, 181, "the target group takes 0-3600 s",
-            "stack/settings.py _validate_routing, serving/nlb.py DEREGISTRATION_DELAY_RANGE (ELB target group deregistration_delay.timeout_seconds 0-3600) "
-            "with servingDrainSeconds 3420: with the tier the router pods are the NLB's targets (serving/base.py)",
-            key("routerPreStopSeconds", servingDrainSeconds=3420, replicas=2, **NLB), (S + "_validate_routing: low <= delay <= high",), "routerPreStopSeconds"))
-
-
-def _routing(**changes: Any) -> object:
-    from kimi_k3.serving.router import ConversationRouting
-
-    return ConversationRouting(**changes)
-
-
-def _routed_serving(replicas: int) -> object:
-    from kimi_k3.serving.router import ConversationRouting
-
-    return _serving_args(replicas=replicas, routing=ConversationRouting(pre_stop_s=0))
-
-
-limit(Limit("serving replicas under a routing tier", "min", 2, 1, "a routing tier needs two or more replicas",
-            "serving/args.py _routing_problems (one replica leaves nothing to route between; the stack's StackSettings.routing_for drops the tier below 2)",
-            _routed_serving, ("serving/args.py::_routing_problems: args.replicas < 2",)))
-component("router pod CPUs", 1, 16, "expected a whole number from 1 to 16",
-          "serving/router.py ConversationRouting cpu (Envoy --concurrency: one worker per whole CPU, at least 1; 16 the library's ceiling for a system node)",
-          lambda n: _routing(cpu=n), ROUTER + "low <= value <= high")
-component("router pod memory MiB", 128, 16_384, "expected a whole number from 128 to 16384", "serving/router.py ConversationRouting memory_mib (the library's floor and ceiling for one Envoy pod)",
-          lambda n: _routing(memory_mib=n), ROUTER + "low <= value <= high")
-
-
-def _router_config(**changes: Any) -> object:
-    from kimi_k3.serving.router_config import RouterConfig
-
-    return RouterConfig(replicas_host="kimi-replicas.kimi-serving.svc.cluster.local", **changes)
-
-
-component("router ports (replicas_port)", 1, 65_535, "expected a whole number from 1 to 65535", "serving/router_config.py RouterConfig ports (TCP ports 1 to 65535; Envoy SocketAddress port_value uint32 lte 65535)",
-          lambda n: _router_config(replicas_port=n), RC + "_whole(name)")
-component("router hash_balance_factor", 100, 1000, "expected a whole number from 100 to 1000",
-          "serving/router_config.py RouterConfig balance_factor (Envoy API: ConsistentHashingLbConfig.hash_balance_factor, uint32 gte 100; 1000 the library's ceiling)",
-          lambda n: _router_config(balance_factor=n), RC + "_whole('balance_factor')")
-component("router max_generation_s", 60, 86_400, "expected a whole number from 60 to 86400", "serving/router_config.py RouterConfig max_generation_s, the proxy's (serving/api_proxy.py ApiProxyConfig max_generation_s)",
-          lambda n: _router_config(max_generation_s=n), RC + "_whole('max_generation_s')")
-component("router drain_s", 1, 3600, "expected a whole number from 1 to 3600", "serving/router_config.py RouterConfig drain_s, serving/drain.py DRAIN_RANGE (the stop wrapper's bound; the NLB's deregistration delay at most 3600)",
-          lambda n: _router_config(drain_s=n), RC + "_whole('drain_s')")
-component("router dns_refresh_s", 1, 60, "expected a whole number from 1 to 60",
-          "serving/router_config.py RouterConfig dns_refresh_s (Envoy API: dns_refresh_rate at least 1 ms, whole seconds here; 60 the library's ceiling: a drained replica keeps new sessions that long)",
-          lambda n: _router_config(dns_refresh_s=n), RC + "_whole('dns_refresh_s')")
-component("router health_check_interval_s", 1, 60, "expected a whole number from 1 to 60",
-          "serving/router_config.py RouterConfig health_check_interval_s (Envoy API: HealthCheck.interval, a duration greater than 0; whole seconds, 60 the library's ceiling)",
-          lambda n: _router_config(health_check_interval_s=n), RC + "_whole('health_check_interval_s')")
-component("router max_connections", 1024, 1_000_000, "expected a whole number from 1024 to 1000000",
-          "serving/router_config.py RouterConfig max_connections (Envoy overload manager downstream connections; the library's floor and ceiling)",
-          lambda n: _router_config(max_connections=n), RC + "_whole('max_connections')")
-
-
 NOT_LIMITS: dict[str, str] = {
     "hyperpod/cluster.py::has_efa: known.efa_interfaces > 0": "a catalog fact of the instance type (it has EFA interfaces), not a limit of a value",
     "offline/rules.py::_port_in: low <= port <= high": "whether a security group rule's port range covers 443: a membership, not a limit of a value",
@@ -1309,7 +1300,7 @@ NOT_LIMITS: dict[str, str] = {
     "capacity/preflight.py::evaluate_preflight: r.available_instances < nodes_required": "a warning of `kimi-k3 capacity preflight` about the block's live state (instances in use), not a refusal",
     "capacity/preflight.py::evaluate_preflight: block.unavailable > 0": "a warning of the preflight: AWS reports failed instances; nothing the user sets",
     "capacity/scale_up.py::find_block_node_group: len(found) > 1": "more than one node group on the block is ambiguous: a count of matches, not a limit of a value",
-    "stack/settings.py::_validate_network: vpc.prefixlen > 28": "AWS's own /28 bound, shadowed: every prefix past /20 is refused (row 'vpcCidr prefix (max)'); this check only words the message for /29 to /32",
+    "stack/settings/network.py::_validate_network: vpc.prefixlen > 28": "AWS's own /28 bound, shadowed: every prefix past /20 is refused (row 'vpcCidr prefix (max)'); this check only words the message for /29 to /32",
     "weights/s3store.py::upload_verified: size > expected_size": "a transfer's integrity (a source that sends more bytes than it announced), not a limit of a value set by anyone",
 }
 """Validator sites that compare and refuse but are no limit of a value the user or a caller sets, each with the reason."""

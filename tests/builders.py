@@ -58,7 +58,7 @@ PROD_OVERRIDES = {
     "kimi-k3:environment": "prod",
     "kimi-k3:clusterEndpointPublicAccess": "false",
     "kimi-k3:clusterPublicAccessCidrs": "[]",
-    # A private endpoint needs a path to the API (settings._require_api_path): a VPN range.
+    # A private endpoint needs a path to the API (settings.cluster._require_api_path): a VPN range.
     "kimi-k3:clusterApiIngressCidrs": '["10.100.0.0/16"]',
     "kimi-k3:gpuAmiReleaseVersion": "1.34.2-20251120",
     "kimi-k3:servingImage": f"vllm/vllm-openai@{DIGEST}",

@@ -116,8 +116,8 @@ def test_the_upstream_read_timeout_outlasts_the_longest_generation():
     [
         (dict(max_model_len=512), "max_model_len 512 is not accepted; expected a whole number from 1024 to 1048576"),
         (dict(max_generation_s=30), "max_generation_s 30 is not accepted"),
-        (dict(drain_timeout_s=0), "drain_timeout_s 0 is not accepted"),
-        (dict(drain_timeout_s=True), "drain_timeout_s True is not accepted"),
+        (dict(drain_s=0), "drain_s 0 is not accepted"),
+        (dict(drain_s=True), "drain_s True is not accepted"),
         (dict(inline_media_bytes=-1), "inline_media_bytes -1 is not accepted"),
         (dict(engine_port=8000), "ports must differ; got api_port=8000, engine_port=8000"),
         (dict(metrics_port=80), "metrics_port 80 is not accepted; expected a whole number from 1024"),

@@ -284,7 +284,7 @@ def test_any_stop_signal_lets_the_in_flight_stream_finish(sandbox, signum):
 
 
 def test_the_drain_is_bounded_by_drain_timeout(sandbox_factory):
-    box = sandbox_factory(ApiProxyConfig(max_model_len=STACK_CONFIG.max_model_len, drain_timeout_s=1), token_delay=0.3)
+    box = sandbox_factory(ApiProxyConfig(max_model_len=STACK_CONFIG.max_model_len, drain_s=1), token_delay=0.3)
     stream = Stream()
     assert stream.next_event() is not None
     t0 = time.monotonic()
@@ -316,7 +316,7 @@ CONFIGS = {
         max_model_len=131_072,
         extra_routes=(ApiRoute("POST", "/v1/embeddings"), ApiRoute("POST", "/v1/responses"), ApiRoute("GET", "/v1/responses"), ApiRoute("POST", "/v2/rerank")),
     ),
-    "short generations, 1 s drain, other ports": ApiProxyConfig(max_model_len=1024, max_generation_s=60, drain_timeout_s=1, api_port=8080, engine_port=18000, probe_port=8082, metrics_port=9400),
+    "short generations, 1 s drain, other ports": ApiProxyConfig(max_model_len=1024, max_generation_s=60, drain_s=1, api_port=8080, engine_port=18000, probe_port=8082, metrics_port=9400),
 }
 
 

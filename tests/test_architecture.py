@@ -19,7 +19,7 @@ sys.modules["import_graph"] = import_graph
 _spec.loader.exec_module(import_graph)
 
 MAX_LINES = 700
-PENDING_SPLIT = {"stack/settings.py"}
+PENDING_SPLIT: set[str] = set()
 """Modules above :data:`MAX_LINES` whose split is under way (none once the settings are split by section)."""
 
 

@@ -22,7 +22,7 @@ from kimi_k3.serving.engine_profiles import RECIPE_COMMIT, RECIPES
 from kimi_k3.serving.lws import EFA_ENV, VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from kimi_k3.serving.pod_kit import kit_env_names
 from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
-from kimi_k3.stack.settings import CREDENTIAL_ENV
+from kimi_k3.stack.settings.serving import CREDENTIAL_ENV
 from tests.builders import in_cluster, load_stack_settings
 from tests.conftest import DATA, NOW
 

@@ -12,7 +12,7 @@ from kimi_k3.serving.nlb import LB, nlb_annotations
 from tests.conftest import DATA
 
 DOC = (DATA / "aws-load-balancer-controller-v3.5.0-service-annotations.md").read_text()
-PROXY = ApiProxyConfig(max_model_len=262_144)
+PROXY = ApiProxyConfig(max_model_len=262_144, max_generation_s=3600, drain_s=300)
 ACM = "arn:aws:acm:us-east-1:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
 
 
@@ -95,7 +95,7 @@ def test_a_tls_listener_gets_no_idle_timeout_and_must_not_wait_longer_than_350_s
         (PROXY, dict(idle_timeout_s=59), "idle_timeout_s 59 is not accepted; a TCP listener takes 60-6000 s"),
         (PROXY, dict(idle_timeout_s=6001), "takes 60-6000 s"),
         (PROXY, dict(idle_timeout_s=1800), "shorter than max_generation_s 3600"),
-        (ApiProxyConfig(max_model_len=4096, drain_timeout_s=3600), dict(), "deregistration delay 3630 s .* takes 0-3600 s"),
+        (ApiProxyConfig(max_model_len=4096, drain_s=3600), dict(), "deregistration delay 3630 s .* takes 0-3600 s"),
         (PROXY, dict(scheme="public"), "scheme 'public' is not accepted; accepted: internal, internet-facing"),
         (PROXY, dict(pre_stop_sleep_s=-5), "pre_stop_sleep_s -5 is not accepted"),
     ],

@@ -41,7 +41,7 @@ def test_prod_with_two_replicas_declares_the_routing_tier_in_front_of_them(prod_
     container = pod["containers"][0]
     assert "@sha256:" in container["image"] and container["image"] == router.ROUTER_IMAGE
     assert container["lifecycle"]["preStop"]["sleep"]["seconds"] >= drain.MIN_PRE_STOP_BEHIND_NLB_S
-    plan = drain.DrainPlan(pre_stop_s=180, drain_s=1800, behind_nlb=True)
+    plan = drain.DrainPlan(pre_stop_sleep_s=180, drain_s=1800, behind_nlb=True)
     assert pod["terminationGracePeriodSeconds"] == plan.grace_s
     assert by(prod_plan, "PodDisruptionBudget", router.router_name(NAME))["spec"]["maxUnavailable"] == 1
     # The NLB keeps a target draining as long as the router may still carry a stream: preStop + drain.
@@ -122,7 +122,7 @@ def test_a_routing_tier_over_one_replica_is_refused_in_the_components_args():
 def test_the_router_objects_pass_the_schema_and_checkov_in_cluster_exposure(tmp_path):
     """The in-cluster variant (no NLB) of the tier: a ClusterIP Service over the routers, a shorter preStop allowed."""
     args = VllmServerArgs(contract=serving_contract("s3"), cluster_name="c", aws_region="us-east-1", api_key=pulumi.Output.secret("k"),
-                          replicas=3, routing=router.ConversationRouting(pre_stop_s=10, session_header="x-conversation"))
+                          replicas=3, routing=router.ConversationRouting(pre_stop_sleep_s=10, session_header="x-conversation"))
     plan = offline.OfflineEngine(now=NOW).run(lambda: VllmServer("kimi", args, opts=in_cluster()))
     found = [m for m in plan.kubernetes_objects() if "router" in m["metadata"]["name"] or m["metadata"]["name"] == "kimi-replicas"]
     assert sorted(m["kind"] for m in found) == ["ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "ServiceAccount"]

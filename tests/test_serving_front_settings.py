@@ -46,7 +46,7 @@ def test_extra_routes_pass_the_proxys_own_rules():
 def test_the_drain_rule_names_the_key_that_breaks_it():
     refused("servingTerminationGraceSeconds", "at least 2015 s = preStop 180 s", servingTerminationGraceSeconds=300)
     assert load_stack_settings(servingTerminationGraceSeconds=2100).serving.front.termination_grace_period_s == 2100
-    refused("servingDrainSeconds", "drain_timeout_s 0 is not accepted; expected a whole number from 1 to 3600", servingDrainSeconds=0)
+    refused("servingDrainSeconds", "drain_s 0 is not accepted; expected a whole number from 1 to 3600", servingDrainSeconds=0)
     refused("servingPreStopSeconds", "whole seconds from 0 to 600", servingPreStopSeconds=900)
     refused("servingMaxGenerationSeconds", "max_generation_s 30 is not accepted", servingMaxGenerationSeconds=30)
     # Behind an NLB the target group's deregistration delay (preStop + drain) takes at most 3600 s.

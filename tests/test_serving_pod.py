@@ -194,8 +194,8 @@ def test_the_lws_workers_outlive_their_leaders_drain():
 def test_the_grace_rule_refuses_a_period_the_drain_does_not_fit():
     with pytest.raises(UserError, match="termination_grace_period_s 600 is not accepted; it must be at least 2015 s"):
         offline.OfflineEngine(now=NOW).run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key="k", termination_grace_period_s=600), opts=in_cluster()))
-    assert DrainPlan(pre_stop_s=10, drain_s=60).minimum_grace_s == 10 + 5 + 60 + 30
-    plan = DrainPlan(pre_stop_s=30, drain_s=600)
+    assert DrainPlan(pre_stop_sleep_s=10, drain_s=60).minimum_grace_s == 10 + 5 + 60 + 30
+    plan = DrainPlan(pre_stop_sleep_s=30, drain_s=600)
     assert [t for t, _ in plan.timeline()] == sorted(t for t, _ in plan.timeline())
 
 
@@ -221,11 +221,11 @@ def test_the_lws_rolls_one_group_at_a_time_like_its_pdb(plans):
 
 def test_the_service_annotations_are_nlb_annotations_of_the_stacks_proxy_and_drain(plans):
     annotations = obj(plans["deployment-nlb"], "Service", "kimi")["metadata"]["annotations"]
-    expected = nlb.nlb_annotations(ApiProxyConfig(max_model_len=262_144, max_generation_s=1800, drain_timeout_s=1800), scheme="internal", pre_stop_sleep_s=180)
+    expected = nlb.nlb_annotations(ApiProxyConfig(max_model_len=262_144, max_generation_s=1800, drain_s=1800), scheme="internal", pre_stop_sleep_s=180)
     assert annotations == expected
     assert annotations[f"{nlb.LB}listener-attributes.TCP-8000"] == "tcp.idle_timeout.seconds=3600"
     attributes = dict(pair.split("=") for pair in annotations[f"{nlb.LB}target-group-attributes"].split(","))
-    delay = str(DrainPlan(pre_stop_s=180, drain_s=1800).deregistration_delay_s)
+    delay = str(DrainPlan(pre_stop_sleep_s=180, drain_s=1800).deregistration_delay_s)
     assert delay == "1980"
     # An unhealthy (or draining, probe listener closed) target keeps its streams for the whole drain instead of an RST.
     assert attributes == {
@@ -306,7 +306,7 @@ def test_checkov_finds_nothing_in_the_api_pods(plans, tmp_path):
 def test_the_proxy_config_is_built_once_from_the_args():
     args = VllmServerArgs(contract=serving_contract(max_model_len=131_072), api_key="k", extra_routes=("POST /v1/embeddings",), max_generation_s=900, drain_s=600, inline_media_bytes=1024)
     config = api_pod.proxy_config(args)
-    assert config == ApiProxyConfig(max_model_len=131_072, max_generation_s=900, drain_timeout_s=600, inline_media_bytes=1024, extra_routes=(ApiRoute("POST", "/v1/embeddings"),))
+    assert config == ApiProxyConfig(max_model_len=131_072, max_generation_s=900, drain_s=600, inline_media_bytes=1024, extra_routes=(ApiRoute("POST", "/v1/embeddings"),))
 
 
 # --- the NLB's deregistration: the pinned minimum -----------------------------------------------------------
@@ -321,17 +321,17 @@ def test_behind_an_nlb_the_listener_outlasts_the_nlbs_two_minute_deregistration(
     assert drain.MIN_PRE_STOP_BEHIND_NLB_S == 150 == drain.NLB_STOPS_SENDING_S + drain.CONTROLLER_LAG_S
     assert drain.DEFAULT_PRE_STOP_S >= drain.MIN_PRE_STOP_BEHIND_NLB_S
     with pytest.raises(drain.DrainError, match="behind an NLB it must be at least 150 s"):
-        DrainPlan(pre_stop_s=149, drain_s=1800, behind_nlb=True)
-    assert DrainPlan(pre_stop_s=30, drain_s=1800).pre_stop_s == 30  # in-cluster only: endpoints update within seconds
+        DrainPlan(pre_stop_sleep_s=149, drain_s=1800, behind_nlb=True)
+    assert DrainPlan(pre_stop_sleep_s=30, drain_s=1800).pre_stop_sleep_s == 30  # in-cluster only: endpoints update within seconds
     # The figures it makes, each within its limit: the grace period (an int64, no maximum) and the target group's 0-3600 s.
     plan = DrainPlan(drain_s=1800, behind_nlb=True)
-    assert (plan.pre_stop_s, plan.engine_pre_stop_s, plan.grace_s, plan.deregistration_delay_s) == (180, 185, 2015, 1980)
+    assert (plan.pre_stop_sleep_s, plan.engine_pre_stop_s, plan.grace_s, plan.deregistration_delay_s) == (180, 185, 2015, 1980)
     assert plan.deregistration_delay_s <= nlb.DEREGISTRATION_DELAY_RANGE[1]
-    assert DrainPlan(pre_stop_s=180, drain_s=3420, behind_nlb=True).deregistration_delay_s == 3600
+    assert DrainPlan(pre_stop_sleep_s=180, drain_s=3420, behind_nlb=True).deregistration_delay_s == 3600
     first = {}
     for at, what in plan.timeline():
         first.setdefault(what.split(":")[0], at)
-    assert first["NLB"] < first["proxy"] == plan.pre_stop_s  # the NLB stops sending before the listener closes
+    assert first["NLB"] < first["proxy"] == plan.pre_stop_sleep_s  # the NLB stops sending before the listener closes
 
 
 @pytest.mark.parametrize("name", ["deployment-nlb", "lws-nlb"])

@@ -182,7 +182,7 @@ def test_prod_plan_prints_the_estimate_of_its_mechanisms(prod_plan):
     assert lines[0].startswith("time to first token: cold ") and "after the node is Ready" in lines[0]
     # the drain printed beside the pod re-created case is the stack's own stop sequence (engine preStop, then at most the drain window)
     front = prod_plan.settings.serving.front
-    plan = DrainPlan(pre_stop_s=front.pre_stop_sleep_s, drain_s=front.drain_s, grace_period_s=front.termination_grace_period_s)
+    plan = DrainPlan(pre_stop_sleep_s=front.pre_stop_sleep_s, drain_s=front.drain_s, termination_grace_period_s=front.termination_grace_period_s)
     assert x.drain_s == (plan.engine_pre_stop_s, min(plan.engine_pre_stop_s + plan.drain_s, plan.grace_s))
     assert x.drain_s[0] >= front.pre_stop_sleep_s and "after the old pod's drain of " in lines[0]
     assert x.compile_cache and x.node_local_weights and x.image_prepull and x.fast_image_pull and x.crt_target_bandwidth and x.verify == "overlapped"

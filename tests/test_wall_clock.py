@@ -160,7 +160,7 @@ def test_every_module_that_reads_the_clock_has_a_marked_test():
 TEST_HELPERS_READING_THE_CLOCK = {
     "tests/conftest.py": "the travelled pass itself (--travel moves the clock from the real now)",
     "tests/fake_openai_server.py": "the fake server stamps 'created' as the OpenAI API does; no test compares it with a date",
-    "tests/routing_harness.py": "a new hosts-file mtime per rewrite (c-ares re-reads on a change); only the difference counts",
+    "tests/routing_harness.py": "a new mtime on Envoy's hosts file (c-ares re-reads a file whose mtime changed); no test compares it with a date",
 }
 """Test modules allowed to read the wall clock outside a marked test, with the reason."""
 

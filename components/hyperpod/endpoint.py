@@ -210,6 +210,20 @@ def _endpoint_problems(
             problems.reject("s3_region", s3_region, "S3 weights need the bucket's region, e.g. us-east-1")
 
 
+def check_servable(contract: ServingContract, *, instance_type: str, replicas: int, s3_region: str | None, api_key_secret: str | None = None) -> None:
+    """What HyperPod's Inference Operator cannot serve of ``contract`` on ``replicas`` nodes of ``instance_type``: the rules
+    :func:`render_inference_endpoint_config` applies, without rendering (the settings call it for a ``hyperpod`` stack).
+
+    :raises ComponentInputError: with every problem, on the paths :func:`render_inference_endpoint_config` names.
+    """
+    problems = Problems("render_inference_endpoint_config", "kimik3")
+    _endpoint_problems(
+        problems, contract, name_path="name", name="kimik3", namespace="default", instance_type=instance_type, replicas=replicas,
+        api_key_secret=api_key_secret, hf_token_secret=None, s3_region=s3_region, invocation_endpoint="v1/chat/completions", mount=contract.weights.mount_path,
+    )
+    problems.raise_any()
+
+
 def render_inference_endpoint_config(
     contract: ServingContract,
     *,

@@ -42,8 +42,9 @@ roll the pods.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -90,22 +91,47 @@ def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
         a drain nginx cannot honour...).
     """
     return ApiProxyConfig(
-        max_model_len=args.contract.engine.max_model_len,
-        max_generation_s=args.max_generation_s,
-        drain_timeout_s=args.drain_s,
-        inline_media_bytes=args.inline_media_bytes,
+        **{field: arg(args, path) for field, path in PROXY_ARGS.items()},
         extra_routes=tuple(ApiRoute.parse(route) for route in args.extra_routes),
-        api_port=args.contract.api.port,
-        cpu=args.proxy_cpu,
         check_api_key=args.api_key is not None,
         behind_router=args.routing is not None,
     )
 
 
+def nlb_annotations(args: VllmServingArgs, proxy: ApiProxyConfig, *, pre_stop_sleep_s: int | None = None, **options: Any) -> dict[str, str]:
+    """The NLB annotations of a serving component's Service (:func:`kimi_k3.serving.nlb.nlb_annotations`), fed by :data:`NLB_ARGS`.
+
+    ``pre_stop_sleep_s``: the preStop of the pods the Service selects (the router's with the routing tier); ``None``: the API pods'."""
+    return nlb.nlb_annotations(
+        proxy, scheme=nlb.scheme_of(args.exposure), pre_stop_sleep_s=drain_plan(args).pre_stop_sleep_s if pre_stop_sleep_s is None else pre_stop_sleep_s,
+        **{parameter: arg(args, path) for parameter, path in NLB_ARGS.items()}, **options,
+    )
+
+
+PROXY_ARGS = {
+    "max_model_len": "contract.engine.max_model_len",
+    "max_generation_s": "max_generation_s",
+    "drain_s": "drain_s",
+    "inline_media_bytes": "inline_media_bytes",
+    "api_port": "contract.api.port",
+    "cpu": "proxy_cpu",
+}
+"""Each :class:`ApiProxyConfig` field and the serving args' path that feeds it: the builder reads it forwards, and a
+proxy error on a field is reported on that path (:func:`kimi_k3.serving.args.validate_serving_args`)."""
+
+NLB_ARGS = {"idle_timeout_s": "nlb_idle_timeout_s", "tls_certificate_arn": "tls_certificate_arn"}
+"""Each :func:`kimi_k3.serving.nlb.nlb_annotations` option and the serving args' field that feeds it (both ways, as :data:`PROXY_ARGS`)."""
+
+
+def arg(args: VllmServingArgs, path: str) -> Any:
+    """The value at ``path`` (``contract.engine.max_model_len``) of the serving args."""
+    return functools.reduce(getattr, path.split("."), args)
+
+
 def drain_plan(args: VllmServingArgs) -> DrainPlan:
     """The stop sequence of a serving component's API pods (:mod:`kimi_k3.serving.drain`)."""
     return DrainPlan(
-        pre_stop_s=args.pre_stop_sleep_s, drain_s=args.drain_s, grace_period_s=args.termination_grace_period_s,
+        pre_stop_sleep_s=args.pre_stop_sleep_s, drain_s=args.drain_s, termination_grace_period_s=args.termination_grace_period_s,
         behind_nlb=args.exposure in nlb.EXPOSURE_SCHEMES,
     )
 
@@ -205,7 +231,7 @@ def engine_lifecycle(args: VllmServingArgs) -> k8s.core.v1.LifecycleArgs:
 
 def sidecar(args: VllmServingArgs) -> k8s.core.v1.ContainerArgs:
     """The ``api-proxy`` container (its ``preStop`` is the drain plan's; it gets SIGQUIT after it)."""
-    return api_proxy.proxy_container(proxy_config(args), pre_stop_sleep_s=drain_plan(args).pre_stop_s, image=args.proxy_image)
+    return api_proxy.proxy_container(proxy_config(args), pre_stop_sleep_s=drain_plan(args).pre_stop_sleep_s, image=args.proxy_image)
 
 
 def volumes(name: str, args: VllmServingArgs) -> list[k8s.core.v1.VolumeArgs]:

@@ -262,11 +262,12 @@ class ApiProxyConfig:
 
     max_model_len: int
     """Longest context in tokens (the engine's ``--max-model-len``); sizes the body limit."""
-    max_generation_s: int = 3600
+    max_generation_s: int = 1800
     """Longest generation in seconds (a non-streamed answer sends nothing until it is done);
-    the upstream read timeout is this plus :data:`READ_TIMEOUT_MARGIN_S`."""
-    drain_timeout_s: int = 300
-    """Seconds in-flight requests may take to finish after the graceful stop (``worker_shutdown_timeout``)."""
+    the upstream read timeout is this plus :data:`READ_TIMEOUT_MARGIN_S` (``servingMaxGenerationSeconds``' default)."""
+    drain_s: int = 1800
+    """Seconds in-flight requests may take to finish after the graceful stop (``worker_shutdown_timeout``); the drain
+    window of the stop sequence (:class:`kimi_k3.serving.drain.DrainPlan` ``drain_s``, ``servingDrainSeconds``' default)."""
     inline_media_bytes: int = 0
     """Body bytes allowed on top of the text bound for base64 media (``data:`` URLs); 0 = text only."""
     extra_routes: tuple[ApiRoute, ...] = ()
@@ -302,7 +303,7 @@ class ApiProxyConfig:
             raise ProxyConfigError("limits", f"api proxy: limits {self.limits!r} is not accepted; expected an EdgeLimits")
         _whole("max_model_len", self.max_model_len, 1024, 1_048_576)
         _whole("max_generation_s", self.max_generation_s, 60, 86_400)
-        _whole("drain_timeout_s", self.drain_timeout_s, 1, 3600)
+        _whole("drain_s", self.drain_s, 1, 3600)
         _whole("inline_media_bytes", self.inline_media_bytes, 0, 512 * 1024 * 1024)
         _whole("cpu", self.cpu, 1, 8)
         _whole("worker_connections", self.worker_connections, 256, 65_536)
@@ -380,7 +381,7 @@ def render_nginx_conf(config: ApiProxyConfig) -> str:
         "error_log stderr notice;",
         f"worker_rlimit_nofile {proxy_edge.rlimit_nofile(config.worker_connections)};",
         "# Graceful stop (SIGQUIT): listeners close at once, in-flight requests get this long.",
-        f"worker_shutdown_timeout {config.drain_timeout_s}s;",
+        f"worker_shutdown_timeout {config.drain_s}s;",
         "",
         "events {",
         f"    worker_connections {config.worker_connections};",
@@ -580,8 +581,8 @@ def proxy_container(config: ApiProxyConfig, *, pre_stop_sleep_s: int, image: str
     Stop sequence: the ``preStop`` sleep keeps the proxy serving while the NLB
     deregisters the pod (:mod:`kimi_k3.serving.drain`); then the kubelet sends the stop
     signal, :data:`STOP_WRAPPER` hands nginx SIGQUIT whatever that signal is, nginx closes
-    its listeners and in-flight streams finish within ``drain_timeout_s``. The pod's grace
-    period must cover ``pre_stop_sleep_s + drain_timeout_s``.
+    its listeners and in-flight streams finish within ``drain_s``. The pod's grace
+    period must cover ``pre_stop_sleep_s + drain_s``.
 
     Resources are requests = limits, so a Guaranteed engine container keeps its pod Guaranteed.
 

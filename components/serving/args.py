@@ -237,17 +237,12 @@ def _startup_problems(args: VllmServingArgs, problems: Problems) -> None:
             problems.reject("startup.compile_cache_s3_uri", startup.compile_cache_s3_uri, "only with S3 weights (the pod's Pod Identity role exists for them)")
 
 
-_DRAIN_FIELDS = {"pre_stop_s": "pre_stop_sleep_s", "drain_s": "drain_s", "grace_period_s": "termination_grace_period_s"}
-_PROXY_FIELDS = {"drain_timeout_s": "drain_s", "cpu": "proxy_cpu", "max_model_len": "contract.engine.max_model_len", "api_port": "contract.api.port"}
-_NLB_FIELDS = {"idle_timeout_s": "nlb_idle_timeout_s", "deregistration_delay": "drain_s", "tls": "tls_certificate_arn", "pre_stop_sleep_s": "pre_stop_sleep_s"}
-
-
 def _front_problems(args: VllmServingArgs, problems: Problems) -> None:
     """What the API proxy, the stop sequence or the NLB would refuse, in the args' own names (their rules, their words)."""
     try:
-        plan = api_pod.drain_plan(args)
+        api_pod.drain_plan(args)
     except DrainError as err:
-        problems.reject(_DRAIN_FIELDS[err.field], err.value, err.accepted)
+        problems.reject(err.field, err.value, err.accepted)  # the drain plan names its fields as these args do
         return
     routes = [args.extra_routes] if isinstance(args.extra_routes, str) else list(args.extra_routes)
     for index, route in enumerate(routes):
@@ -259,19 +254,16 @@ def _front_problems(args: VllmServingArgs, problems: Problems) -> None:
     try:
         proxy = api_pod.proxy_config(args)
     except ProxyConfigError as err:
-        problems.adopt(_PROXY_FIELDS.get(err.field, err.field), err)
+        problems.adopt(api_pod.PROXY_ARGS.get(err.field, err.field), err)
         return
     except UserError as err:  # the proxy's route rules (a repeated route)
         problems.adopt("extra_routes", err)
         return
     if args.exposure in nlb.EXPOSURE_SCHEMES:
         try:
-            nlb.nlb_annotations(
-                proxy, scheme=nlb.scheme_of(args.exposure), pre_stop_sleep_s=plan.pre_stop_s,
-                idle_timeout_s=args.nlb_idle_timeout_s, tls_certificate_arn=args.tls_certificate_arn,
-            )
+            api_pod.nlb_annotations(args, proxy)
         except nlb.NlbError as err:
-            problems.adopt(_NLB_FIELDS.get(err.field, "exposure"), err)
+            problems.adopt(api_pod.NLB_ARGS.get(err.field, err.field if hasattr(args, err.field) else "exposure"), err)
 
 
 __all__ = ["VllmServingArgs", "validate_serving_args"]

@@ -224,17 +224,10 @@ class VllmServingBase(pulumi.ComponentResource):
         # With the routing tier the Service (and the NLB) reaches the router pods, which reach the replicas.
         self.router = self._declare_router(name, args, foundation, api_selector) if args.routing is not None else None
         front_selector = self.router.selector if self.router is not None else dict(api_selector)
-        front_pre_stop = args.routing.drain_plan(args.drain_s, behind_nlb).pre_stop_s if args.routing is not None else api_pod.drain_plan(args).pre_stop_s
+        front_pre_stop = args.routing.drain_plan(args.drain_s, behind_nlb).pre_stop_sleep_s if args.routing is not None else api_pod.drain_plan(args).pre_stop_sleep_s
         if behind_nlb:
             service_type = "LoadBalancer"
-            service_annotations = nlb.nlb_annotations(
-                proxy,
-                scheme=nlb.scheme_of(args.exposure),
-                pre_stop_sleep_s=front_pre_stop,
-                idle_timeout_s=args.nlb_idle_timeout_s,
-                tls_certificate_arn=args.tls_certificate_arn,
-                service_port_name=port_name,
-            )
+            service_annotations = api_pod.nlb_annotations(args, proxy, pre_stop_sleep_s=front_pre_stop, service_port_name=port_name)
             source_ranges = list(args.allowed_cidrs)
         self.service = k8s.core.v1.Service(
             f"{name}-service",

@@ -26,6 +26,7 @@ from typing import Any
 
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import ABSOLUTE_PATH, GIT_REVISION
+from kimi_k3.core.s3 import S3_PREFIX_URI, S3Prefix
 from kimi_k3.errors import UserError
 from kimi_k3.serving.engine_flags import extra_args_problem, extra_env_problem, override_tuning
 from kimi_k3.serving.engine_profiles import (
@@ -54,8 +55,8 @@ HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+
 
 MODEL_ID_RE = re.compile(r"^[\w.-]+/[\w.-]+$")
 """A Hugging Face model id, ``org/name``."""
-S3_URI_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.'()/=]+/)$")
-"""``s3://bucket/prefix/``: a trailing slash and no wildcard, so IAM can be scoped to exactly the prefix."""
+S3_URI_RE = S3_PREFIX_URI
+"""``s3://bucket/prefix/``: a trailing slash and no wildcard, so IAM can be scoped to exactly the prefix (:mod:`kimi_k3.core.s3`, the one regex)."""
 IMAGE_RE = re.compile(
     r"^(?P<repository>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
     r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
@@ -188,9 +189,11 @@ class WeightsContract:
         if self.source not in WEIGHTS_SOURCES:
             raise ContractError("weights contract", "weights.source", self.source, f"accepted: {', '.join(WEIGHTS_SOURCES)}")
         if self.source == "s3":
-            # '*' is legal in an S3 key but would widen the IAM resource scoped to the prefix.
-            if not self.s3_uri or not S3_URI_RE.fullmatch(self.s3_uri) or "*" in self.s3_uri:
-                raise ContractError("weights contract", "weights.s3_uri", self.s3_uri, "required when weights.source is s3: s3://bucket/prefix/ in the stack's region (trailing slash, no wildcards)")
+            # '*' is legal in an S3 key but would widen the IAM resource scoped to the prefix (S3Prefix refuses it).
+            try:
+                S3Prefix.parse(self.s3_uri)
+            except ValueError:
+                raise ContractError("weights contract", "weights.s3_uri", self.s3_uri, "required when weights.source is s3: s3://bucket/prefix/ in the stack's region (trailing slash, no wildcards)") from None
         elif self.s3_uri is not None:
             raise ContractError("weights contract", "weights.s3_uri", self.s3_uri, "it is only used when weights.source is s3")
         if not ABSOLUTE_PATH.match(self.mount_path or "") or self.mount_path.rstrip("/") == "" or ".." in self.mount_path.split("/"):
@@ -202,16 +205,21 @@ class WeightsContract:
             raise ContractError("weights contract", "weights.sha256_manifest", manifest, "expected a path relative to the weights directory, e.g. SHA256SUMS")
 
     @property
+    def s3_location(self) -> S3Prefix | None:
+        """:attr:`s3_uri` as the typed :class:`~kimi_k3.core.s3.S3Prefix` every layer passes on (``None`` for Hugging Face)."""
+        return S3Prefix.parse(self.s3_uri) if self.source == "s3" else None
+
+    @property
     def s3_bucket(self) -> str | None:
         """Bucket of :attr:`s3_uri` (``None`` for Hugging Face)."""
-        match = S3_URI_RE.fullmatch(self.s3_uri or "")
-        return match.group(1) if match else None
+        location = self.s3_location
+        return location.bucket if location else None
 
     @property
     def s3_prefix(self) -> str | None:
         """Key prefix of :attr:`s3_uri`, with its trailing slash (``None`` for Hugging Face)."""
-        match = S3_URI_RE.fullmatch(self.s3_uri or "")
-        return match.group(2) if match else None
+        location = self.s3_location
+        return location.prefix if location else None
 
     @property
     def hf_snapshot_dir(self) -> str:

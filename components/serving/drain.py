@@ -11,12 +11,12 @@ Kubernetes docs, "Pod Lifecycle", termination of Pods):
    to it at once: IP targets keep receiving new connections for about two minutes after
    deregistration starts, whatever the deregistration delay (:data:`NLB_STOPS_SENDING_S`).
    Both containers sleep in ``preStop``; the proxy keeps serving whatever still arrives.
-2. ``t = pre_stop_s``: the proxy gets its stop signal (its PID 1 hands nginx SIGQUIT):
+2. ``t = pre_stop_sleep_s``: the proxy gets its stop signal (its PID 1 hands nginx SIGQUIT):
    nginx closes its listeners and lets in-flight requests finish for up to ``drain_s``
    (``worker_shutdown_timeout``). Behind an NLB this must come after the NLB has stopped
    sending, or new connections meet a closed port and clients see resets:
-   ``pre_stop_s >= MIN_PRE_STOP_BEHIND_NLB_S``.
-3. ``t = pre_stop_s + ENGINE_LAG_S``: vLLM gets SIGTERM and, with
+   ``pre_stop_sleep_s >= MIN_PRE_STOP_BEHIND_NLB_S``.
+3. ``t = pre_stop_sleep_s + ENGINE_LAG_S``: vLLM gets SIGTERM and, with
    ``--shutdown-timeout drain_s``, keeps generating for the requests still in flight
    (vLLM 0.27.1 ``vllm/v1/engine/core.py`` ``_handle_shutdown``: mode ``drain`` when the
    timeout is above 0; its default, 0, aborts them: ``vllm/config/vllm.py``
@@ -24,10 +24,10 @@ Kubernetes docs, "Pod Lifecycle", termination of Pods):
    still reach an engine that accepts it.
 4. Both exit when their requests are done; the kubelet's SIGKILL comes at the grace
    period, which must cover the engine's hook, its drain and its teardown:
-   ``terminationGracePeriodSeconds >= pre_stop_s + ENGINE_LAG_S + drain_s + MARGIN_S``.
+   ``terminationGracePeriodSeconds >= pre_stop_sleep_s + ENGINE_LAG_S + drain_s + MARGIN_S``.
 
 The NLB target stays ``draining`` as long as the proxy may still answer:
-``deregistration_delay.timeout_seconds = pre_stop_s + drain_s`` (:func:`deregistration_delay_s`;
+``deregistration_delay.timeout_seconds = pre_stop_sleep_s + drain_s`` (:func:`deregistration_delay_s`;
 the target group takes 0-3600 s).
 
 At a Capacity Block's end the same sequence runs for every replica at once, early enough to
@@ -87,13 +87,13 @@ DRAIN_RANGE = (1, 3600)
 deregistration delay (preStop + drain, :func:`deregistration_delay_s`) takes at most 3600."""
 
 
-def deregistration_delay_s(pre_stop_s: int, drain_s: int) -> int:
+def deregistration_delay_s(pre_stop_sleep_s: int, drain_s: int) -> int:
     """How long the NLB target stays ``draining``: as long as the proxy may still answer (preStop + drain)."""
-    return pre_stop_s + drain_s
+    return pre_stop_sleep_s + drain_s
 
 
 class DrainError(UserError):
-    """A stop-sequence value that cannot work; ``field`` names it (``pre_stop_s``, ``drain_s``, ``grace_period_s``)."""
+    """A stop-sequence value that cannot work; ``field`` names it (``pre_stop_sleep_s``, ``drain_s``, ``termination_grace_period_s``)."""
 
     def __init__(self, field: str, value: object, accepted: str) -> None:
         """``field`` names the setting, ``value`` is the refused value and ``accepted`` says what would be accepted."""
@@ -113,41 +113,41 @@ def _whole(field: str, value: object, low: int, high: int) -> int:
 class DrainPlan:
     """The stop sequence of one serving pod (see the module docstring); validated when built."""
 
-    pre_stop_s: int = DEFAULT_PRE_STOP_S
+    pre_stop_sleep_s: int = DEFAULT_PRE_STOP_S
     """The proxy's ``preStop`` sleep: how long the pod keeps accepting while the NLB deregisters it."""
     drain_s: int = 1800
     """How long in-flight requests may take after the stop signal: nginx's ``worker_shutdown_timeout`` and
     vLLM's ``--shutdown-timeout``. Cover the longest generation clients run, or those are cut."""
-    grace_period_s: int | None = None
+    termination_grace_period_s: int | None = None
     """``terminationGracePeriodSeconds``; ``None`` = :attr:`minimum_grace_s`."""
     behind_nlb: bool = False
-    """The pods are NLB targets: ``pre_stop_s`` must outlast the NLB's deregistration (:data:`MIN_PRE_STOP_BEHIND_NLB_S`)."""
+    """The pods are NLB targets: ``pre_stop_sleep_s`` must outlast the NLB's deregistration (:data:`MIN_PRE_STOP_BEHIND_NLB_S`)."""
 
     def __post_init__(self) -> None:
-        _whole("pre_stop_s", self.pre_stop_s, *PRE_STOP_RANGE)
+        _whole("pre_stop_sleep_s", self.pre_stop_sleep_s, *PRE_STOP_RANGE)
         _whole("drain_s", self.drain_s, *DRAIN_RANGE)
         if not isinstance(self.behind_nlb, bool):
             raise DrainError("behind_nlb", self.behind_nlb, "expected true or false")
-        if self.behind_nlb and self.pre_stop_s < MIN_PRE_STOP_BEHIND_NLB_S:
+        if self.behind_nlb and self.pre_stop_sleep_s < MIN_PRE_STOP_BEHIND_NLB_S:
             raise DrainError(
-                "pre_stop_s", self.pre_stop_s,
+                "pre_stop_sleep_s", self.pre_stop_sleep_s,
                 f"behind an NLB it must be at least {MIN_PRE_STOP_BEHIND_NLB_S} s: the NLB keeps opening connections to a "
                 f"deregistered IP target for about {NLB_STOPS_SENDING_S} s (kubernetes-sigs/aws-load-balancer-controller#2366, "
                 f"#3270, aws/containers-roadmap#470) plus {CONTROLLER_LAG_S} s for the controller, and a closed listener resets them",
             )
-        if self.grace_period_s is not None:
-            _whole("grace_period_s", self.grace_period_s, 1, 86_400)
-            if self.grace_period_s < self.minimum_grace_s:
+        if self.termination_grace_period_s is not None:
+            _whole("termination_grace_period_s", self.termination_grace_period_s, 1, 86_400)
+            if self.termination_grace_period_s < self.minimum_grace_s:
                 raise DrainError(
-                    "grace_period_s", self.grace_period_s,
-                    f"it must be at least {self.minimum_grace_s} s = preStop {self.pre_stop_s} s + engine lag {ENGINE_LAG_S} s + "
+                    "termination_grace_period_s", self.termination_grace_period_s,
+                    f"it must be at least {self.minimum_grace_s} s = preStop {self.pre_stop_sleep_s} s + engine lag {ENGINE_LAG_S} s + "
                     f"drain {self.drain_s} s + margin {MARGIN_S} s, or the kubelet kills the engine before its in-flight requests finish",
                 )
 
     @property
     def engine_pre_stop_s(self) -> int:
         """The engine container's ``preStop`` sleep."""
-        return self.pre_stop_s + ENGINE_LAG_S
+        return self.pre_stop_sleep_s + ENGINE_LAG_S
 
     @property
     def minimum_grace_s(self) -> int:
@@ -157,12 +157,12 @@ class DrainPlan:
     @property
     def grace_s(self) -> int:
         """``terminationGracePeriodSeconds`` of the pod."""
-        return self.minimum_grace_s if self.grace_period_s is None else self.grace_period_s
+        return self.minimum_grace_s if self.termination_grace_period_s is None else self.termination_grace_period_s
 
     @property
     def deregistration_delay_s(self) -> int:
         """How long the NLB target stays ``draining`` (:func:`deregistration_delay_s`)."""
-        return deregistration_delay_s(self.pre_stop_s, self.drain_s)
+        return deregistration_delay_s(self.pre_stop_sleep_s, self.drain_s)
 
     def block_end_stop_at(self, block_end: datetime) -> datetime:
         """When the block-end drain deletes the pods: early enough that the whole stop sequence (the grace period) ends
@@ -177,9 +177,9 @@ class DrainPlan:
         return sorted([
             (0, "pod removed from endpoints; NLB deregistration starts; both containers sleep in preStop"),
             *nlb,
-            (self.pre_stop_s, "proxy: SIGQUIT, listeners closed, in-flight requests continue"),
+            (self.pre_stop_sleep_s, "proxy: SIGQUIT, listeners closed, in-flight requests continue"),
             (self.engine_pre_stop_s, f"engine: SIGTERM, drains in-flight requests (--shutdown-timeout {self.drain_s})"),
-            (self.pre_stop_s + self.drain_s, "proxy: drain deadline, remaining connections closed"),
+            (self.pre_stop_sleep_s + self.drain_s, "proxy: drain deadline, remaining connections closed"),
             (self.engine_pre_stop_s + self.drain_s, "engine: drain deadline, remaining requests aborted"),
             (self.grace_s, "kubelet: SIGKILL to whatever still runs"),
         ], key=lambda step: step[0])

@@ -39,7 +39,7 @@ from kimi_k3.serving.api_proxy import HEALTH_PATH, ApiProxyConfig
 
 class NlbError(UserError):
     """A value the controller or the NLB would refuse; ``field`` says which: ``scheme``, ``pre_stop_sleep_s``,
-    ``deregistration_delay`` (preStop + drain), ``idle_timeout_s`` or ``tls`` (a TLS listener's fixed idle timeout)."""
+    ``drain_s`` (the deregistration delay, preStop + drain, is too long), ``idle_timeout_s`` or ``tls_certificate_arn`` (a TLS listener's fixed idle timeout)."""
 
     def __init__(self, field: str, message: str) -> None:
         """``field`` names the refused value (see the class); ``message`` is the whole error text."""
@@ -78,9 +78,44 @@ def scheme_of(exposure: str) -> str:
     return EXPOSURE_SCHEMES[exposure]
 
 
-def deregistration_delay_s(proxy: ApiProxyConfig, pre_stop_sleep_s: int) -> int:
-    """The target stays ``draining`` as long as the pod may still serve (:func:`kimi_k3.serving.drain.deregistration_delay_s`)."""
-    return drain.deregistration_delay_s(pre_stop_sleep_s, proxy.drain_timeout_s)
+def check_listener(proxy: ApiProxyConfig, *, pre_stop_sleep_s: int, idle_timeout_s: int | None = None, tls_certificate_arn: str | None = None) -> tuple[int, int | None]:
+    """The NLB's rules on a listener in front of ``proxy``: ``(deregistration delay, TCP idle timeout)`` (``None`` with TLS).
+
+    The one home of the rules :func:`nlb_annotations` applies (the settings call it for the keys, the serving args for theirs).
+
+    :raises NlbError: for a value the controller or the NLB would refuse, or one that would cut long answers.
+    """
+    if isinstance(pre_stop_sleep_s, bool) or not isinstance(pre_stop_sleep_s, int) or pre_stop_sleep_s < 0:
+        raise NlbError("pre_stop_sleep_s", f"nlb: pre_stop_sleep_s {pre_stop_sleep_s!r} is not accepted; expected a whole number of seconds >= 0")
+    delay = drain.deregistration_delay_s(pre_stop_sleep_s, proxy.drain_s)
+    low, high = DEREGISTRATION_DELAY_RANGE
+    if not low <= delay <= high:
+        raise NlbError(
+            "drain_s",
+            f"nlb: deregistration delay {delay} s (preStop {pre_stop_sleep_s} s + drain {proxy.drain_s} s) is not accepted; "
+            f"the target group takes {low}-{high} s: shorten the drain or the preStop sleep"
+        )
+    if tls_certificate_arn:
+        if idle_timeout_s is not None:
+            raise NlbError("tls_certificate_arn", f"nlb: idle_timeout_s {idle_timeout_s!r} cannot be set on a TLS listener; its idle timeout is fixed at {TLS_IDLE_TIMEOUT_S} s ({TLS_IDLE_TIMEOUT_SOURCE})")
+        if proxy.max_generation_s > TLS_IDLE_TIMEOUT_S:
+            raise NlbError(
+                "tls_certificate_arn",
+                f"nlb: max_generation_s {proxy.max_generation_s} is longer than a TLS listener's fixed {TLS_IDLE_TIMEOUT_S} s idle timeout: "
+                f"a non-streamed answer would be cut ({TLS_IDLE_TIMEOUT_SOURCE}); lower it to {TLS_IDLE_TIMEOUT_S} or less (clients stream longer answers), or terminate TLS behind a TCP listener"
+            )
+        return delay, None
+    idle = DEFAULT_IDLE_TIMEOUT_S if idle_timeout_s is None else idle_timeout_s
+    low, high = IDLE_TIMEOUT_RANGE
+    if isinstance(idle, bool) or not isinstance(idle, int) or not low <= idle <= high:
+        raise NlbError("idle_timeout_s", f"nlb: idle_timeout_s {idle!r} is not accepted; a TCP listener takes {low}-{high} s")
+    if idle < proxy.max_generation_s:
+        raise NlbError(
+            "idle_timeout_s",
+            f"nlb: idle_timeout_s {idle} is shorter than max_generation_s {proxy.max_generation_s}: "
+            "the NLB would close a connection still waiting for a non-streamed answer; raise it"
+        )
+    return delay, idle
 
 
 def nlb_annotations(
@@ -105,16 +140,7 @@ def nlb_annotations(
     """
     if scheme not in SCHEMES:
         raise NlbError("scheme", f"nlb: scheme {scheme!r} is not accepted; accepted: {', '.join(SCHEMES)}")
-    if isinstance(pre_stop_sleep_s, bool) or not isinstance(pre_stop_sleep_s, int) or pre_stop_sleep_s < 0:
-        raise NlbError("pre_stop_sleep_s", f"nlb: pre_stop_sleep_s {pre_stop_sleep_s!r} is not accepted; expected a whole number of seconds >= 0")
-    delay = deregistration_delay_s(proxy, pre_stop_sleep_s)
-    low, high = DEREGISTRATION_DELAY_RANGE
-    if not low <= delay <= high:
-        raise NlbError(
-            "deregistration_delay",
-            f"nlb: deregistration delay {delay} s (preStop {pre_stop_sleep_s} s + drain {proxy.drain_timeout_s} s) is not accepted; "
-            f"the target group takes {low}-{high} s: shorten the drain or the preStop sleep"
-        )
+    delay, idle = check_listener(proxy, pre_stop_sleep_s=pre_stop_sleep_s, idle_timeout_s=idle_timeout_s, tls_certificate_arn=tls_certificate_arn)
     annotations = {
         f"{LB}type": "external",
         f"{LB}nlb-target-type": "ip",
@@ -127,27 +153,9 @@ def nlb_annotations(
             f"target_health_state.unhealthy.connection_termination.enabled=false,target_health_state.unhealthy.draining_interval_seconds={delay}"
         ),
     }
-    if tls_certificate_arn:
-        if idle_timeout_s is not None:
-            raise NlbError("tls", f"nlb: idle_timeout_s {idle_timeout_s!r} cannot be set on a TLS listener; its idle timeout is fixed at {TLS_IDLE_TIMEOUT_S} s ({TLS_IDLE_TIMEOUT_SOURCE})")
-        if proxy.max_generation_s > TLS_IDLE_TIMEOUT_S:
-            raise NlbError(
-                "tls",
-                f"nlb: max_generation_s {proxy.max_generation_s} is longer than a TLS listener's fixed {TLS_IDLE_TIMEOUT_S} s idle timeout: "
-                f"a non-streamed answer would be cut ({TLS_IDLE_TIMEOUT_SOURCE}); lower it to {TLS_IDLE_TIMEOUT_S} or less (clients stream longer answers), or terminate TLS behind a TCP listener"
-            )
-        annotations[f"{LB}ssl-cert"] = tls_certificate_arn
+    if idle is None:
+        annotations[f"{LB}ssl-cert"] = tls_certificate_arn or ""
         annotations[f"{LB}ssl-ports"] = service_port_name
         return annotations
-    idle = DEFAULT_IDLE_TIMEOUT_S if idle_timeout_s is None else idle_timeout_s
-    low, high = IDLE_TIMEOUT_RANGE
-    if isinstance(idle, bool) or not isinstance(idle, int) or not low <= idle <= high:
-        raise NlbError("idle_timeout_s", f"nlb: idle_timeout_s {idle!r} is not accepted; a TCP listener takes {low}-{high} s")
-    if idle < proxy.max_generation_s:
-        raise NlbError(
-            "idle_timeout_s",
-            f"nlb: idle_timeout_s {idle} is shorter than max_generation_s {proxy.max_generation_s}: "
-            "the NLB would close a connection still waiting for a non-streamed answer; raise it"
-        )
     annotations[f"{LB}listener-attributes.TCP-{proxy.api_port}"] = f"tcp.idle_timeout.seconds={idle}"
     return annotations

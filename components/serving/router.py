@@ -14,7 +14,7 @@ carry a :class:`ConversationRouting` (the stack sets one when it serves two or m
   trust the router's ``X-Forwarded-For``: :func:`kimi_k3.serving.proxy_edge.real_ip_lines`).
 
 The stop sequence is the serving pods' (:mod:`kimi_k3.serving.drain`, one rule): the router pod
-keeps accepting for ``pre_stop_s`` after it leaves the endpoints (behind an NLB at least
+keeps accepting for ``pre_stop_sleep_s`` after it leaves the endpoints (behind an NLB at least
 :data:`~kimi_k3.serving.drain.MIN_PRE_STOP_BEHIND_NLB_S`); then its PID 1 (:data:`STOP_WRAPPER`)
 asks Envoy's admin interface to drain its listeners gracefully and waits until no request is in
 flight or ``drain_s`` has passed (a router pod carries the streams it routes: killing it would cut
@@ -111,7 +111,7 @@ class ConversationRouting:
     """Header whose value keeps a conversation on its replica (``routerSessionHeader``)."""
     router_replicas: int = DEFAULT_ROUTER_REPLICAS
     """Router pods, 2 to 10 (``routerReplicas``)."""
-    pre_stop_s: int = DEFAULT_PRE_STOP_S
+    pre_stop_sleep_s: int = DEFAULT_PRE_STOP_S
     """``preStop`` sleep of a router pod (``routerPreStopSeconds``): the stop sequence's rule (:class:`~kimi_k3.serving.drain.DrainPlan`)."""
     image: str = ROUTER_IMAGE
     """The Envoy image (``routerImage``): the upstream image pinned by digest; mirror it for production."""
@@ -138,7 +138,7 @@ class ConversationRouting:
 
     def drain_plan(self, drain_s: int, behind_nlb: bool) -> DrainPlan:
         """The router pods' stop sequence: the serving pods' rule with the router's ``preStop`` and the serving drain."""
-        return DrainPlan(pre_stop_s=self.pre_stop_s, drain_s=drain_s, behind_nlb=behind_nlb)
+        return DrainPlan(pre_stop_sleep_s=self.pre_stop_sleep_s, drain_s=drain_s, behind_nlb=behind_nlb)
 
 
 def replicas_service_name(name: str) -> str:
@@ -193,7 +193,7 @@ def router_container(config: RouterConfig, routing: ConversationRouting, plan: D
         liveness_probe=k8s.core.v1.ProbeArgs(
             http_get=k8s.core.v1.HTTPGetActionArgs(path="/health", port="probe"), period_seconds=10, timeout_seconds=5, failure_threshold=6,
         ),
-        lifecycle=k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(sleep=k8s.core.v1.SleepActionArgs(seconds=plan.pre_stop_s))),
+        lifecycle=k8s.core.v1.LifecycleArgs(pre_stop=k8s.core.v1.LifecycleHandlerArgs(sleep=k8s.core.v1.SleepActionArgs(seconds=plan.pre_stop_sleep_s))),
         security_context=container_security_context(ROUTER_RUN_AS_USER),
         volume_mounts=[
             k8s.core.v1.VolumeMountArgs(name="config", mount_path=CONFIG_DIR, read_only=True),

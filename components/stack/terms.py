@@ -2,31 +2,24 @@
 
 A component phrases its errors in its own args (``instance_type``, ``reservation_id``); the
 platform and the ``kimi-k3`` commands that work on a stack phrase the same findings in the
-config keys the user sets. Every key named here exists in :data:`kimi_k3.stack.config_keys.CONFIG_KEYS`
-(checked at import), so renaming a key cannot leave a message pointing at a stale one.
+config keys the user sets, read from the seam (:data:`kimi_k3.stack.seam.SEAM`: the assessment's
+inputs and the keys that feed them), so renaming a key cannot leave a message pointing at a stale one.
 """
 
 from __future__ import annotations
 
 from kimi_k3.capacity.assessment import Terms
-from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT
-
-
-def key(name: str) -> str:
-    """The full config key ``kimi-k3:<name>`` of a key the schema defines."""
-    if name not in CONFIG_KEYS:
-        raise KeyError(f"{name} is not a key of kimi_k3.stack.config_keys")
-    return f"{PROJECT}:{name}"
-
+from kimi_k3.stack import seam
+from kimi_k3.stack.seam import full_key as key
 
 CAPACITY_BLOCK = Terms(
-    reservation=key("capacityReservationId"),
-    instance_type=key("gpuInstanceType"),
-    availability_zones=key("availabilityZones"),
-    nodes=key("replicas"),
-    nodes_needed=f"the stack needs {{n}} ({key('replicas')} x {key('pipelineParallelSize')})",
+    reservation=seam.config_key("CapacityTerms", "reservation"),
+    instance_type=seam.config_key("CapacityTerms", "instance_type"),
+    availability_zones=seam.config_key("CapacityTerms", "availability_zones"),
+    nodes=seam.config_key("CapacityTerms", "nodes"),
+    nodes_needed=f"the stack needs {{n}} ({seam.config_key('CapacityTerms', 'nodes')} x {key('pipelineParallelSize')})",
     assign="set {name} to {value}",
-    new_block=f"buy a new one (`kimi-k3 capacity offerings`) and set {key('capacityReservationId')}",
+    new_block=f"buy a new one (`kimi-k3 capacity offerings`) and set {seam.config_key('CapacityTerms', 'reservation')}",
 )
 """Capacity Block findings in the stack's terms (``Platform``, ``kimi-k3 capacity preflight``)."""
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import pulumi
 
 from kimi_k3.serving.drain import DrainPlan
+from kimi_k3.stack import seam
 from kimi_k3.stack.settings import StackSettings
 from kimi_k3.weights import estimate, image_pull, node_local, node_sync
 from kimi_k3.weights.serving_pod import ServingStartup
@@ -46,7 +47,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     verify = ("overlapped" if s3 else "sequential") if weights.sha256_manifest else "none"
     workers = node_sync.verify_workers(node_sync.init_cpus(settings.instance, 8)) if s3 else 32
     front = settings.serving.front
-    drain = DrainPlan(pre_stop_s=front.pre_stop_sleep_s, drain_s=front.drain_s, grace_period_s=front.termination_grace_period_s)
+    drain = DrainPlan(pre_stop_sleep_s=front.pre_stop_sleep_s, drain_s=front.drain_s, termination_grace_period_s=front.termination_grace_period_s)
     return estimate.inputs_from_settings(
         settings,
         crt_target_bandwidth=s3,
@@ -65,16 +66,17 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     )
 
 
-WARNING_KEYS = {"ready_timeout": "kimi-k3:engineReadyTimeoutSeconds", "block_window": "kimi-k3:capacityReservationId", "huggingface": "kimi-k3:weightsSource"}
-"""The config key each of the estimate's warnings (:func:`kimi_k3.weights.estimate.startup_warnings`) concerns."""
-
-
 def estimate_lines(settings: StackSettings, block_hours: float | None) -> tuple[list[str], list[str]]:
     """``(lines, warnings)``: the time-to-first-token and cost lines, and the warnings (ready timeout, block window,
     Hugging Face direct), each led by the config key it concerns."""
     x = startup_inputs(settings)
     warnings = estimate.startup_warnings(x, settings.serving.contract.engine.ready_timeout_s, block_hours)
-    return estimate.format_estimates(x), [f"{WARNING_KEYS[topic]}: {text}" for topic, text in warnings]
+    return estimate.format_estimates(x), [f"{_warning_key(topic)}: {text}" for topic, text in warnings]
+
+
+def _warning_key(topic: str) -> str:
+    """The config key an estimate warning concerns: its topic is an input of ``startup_warnings`` or a field of ``StartupInputs``."""
+    return seam.config_key("startup_warnings", topic) if seam.key_name("startup_warnings", topic) else seam.config_key("StartupInputs", topic)
 
 
 def user_data_parts(settings: StackSettings) -> tuple[tuple[str, str], ...]:

@@ -512,23 +512,23 @@ STAGED_PATH = dict(weights_source="s3", crt_target_bandwidth=True, verify="overl
 
 
 def startup_warnings(x: StartupInputs, ready_timeout_s: int, block_hours: float | None = None) -> list[tuple[str, str]]:
-    """``(topic, warning)`` pairs: ``ready_timeout`` (:func:`check_ready_timeout`), ``block_window``
-    (:func:`block_window_warning`) and ``huggingface`` (weights through the NAT: modelled time and NAT cost)."""
+    """``(topic, warning)`` pairs, the topic named by the input it concerns: ``ready_timeout_s`` (:func:`check_ready_timeout`),
+    ``block_hours`` (:func:`block_window_warning`) and ``weights_source`` (Hugging Face weights through the NAT: modelled time and NAT cost)."""
     out: list[tuple[str, str]] = []
     warning = check_ready_timeout(ready_timeout_s, x)
     if warning:
-        out.append(("ready_timeout", warning))
+        out.append(("ready_timeout_s", warning))
     if block_hours is not None:
         window = block_window_warning(block_hours, x)
         if window:
-            out.append(("block_window", window))
+            out.append(("block_hours", window))
     if x.weights_source == "huggingface":
         cold = estimate_case(x, "cold").minutes
         staged = estimate_case(replace(x, **STAGED_PATH), "cold").minutes  # type: ignore[arg-type]  # fields of StartupInputs
         gb = x.weights_bytes / 1e9 * x.nodes
         nat = FIGURES["nat_data_processing"]
         out.append((
-            "huggingface",
+            "weights_source",
             f"weights come from Hugging Face through the NAT gateway: ~{cold:.0f} min to first token (staged in S3: ~{staged:.0f}), "
             f"and ~{gb:,.0f} GB of NAT data processing per start (~${gb * nat.value:,.0f} at ${nat.value}/GB, estimate); stage them with `kimi-k3 weights stage`",
         ))

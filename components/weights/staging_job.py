@@ -36,10 +36,10 @@ from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import labels
 from kimi_k3.core.formats import DNS_LABEL, GIT_REVISION
+from kimi_k3.core.s3 import S3Prefix
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.weights import pod_files
 from kimi_k3.weights.manifest import DEFAULT_SHA256SUMS
-from kimi_k3.weights.s3store import S3_URI
 from kimi_k3.weights.stage import STAGING_NAMESPACE, job_name
 
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
@@ -114,15 +114,23 @@ class WeightsStagingJobArgs:
     """Extra labels on every object."""
 
 
+def check_inputs(*, s3_uri: str, revision: str, image: str, allow_floating_tag: bool) -> None:
+    """The staging Job's rules on what it copies and with which image (the one home: :func:`validate` and the settings call it)."""
+    what = "weights staging job"
+    try:
+        S3Prefix.parse(s3_uri)
+    except ValueError:
+        raise UserError(f"{what}: s3_uri {s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)") from None
+    if not GIT_REVISION.fullmatch(revision or ""):
+        raise UserError(f"{what}: revision {revision!r} is not accepted; expected the 40-hex commit SHA")
+    if "@sha256:" not in image and not allow_floating_tag:
+        raise UserError(f"{what}: image {image!r} is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)")
+
+
 def validate(args: WeightsStagingJobArgs) -> None:
     """Refuse what cannot work, before anything is declared (one line naming the field)."""
     what = "weights staging job"
-    if not S3_URI.match(args.s3_uri or "") or not args.s3_uri.rstrip("/").count("/") >= 3:
-        raise UserError(f"{what}: s3_uri {args.s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)")
-    if not GIT_REVISION.fullmatch(args.revision or ""):
-        raise UserError(f"{what}: revision {args.revision!r} is not accepted; expected the 40-hex commit SHA")
-    if "@sha256:" not in args.image and not args.allow_floating_tag:
-        raise UserError(f"{what}: image {args.image!r} is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)")
+    check_inputs(s3_uri=args.s3_uri, revision=args.revision, image=args.image, allow_floating_tag=args.allow_floating_tag)
     if not DNS_LABEL.match(args.namespace):
         raise UserError(f"{what}: namespace {args.namespace!r} is not a DNS label")
     if not 1 <= args.workers <= 64:
@@ -209,9 +217,8 @@ class WeightsStagingJob(pulumi.ComponentResource):
         require_kubernetes_provider(problems, opts)
         problems.raise_any()
         super().__init__("kimi-k3:index:WeightsStagingJob", name, None, opts)
-        match = S3_URI.match(args.s3_uri)
-        assert match is not None  # validate() refused anything else
-        bucket, prefix = match.group(1), match.group(2)
+        location = S3Prefix.parse(args.s3_uri)  # validate() refused anything else
+        bucket, prefix = location.bucket, location.prefix
         common = {"app.kubernetes.io/part-of": "kimi-k3", "app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/name": "weights-stage", **args.labels}
         ns = args.namespace
         k8s_opts = pulumi.ResourceOptions(parent=self)

@@ -1,0 +1,42 @@
+"""The weights URI (``weightsS3Uri``): ``s3://bucket/prefix/``, parsed once into an :class:`S3Prefix`.
+
+One regex and one parser for every layer that reads the URI: the serving contract (which
+checks ``weightsS3Uri``), the staging Job (which writes only that prefix) and the serving
+pods' Pod Identity policy (which reads only that prefix). The prefix is never empty: a
+role scoped to ``s3://bucket/`` would reach the whole bucket. (The pod-side copy in
+``kimi_k3.weights.s3store``, shipped to the pods byte for byte, keeps its own reader.)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+S3_PREFIX_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.'()/=]+/)$")
+"""``s3://bucket/prefix/``: an S3 bucket name, then a non-empty key prefix with a trailing slash and no wildcards."""
+
+
+@dataclass(frozen=True)
+class S3Prefix:
+    """A bucket and a non-empty key prefix (ending in ``/``): where a revision's weights live."""
+
+    bucket: str
+    """The bucket's name."""
+    prefix: str
+    """The key prefix, with its trailing slash (``models/kimi-k3/<revision>/``)."""
+
+    @classmethod
+    def parse(cls, uri: object) -> S3Prefix:
+        """From ``s3://bucket/prefix/``; a ``ValueError`` for anything else (an empty prefix included)."""
+        match = S3_PREFIX_URI.fullmatch(uri) if isinstance(uri, str) else None
+        if match is None:
+            raise ValueError(f"{uri!r} is not s3://bucket/prefix/ (a non-empty prefix, a trailing slash, no wildcards)")
+        return cls(match.group(1), match.group(2))
+
+    @property
+    def uri(self) -> str:
+        """Back to ``s3://bucket/prefix/``."""
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+__all__ = ["S3_PREFIX_URI", "S3Prefix"]

@@ -1,0 +1,157 @@
+"""Reading raw config one key at a time, and the small checks every section shares (ranges, CIDRs, instance types).
+
+A section of :mod:`kimi_k3.stack.settings` (the only reader of stack config).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kimi_k3.core import catalog
+from kimi_k3.errors import SettingsError
+from kimi_k3.stack.config_keys import CONFIG_KEYS, ConfigKey
+
+SECRET_PLACEHOLDER_PREFIX = "offline-placeholder-for-secret:"
+"""Stand-in for ``secure:`` values that cannot be decrypted offline."""
+
+
+INSTANCE_TYPE_RE = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A secret config value. Its repr never shows the value.
+
+    ``placeholder`` is true when the value could not be decrypted (offline plan):
+    the value is then a clearly marked stand-in, still handled as a secret.
+    """
+
+    value: str = field(repr=False)
+    """The secret's plain text, never shown in the repr; with ``placeholder``, the marked stand-in (:data:`SECRET_PLACEHOLDER_PREFIX`)."""
+    placeholder: bool = False
+    """True when a ``secure:`` value could not be decrypted (offline plan) and ``value`` is the stand-in."""
+
+    def __repr__(self) -> str:
+        return "Secret(placeholder)" if self.placeholder else "Secret(***)"
+
+
+class _Reader:
+    """Typed access to raw config values, one key at a time."""
+
+    def __init__(self, values: Mapping[str, Any], secret_keys: Iterable[str]) -> None:
+        self.values = values
+        self.secret_keys = set(secret_keys)
+
+    def raw(self, key: ConfigKey) -> Any:
+        return self.values.get(key.full_name)
+
+    def get(self, name: str) -> Any:
+        key = CONFIG_KEYS[name]
+        raw = self.raw(key)
+        if raw is None or (raw == "" and key.type == "string" and key.required):
+            if key.required:
+                how = "pulumi config set --secret" if key.secret else "pulumi config set"
+                raise SettingsError(key.full_name, None, f"it is required: {key.description} Set it with `{how} {key.full_name} <value>`")
+            return key.default if not isinstance(key.default, list) else tuple(key.default)
+        return self._convert(key, raw)
+
+    def _convert(self, key: ConfigKey, raw: Any) -> Any:
+        if key.type == "string":
+            return str(raw)
+        if key.type == "integer":
+            if isinstance(raw, bool):
+                raise SettingsError(key.full_name, raw, "expected a whole number")
+            if isinstance(raw, int):
+                return raw
+            if isinstance(raw, float) and raw.is_integer():
+                return int(raw)
+            if not re.fullmatch(r"[+-]?[0-9]+", str(raw).strip()):  # ASCII digits only, as Pulumi's integer parsing
+                raise SettingsError(key.full_name, raw, "expected a whole number in ASCII digits")
+            return int(str(raw).strip())
+        if key.type == "boolean":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("true", "false"):
+                return text == "true"
+            raise SettingsError(key.full_name, raw, "expected true or false")
+        # array: the CLI passes structured values as JSON
+        items = raw
+        if isinstance(raw, str):
+            try:
+                items = json.loads(raw)
+            except json.JSONDecodeError:
+                raise SettingsError(key.full_name, raw, "expected a list of strings, e.g. [\"a\", \"b\"]") from None
+        if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+            raise SettingsError(key.full_name, raw, "expected a list of strings, e.g. [\"a\", \"b\"]")
+        return tuple(items)
+
+    def secret(self, name: str) -> Secret | None:
+        key = CONFIG_KEYS[name]
+        value = self.get(name)
+        if value in ("", None):
+            return None
+        if key.full_name not in self.secret_keys:
+            raise SettingsError(key.full_name, "<plain text value>", f"it must be a secret: set it with `pulumi config set --secret {key.full_name} <value>`")
+        return Secret(value, placeholder=str(value).startswith(SECRET_PLACEHOLDER_PREFIX))
+
+
+def _key(name: str) -> str:
+    return CONFIG_KEYS[name].full_name
+
+
+def _one_of(name: str, value: Any, accepted: Iterable[Any]) -> Any:
+    accepted = tuple(accepted)
+    if value not in accepted:
+        raise SettingsError(_key(name), value, f"accepted: {', '.join(map(str, accepted))}")
+    return value
+
+
+def _in_range(name: str, value: int | float, low: float, high: float) -> Any:
+    if not low <= value <= high:
+        raise SettingsError(_key(name), value, f"accepted: {low} to {high}")
+    return value
+
+
+def _network(name: str, value: str, *, private: bool = False) -> ipaddress.IPv4Network:
+    try:
+        net = ipaddress.IPv4Network(value, strict=True)
+    except ValueError as err:
+        raise SettingsError(_key(name), value, f"expected an IPv4 CIDR such as 10.42.0.0/16 ({err})") from None
+    if private and not net.is_private:
+        raise SettingsError(_key(name), value, "expected a private RFC 1918 range (10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16)")
+    return net
+
+
+def _cidr_list(name: str, values: tuple[str, ...], *, allow_world: bool) -> tuple[str, ...]:
+    for value in values:
+        net = _network(name, value)
+        if net.prefixlen == 0 and not allow_world:
+            raise SettingsError(_key(name), value, "0.0.0.0/0 opens the endpoint to the whole internet; list the CIDRs of your networks instead")
+    return values
+
+
+def _instance_type(name: str, value: str) -> str:
+    if value in catalog.INSTANCE_TYPES:
+        return value
+    known = ", ".join(catalog.INSTANCE_TYPES)
+    match = INSTANCE_TYPE_RE.fullmatch(value)
+    if match and match.group(1) in catalog.NON_GPU_FAMILIES:
+        raise SettingsError(_key(name), value, f"not a GPU instance type; accepted: {known}")
+    raise SettingsError(_key(name), value, f"unknown instance type; accepted: {known}")
+
+
+def _changed_keys(r: _Reader, names: Iterable[str]) -> list[str]:
+    """The keys among ``names`` whose value is not their default (set in the stack file)."""
+    changed = []
+    for name in names:
+        key = CONFIG_KEYS[name]
+        default = tuple(key.default) if isinstance(key.default, list) else key.default
+        if r.get(name) != default:
+            changed.append(key.full_name)
+    return changed

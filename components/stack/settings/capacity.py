@@ -1,0 +1,100 @@
+"""The ``Capacity Block and GPU nodes`` keys and the ``GPU plugins`` keys.
+
+A section of :mod:`kimi_k3.stack.settings` (the only reader of stack config).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kimi_k3.core.formats import (
+    CAPACITY_BLOCK_OFFERING_ID,
+    CAPACITY_RESERVATION_ID,
+    CHART_VERSION,
+    EMAIL_LETTER_TLD,
+)
+from kimi_k3.errors import SettingsError
+from kimi_k3.stack.config_keys import CONFIG_KEYS
+from kimi_k3.stack.settings._reader import _in_range, _instance_type, _key, _Reader
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """The Capacity Block and the GPU node group bought with it."""
+
+    reservation_id: str
+    """Capacity Block reservation id, ``cr-`` and 17 hex digits (``capacityReservationId``); ``""`` (unset) only on a ``hyperpod`` stack."""
+    instance_type: str
+    """GPU instance type, a key of :data:`kimi_k3.core.catalog.INSTANCE_TYPES` (``gpuInstanceType``)."""
+    ami_release_version: str | None
+    """EKS AL2023 NVIDIA AMI release to pin, e.g. ``1.34.2-20251120`` (``gpuAmiReleaseVersion``); ``None``: the latest at creation."""
+    root_volume_gib: int
+    """Encrypted root volume of each GPU node, GiB, 100 to 2000 (``gpuRootVolumeGiB``)."""
+    efa_enabled: bool
+    """Attach EFA interfaces to the GPU nodes and install the EFA device plugin (``efaEnabled``); required when a replica spans nodes."""
+    alert_email: str | None
+    """E-mail subscribed to the Capacity Block alerts' SNS topic (``capacityAlertEmail``); ``None``: the topic only."""
+
+
+@dataclass(frozen=True)
+class GpuPluginSettings:
+    """Versions and switches of the GPU node plugins."""
+
+    nvidia_device_plugin_version: str
+    """Helm chart version of nvidia-device-plugin, without a leading ``v`` (``nvidiaDevicePluginVersion``)."""
+    efa_device_plugin_version: str
+    """Helm chart version of aws-efa-k8s-device-plugin, 0.5.10 or newer, without a leading ``v`` (``efaDevicePluginVersion``)."""
+    dcgm_exporter_enabled: bool
+    """Install the NVIDIA DCGM exporter (GPU metrics) on the GPU nodes (``dcgmExporterEnabled``)."""
+    dcgm_exporter_version: str
+    """Helm chart version of dcgm-exporter, without a leading ``v`` (``dcgmExporterVersion``)."""
+
+
+def _validate_capacity(r: _Reader, prod: bool, *, hyperpod: bool = False) -> CapacitySettings:
+    reservation = r.get("capacityReservationId")
+    if not reservation and not hyperpod:
+        key = CONFIG_KEYS["capacityReservationId"]
+        raise SettingsError(key.full_name, None, f"it is required: {key.description} Set it with `pulumi config set {key.full_name} <value>`")
+    if reservation and CAPACITY_BLOCK_OFFERING_ID.fullmatch(reservation):
+        raise SettingsError(
+            _key("capacityReservationId"), reservation,
+            "that is a Capacity Block offering id (cb-...), not a reservation: buy it with "
+            f"`kimi-k3 capacity purchase {reservation} --count N --days D`, which prints the reservation id (cr- followed by 17 hex digits) to set here",
+        )
+    if reservation and not CAPACITY_RESERVATION_ID.fullmatch(reservation):
+        raise SettingsError(_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
+    ami = r.get("gpuAmiReleaseVersion") or None
+    if ami and not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", ami):
+        raise SettingsError(_key("gpuAmiReleaseVersion"), ami, "expected an EKS AMI release version such as 1.34.2-20251120")
+    if prod and not ami and not hyperpod:
+        raise SettingsError(_key("gpuAmiReleaseVersion"), None, "required in prod: pin the AL2023 NVIDIA AMI release so node replacements are reproducible")
+    email = r.get("capacityAlertEmail") or None
+    if email and not EMAIL_LETTER_TLD.fullmatch(email):
+        raise SettingsError(_key("capacityAlertEmail"), email, "expected an e-mail address such as oncall@example.com")
+    return CapacitySettings(
+        reservation_id=reservation,
+        instance_type=_instance_type("gpuInstanceType", r.get("gpuInstanceType")),
+        ami_release_version=ami,
+        root_volume_gib=_in_range("gpuRootVolumeGiB", r.get("gpuRootVolumeGiB"), 100, 2000),
+        efa_enabled=r.get("efaEnabled"),
+        alert_email=email,
+    )
+
+
+def _chart_version(name: str, value: str, minimum: tuple[int, ...] | None = None) -> str:
+    match = CHART_VERSION.fullmatch(value)
+    if not match:
+        raise SettingsError(_key(name), value, "expected a chart version such as 0.20.0")
+    if minimum and tuple(map(int, match.groups())) < minimum:
+        raise SettingsError(_key(name), value, f"accepted: {'.'.join(map(str, minimum))} or newer (older versions misdetect NVLink devices on p6)")
+    return value.lstrip("v")
+
+
+def _validate_plugins(r: _Reader) -> GpuPluginSettings:
+    return GpuPluginSettings(
+        nvidia_device_plugin_version=_chart_version("nvidiaDevicePluginVersion", r.get("nvidiaDevicePluginVersion")),
+        efa_device_plugin_version=_chart_version("efaDevicePluginVersion", r.get("efaDevicePluginVersion"), (0, 5, 10)),
+        dcgm_exporter_enabled=r.get("dcgmExporterEnabled"),
+        dcgm_exporter_version=_chart_version("dcgmExporterVersion", r.get("dcgmExporterVersion")),
+    )
