@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kimi_k3.errors import Problems, UserError
-from kimi_k3.stack import settings
+from kimi_k3.stack import settings, wire
 from tests.conftest import ROOT
 
 COMPONENTS = ROOT / "components"
@@ -83,7 +83,7 @@ def settings_of(stack: str = "dev", **changes: Any) -> settings.StackSettings:
         if value is None:
             values.pop(full, None)
         else:
-            values[full] = value if isinstance(value, str) else settings._to_wire(value)
+            values[full] = value if isinstance(value, str) else wire.to_wire(value)
     return settings.from_values(values, secrets, stack=stack)
 
 

@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.serving.contracts import ApiContract, EngineProfile, ImageContract, ServingContract, WeightsContract
-from kimi_k3.stack import settings
+from kimi_k3.stack import settings, wire
 
 DIGEST = "sha256:" + "ab" * 32
 """A well-formed image digest."""
@@ -50,7 +50,7 @@ def stack_config(stack: str = "dev", **changes: Any) -> dict[str, str]:
         if value is None:
             values.pop(full, None)
         else:
-            values[full] = value if isinstance(value, str) else settings._to_wire(value)
+            values[full] = value if isinstance(value, str) else wire.to_wire(value)
     return values
 
 
@@ -71,7 +71,7 @@ def load_stack_settings(env: str = "dev", **changes: Any) -> settings.StackSetti
     values = stack_config(**changes)
     if env == "prod":
         values.update(PROD_OVERRIDES)
-        values.update({(k if ":" in k else f"kimi-k3:{k}"): (v if isinstance(v, str) else settings._to_wire(v)) for k, v in changes.items() if v is not None})
+        values.update({(k if ":" in k else f"kimi-k3:{k}"): (v if isinstance(v, str) else wire.to_wire(v)) for k, v in changes.items() if v is not None})
     return settings.from_values(values, {"kimi-k3:apiKey"}, stack=env)
 
 

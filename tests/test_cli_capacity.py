@@ -174,8 +174,8 @@ def test_unreachable_endpoint(capsys, monkeypatch):
 
 @pytest.fixture
 def stack(monkeypatch):
-    """A stand-in for the stack preflight reads (kimi_k3.stack.project.load_settings), with the attributes it uses."""
-    from kimi_k3.stack import project
+    """A stand-in for the stack preflight reads (kimi_k3.stack.settings.load_settings), with the attributes it uses."""
+    from kimi_k3.stack import settings as stack_settings
 
     loaded = {}
     settings = types.SimpleNamespace(
@@ -188,7 +188,7 @@ def stack(monkeypatch):
         loaded["name"], loaded["project"] = name, found
         return settings
 
-    monkeypatch.setattr(project, "load_settings", load_settings)
+    monkeypatch.setattr(stack_settings, "load_settings", load_settings)
     return types.SimpleNamespace(settings=settings, loaded=loaded)
 
 

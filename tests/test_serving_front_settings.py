@@ -137,7 +137,7 @@ def test_the_hyperpod_command_renders_the_stacks_routing(tmp_path, monkeypatch):
     from kimi_k3.cli import hyperpod as hyperpod_cli
 
     routed = load_stack_settings(hyperpodRoutingStrategy="prefixaware", hyperpodKvCache="l1")
-    monkeypatch.setattr(hyperpod_cli.project, "load_settings", lambda project, stack: routed)
+    monkeypatch.setattr(hyperpod_cli.stack_settings, "load_settings", lambda project, stack: routed)
     out = tmp_path / "endpoint.yaml"
     assert cli.main(["hyperpod", "dev", "--out", str(out)]) == 0
     manifest = yaml.safe_load(out.read_text())

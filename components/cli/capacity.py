@@ -134,9 +134,10 @@ def _network_azs(settings: Any) -> tuple[str, ...] | None:
 def cmd_preflight(args: argparse.Namespace) -> int:
     """Go/no-go list for the stack's Capacity Block; exit 0 on go, 1 on no-go."""
     from kimi_k3.stack import project  # loaded by this command only: the others start without it
+    from kimi_k3.stack import settings as stack_settings  # loaded by this command only: the others start without it
     from kimi_k3.stack import terms as stack_terms  # loaded by this command only: the others start without it
 
-    s = project.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
+    s = stack_settings.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
     now = utcnow()
     clients = capacity_aws.make_clients(s.region)
     report = preflight.run_preflight(

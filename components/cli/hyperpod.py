@@ -20,6 +20,7 @@ from kimi_k3.cli.arguments import add_stack_arguments
 from kimi_k3.errors import UserError
 from kimi_k3.hyperpod.endpoint import DEFAULT_INSTANCE_TYPE, SECRET_KEY, render_inference_endpoint_config
 from kimi_k3.stack import project
+from kimi_k3.stack import settings as stack_settings
 
 
 class _WithPlans(argparse.ArgumentParser):
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     """Render the object and print or write it."""
     if args.no_api_key and args.api_key_secret:
         raise UserError("--no-api-key and --api-key-secret contradict each other; pass one")
-    settings = project.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
+    settings = stack_settings.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
     api_key_secret = None if args.no_api_key else (args.api_key_secret or f"{args.name}-api-key")
     manifest = render_inference_endpoint_config(
         settings.serving.contract,

@@ -86,9 +86,10 @@ def cmd_startup_report(args: argparse.Namespace) -> int:
     settings = None
     if args.stack is not None:
         from kimi_k3.stack import project  # loaded by this command only: the others start without it
+        from kimi_k3.stack import settings as stack_settings  # loaded by this command only: the others start without it
         from kimi_k3.stack.time_to_serve import startup_inputs  # loaded by this command only: the others start without it
 
-        settings = project.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
+        settings = stack_settings.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
         inputs = startup_inputs(settings)
     else:
         inputs = estimate.StartupInputs()

@@ -62,10 +62,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Print the snapshot (or poll with --wait); exit 0 when the endpoint is ready, 1 when not."""
     from kimi_k3.bringup import collect, kube, report  # loaded by this command only: the others start without it
     from kimi_k3.stack import project  # loaded by this command only: the others start without it
+    from kimi_k3.stack import settings as stack_settings  # loaded by this command only: the others start without it
     from kimi_k3.stack.settings import cluster_name  # loaded by this command only: the others start without it
 
     found = project.find_project(args.program, Path.cwd())
-    settings = project.load_settings(found, args.stack)
+    settings = stack_settings.load_settings(found, args.stack)
     if args.kubeconfig is not None:
         document, source = kube.read_kubeconfig(args.kubeconfig), f"--kubeconfig {args.kubeconfig}"
     else:

@@ -29,8 +29,7 @@ from typing import Any
 import yaml
 
 from kimi_k3.errors import SettingsError, UserError
-from kimi_k3.stack import settings as stack_settings
-from kimi_k3.stack import stack_file
+from kimi_k3.stack import stack_file, wire
 from kimi_k3.stack.config_keys import PROJECT
 
 LIBRARY_ROOT = Path(__file__).resolve().parents[2]
@@ -251,10 +250,10 @@ def read_stack_document(path: Path, stack: str, known: list[str]) -> tuple[dict[
     for key, value in raw.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             ciphertext = hashlib.sha256(str(value["secure"]).encode()).hexdigest()[:12]
-            values[key] = f"{stack_settings.SECRET_PLACEHOLDER_PREFIX}{key}#{ciphertext}"
+            values[key] = f"{wire.SECRET_PLACEHOLDER_PREFIX}{key}#{ciphertext}"
             secret_keys.add(key)
         else:
-            values[key] = stack_settings._to_wire(value)
+            values[key] = wire.to_wire(value)
             if isinstance(value, (list, dict)):
                 structured.add(key)
     return values, secret_keys, structured
@@ -265,7 +264,7 @@ def read_stack_config(project: Project, stack: str, overrides: Mapping[str, Any]
 
     ``overrides`` (``{"ns:key": value}``, ``None`` deletes) rehearse other values without
     editing the stack file. A kimi-k3 project's values are then validated by
-    :func:`kimi_k3.stack.settings.from_values` (the caller does it, see :func:`load_settings`).
+    :func:`kimi_k3.stack.settings.from_values` (the caller does it, see :func:`kimi_k3.stack.settings.load_settings`).
     """
     path = project.stack_file(stack)
     values, secret_keys, structured = read_stack_document(path, stack, project.known_stacks())
@@ -275,7 +274,7 @@ def read_stack_config(project: Project, stack: str, overrides: Mapping[str, Any]
             values.pop(key, None)
             secret_keys.discard(key)
         else:
-            values[key] = value if isinstance(value, str) else stack_settings._to_wire(value)
+            values[key] = value if isinstance(value, str) else wire.to_wire(value)
             if isinstance(value, (list, tuple, dict)):
                 structured.add(key)
     absent_secrets: set[str] = set()
@@ -284,13 +283,13 @@ def read_stack_config(project: Project, stack: str, overrides: Mapping[str, Any]
             continue
         chosen = declaration.default if declaration.default is not None else declaration.value
         if chosen is not None:
-            values[declaration.key] = stack_settings._to_wire(chosen)
+            values[declaration.key] = wire.to_wire(chosen)
             if isinstance(chosen, (list, dict)):
                 structured.add(declaration.key)
         elif declaration.secret:
             # Secrets stay out of committed stack files; CI sets them (`pulumi config set --secret`,
             # tools/ci-stack-secrets.sh) before preview/up. Offline a marked placeholder stands in.
-            values[declaration.key] = f"{stack_settings.SECRET_PLACEHOLDER_PREFIX}{declaration.key}"
+            values[declaration.key] = f"{wire.SECRET_PLACEHOLDER_PREFIX}{declaration.key}"
             secret_keys.add(declaration.key)
             absent_secrets.add(declaration.key)
     return StackConfig(short_stack_name(stack), path, values, frozenset(secret_keys), stack_values, frozenset(structured), frozenset(absent_secrets))
@@ -352,19 +351,6 @@ def _type_name(type_: str, items: Mapping[str, Any] | None) -> str:
     return f"array<{_type_name(items.get('type', ''), items.get('items'))}>" if items else type_
 
 
-def load_settings(project: Project, stack: str) -> stack_settings.StackSettings:
-    """A stack of ``project`` as validated kimi-k3 settings (``hyperpod``, ``capacity preflight``)."""
-    config = read_stack_config(project, stack)
-    if not any(key.startswith(f"{PROJECT}:") for key in config.stack_values):
-        raise UserError(
-            f"stack {config.stack} ({config.path}) sets no {PROJECT}:* keys: this command reads a kimi-k3 stack "
-            f"(the settings of kimi_k3.stack.settings), which project {project.name!r} does not use"
-        )
-    settings = stack_settings.from_values(config.values, config.secret_keys, project=PROJECT, stack=config.stack)
-    check_declarations(project, config)
-    return settings
-
-
 __all__ = [
     "PROJECT_FILES",
     "ConfigDeclaration",
@@ -374,7 +360,6 @@ __all__ = [
     "find_project",
     "library_project",
     "load_project",
-    "load_settings",
     "read_stack_config",
     "read_stack_document",
     "short_stack_name",

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,8 +26,8 @@ from typing import Any
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import KNOWN_REGION
 from kimi_k3.core.suggest import nearest
-from kimi_k3.errors import SettingsError
-from kimi_k3.stack import no_effect, region_facts
+from kimi_k3.errors import SettingsError, UserError
+from kimi_k3.stack import no_effect, project, region_facts
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT
 from kimi_k3.stack.settings._reader import INSTANCE_TYPE_RE, SECRET_PLACEHOLDER_PREFIX, Secret, _changed_keys, _key, _one_of, _Reader
 from kimi_k3.stack.settings.capacity import CapacitySettings, GpuPluginSettings, _validate_capacity, _validate_plugins
@@ -138,26 +137,26 @@ def read_stack_file(stack: str, root: Path | None = None) -> tuple[dict[str, str
     :func:`kimi_k3.stack.project.read_stack_config`: ``secure:`` values (and declared secrets
     the file does not hold, which CI sets) become marked placeholders, still secret.
     """
-    from kimi_k3.stack import project
-
     config = project.read_stack_config(project.find_project(root, Path.cwd()), stack)
     return dict(config.values), set(config.secret_keys)
 
 
+def load_settings(found: project.Project, stack: str) -> StackSettings:
+    """A stack of the Pulumi project ``found`` as validated kimi-k3 settings (``hyperpod``, ``capacity preflight``, ``status``)."""
+    config = project.read_stack_config(found, stack)
+    if not any(key.startswith(f"{PROJECT}:") for key in config.stack_values):
+        raise UserError(
+            f"stack {config.stack} ({config.path}) sets no {PROJECT}:* keys: this command reads a kimi-k3 stack "
+            f"(the settings of kimi_k3.stack.settings), which project {found.name!r} does not use"
+        )
+    settings = from_values(config.values, config.secret_keys, project=PROJECT, stack=config.stack)
+    project.check_declarations(found, config)
+    return settings
+
+
 def load_stack(stack: str, root: Path | None = None) -> StackSettings:
     """Read and validate a stack of the Pulumi project at ``root`` (default: found from the current directory)."""
-    from kimi_k3.stack import project
-
-    return project.load_settings(project.find_project(root, Path.cwd()), stack)
-
-
-def _to_wire(value: Any) -> str:
-    """Render a YAML value the way the Pulumi CLI hands it to the program."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return str(value)
+    return load_settings(project.find_project(root, Path.cwd()), stack)
 
 
 @functools.lru_cache(maxsize=1)
@@ -298,6 +297,7 @@ __all__ = [
     "cluster_name",
     "from_pulumi",
     "from_values",
+    "load_settings",
     "load_stack",
     "read_stack_file",
 ]

@@ -15,10 +15,7 @@ from typing import Any
 from kimi_k3.core import catalog
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS, ConfigKey
-
-SECRET_PLACEHOLDER_PREFIX = "offline-placeholder-for-secret:"
-"""Stand-in for ``secure:`` values that cannot be decrypted offline."""
-
+from kimi_k3.stack.wire import SECRET_PLACEHOLDER_PREFIX
 
 INSTANCE_TYPE_RE = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kimi_k3.core import catalog
-from kimi_k3.errors import SettingsError, UserError
+from kimi_k3.errors import ComponentInputError, SettingsError, UserError
 from kimi_k3.stack import seam
 from kimi_k3.stack.settings._reader import _changed_keys, _in_range, _key, _Reader
 from kimi_k3.stack.settings.capacity import CapacitySettings
@@ -70,11 +70,9 @@ def _validate_hyperpod(
         if stray:
             warnings.append(f"{', '.join(stray)} {'apply' if len(stray) > 1 else 'applies'} only to servingPlatform hyperpod; this stack is eks and ignores {'them' if len(stray) > 1 else 'it'}")
         return None
-    # Imported here: an EKS stack never loads the HyperPod modules.
-    from kimi_k3.errors import ComponentInputError
-    from kimi_k3.hyperpod import rules as hyperpod_rules
-    from kimi_k3.hyperpod import training_plans
-    from kimi_k3.hyperpod.endpoint import check_servable
+    from kimi_k3.hyperpod import rules as hyperpod_rules  # an EKS stack never loads the HyperPod modules
+    from kimi_k3.hyperpod import training_plans  # an EKS stack never loads the HyperPod modules
+    from kimi_k3.hyperpod.endpoint import check_servable  # an EKS stack never loads the HyperPod modules
 
     plan = r.get("trainingPlanArn")
     if not plan:

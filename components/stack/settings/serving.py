@@ -262,7 +262,7 @@ def _validate_hyperpod_routing(r: _Reader) -> HyperPodRouting:
 def _validate_routing(r: _Reader, prod: bool, exposure: str) -> ConversationRouting | None:
     """The routing tier's keys, checked by :class:`ConversationRouting` and the stop sequence's rule (:class:`DrainPlan`); the keys
     are named back through the seam."""
-    from kimi_k3.serving import drain, nlb
+    from kimi_k3.serving import drain, nlb  # the serving components (Pulumi SDKs) load when a stack is validated, not when settings are imported
     from kimi_k3.serving.router import ConversationRouting, RoutingError  # the router module declares Kubernetes objects: loaded when used
 
     if not r.get("conversationRouting"):
@@ -300,7 +300,7 @@ def _validate_routing(r: _Reader, prod: bool, exposure: str) -> ConversationRout
 
 def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str, warnings: list[str]) -> ServingFrontSettings:
     """The API proxy, drain and NLB keys, each checked by the rule that owns it (proxy, drain plan, NLB); the key is named here."""
-    from kimi_k3.serving import api_proxy, drain, nlb
+    from kimi_k3.serving import api_proxy, drain, nlb  # the serving components (Pulumi SDKs) load when a stack is validated, not when settings are imported
 
     routes = r.get("servingExtraRoutes")
     parsed = []

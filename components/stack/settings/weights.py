@@ -68,9 +68,17 @@ def _validate_time_to_serve(
     Returns the settings and the serving settings, whose contract image is rewritten to the ECR pull-through
     cache when ``dockerHubPullThroughSecretArn`` is set.
     """
-    from kimi_k3.weights import WeightsError, bucket, compile_cache, image_pull, node_sync, staging_job, system_disk
-    from kimi_k3.weights.estimate import image_in_region
-    from kimi_k3.weights.s3store import S3Location
+    from kimi_k3.weights import (  # the weights components (Pulumi SDKs) load when a stack is validated, not when settings are imported
+        WeightsError,
+        bucket,
+        compile_cache,
+        image_pull,
+        node_sync,
+        staging_job,
+        system_disk,
+    )
+    from kimi_k3.weights.estimate import image_in_region  # the weights components (Pulumi SDKs) load when a stack is validated, not when settings are imported
+    from kimi_k3.weights.s3store import S3Location  # the weights components (Pulumi SDKs) load when a stack is validated, not when settings are imported
 
     contract = serving.contract
     weights = contract.weights
