@@ -46,7 +46,7 @@ lint: venv
 ## (tests/test_wall_clock.py and tests/conftest.py keep that pass complete; tests/test_time_travel.py moves the
 ## clock itself, by 8h, 9d and 75d, in the first pass); the gate CI runs
 test: lint $(CHECKOV_VENV)/bin/checkov system-packages
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 	@echo "== the tests that read the clock, with the clock moved by $(TRAVEL_ONE)"
 	$(BIN)/python -m pytest -q -n 2 -m clock --travel $(TRAVEL_ONE) --deselect tests/test_time_travel.py
 
