@@ -102,6 +102,8 @@ class Clients:
     """boto3 EC2 client: reservations, Capacity Block offerings, purchases, extensions and status."""
     quotas: Any
     """boto3 Service Quotas client (``service-quotas``), read by the preflight quota checks."""
+    s3: Any = None
+    """boto3 S3 client, read by the preflight's weights-bucket region check (None: not checked)."""
 
     @property
     def region(self) -> str:
@@ -110,7 +112,7 @@ class Clients:
 
 
 def make_clients(region: str | None) -> Clients:
-    """Create the EC2 and Service Quotas clients (the one place that does; tests replace it)."""
+    """Create the EC2, Service Quotas and S3 clients (the one place that does; tests replace it)."""
     if region is not None:
         validate_region(region)
     import boto3
@@ -127,6 +129,7 @@ def make_clients(region: str | None) -> Clients:
         return Clients(
             ec2=session.client("ec2", config=config),
             quotas=session.client("service-quotas", config=config),
+            s3=session.client("s3", config=config),
         )
 
 

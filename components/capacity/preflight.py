@@ -20,6 +20,10 @@ from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.status import BlockStatus, block_statuses
 from kimi_k3.core.formats import CAPACITY_RESERVATION_ID
 
+CROSS_REGION_USD_PER_GB = 0.02
+"""S3 data transfer to another AWS region, USD per GB (Amazon S3 pricing, "Data Transfer OUT to other AWS Regions",
+the US regions' rate; an estimate, 2026-12): what a node pays to sync the weights from a bucket in another region."""
+
 VCPU_QUOTAS: Mapping[str, tuple[str, str]] = {
     "p": ("L-417A185B", "Running On-Demand P instances"),
 }
@@ -126,6 +130,43 @@ def _quota_check(quota: QuotaReading | None, nodes: int, vcpus: int | None) -> F
     return Finding(WARN, "vCPU quota", f"{label} is {quota.value:g} vCPUs, below {nodes} x {vcpus} = {need}; {_QUOTA_CAVEAT}, so request an increase if launches fail with VcpuLimitExceeded.")
 
 
+def bucket_region(location_constraint: str | None) -> str:
+    """The region of a bucket from ``GetBucketLocation``'s ``LocationConstraint`` (S3 API reference: empty for
+    us-east-1; the legacy ``EU`` for eu-west-1)."""
+    if not location_constraint:
+        return "us-east-1"
+    return "eu-west-1" if location_constraint == "EU" else location_constraint
+
+
+def weights_bucket_check(bucket: str, bucket_at: str | None, region: str, weights_gb: float, nodes: int, error: str | None = None) -> Finding:
+    """The weights bucket's region against the stack's: a WARN with the transfer's cost when they differ (pure)."""
+    if bucket_at is None:
+        return Finding(WARN, "weights bucket", f"could not read the region of s3://{bucket} ({error or 'not read'}); the sync is slower and billed when it is not {region}.")
+    if bucket_at == region:
+        return Finding(OK, "weights bucket", f"s3://{bucket} is in {region}, the stack's region: no cross-region transfer.")
+    cost = weights_gb * nodes * CROSS_REGION_USD_PER_GB
+    return Finding(
+        WARN, "weights bucket",
+        f"s3://{bucket} is in {bucket_at}, not the stack's {region}: every node sync pulls {weights_gb:,.0f} GB across regions, "
+        f"about ${cost:,.0f} per start of {nodes} node{'s' if nodes != 1 else ''} at ${CROSS_REGION_USD_PER_GB}/GB (S3 pricing, estimate), and slower; "
+        f"stage the weights in a bucket in {region} (kimi-k3 weights stage)",
+    )
+
+
+def read_bucket_region(s3: Any, bucket: str) -> tuple[str | None, str | None]:
+    """``(region, None)`` of ``bucket`` from ``GetBucketLocation``, or ``(None, why)`` when it cannot be read."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        answer = s3.get_bucket_location(Bucket=bucket)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        return None, f"{error.get('Code', 'error')}: {error.get('Message', '')}".rstrip(": ")
+    except BotoCoreError as exc:
+        return None, str(exc)
+    return bucket_region(answer.get("LocationConstraint")), None
+
+
 def run_preflight(
     ec2: Any,
     quotas: Any,
@@ -138,8 +179,14 @@ def run_preflight(
     vcpus_per_node: int | None = None,
     availability_zones: tuple[str, ...] | None = None,
     terms: Terms = ARGS_TERMS,
+    s3: Any = None,
+    weights_bucket: str | None = None,
+    weights_gb: float = 0.0,
 ) -> PreflightReport:
     """Read the reservation, its block status and the vCPU quota, and evaluate the go/no-go list.
+
+    With ``s3`` and ``weights_bucket`` (an S3-sourced stack) it also reads the bucket's region: a bucket in
+    another region is a WARN with the transfer's cost (``weights_gb`` per node).
 
     A missing or malformed reservation id is a FAIL line, not an exception; other
     AWS errors (credentials, permissions, network) raise UserError. ``terms`` name what the caller's user set
@@ -177,14 +224,21 @@ def run_preflight(
         availability_zones=availability_zones,
         terms=terms,
     )
+    if s3 is not None and weights_bucket:
+        bucket_at, why = read_bucket_region(s3, weights_bucket)
+        checks = (*checks, weights_bucket_check(weights_bucket, bucket_at, region, weights_gb, nodes_required, why))
     return PreflightReport(reservation_id, checks)
 
 
 __all__ = [
+    "CROSS_REGION_USD_PER_GB",
     "VCPU_QUOTAS",
     "PreflightReport",
     "QuotaReading",
+    "bucket_region",
     "evaluate_preflight",
+    "read_bucket_region",
     "read_vcpu_quota",
     "run_preflight",
+    "weights_bucket_check",
 ]

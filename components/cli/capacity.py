@@ -18,7 +18,7 @@ from kimi_k3.capacity import offerings as capacity_offerings
 from kimi_k3.cli.arguments import add_stack_arguments, whole_number
 from kimi_k3.cli.capacity_tables import hours_text, print_offerings, relative, table
 from kimi_k3.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
-from kimi_k3.core import clock
+from kimi_k3.core import catalog, clock
 from kimi_k3.core.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
@@ -131,6 +131,12 @@ def _network_azs(settings: Any) -> tuple[str, ...] | None:
     return tuple(net.availability_zones) if net.availability_zones and not net.existing_vpc_id else None
 
 
+def _weights_bucket(settings: Any) -> str | None:
+    """The bucket an S3-sourced stack syncs its weights from (``kimi-k3:weightsS3Uri``); None for Hugging Face."""
+    location = settings.serving.contract.weights.s3_location
+    return location.bucket if location is not None else None
+
+
 def cmd_preflight(args: argparse.Namespace) -> int:
     """Go/no-go list for the stack's Capacity Block; exit 0 on go, 1 on no-go."""
     from kimi_k3.stack import project  # loaded by this command only: the others start without it
@@ -151,6 +157,9 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         vcpus_per_node=_vcpus(s.capacity.instance_type),
         availability_zones=_network_azs(s),
         terms=stack_terms.CAPACITY_BLOCK,
+        s3=clients.s3,
+        weights_bucket=_weights_bucket(s) if clients.s3 is not None else None,
+        weights_gb=catalog.KIMI_K3.weights_gb,
     )
     print(f"Preflight for stack {args.stack} ({s.environment}, {s.region}), reservation {report.reservation_id or '(none)'}, at {minute_text(now)} UTC:")
     for c in report.checks:
