@@ -70,7 +70,36 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 CLOCK_MARK = "clock"
-"""The marker of a test that exercises the wall clock: the travelled pass (``make test``) runs these again."""
+"""The marker of a test that exercises the wall clock: it runs twice, as it is and with the clock moved by :data:`CLOCK_TRAVEL`."""
+CLOCK_TRAVEL = "9d"
+"""How far the second run of a ``clock`` test moves the clock (``make test-travel`` moves the whole suite by 8h, 9d and 75d)."""
+SELF_TRAVELLING = "tests/test_time_travel.py"
+"""The module that moves the clock itself (8h, 9d, 75d): its tests run once."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test marked ``clock`` runs twice in the same session: at the real now and with the clock moved
+    (unless the whole run is already travelled, ``--travel``)."""
+    if (
+        metafunc.definition.get_closest_marker(CLOCK_MARK) is not None
+        and not metafunc.config.getoption("--travel")
+        and not metafunc.definition.nodeid.startswith(SELF_TRAVELLING)
+        and "_clock_moved" in metafunc.fixturenames
+    ):
+        metafunc.parametrize("_clock_moved", ["", CLOCK_TRAVEL], indirect=True, ids=["now", f"clock+{CLOCK_TRAVEL}"])
+
+
+@pytest.fixture(autouse=True)
+def _clock_moved(request: pytest.FixtureRequest):
+    """The wall clock moved by ``request.param`` (``""``: not moved) for the test's whole run, fixtures included."""
+    offset = getattr(request, "param", "")
+    if not offset:
+        yield
+        return
+    import time_machine
+
+    with time_machine.travel(datetime.now(UTC) + travel_offset(offset), tick=True):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -78,7 +107,7 @@ def _commands_run_from_the_repository(monkeypatch: pytest.MonkeyPatch, request: 
     """``kimi-k3`` commands find their project from the current directory (the nearest Pulumi.yaml):
     tests run them from this repository unless they move elsewhere themselves.
 
-    Also the guard of the travelled pass: a test not marked ``clock`` that reads the wall clock
+    Also the guard of the travelled runs: a test not marked ``clock`` that reads the wall clock
     (:func:`kimi_k3.core.clock.program_now` outside a pinned moment) fails, so every test whose
     answer may depend on today's date is in the pass that moves the clock.
     """
@@ -101,7 +130,7 @@ def _commands_run_from_the_repository(monkeypatch: pytest.MonkeyPatch, request: 
     if reads:
         pytest.fail(
             f"{request.node.nodeid} reads the wall clock (kimi_k3.core.clock.program_now, not pinned): "
-            f"pin its moment, or mark it @pytest.mark.{CLOCK_MARK} so the travelled pass runs it",
+            f"pin its moment, or mark it @pytest.mark.{CLOCK_MARK} so it also runs with the clock moved",
             pytrace=False,
         )
 

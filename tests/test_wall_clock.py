@@ -1,7 +1,7 @@
 """Time is an input: only the clock module reads the wall clock, and what reads it is tested with the clock moved.
 
-``make test`` runs the suite once, then again only the tests marked ``clock`` with the clock
-moved (``--travel``). What keeps that single travelled pass honest:
+``make test`` runs the suite once; each test marked ``clock`` runs twice in it, as it is and with
+the clock moved by 9 days (``tests/conftest.py``). What keeps those travelled runs honest:
 
 * the static rule below: no module of the library outside :mod:`kimi_k3.core.clock` calls a
   wall-clock function (``datetime.now``, ``time.time``, ``date.today``, …, found in the AST),
@@ -158,7 +158,7 @@ def test_every_module_that_reads_the_clock_has_a_marked_test():
 
 
 TEST_HELPERS_READING_THE_CLOCK = {
-    "tests/conftest.py": "the travelled pass itself (--travel moves the clock from the real now)",
+    "tests/conftest.py": "the travelled runs themselves (--travel and the clock tests' second run move the clock from the real now)",
     "tests/fake_openai_server.py": "the fake server stamps 'created' as the OpenAI API does; no test compares it with a date",
     "tests/routing_harness.py": "a new mtime on Envoy's hosts file (c-ares re-reads a file whose mtime changed); no test compares it with a date",
 }
@@ -187,7 +187,7 @@ def test_every_test_that_reads_the_wall_clock_is_marked():
         if str(path.relative_to(ROOT)) not in TEST_HELPERS_READING_THE_CLOCK
         for read in _reads_outside_marked_tests(path)
     ]
-    assert found == [], "wall-clock reads in tests not marked clock (the travelled pass would miss them):\n" + "\n".join(found)
+    assert found == [], "wall-clock reads in tests not marked clock (the travelled runs would miss them):\n" + "\n".join(found)
 
 
 # --- the marked tests of the readers that have none elsewhere ------------------------------------
@@ -237,3 +237,20 @@ def test_the_readiness_marker_records_the_moved_clock(tmp_path):
     marker = tmp_path / "ready"
     warmup.mark_ready(str(marker))
     assert abs(int(marker.read_text()) - datetime.now(UTC).timestamp()) < 5
+
+
+@pytest.mark.clock
+def test_the_second_run_of_a_clock_test_has_the_clock_moved(request):
+    import subprocess
+    from datetime import UTC, datetime, timedelta
+
+    from tests.conftest import CLOCK_TRAVEL, travel_offset
+
+    moved = request.node.callspec.params.get("_clock_moved", "") if hasattr(request.node, "callspec") else ""
+    shell_now = int(subprocess.run(["date", "-u", "+%s"], check=True, capture_output=True, text=True).stdout)  # a child's clock is not moved
+    ahead = datetime.now(UTC).timestamp() - shell_now
+    if request.config.getoption("--travel"):
+        return  # the whole run is moved: the pass runs once, moved
+    expected = travel_offset(CLOCK_TRAVEL).total_seconds() if moved else 0
+    assert moved in ("", CLOCK_TRAVEL) and abs(ahead - expected) < 5, (moved, ahead)
+    assert timedelta(seconds=expected) == (travel_offset(CLOCK_TRAVEL) if moved else timedelta(0))
