@@ -373,37 +373,28 @@ class DeliveryCheck(pulumi.ComponentResource):
             opts=child,
         )
 
-        self.enable_actions_schedule = None
-        if plan.switch_on is not None:
-            self.enable_actions_schedule = aws.scheduler.Schedule(
-                f"{name}-enable-alarm-actions",
-                description=f"Switch on the delivery alarm {alarm} at the block's start + grace",
-                schedule_expression=scheduler_at(plan.switch_on),
+        def one_time_switch(suffix: str, description: str, at: datetime, target_arn: str) -> aws.scheduler.Schedule:
+            return aws.scheduler.Schedule(
+                f"{name}-{suffix}",
+                description=description,
+                schedule_expression=scheduler_at(at),
                 schedule_expression_timezone="UTC",
                 flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-                target=aws.scheduler.ScheduleTargetArgs(
-                    arn=ENABLE_ALARM_ACTIONS_TARGET,
-                    role_arn=self.role.arn,
-                    input=json.dumps({"AlarmNames": [alarm]}),
-                ),
+                target=aws.scheduler.ScheduleTargetArgs(arn=target_arn, role_arn=self.role.arn, input=json.dumps({"AlarmNames": [alarm]})),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, self.alarm]),
             )
 
+        self.enable_actions_schedule = None
+        if plan.switch_on is not None:
+            self.enable_actions_schedule = one_time_switch(
+                "enable-alarm-actions", f"Switch on the delivery alarm {alarm} at the block's start + grace", plan.switch_on, ENABLE_ALARM_ACTIONS_TARGET,
+            )
         self.disable_actions_schedule = None
         if plan.switch_off is not None:
-            self.disable_actions_schedule = aws.scheduler.Schedule(
-                f"{name}-disable-alarm-actions",
-                description=f"Switch off the delivery alarm {alarm} at EKS's scale-down, the block's end - "
-                            f"{int(args.scale_down_before_end.total_seconds() // 60)} min",
-                schedule_expression=scheduler_at(plan.switch_off),
-                schedule_expression_timezone="UTC",
-                flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-                target=aws.scheduler.ScheduleTargetArgs(
-                    arn=DISABLE_ALARM_ACTIONS_TARGET,
-                    role_arn=self.role.arn,
-                    input=json.dumps({"AlarmNames": [alarm]}),
-                ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, self.alarm]),
+            minutes = int(args.scale_down_before_end.total_seconds() // 60)
+            self.disable_actions_schedule = one_time_switch(
+                "disable-alarm-actions", f"Switch off the delivery alarm {alarm} at EKS's scale-down, the block's end - {minutes} min",
+                plan.switch_off, DISABLE_ALARM_ACTIONS_TARGET,
             )
 
         self.register_outputs({"alarmName": self.alarm.name, "alarmArn": self.alarm.arn, "checksFrom": checks_from(args).isoformat()})

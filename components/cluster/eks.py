@@ -206,28 +206,26 @@ def _validate_endpoint(args: ClusterArgs, problems: Problems) -> None:
         return
     if not args.public_access_cidrs:
         problems.reject("public_access_cidrs", [], "at least one CIDR when endpoint_public_access is true (the endpoint is never open to all)")
-    for index, cidr in enumerate(args.public_access_cidrs):
+    _check_bounded_cidrs(problems, "public_access_cidrs", args.public_access_cidrs, "203.0.113.0/24")
+
+
+def _check_bounded_cidrs(problems: Problems, field: str, cidrs: Sequence[str], example: str) -> None:
+    """Each entry of ``field`` a CIDR (strict), and none the whole internet."""
+    for index, cidr in enumerate(cidrs):
         try:
             network = ipaddress.ip_network(cidr, strict=True)
         except (TypeError, ValueError):
-            problems.reject(f"public_access_cidrs[{index}]", cidr, "a CIDR such as 203.0.113.0/24")
+            problems.reject(f"{field}[{index}]", cidr, f"a CIDR such as {example}")
             continue
         if network.prefixlen == 0:
-            problems.reject(f"public_access_cidrs[{index}]", cidr, "a bounded CIDR: the whole internet is refused")
+            problems.reject(f"{field}[{index}]", cidr, "a bounded CIDR: the whole internet is refused")
 
 
 _INGRESS_KEY = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 def _validate_api_ingress(args: ClusterArgs, problems: Problems) -> None:
-    for index, cidr in enumerate(args.api_ingress_cidrs):
-        try:
-            network = ipaddress.ip_network(cidr, strict=True)
-        except (TypeError, ValueError):
-            problems.reject(f"api_ingress_cidrs[{index}]", cidr, "a CIDR such as 10.100.0.0/16")
-            continue
-        if network.prefixlen == 0:
-            problems.reject(f"api_ingress_cidrs[{index}]", cidr, "a bounded CIDR: the whole internet is refused")
+    _check_bounded_cidrs(problems, "api_ingress_cidrs", args.api_ingress_cidrs, "10.100.0.0/16")
     if len(set(args.api_ingress_cidrs)) != len(args.api_ingress_cidrs):
         problems.reject("api_ingress_cidrs", list(args.api_ingress_cidrs), "each CIDR once")
     for key, group in args.api_ingress_security_groups.items():
