@@ -13,9 +13,11 @@ first token; it reports ``usage.prompt_tokens_details.cached_tokens`` like vLLM.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import signal
+import socket
 import sys
 import threading
 import time
@@ -170,10 +172,33 @@ class FakeReplica:
             server.shutdown()
             server.server_close()
 
+    def kill(self) -> None:
+        """The replica dies: its ports refuse connections and every open connection is cut (kept-alive ones included)."""
+        self.close()
+        for server in (self.api, self.probe):
+            server.cut_open_connections()
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # 36 clients connecting at once (the stdlib's 5 drops connections)
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.open_connections: set = set()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address) -> None:
+        self.open_connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request) -> None:
+        self.open_connections.discard(request)
+        super().shutdown_request(request)
+
+    def cut_open_connections(self) -> None:
+        for request in list(self.open_connections):
+            with contextlib.suppress(OSError):
+                request.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request, client_address) -> None:
         pass  # Envoy closing an idle pooled connection (a reset) is no error of the test

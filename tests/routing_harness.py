@@ -38,6 +38,8 @@ from tests.proxy_sandbox import PrivateNetwork
 
 ENVOY = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "envoy"
 HOST_NAME = "kimi-replicas.kimi-serving.svc.cluster.local"
+API_KEY = "sk-router_Test=+/9"
+"""The API key the routers of these tests check (its SHA-256 is mounted where the pod mounts the Secret's digest file)."""
 _STARTED: list[subprocess.Popen] = []
 
 
@@ -113,10 +115,20 @@ def sandbox():
 class EnvoyRouter:
     """The rendered router config run by the real Envoy (see the module docstring)."""
 
-    def __init__(self, config: router_config.RouterConfig, workdir: Path) -> None:
+    def __init__(self, config: router_config.RouterConfig, workdir: Path, api_key: str = API_KEY, cgroup_procs: Path | None = None) -> None:
+        """``api_key``: the key whose digest is mounted at ``config.key_digest_path`` (when the config checks one);
+        ``cgroup_procs``: a memory cgroup Envoy joins before it starts (the container's limit)."""
         self.config = config
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
+        self.key_dir: Path | None = None
+        if config.key_digest_path is not None:
+            from kimi_k3.serving import router_edge
+
+            self.key_dir = workdir / "api-key-digest"
+            self.key_dir.mkdir(exist_ok=True)
+            (self.key_dir / Path(config.key_digest_path).name).write_text(router_edge.key_digest(api_key))
+        self.cgroup_procs = cgroup_procs
         self.hosts = workdir / "hosts"
         self.yaml = workdir / router_config.CONFIG_FILE
         self.yaml.write_text(router_config.render_envoy_config(config))
@@ -179,11 +191,17 @@ class EnvoyRouter:
         from kimi_k3.serving import router
 
         self.set_replicas(addresses)
-        script = f'mount --bind "{self.hosts}" /etc/hosts && exec "$0" "$@"'
+        # Envoy's mount namespace: the replicas' DNS answer as /etc/hosts, the Secret's digest file where the pod mounts it.
+        script = 'set -e; mount --bind "$HOSTS" /etc/hosts\n'
+        if self.key_dir is not None and self.config.key_digest_path is not None:
+            key_dir = str(Path(self.config.key_digest_path).parent)
+            script += f'mount -t tmpfs -o mode=755,size=1m tmpfs /run; mkdir -p "{key_dir}"; mount --bind "{self.key_dir}" "{key_dir}"\n'
+        script += '[ -z "$CGROUP_PROCS" ] || echo $$ > "$CGROUP_PROCS"\nexec "$0" "$@"'
         envoy = [envoy_binary(), "-c", str(self.yaml), "--disable-hot-restart", "--concurrency", "1", "--drain-time-s", "5",
                  "--drain-strategy", "immediate", "--log-level", "warn"]
         command = envoy if drain_s is None else ["bash", "-c", router.STOP_WRAPPER, "router", *envoy]
-        env = {**os.environ, "ADMIN_HOST": router_config.ADMIN_HOST, "ADMIN_PORT": str(self.config.admin_port), "DRAIN_S": str(drain_s or 0)}
+        env = {**os.environ, "ADMIN_HOST": router_config.ADMIN_HOST, "ADMIN_PORT": str(self.config.admin_port), "DRAIN_S": str(drain_s or 0),
+               "HOSTS": str(self.hosts), "CGROUP_PROCS": str(self.cgroup_procs or "")}
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, *command],
@@ -240,9 +258,10 @@ def substituted(config: router_config.RouterConfig, replicas: list) -> router_co
 
 
 @contextlib.contextmanager
-def router(workdir: Path, config: router_config.RouterConfig, replicas: list, healthy: bool = True, drain_s: int | None = None):
-    """Envoy running ``config`` (addresses substituted: :func:`substituted`) in front of ``replicas``."""
-    envoy = EnvoyRouter(substituted(config, replicas), workdir)
+def router(workdir: Path, config: router_config.RouterConfig, replicas: list, healthy: bool = True, drain_s: int | None = None,
+           cgroup_procs: Path | None = None):
+    """Envoy running ``config`` (addresses substituted: :func:`substituted`) in front of ``replicas``, checking :data:`API_KEY`."""
+    envoy = EnvoyRouter(substituted(config, replicas), workdir, cgroup_procs=cgroup_procs)
     try:
         envoy.start([r.address for r in replicas], healthy, drain_s)
         yield envoy

@@ -63,11 +63,11 @@ def shares(run: conv.ConversationRun) -> Counter:
 
 def test_conversations_stay_where_their_prefix_is_cached_far_faster_than_random_spreading(sandbox, tmp_path):
     with harness.replica_process(3, CACHE) as replicas, harness.router(tmp_path, stack_config(), replicas) as envoy:
-        routed = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=LOAD)
+        routed = conv.run_conversations(envoy.url, api_key=harness.API_KEY, model="kimi-k3", plan=LOAD)
     with harness.replica_process(3, CACHE) as replicas:
         rng = random.Random(0)
         spread = conv.run_conversations(lambda cid, turn: f"http://{rng.choice(replicas).address}:{replicas[0].port}/v1",
-                                        api_key="sk", model="kimi-k3", plan=LOAD)
+                                        api_key=harness.API_KEY, model="kimi-k3", plan=LOAD)
     got, base = routed.summary(), spread.summary()
     print(f"\nrouted: {got}\nrandom: {base}")
     assert got["errors"] == 0 and base["errors"] == 0
@@ -86,14 +86,14 @@ def test_a_drained_replica_gets_no_new_session_and_its_sessions_move(sandbox, tm
     # replica is its place on the hash ring, before and after, and what moves is the ring's doing alone.
     small = conv.ConversationPlan(conversations=32, turns=2, concurrency=1, system_prompt_words=50, turn_words=20, max_tokens=2)
     with harness.replica_process(4, harness.CacheModel()) as replicas, harness.router(tmp_path, stack_config(), replicas) as envoy:
-        before = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=small)
+        before = conv.run_conversations(envoy.url, api_key=harness.API_KEY, model="kimi-k3", plan=small)
         home = {r.conversation: r.replica for r in before.records if r.turn == 2}
         assert len(set(home.values())) == 4  # every replica holds sessions
         drained = f"{replicas[3].address}:{replicas[3].port}"
         envoy.set_replicas([r.address for r in replicas[:3]])
         envoy.wait_for_hosts({r.address for r in replicas[:3]})
-        again = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=small)
-        fresh = conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=dataclasses.replace(small, turns=1, seed=7))
+        again = conv.run_conversations(envoy.url, api_key=harness.API_KEY, model="kimi-k3", plan=small)
+        fresh = conv.run_conversations(envoy.url, api_key=harness.API_KEY, model="kimi-k3", plan=dataclasses.replace(small, turns=1, seed=7))
     assert all(r.status == 200 for r in before.records + again.records + fresh.records)
     # Turns stay together.
     assert sum(len({r.replica for r in before.records if r.conversation == cid}) > 1 for cid in home) == 0
@@ -108,7 +108,8 @@ def test_streams_pass_unbuffered_and_the_replica_is_named(pair):
     conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
     body = json.dumps({"model": "kimi-k3", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True})
     start = time.perf_counter()
-    conn.request("POST", "/v1/chat/completions", body=body, headers={"x-session-id": "s1", "x-fake-chunk-delay-ms": "400", "Content-Type": "application/json"})
+    conn.request("POST", "/v1/chat/completions", body=body, headers={"x-session-id": "s1", "x-fake-chunk-delay-ms": "400", "Content-Type": "application/json",
+                                                                     "Authorization": f"Bearer {harness.API_KEY}"})
     resp = conn.getresponse()
     first_line = resp.readline()
     first_at = time.perf_counter() - start
@@ -120,9 +121,9 @@ def test_streams_pass_unbuffered_and_the_replica_is_named(pair):
     assert resp.getheader(router_config.REPLICA_HEADER) in {f"{r.address}:{r.port}" for r in replicas}
 
 
-def _call(method: str, path: str, headers: dict | None = None, body: bytes | None = None) -> tuple[int, dict, dict]:
+def _call(method: str, path: str, headers: dict | None = None, body: bytes | None = None, key: str | None = harness.API_KEY) -> tuple[int, dict, dict]:
     conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
-    conn.request(method, path, body=body, headers=headers or {})
+    conn.request(method, path, body=body, headers={**({"Authorization": f"Bearer {key}"} if key else {}), **(headers or {})})
     resp = conn.getresponse()
     data = resp.read()
     got = {k.lower(): v for k, v in resp.getheaders()}
@@ -141,7 +142,7 @@ def test_only_the_allowlist_is_forwarded_errors_are_json_and_the_client_address_
     # A client's own X-Forwarded-For stays in front; the router appends the address it accepted the connection from.
     conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
     conn.request("POST", "/v1/chat/completions", body=json.dumps({"messages": [], "max_tokens": 1, "stream": True}),
-                 headers={"X-Forwarded-For": "203.0.113.9", "Content-Type": "application/json"})
+                 headers={"X-Forwarded-For": "203.0.113.9", "Content-Type": "application/json", "Authorization": f"Bearer {harness.API_KEY}"})
     resp = conn.getresponse()
     resp.read()
     assert resp.getheader("x-fake-forwarded-for") == "203.0.113.9,127.0.0.1"
@@ -165,7 +166,7 @@ def test_bench_conversations_reports_each_replicas_share_through_the_router(pair
 
     replicas, envoy = pair
     args = cli.build_parser("bench").parse_args([
-        "bench", "--endpoint", envoy.url, "--api-key", "sk-test", "--model", "kimi-k3", "--out", str(tmp_path / "out"),
+        "bench", "--endpoint", envoy.url, "--api-key", harness.API_KEY, "--model", "kimi-k3", "--out", str(tmp_path / "out"),
         "--conversations", "6", "--turns", "3", "--concurrency", "3", "--system-prompt-words", "50", "--turn-words", "20", "--max-tokens", "2",
     ])
     stdout = StringIO()
@@ -175,7 +176,7 @@ def test_bench_conversations_reports_each_replicas_share_through_the_router(pair
     summary = report["summary"]
     assert summary["ok"] == 18 and summary["conversations_that_moved"] == 0
     assert set(summary["replica_shares"]) <= {f"{r.address}:{r.port}" for r in replicas} and sum(summary["replica_shares"].values()) == 18
-    assert "replica shares: 127.0.0.1" in text and "prefix hit rate" in text and "sk-test" not in text + json.dumps(report)
+    assert "replica shares: 127.0.0.1" in text and "prefix hit rate" in text and harness.API_KEY not in text + json.dumps(report)
     assert {r["conversation"] for r in report["records"]} == set(conv.conversation_ids(conv.ConversationPlan(conversations=6, seed=0)))
 
 
@@ -189,7 +190,7 @@ def test_a_stopping_router_finishes_its_streams_then_exits(sandbox, tmp_path):
         got: dict = {}
 
         def stream() -> None:
-            got["result"] = conv.stream_chat(envoy.url, api_key="k", model="kimi-k3", messages=[{"role": "user", "content": "hi"}],
+            got["result"] = conv.stream_chat(envoy.url, api_key=harness.API_KEY, model="kimi-k3", messages=[{"role": "user", "content": "hi"}],
                                              max_tokens=6, headers={"x-session-id": "s", "x-fake-chunk-delay-ms": "150"})
 
         reader = threading.Thread(target=stream)

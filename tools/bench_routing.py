@@ -55,7 +55,7 @@ def _direct(replicas: list, chooser) -> tuple[conv.ConversationRun, Counter]:
         counts[replica.name] += 1
         return f"http://{replica.address}:{replica.port}/v1"
 
-    run = conv.run_conversations(url, api_key="sk", model="kimi-k3", plan=LOAD)
+    run = conv.run_conversations(url, api_key=harness.API_KEY, model="kimi-k3", plan=LOAD)
     return run, counts
 
 
@@ -72,7 +72,7 @@ def candidates(count: int, workdir: Path) -> list[dict]:
         rows.append(_row("round robin", run, count, counts))
     for name, plan in (("envoy least-request (no header)", dataclasses.replace(LOAD, session_header=None)), ("envoy maglev+bounded (stack)", LOAD)):
         with harness.replica_process(count, CACHE) as replicas, harness.router(workdir / f"{count}-{len(rows)}", stack_config(), replicas) as envoy:
-            rows.append(_row(name, conv.run_conversations(envoy.url, api_key="sk", model="kimi-k3", plan=plan), count))
+            rows.append(_row(name, conv.run_conversations(envoy.url, api_key=harness.API_KEY, model="kimi-k3", plan=plan), count))
     return rows
 
 
@@ -86,7 +86,7 @@ def added_latency(workdir: Path, requests: int = 200) -> dict:
             ttft: list[float] = []
             total: list[float] = []
             for i in range(requests + 20):
-                status, first, whole, *_ = conv.stream_chat(url, api_key="sk", model="kimi-k3", messages=[{"role": "user", "content": "hi"}],
+                status, first, whole, *_ = conv.stream_chat(url, api_key=harness.API_KEY, model="kimi-k3", messages=[{"role": "user", "content": "hi"}],
                                                            max_tokens=4, headers={"x-session-id": f"s{i % 8}"})
                 assert status == 200 and first is not None
                 if i >= 20:  # warm-up

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from kimi_k3.serving import api_proxy, nlb, proxy_edge
+from kimi_k3.serving import api_proxy, nlb, proxy_edge, router_edge
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
 from kimi_k3.serving.block_end import BlockEndPlan, block_end_plan
 from kimi_k3.serving.drain import DrainPlan
@@ -154,14 +154,16 @@ def config_map_name(name: str) -> str:
 
 def api_key_secret_name(name: str) -> str:
     """Name of the API-key Secret of the serving component ``name``: ``key`` (vLLM's ``VLLM_API_KEY``) and the proxy's
-    key-check file (:data:`kimi_k3.serving.proxy_edge.KEY_FILE`, the key's digest)."""
+    key-check file (:data:`kimi_k3.serving.proxy_edge.KEY_FILE`, the key's MD5 digest) and the router's digest file
+    (:data:`kimi_k3.serving.router_edge.KEY_DIGEST_FILE`, its SHA-256)."""
     return f"{name}-api-key"
 
 
 def api_key_secret_data(api_key: pulumi.Input[str]) -> dict[str, pulumi.Output[str]]:
-    """``stringData`` of the API-key Secret: the key for vLLM and its digest line for the proxy, both Pulumi secrets."""
+    """``stringData`` of the API-key Secret: the key for vLLM, its digest line for the proxy and its SHA-256 for the routing tier,
+    all Pulumi secrets."""
     key = pulumi.Output.secret(api_key)
-    return {"key": key, proxy_edge.KEY_FILE: key.apply(proxy_edge.key_check_file)}
+    return {"key": key, proxy_edge.KEY_FILE: key.apply(proxy_edge.key_check_file), router_edge.KEY_DIGEST_FILE: key.apply(router_edge.key_digest)}
 
 
 def config_map(name: str, args: VllmServingArgs, labels: dict[str, str], opts: pulumi.ResourceOptions) -> k8s.core.v1.ConfigMap:

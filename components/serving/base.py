@@ -300,6 +300,7 @@ class VllmServingBase(pulumi.ComponentResource):
         config = router.config_for(
             name, args.namespace, routing, routes=(*api_proxy.DEFAULT_ROUTES, *proxy.extra_routes),
             max_generation_s=args.max_generation_s, drain_s=args.drain_s, api_port=args.contract.api.port,
+            check_key=proxy.check_api_key, limits=proxy.limits,
         )
 
         def ingress(vpc_cidr: str | None) -> list[k8s.networking.v1.NetworkPolicyIngressRuleArgs]:
@@ -312,6 +313,7 @@ class VllmServingBase(pulumi.ComponentResource):
             name, namespace=args.namespace, routing=routing, config=config, plan=routing.drain_plan(args.drain_s, behind_nlb),
             api_selector=api_selector, common=foundation.common, ingress=pulumi.Output.from_input(args.vpc_cidr).apply(ingress),
             opts=foundation.in_namespace, await_rollout=args.await_rollout,
+            key_secret=api_pod.api_key_secret_name(name) if proxy.check_api_key else None,
         )
 
     def _declare_block_end(self, name: str, args: VllmServingArgs, foundation: Foundation, target: block_end.ScaleTarget) -> None:

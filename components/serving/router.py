@@ -32,9 +32,10 @@ import pulumi_kubernetes as k8s
 from kimi_k3.cluster.pod_security import container_security_context
 from kimi_k3.core import catalog, labels
 from kimi_k3.errors import UserError
-from kimi_k3.serving import router_config
+from kimi_k3.serving import router_config, router_edge
 from kimi_k3.serving.api_proxy import PROBE_PORT, WAIT_FOR_CHILD, ApiRoute
 from kimi_k3.serving.drain import DEFAULT_PRE_STOP_S, DrainPlan
+from kimi_k3.serving.proxy_edge import EdgeLimits
 from kimi_k3.serving.router_config import ADMIN_HOST, RouterConfig
 
 ROUTER_IMAGE = "docker.io/envoyproxy/envoy:v1.39.1@sha256:57e14a549d7bd43c8d3f6d03e8cfa653e037d4b38e133acd9b54f38c524401b4"
@@ -119,16 +120,19 @@ class ConversationRouting:
     """``hash_balance_factor`` in percent (:attr:`kimi_k3.serving.router_config.RouterConfig.balance_factor`)."""
     cpu: int = 1
     """Whole CPUs of a router pod (requests = limits; Envoy runs one worker per CPU)."""
-    memory_mib: int = 512
-    """Memory of a router pod (requests = limits)."""
+    memory_mib: int | None = None
+    """Memory of a router pod (requests = limits); ``None``: sized from the router's arithmetic
+    (:func:`kimi_k3.serving.router_edge.memory_limit_mib`: every connection slot at its worst, plus what is not heap)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.router_replicas, bool) or not isinstance(self.router_replicas, int) or not 2 <= self.router_replicas <= 10:
             raise RoutingError("router_replicas", f"routing: router_replicas {self.router_replicas!r} is not accepted; expected 2 to 10 (one routes while another drains)")
         if not isinstance(self.image, str) or ("@sha256:" not in self.image and ":" not in self.image.rsplit("/", 1)[-1]):
             raise RoutingError("image", f"routing: image {self.image!r} is not accepted; expected repo:tag or repo@sha256:<64 hex>")
-        for name, low, high in (("cpu", 1, 16), ("memory_mib", 128, 16_384)):
+        for name, low, high in (("cpu", 1, 16), ("memory_mib", router_edge.MIN_MEMORY_MIB, 16_384)):
             value = getattr(self, name)
+            if name == "memory_mib" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise RoutingError(name, f"routing: {name} {value!r} is not accepted; expected a whole number from {low} to {high}")
         try:
@@ -157,19 +161,30 @@ def router_selector(name: str) -> dict[str, str]:
 
 
 def config_for(name: str, namespace: str, routing: ConversationRouting, *, routes: tuple[ApiRoute, ...], max_generation_s: int, drain_s: int,
-               api_port: int = catalog.API_PORT) -> RouterConfig:
-    """The router config the stack renders: the replicas' headless Service, the proxy's allowlist and timeouts."""
+               api_port: int = catalog.API_PORT, check_key: bool = True, limits: EdgeLimits | None = None) -> RouterConfig:
+    """The router config the stack renders: the replicas' headless Service, the proxy's allowlist, timeouts and per-address
+    limits; with ``check_key`` the key's digest from the API-key Secret (:data:`KEY_DIGEST_PATH`)."""
     return RouterConfig(
         replicas_host=f"{replicas_service_name(name)}.{namespace}.svc.cluster.local",
         replicas_port=api_port, replicas_probe_port=PROBE_PORT, listen_port=api_port, health_port=PROBE_PORT,
         session_header=routing.session_header, balance_factor=routing.balance_factor, routes=routes,
-        max_generation_s=max_generation_s, drain_s=drain_s,
+        max_generation_s=max_generation_s, drain_s=drain_s, key_digest_path=KEY_DIGEST_PATH if check_key else None,
+        limits=limits or EdgeLimits(), router_replicas=routing.router_replicas,
     )
+
+
+KEY_DIGEST_PATH = f"{router_edge.KEY_DIR}/{router_edge.KEY_DIGEST_FILE}"
+"""Where the router pod reads the API key's SHA-256 (the API-key Secret's :data:`~kimi_k3.serving.router_edge.KEY_DIGEST_FILE`)."""
+
+
+def memory_mib(config: RouterConfig, routing: ConversationRouting) -> int:
+    """The router container's memory (request = limit): ``routing.memory_mib``, else the arithmetic's."""
+    return routing.memory_mib if routing.memory_mib is not None else router_edge.memory_limit_mib(config.max_connections)
 
 
 def router_container(config: RouterConfig, routing: ConversationRouting, plan: DrainPlan) -> k8s.core.v1.ContainerArgs:
     """The Envoy container: :data:`STOP_WRAPPER` as PID 1, the rendered config, non-root, read-only root, no capability."""
-    resources = {"cpu": str(routing.cpu), "memory": f"{routing.memory_mib}Mi", "ephemeral-storage": "64Mi"}
+    resources = {"cpu": str(routing.cpu), "memory": f"{memory_mib(config, routing)}Mi", "ephemeral-storage": "64Mi"}
     return k8s.core.v1.ContainerArgs(
         name="envoy",
         image=routing.image,
@@ -198,6 +213,7 @@ def router_container(config: RouterConfig, routing: ConversationRouting, plan: D
         volume_mounts=[
             k8s.core.v1.VolumeMountArgs(name="config", mount_path=CONFIG_DIR, read_only=True),
             k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+            *([k8s.core.v1.VolumeMountArgs(name="api-key-digest", mount_path=router_edge.KEY_DIR, read_only=True)] if config.key_digest_path else []),
         ],
     )
 
@@ -223,10 +239,13 @@ class RouterTier:
 def declare_router(
     name: str, *, namespace: str, routing: ConversationRouting, config: RouterConfig, plan: DrainPlan, api_selector: Mapping[str, str],
     common: Mapping[str, str], ingress: pulumi.Input[list[k8s.networking.v1.NetworkPolicyIngressRuleArgs]], opts: pulumi.ResourceOptions,
-    await_rollout: bool = False,
+    await_rollout: bool = False, key_secret: str | None = None,
 ) -> RouterTier:
     """Declare the routing tier (see the module docstring); ``ingress`` is who may reach the router pods (:func:`ingress_rules`);
-    ``await_rollout`` makes ``pulumi up`` wait for the router pods, as the serving workload does with the same arg."""
+    ``await_rollout`` makes ``pulumi up`` wait for the router pods, as the serving workload does with the same arg; ``key_secret``
+    names the API-key Secret whose digest file the router mounts (required when ``config`` checks the key)."""
+    if config.key_digest_path is not None and key_secret is None:
+        raise UserError("routing: the router checks the API key but no key_secret names the API-key Secret to mount its digest from")
     np = k8s.networking.v1
     rname = router_name(name)
     selector = router_selector(name)
@@ -294,6 +313,10 @@ def declare_router(
                     volumes=[
                         k8s.core.v1.VolumeArgs(name="config", config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=rname, default_mode=0o444)),
                         k8s.core.v1.VolumeArgs(name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Mi")),
+                        *([k8s.core.v1.VolumeArgs(name="api-key-digest", secret=k8s.core.v1.SecretVolumeSourceArgs(
+                            secret_name=key_secret, default_mode=0o444,
+                            items=[k8s.core.v1.KeyToPathArgs(key=router_edge.KEY_DIGEST_FILE, path=router_edge.KEY_DIGEST_FILE)],
+                        ))] if config.key_digest_path is not None else []),
                     ],
                 ),
             ),
@@ -349,6 +372,7 @@ def router_peers(name: str) -> list[k8s.networking.v1.NetworkPolicyPeerArgs]:
 __all__ = [
     "APP_NAME",
     "CONFIG_CHECKSUM_ANNOTATION",
+    "KEY_DIGEST_PATH",
     "DEFAULT_BALANCE_FACTOR",
     "DEFAULT_ROUTER_REPLICAS",
     "ROUTER_IMAGE",
@@ -359,6 +383,7 @@ __all__ = [
     "config_for",
     "declare_router",
     "ingress_rules",
+    "memory_mib",
     "replicas_service_name",
     "router_container",
     "router_name",

@@ -31,6 +31,14 @@ every turn of a conversation to the same replica (docs/routing.md has the measur
   route has no total timeout, only an idle timeout of :attr:`RouterConfig.max_generation_s` plus a
   margin (as the proxy's ``proxy_read_timeout``); a request is retried only when it never reached a
   replica (connect failure, refused stream), on another replica;
+* **the front door** (:mod:`kimi_k3.serving.router_edge`): the API key is checked here first, after the headers and before
+  any body byte (a JSON 401 and the connection closed without it); per-address rate limits for the whole tier; HTTP/1.1 only,
+  32 KiB buffers, short header and idle timeouts, a global connection bound and the overload manager's fixed-heap monitor,
+  all sized by the arithmetic there, which also sizes the router pod's memory;
+* **failure**: active health checks every second on each replica's ``GET /health`` (the proxy forwards it to the engine, so
+  it reports the engine's readiness), two failures take a replica out (about 2 s), two gateway errors in a row eject it at
+  once (outlier detection); with no healthy replica the router answers a JSON 503 itself (``healthy_panic_threshold`` 0:
+  Envoy's default would send to unhealthy replicas when most are unhealthy);
 * **errors** the router answers itself (no replica, 404, timeouts, overload) are JSON in vLLM's
   error shape, like the proxy's (:mod:`kimi_k3.serving.proxy_errors`);
 * **the client's address**: ``use_remote_address`` appends the address Envoy sees (the client's own:
@@ -53,8 +61,9 @@ from dataclasses import dataclass
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import DNS_LABEL
 from kimi_k3.errors import UserError
-from kimi_k3.serving import proxy_errors
+from kimi_k3.serving import proxy_errors, router_edge
 from kimi_k3.serving.api_proxy import DEFAULT_ROUTES, HEALTH_PATH, PROBE_PORT, ApiRoute
+from kimi_k3.serving.proxy_edge import EdgeLimits
 
 DEFAULT_SESSION_HEADER = "x-session-id"
 """The header a client names its conversation with (``routerSessionHeader``)."""
@@ -80,7 +89,8 @@ IDLE_MARGIN_S = 60
 HEADER_NAME = r"^[a-z0-9][a-z0-9-]{0,62}$"
 """Session header names accepted: lowercase HTTP token characters (Envoy matches header names lowercased)."""
 
-_RESERVED_HEADERS = ("authorization", "host", "content-length", "content-type", "transfer-encoding", "connection", "x-forwarded-for", REPLICA_HEADER)
+_RESERVED_HEADERS = ("authorization", "host", "content-length", "content-type", "transfer-encoding", "connection", "x-forwarded-for", REPLICA_HEADER,
+                     router_edge.KEYED_HEADER)
 
 AFFINITY_CLUSTER = "affinity"
 """The Maglev cluster: requests with the session header."""
@@ -88,16 +98,25 @@ AFFINITY_CLUSTER = "affinity"
 SPREAD_CLUSTER = "spread"
 """The least-request cluster: requests without it (and ``GET /v1/models``)."""
 
-_JSON_ERRORS = (400, 404, 408, 413, 429, 431, 500, 502, 503, 504)
+PROBE_MAX_CONNECTIONS = 64
+"""Connections the probe port accepts at once (the NLB's checks from each zone and the kubelet's)."""
+
+MAX_TRACKED_ADDRESSES = 65_536
+"""Client addresses the per-address rate limit tracks at once (least recently used out; a few hundred bytes each)."""
+
+_JSON_ERRORS = (400, 401, 404, 408, 413, 429, 431, 500, 502, 503, 504)
 _ROUTER_MESSAGES = {
     404: "Not Found",
     408: "The request was not sent in time",
-    429: "The router is overloaded; retry later",
     500: "The router failed to handle the request",
     502: "No replica could be reached; retry",
     503: "No replica is available (starting, draining or stopped); retry",
     504: "The replica did not answer in time",
 }
+
+
+RETRY_ABANDONED_MESSAGE = "The replica failed before answering and the request body is too large for the router to retry it; retry"
+"""The router's 503 when a replica fails while a body above the retry buffer (32 KiB) is still arriving (Envoy's own 507)."""
 
 
 class RouterConfigError(UserError):
@@ -143,10 +162,19 @@ class RouterConfig:
     """Seconds in-flight streams may take once the router stops (the stop wrapper's bound; the listeners drain meanwhile)."""
     dns_refresh_s: int = 2
     """How often the replicas' DNS name is re-resolved (a replica that left the headless Service gets no new session after this)."""
-    health_check_interval_s: int = 5
-    """Active health check period (``GET /health`` on each replica's probe port)."""
-    max_connections: int = 50_000
-    """Downstream connections the router accepts at once (Envoy's overload manager); more are refused."""
+    health_check_interval_s: int = 1
+    """Active health check period (``GET /health`` on each replica's probe port); two failures take a replica out."""
+    max_connections: int = router_edge.DEFAULT_MAX_CONNECTIONS
+    """Downstream connections the router accepts at once (Envoy's overload manager); more are closed at accept. Sizes the heap
+    bound and the pod's memory (:func:`kimi_k3.serving.router_edge.memory_limit_mib`)."""
+    key_digest_path: str | None = None
+    """The mounted file with the API key's SHA-256 (:data:`kimi_k3.serving.router_edge.KEY_DIGEST_FILE`); ``None``: no key is
+    checked (a stack without an API key)."""
+    limits: EdgeLimits = EdgeLimits()
+    """The per-address limits the tier holds once (the proxy's: :attr:`~kimi_k3.serving.proxy_edge.EdgeLimits.unauthenticated_rate_per_s`
+    and its burst), split over the router pods."""
+    router_replicas: int = 2
+    """Router pods sharing the tier's per-address budget (each holds its own bucket)."""
 
     def __post_init__(self) -> None:
         host = self.replicas_host
@@ -170,7 +198,13 @@ class RouterConfig:
         _whole("drain_s", self.drain_s, 1, 3600)
         _whole("dns_refresh_s", self.dns_refresh_s, 1, 60)
         _whole("health_check_interval_s", self.health_check_interval_s, 1, 60)
-        _whole("max_connections", self.max_connections, 1024, 1_000_000)
+        _whole("max_connections", self.max_connections, 64, 65_536)
+        _whole("router_replicas", self.router_replicas, 1, 10)
+        if not isinstance(self.limits, EdgeLimits):
+            raise RouterConfigError("limits", f"router: limits {self.limits!r} is not accepted; expected the proxy's EdgeLimits")
+        path = self.key_digest_path
+        if path is not None and (not isinstance(path, str) or not re.fullmatch(r"/[A-Za-z0-9._/-]+", path)):
+            raise RouterConfigError("key_digest_path", f"router: key_digest_path {path!r} is not accepted; expected an absolute path (letters, digits, . _ - /)")
 
 
 def _duration(seconds: float) -> str:
@@ -186,7 +220,16 @@ def _error_type(status: int) -> str:
 
 def _local_reply_config() -> dict:
     """JSON bodies in vLLM's error shape for every reply Envoy makes itself (``%LOCAL_REPLY_BODY%`` keeps Envoy's detail out)."""
-    mappers = []
+    # Envoy's 507 ("exceeded request buffer limit while retrying upstream"): the replica failed while the body was still
+    # arriving and more of it came than Envoy keeps for a retry (router_edge.BUFFER_LIMIT). To the client it is a 503: retry.
+    mappers: list[dict] = [{
+        "filter": {"status_code_filter": {"comparison": {"op": "EQ", "value": {"default_value": 507, "runtime_key": "kimi_k3.json_error.507"}}}},
+        "status_code": 503,
+        "body_format_override": {
+            "json_format": {"error": {"message": RETRY_ABANDONED_MESSAGE, "type": _error_type(503), "param": None, "code": 503}},
+            "content_type": "application/json",
+        },
+    }]
     for status in _JSON_ERRORS:
         message = _ROUTER_MESSAGES.get(status) or proxy_errors.error_of(status).message
         mappers.append({
@@ -225,10 +268,11 @@ def _cluster(config: RouterConfig, name: str, policy: dict) -> dict:
         # A replica that left the headless Service (not ready, or draining) goes at once; Envoy's default keeps a removed host
         # that still passes its health check, and a draining replica still answers /health during its preStop.
         "ignore_health_on_host_removal": True,
-        "per_connection_buffer_limit_bytes": 65_536,
+        "per_connection_buffer_limit_bytes": router_edge.BUFFER_LIMIT,
         "load_balancing_policy": {"policies": [{"typed_extension_config": policy}]},
-        # No common_lb_config: with it set, Envoy 1.39 drops the typed Maglev policy's hash_balance_factor (measured:
-        # 30 concurrent requests of one session all went to one replica; without it they spread within the bound).
+        # With no healthy replica, none gets the request: the router's JSON 503 (Envoy's default, 50 %, would then send to
+        # every replica, and the client would get the proxy's 502 of an engine that is down).
+        "common_lb_config": {"healthy_panic_threshold": {"value": 0}},
         "circuit_breakers": {"thresholds": [{"max_connections": config.max_connections, "max_pending_requests": config.max_connections, "max_requests": config.max_connections, "max_retries": 16}]},
         "load_assignment": {
             "cluster_name": name,
@@ -239,15 +283,19 @@ def _cluster(config: RouterConfig, name: str, policy: dict) -> dict:
                 },
             }]}],
         },
+        # The proxy's GET /health is the engine's (it forwards it): a replica whose engine is not ready fails it too. Two
+        # failures a second apart take it out: a dead replica leaves within about 2 s.
         "health_checks": [{
-            "timeout": "3s",
+            "timeout": _duration(config.health_check_interval_s),
             "interval": _duration(config.health_check_interval_s),
             "unhealthy_threshold": 2,
             "healthy_threshold": 1,
             "no_traffic_interval": _duration(config.health_check_interval_s),
             "http_health_check": {"path": HEALTH_PATH},
         }],
-        "outlier_detection": {"consecutive_5xx": 5, "interval": "5s", "base_ejection_time": "30s", "max_ejection_percent": 50},
+        # Two gateway errors in a row (502/503/504, connect failures and resets included) eject a replica at once, between checks.
+        "outlier_detection": {"consecutive_5xx": 5, "consecutive_gateway_failure": 2, "enforcing_consecutive_gateway_failure": 100,
+                              "interval": "1s", "base_ejection_time": "10s", "max_ejection_percent": 50},
         # The proxy answers HTTP/1.1 (nginx); one connection per request is not needed: keep-alive pools are per host.
         "typed_extension_protocol_options": {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
@@ -263,7 +311,8 @@ def _routes(config: RouterConfig) -> list[dict]:
     """Each allowlisted route twice (with the session header: ``affinity``; without: ``spread``), then the JSON 404."""
     idle = _duration(config.max_generation_s + IDLE_MARGIN_S)
     retry = {
-        "retry_on": "connect-failure,refused-stream,reset-before-request",
+        # Only failures before any response byte are retried, and only a body Envoy still holds whole (router_edge.BUFFER_LIMIT).
+        "retry_on": "connect-failure,refused-stream,reset-before-request,reset",
         "num_retries": 2,
         "retry_host_predicate": [{"name": "envoy.retry_host_predicates.previous_hosts", "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"}}],
@@ -289,7 +338,8 @@ def _http_connection_manager(config: RouterConfig) -> dict:
     return {
         "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
         "stat_prefix": "api",
-        "codec_type": "AUTO",
+        # HTTP/1.1 only: a cleartext HTTP/2 preface is a protocol error, no stream multiplexing onto one slot (router_edge).
+        "codec_type": "HTTP1",
         # The client's address (the NLB preserves it) is appended to X-Forwarded-For; the pod proxies read the last one.
         "use_remote_address": True,
         "xff_num_trusted_hops": 0,
@@ -297,11 +347,15 @@ def _http_connection_manager(config: RouterConfig) -> dict:
         "merge_slashes": True,
         "path_with_escaped_slashes_action": "REJECT_REQUEST",
         "server_header_transformation": "PASS_THROUGH",
-        "request_headers_timeout": "10s",
+        "request_headers_timeout": _duration(router_edge.REQUEST_HEADERS_TIMEOUT_S),
+        "max_request_headers_kb": router_edge.MAX_REQUEST_HEADERS_KIB,
         "stream_idle_timeout": _duration(config.max_generation_s + IDLE_MARGIN_S),
         "request_timeout": "0s",
         "drain_timeout": "5s",
-        "common_http_protocol_options": {"idle_timeout": "300s", "headers_with_underscores_action": "REJECT_REQUEST"},
+        # A connection the router closes itself (an unkeyed request, a protocol error) holds its slot and its read buffer
+        # until the peer closes or this passes (Envoy's default: 1 s): an attacker that never closes would hold them all.
+        "delayed_close_timeout": _duration(router_edge.DELAYED_CLOSE_S),
+        "common_http_protocol_options": {"idle_timeout": _duration(router_edge.IDLE_TIMEOUT_S), "headers_with_underscores_action": "REJECT_REQUEST"},
         "access_log": [{
             "name": "envoy.access_loggers.stdout",
             "typed_config": {
@@ -317,9 +371,14 @@ def _http_connection_manager(config: RouterConfig) -> dict:
         "route_config": {
             "name": "api",
             "response_headers_to_add": [{"header": {"key": REPLICA_HEADER, "value": "%UPSTREAM_HOST%"}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
+            "request_headers_to_remove": [router_edge.KEYED_HEADER],
             "virtual_hosts": [{"name": "api", "domains": ["*"], "routes": _routes(config)}],
         },
-        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}],
+        "http_filters": [
+            *router_edge.key_filters(config.key_digest_path, router_edge.per_pod_share(config.limits.unauthenticated_rate_per_s, config.router_replicas),
+                                     router_edge.per_pod_share(config.limits.unauthenticated_burst, config.router_replicas), MAX_TRACKED_ADDRESSES),
+            {"name": "envoy.filters.http.router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}},
+        ],
     }
 
 
@@ -336,15 +395,22 @@ def _health_listener(config: RouterConfig) -> dict:
         ]}]},
         "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}],
     }
-    return _listener("probe", config.health_port, hcm)
+    # Outside the global connection bound, with its own: a flood on the API port does not fail the NLB's and kubelet's checks.
+    return _listener("probe", config.health_port, hcm, own_limit=PROBE_MAX_CONNECTIONS)
 
 
-def _listener(name: str, port: int, hcm: dict) -> dict:
+def _listener(name: str, port: int, hcm: dict, own_limit: int | None = None) -> dict:
+    filters = [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]
+    if own_limit is not None:
+        filters.insert(0, {"name": "envoy.filters.network.connection_limit", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.network.connection_limit.v3.ConnectionLimit",
+            "stat_prefix": name, "max_connections": own_limit}})
     return {
         "name": name,
         "address": {"socket_address": {"address": "0.0.0.0", "port_value": port}},
-        "per_connection_buffer_limit_bytes": 65_536,
-        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}],
+        "per_connection_buffer_limit_bytes": router_edge.BUFFER_LIMIT,
+        **({"ignore_global_conn_limit": True} if own_limit is not None else {}),
+        "filter_chains": [{"filters": filters}],
     }
 
 
@@ -367,13 +433,7 @@ def envoy_config(config: RouterConfig) -> dict:
             "listeners": [_listener("api", config.listen_port, _http_connection_manager(config)), _health_listener(config)],
             "clusters": [_cluster(config, AFFINITY_CLUSTER, maglev), _cluster(config, SPREAD_CLUSTER, least_request)],
         },
-        "overload_manager": {"resource_monitors": [{
-            "name": "envoy.resource_monitors.global_downstream_max_connections",
-            "typed_config": {
-                "@type": "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
-                "max_active_downstream_connections": config.max_connections,
-            },
-        }]},
+        "overload_manager": router_edge.overload_manager(config.max_connections),
         "layered_runtime": {"layers": [{"name": "static", "static_layer": {}}]},
     }
 
