@@ -204,7 +204,7 @@ class _Server(ThreadingHTTPServer):
         pass  # Envoy closing an idle pooled connection (a reset) is no error of the test
 
 
-def _server(address: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+def _server(address: str, port: int, handler: type[BaseHTTPRequestHandler]) -> _Server:
     server = _Server((address, port), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -226,7 +226,7 @@ def _connect(address: str) -> socket.socket | None:
 
 def _send_all(sockets: list[socket.socket], data: bytes, within_s: float = 10.0) -> None:
     """Send ``data`` on every (non-blocking) socket as far as the kernel takes it; sockets the server closed are skipped."""
-    pending = {s: 0 for s in sockets}
+    pending = dict.fromkeys(sockets, 0)
     deadline = time.monotonic() + within_s
     while pending and time.monotonic() < deadline:
         for sock, sent in list(pending.items()):

@@ -75,7 +75,8 @@ def test_the_readme_program_plans_as_written_in_a_fresh_directory(tmp_path):
     deployment = yaml.safe_load(next((plan / "manifests").glob("deployment-*.yaml")).read_text())
     assert deployment["spec"]["replicas"] == 2  # --reservation-count 2 shaped the block the program looked up
     secret = next(r for r in resources if r["type"] == "kubernetes:core/v1:Secret")
-    assert secret["inputs"]["stringData"] == {"key": "[secret]", "key-check.conf": "[secret]"}  # the key and the proxy's digest of it
+    # the key, the proxy's digest of it and the router's
+    assert secret["inputs"]["stringData"] == {"key": "[secret]", "key-check.conf": "[secret]", "key-sha256": "[secret]"}
     assert "passed" in proc.stdout and "project my-llm, stack dev" in proc.stdout
 
 

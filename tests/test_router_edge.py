@@ -14,7 +14,6 @@ import json
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -217,11 +216,10 @@ def test_under_attack_the_router_stays_within_its_arithmetic_and_keyed_streams_f
     attack, fresh = ATTACKS[name]
     config = tier.envoy.config
     baseline = tier.cgroup.peak_bytes()
-    with ra.Probe(fresh=fresh) as probe:
-        with ra.held(attack()) as sockets:
-            time.sleep(2.0)  # four probes while every attacking connection is open
-            held_now = tier.stat("http.api.downstream_cx_active")
-            assert tier.alive(), tier.envoy.log.read_text()[-2000:]
+    with ra.Probe(fresh=fresh) as probe, ra.held(attack()) as sockets:
+        time.sleep(2.0)  # four probes while every attacking connection is open
+        held_now = tier.stat("http.api.downstream_cx_active")
+        assert tier.alive(), tier.envoy.log.read_text()[-2000:]
     peak = tier.cgroup.peak_bytes()
     print(f"\n{name}: {len(sockets)} connections, {held_now} held by the router; cgroup v{tier.cgroup.version} peak {peak / 2**20:.1f} MiB "
           f"(baseline {baseline / 2**20:.1f}, limit {tier.limit_bytes / 2**20:.0f}); probes {[round(r, 3) if r else r for r in probe.results]}")
@@ -333,7 +331,7 @@ def test_a_body_above_the_buffer_limit_is_not_retried_and_gets_a_json_503(tmp_pa
         from http.server import BaseHTTPRequestHandler
 
         class Health(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

@@ -10,7 +10,7 @@ import pytest
 from kimi_k3 import offline
 from kimi_k3.core import labels
 from kimi_k3.errors import UserError
-from kimi_k3.serving import ImageContract, ServingContract, VllmServer, VllmServerArgs, WeightsContract, proxy_edge
+from kimi_k3.serving import ImageContract, ServingContract, VllmServer, VllmServerArgs, WeightsContract, proxy_edge, router_edge
 from kimi_k3.serving.base import POD_IDENTITY_AGENT_CIDR
 from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
@@ -212,7 +212,8 @@ def test_api_key_flows_from_a_pulumi_secret_to_a_secret_key_ref(plans):
     secret = plan.one("kubernetes:core/v1:Secret", "kimi-api-key")
     assert offline.contains_secret(secret.inputs["stringData"])
     # The key for vLLM and, for the proxy's check before any body is read, its digest: both only in this Secret.
-    assert secret.plain_inputs["stringData"] == {"key": API_KEY, proxy_edge.KEY_FILE: proxy_edge.key_check_file(API_KEY)}
+    assert secret.plain_inputs["stringData"] == {"key": API_KEY, proxy_edge.KEY_FILE: proxy_edge.key_check_file(API_KEY),
+                                                 router_edge.KEY_DIGEST_FILE: router_edge.key_digest(API_KEY)}
     digest = proxy_edge.key_digest(API_KEY)
     for resource in plan.resources:
         if resource is not secret:

@@ -8,7 +8,9 @@ carry a :class:`ConversationRouting` (the stack sets one when it serves two or m
   name the routers resolve (``STRICT_DNS``), each address a replica's proxy port;
 * ``<name>-router``: a ConfigMap with the rendered ``envoy.yaml`` (:mod:`kimi_k3.serving.router_config`),
   a ServiceAccount without a token, a Deployment of at least two Envoy pods on the system nodes
-  (spread over nodes and zones), a PodDisruptionBudget (one pod at a time) and a NetworkPolicy;
+  (spread over nodes and zones; each mounts the API-key Secret's ``key-sha256`` alone, the key's
+  digest the router checks first: :mod:`kimi_k3.serving.router_edge`; memory sized from the
+  connection slots it can hold), a PodDisruptionBudget (one pod at a time) and a NetworkPolicy;
 * the API Service (and so the NLB) then selects the router pods instead of the replicas, and the
   replicas' NetworkPolicy admits the API and probe ports from the router pods only (their proxies
   trust the router's ``X-Forwarded-For``: :func:`kimi_k3.serving.proxy_edge.real_ip_lines`).
@@ -372,9 +374,9 @@ def router_peers(name: str) -> list[k8s.networking.v1.NetworkPolicyPeerArgs]:
 __all__ = [
     "APP_NAME",
     "CONFIG_CHECKSUM_ANNOTATION",
-    "KEY_DIGEST_PATH",
     "DEFAULT_BALANCE_FACTOR",
     "DEFAULT_ROUTER_REPLICAS",
+    "KEY_DIGEST_PATH",
     "ROUTER_IMAGE",
     "STOP_WRAPPER",
     "ConversationRouting",

@@ -56,7 +56,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import DNS_LABEL
@@ -170,7 +170,7 @@ class RouterConfig:
     key_digest_path: str | None = None
     """The mounted file with the API key's SHA-256 (:data:`kimi_k3.serving.router_edge.KEY_DIGEST_FILE`); ``None``: no key is
     checked (a stack without an API key)."""
-    limits: EdgeLimits = EdgeLimits()
+    limits: EdgeLimits = field(default_factory=EdgeLimits)
     """The per-address limits the tier holds once (the proxy's: :attr:`~kimi_k3.serving.proxy_edge.EdgeLimits.unauthenticated_rate_per_s`
     and its burst), split over the router pods."""
     router_replicas: int = 2
