@@ -949,7 +949,9 @@ limit(
 )
 RT = "serving/router.py::ConversationRouting.__post_init__: low <= value <= high"
 component("router pod cpu", 1, 16, "expected a whole number from 1 to 16", "serving/router.py ConversationRouting cpu (Envoy runs one worker per CPU)", lambda n: _routing(cpu=n), RT)
-component("router pod memory MiB", 128, 16_384, "expected a whole number from 128 to 16384", "serving/router.py ConversationRouting memory_mib", lambda n: _routing(memory_mib=n), RT)
+component("router pod memory MiB (at least the worst case of its connection slots)", 320, 16_384, "expected a whole number from 320 to 16384",
+          "serving/router.py ConversationRouting memory_mib (serving/router_edge.py memory_limit_mib: 2,048 slots x 96 KiB + 32 MiB heap + 64 MiB)",
+          lambda n: _routing(memory_mib=n), RT)
 RC = "serving/router_config.py::RouterConfig.__post_init__: "
 component("router ports", 1, 65_535, "expected a whole number from 1 to 65535", "serving/router_config.py RouterConfig (TCP ports)", lambda n: _router_config(admin_port=n), RC + "_whole(name)")
 component("router balance factor (percent of the mean load)", 100, 1000, "expected a whole number from 100 to 1000",
@@ -962,8 +964,12 @@ component("router dns_refresh_s", 1, 60, "expected a whole number from 1 to 60",
           lambda n: _router_config(dns_refresh_s=n), RC + "_whole('dns_refresh_s')")
 component("router health_check_interval_s", 1, 60, "expected a whole number from 1 to 60", "serving/router_config.py RouterConfig (active health checks of the replicas)",
           lambda n: _router_config(health_check_interval_s=n), RC + "_whole('health_check_interval_s')")
-component("router max_connections", 1024, 1_000_000, "expected a whole number from 1024 to 1000000", "serving/router_config.py RouterConfig (the cluster's circuit breaker)",
+component("router max_connections", 64, 65_536, "expected a whole number from 64 to 65536",
+          "serving/router_config.py RouterConfig (the overload manager's global downstream connection bound; sizes the heap bound and the pod)",
           lambda n: _router_config(max_connections=n), RC + "_whole('max_connections')")
+component("router router_replicas (pods sharing the tier's per-address budget)", 1, 10, "expected a whole number from 1 to 10",
+          "serving/router_config.py RouterConfig router_replicas (serving/router_edge.py per_pod_share)",
+          lambda n: _router_config(router_replicas=n), RC + "_whole('router_replicas')")
 
 
 def _lws(name: str = "kimi", pp: int = 2, **changes: Any) -> object:

@@ -171,7 +171,7 @@ def test_without_the_key_the_router_answers_401_after_the_headers_and_never_read
 
 
 def test_one_address_gets_the_tiers_unkeyed_rate_once_and_keyed_requests_are_not_limited(tier):
-    share = router_edge.per_pod_share(stack_config().limits.unauthenticated_burst, 2)
+    share = 10  # the proxy's stated burst of 20 for the whole tier, halved for each of the two router pods
 
     def unkeyed(address: str, count: int) -> list[int]:
         out = []
@@ -346,22 +346,23 @@ def test_a_body_above_the_buffer_limit_is_not_retried_and_gets_a_json_503(tmp_pa
         try:
             with harness.router(tmp_path, stack_config(), [replica]):
                 results = {}
-                for size in (1024, 4 * router_edge.BUFFER_LIMIT):
+                # The large body three times: the replica fails while it still arrives (Envoy's 507) in most runs, after in others.
+                for run, size in enumerate((1024, 4 * router_edge.BUFFER_LIMIT, 4 * router_edge.BUFFER_LIMIT, 4 * router_edge.BUFFER_LIMIT)):
                     attempts.clear()
                     conn = http.client.HTTPConnection("127.0.0.1", harness.TEST_LISTEN_PORT, timeout=10)
                     body = json.dumps({"messages": [{"role": "user", "content": "x" * size}], "stream": True}).encode()
                     conn.request("POST", "/v1/chat/completions", body=body, headers={"Authorization": f"Bearer {harness.API_KEY}", "Content-Type": "application/json"})
                     resp = conn.getresponse()
-                    results[size] = (resp.status, resp.getheader("content-type"), json.loads(resp.read()), len(attempts))
+                    results[run] = (resp.status, resp.getheader("content-type"), json.loads(resp.read()), len(attempts))
                     conn.close()
         finally:
             done.set()
             dropper.join(timeout=5)
             probe.shutdown()
             probe.server_close()
-    small, large = results[1024], results[4 * router_edge.BUFFER_LIMIT]
-    for status, content_type, body, _tries in (small, large):
+    small, large = results[0], [results[1], results[2], results[3]]
+    for status, content_type, body, _tries in (small, *large):
         assert status == 503 and content_type == "application/json" and body["error"]["type"] == "ServiceUnavailableError", body
-    assert small[3] == 3 and large[3] == 1, (small[3], large[3])  # retried twice while held whole; the large body once only
+    assert small[3] == 3 and [r[3] for r in large] == [1, 1, 1], results  # retried twice while held whole; a large body once only
     # Failed while the large body still arrived: Envoy's 507, answered as the router's 503; after it had arrived: the plain 503.
-    assert large[2]["error"]["message"] in (router_config.RETRY_ABANDONED_MESSAGE, router_config._ROUTER_MESSAGES[503]), large
+    assert {r[2]["error"]["message"] for r in large} <= {router_config.RETRY_ABANDONED_MESSAGE, router_config._ROUTER_MESSAGES[503]}, large

@@ -123,7 +123,7 @@ class ConversationRouting:
     cpu: int = 1
     """Whole CPUs of a router pod (requests = limits; Envoy runs one worker per CPU)."""
     memory_mib: int | None = None
-    """Memory of a router pod (requests = limits); ``None``: sized from the router's arithmetic
+    """Memory of a router pod (requests = limits), at least the arithmetic's; ``None``: sized from the router's arithmetic
     (:func:`kimi_k3.serving.router_edge.memory_limit_mib`: every connection slot at its worst, plus what is not heap)."""
 
     def __post_init__(self) -> None:
@@ -131,7 +131,8 @@ class ConversationRouting:
             raise RoutingError("router_replicas", f"routing: router_replicas {self.router_replicas!r} is not accepted; expected 2 to 10 (one routes while another drains)")
         if not isinstance(self.image, str) or ("@sha256:" not in self.image and ":" not in self.image.rsplit("/", 1)[-1]):
             raise RoutingError("image", f"routing: image {self.image!r} is not accepted; expected repo:tag or repo@sha256:<64 hex>")
-        for name, low, high in (("cpu", 1, 16), ("memory_mib", router_edge.MIN_MEMORY_MIB, 16_384)):
+        # Less memory than the slots' worst case (router_edge.memory_limit_mib) would let a client flood OOM-kill the router.
+        for name, low, high in (("cpu", 1, 16), ("memory_mib", router_edge.memory_limit_mib(router_edge.DEFAULT_MAX_CONNECTIONS), 16_384)):
             value = getattr(self, name)
             if name == "memory_mib" and value is None:
                 continue
