@@ -24,6 +24,7 @@ Latency: 200 sequential streamed requests (after 20 warm-ups), p50 of the time t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import importlib.util
 import statistics
@@ -53,7 +54,7 @@ def before_yaml(base: str) -> str:
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
-    exec(compile(source, f"{base}:router_config.py", "exec"), module.__dict__)  # noqa: S102 (our own file at a commit)
+    exec(compile(source, f"{base}:router_config.py", "exec"), module.__dict__)  # our own file at a commit
     config = module.RouterConfig(
         replicas_host=harness.HOST_NAME, replicas_port=8000, replicas_probe_port=8081, listen_port=harness.TEST_LISTEN_PORT,
         health_port=harness.TEST_HEALTH_PORT, session_header="x-session-id", balance_factor=120, routes=api_proxy.DEFAULT_ROUTES,
@@ -85,18 +86,15 @@ def run_attack(name: str, attack, which: str, workdir: Path, hold_s: float) -> d
         baseline = tier.cgroup.peak_bytes()
         pooled, fresh = ra.Probe(), ra.Probe(fresh=True)
         started = time.perf_counter()
-        with pooled, fresh:
-            with ra.held(attack()) as sockets:
-                opened = time.perf_counter() - started
-                held = 0
-                deadline = time.monotonic() + hold_s
-                while time.monotonic() < deadline:
-                    if tier.alive():
-                        try:
-                            held = max(held, tier.stat("http.api.downstream_cx_active"))
-                        except OSError:
-                            pass
-                    time.sleep(0.25)
+        with pooled, fresh, ra.held(attack()) as sockets:
+            opened = time.perf_counter() - started
+            held = 0
+            deadline = time.monotonic() + hold_s
+            while time.monotonic() < deadline:
+                if tier.alive():
+                    with contextlib.suppress(OSError):
+                        held = max(held, tier.stat("http.api.downstream_cx_active"))
+                time.sleep(0.25)
         return {
             "config": which, "attack": name, "connections": len(sockets), "opened_s": round(opened, 1), "held": held,
             "peak_mib": round(tier.cgroup.peak_bytes() / 2**20, 1), "baseline_mib": round(baseline / 2**20, 1),
