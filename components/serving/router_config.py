@@ -36,8 +36,8 @@ every turn of a conversation to the same replica (docs/routing.md has the measur
   32 KiB buffers, short header and idle timeouts, a global connection bound and the overload manager's fixed-heap monitor,
   all sized by the arithmetic there, which also sizes the router pod's memory;
 * **failure**: active health checks every second on each replica's ``GET /health`` (the proxy forwards it to the engine, so
-  it reports the engine's readiness), two failures take a replica out (about 2 s), two gateway errors in a row eject it at
-  once (outlier detection); with no healthy replica the router answers a JSON 503 itself (``healthy_panic_threshold`` 0:
+  it reports the engine's readiness): a non-200 answer takes a replica out at once, no answer twice (about 2 s); two gateway
+  errors in a row eject it at once (outlier detection); with no healthy replica the router answers a JSON 503 itself (``healthy_panic_threshold`` 0:
   Envoy's default would send to unhealthy replicas when most are unhealthy);
 * **errors** the router answers itself (no replica, 404, timeouts, overload) are JSON in vLLM's
   error shape, like the proxy's (:mod:`kimi_k3.serving.proxy_errors`);
@@ -283,8 +283,9 @@ def _cluster(config: RouterConfig, name: str, policy: dict) -> dict:
                 },
             }]}],
         },
-        # The proxy's GET /health is the engine's (it forwards it): a replica whose engine is not ready fails it too. Two
-        # failures a second apart take it out: a dead replica leaves within about 2 s.
+        # The proxy's GET /health is the engine's (it forwards it): a replica whose engine is not ready fails it too. A non-200
+        # answer takes a replica out at once (Envoy's health checking overview: a non-expected status fails a host at once); no
+        # answer twice, a second apart: a dead replica leaves within about 2 s.
         "health_checks": [{
             "timeout": _duration(config.health_check_interval_s),
             "interval": _duration(config.health_check_interval_s),
