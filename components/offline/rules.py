@@ -51,7 +51,10 @@ The rules (each a function below):
 
 - :func:`private_endpoint_admits_a_client` — an EKS cluster whose endpoint is private only
   needs a 443 ingress rule on its cluster security group (:data:`PRIVATE_ENDPOINT_SOURCE`):
-  else no runner reaches the API and the first ``up`` fails at its first Kubernetes object.
+  else no runner reaches the API and the first ``up`` fails at its first Kubernetes object;
+- :func:`kimi_k3.offline.alarm_rules.switched_on_alarm_can_page` — an alarm declared with actions
+  off and switched on by a one-time schedule must be set to OK after the switch-on: CloudWatch acts
+  only on state transitions, so an alarm already in ALARM would never page.
 
 A resource that exists since the previous run with the same inputs gets no API call, so the
 rules about the moment of a call (:func:`schedule_starts_in_the_future`,
@@ -71,6 +74,7 @@ from typing import TYPE_CHECKING, Any
 from kimi_k3.capacity.delivery_check import parse_scheduler_at
 from kimi_k3.errors import UserError
 from kimi_k3.offline import boot_order
+from kimi_k3.offline.alarm_rules import switched_on_alarm_can_page
 from kimi_k3.offline.timeline import Moment, Registration, Timeline
 from kimi_k3.serving.block_end import FIRES_AT_ANNOTATION, TIME_ZONE, cron_schedule
 
@@ -543,7 +547,7 @@ RULES: tuple[Rule, ...] = (
 PlanRule = Callable[[Sequence[Registration]], list[tuple[Registration, str]]]
 """A rule over the whole run: every registration in; (refused registration, message) pairs out."""
 
-PLAN_RULES: tuple[PlanRule, ...] = (private_endpoint_admits_a_client,)
+PLAN_RULES: tuple[PlanRule, ...] = (private_endpoint_admits_a_client, switched_on_alarm_can_page)
 """Every plan rule, checked once the program has ended."""
 
 STACK_RULES: tuple[Rule, ...] = (custom_resource_has_its_crd, namespaced_object_has_its_namespace)

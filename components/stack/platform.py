@@ -322,6 +322,7 @@ class Platform(pulumi.ComponentResource):
         args = delivery_check_args(
             self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
             pending_switch_on_at=self.pending.switch_on_at, pending_switch_off_at=self.pending.switch_off_at,
+            pending_state_reset_at=self.pending.state_reset_at,
             alarm_name=self.delivery_alarm_name(name, pulumi.get_stack()),
         )
         return DeliveryCheck(self._delivery_check_name(name), args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
