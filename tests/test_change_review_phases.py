@@ -32,9 +32,8 @@ from kimi_k3.offline.diff import render_path
 from kimi_k3.offline.review import Review, review
 from kimi_k3.offline.state import PreviousState
 from kimi_k3.weights import node_local
-from tests.review_runs import BLOCK_START
+from tests.review_runs import BLOCK_START, prod_serving, run
 from tests.review_runs import SERVING as SERVING_AT
-from tests.review_runs import prod_serving, run
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

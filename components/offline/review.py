@@ -24,7 +24,17 @@ from typing import Any
 
 from kimi_k3.capacity.assessment import BEFORE, ENDED, ENDING
 from kimi_k3.offline.diff import CHANGE, CREATE, DELETE, REPLACE, UNCHANGED, ChangeSet, ResourceChange, diff, is_secret, render_path
-from kimi_k3.offline.impact import CAPACITY_BLOCK_UPGRADE_SOURCE, POD_TEMPLATES, BlockContext, Disruption, Minutes, block_context, disruptions, minutes_for, template_reasons
+from kimi_k3.offline.impact import (
+    CAPACITY_BLOCK_UPGRADE_SOURCE,
+    POD_TEMPLATES,
+    BlockContext,
+    Disruption,
+    Minutes,
+    block_context,
+    disruptions,
+    minutes_for,
+    template_reasons,
+)
 from kimi_k3.offline.results import PlanResult
 from kimi_k3.offline.state import PreviousState
 
