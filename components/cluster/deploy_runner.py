@@ -56,7 +56,8 @@ PROFILE = "kimi-k3-deploy"
 VPC_NETWORK_INTERFACE_SOURCE = (
     "AWS CodeBuild user guide, 'Allow CodeBuild access to AWS services required to create a VPC network interface' "
     "(ec2:CreateNetworkInterface, DescribeDhcpOptions, DescribeNetworkInterfaces, DeleteNetworkInterface, DescribeSubnets, "
-    "DescribeSecurityGroups, DescribeVpcs; ec2:CreateNetworkInterfacePermission conditioned on ec2:Subnet and ec2:AuthorizedService)"
+    "DescribeSecurityGroups, DescribeVpcs; ec2:CreateNetworkInterfacePermission conditioned on ec2:AuthorizedService and, ArnEquals, "
+    "ec2:Subnet); vendored as components/data/codebuild-vpc-network-interface-policy.json (kimi_k3.core.documented_policies)"
 )
 
 _PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{1,56}$")
@@ -170,7 +171,7 @@ def role_policy(*, log_group_arn: str, subnet_arns: Sequence[str], network_inter
                 "Effect": "Allow",
                 "Action": "ec2:CreateNetworkInterfacePermission",
                 "Resource": network_interface_arn,
-                "Condition": {"StringEquals": {"ec2:Subnet": list(subnet_arns), "ec2:AuthorizedService": "codebuild.amazonaws.com"}},
+                "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"}, "ArnEquals": {"ec2:Subnet": list(subnet_arns)}},
             },
             {"Sid": "DeploySecret", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn},
             {"Sid": "AssumeDeployRole", "Effect": "Allow", "Action": "sts:AssumeRole", "Resource": deploy_role_arn},
