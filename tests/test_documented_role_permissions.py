@@ -83,10 +83,7 @@ def test_the_runner_role_keeps_the_documented_conditions_on_the_interface_permis
     ]
 
 
-FLOW_LOGS_SCOPED = {
-    action: "scoped to the stack's own log group (created by the stack with its retention)"
-    for action in ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams")
-}
+FLOW_LOGS_SCOPED = dict.fromkeys(("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"), "scoped to the stack's own log group (created by the stack with its retention)")
 
 
 def _flow_logs_policy(per_az) -> dict:

@@ -72,7 +72,7 @@ def uncovered(documented: Mapping[str, Any], policy: Mapping[str, Any], narrowed
             if not granting:
                 problems.append(f"{action} is not granted")
                 continue
-            fits = [s for s in granting if {_resource_kind(str(r)) for r in _listed(s.get("Resource"))} <= kinds or kinds == {"*"} and action in narrowed]
+            fits = [s for s in granting if {_resource_kind(str(r)) for r in _listed(s.get("Resource"))} <= kinds or (kinds == {"*"} and action in narrowed)]
             if not fits:
                 problems.append(f"{action} is granted on {[s.get('Resource') for s in granting]}, documented on {sorted(kinds)}")
                 continue
