@@ -22,7 +22,12 @@ from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
 from kimi_k3.capacity.delivery_check import DeliveryCheck, alarm_name
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_or_recorded
-from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.capacity.node_group import (
+    FAST_IMAGE_PULL_ROOT_IOPS,
+    FAST_IMAGE_PULL_ROOT_THROUGHPUT_MIBPS,
+    CapacityBlockNodeGroup,
+    CapacityBlockNodeGroupArgs,
+)
 from kimi_k3.cluster.deploy_runner import DeployRunner, DeployRunnerArgs
 from kimi_k3.cluster.eks import Cluster, ClusterArgs
 from kimi_k3.errors import UserError
@@ -160,6 +165,9 @@ class Platform(pulumi.ComponentResource):
                 reservation=resolved.reservation,
                 ami_release_version=cap.ami_release_version,
                 root_volume_gib=cap.root_volume_gib,
+                # FastImagePull writes the image to the root volume on the pinned AMI (kimi_k3.offline.image_store).
+                root_volume_throughput_mibps=FAST_IMAGE_PULL_ROOT_THROUGHPUT_MIBPS if settings.time_to_serve.fast_image_pull else None,
+                root_volume_iops=FAST_IMAGE_PULL_ROOT_IOPS if settings.time_to_serve.fast_image_pull else None,
                 efa_enabled=cap.efa_enabled,
                 # The same node security group as the system nodes: it admits all traffic from
                 # itself (CoreDNS on system nodes, EFA between GPU nodes) and the control plane.
