@@ -79,6 +79,8 @@ COLLECTED_METRICS = ("GroupInServiceInstances", "GroupDesiredCapacity", "GroupPe
 ENABLE_METRICS_TARGET = "arn:aws:scheduler:::aws-sdk:autoscaling:enableMetricsCollection"
 ENABLE_ALARM_ACTIONS_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:enableAlarmActions"
 DISABLE_ALARM_ACTIONS_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:disableAlarmActions"
+ALARM_NAME_MAX = 255
+"""CloudWatch PutMetricAlarm ``AlarmName``: 1 to 255 characters."""
 SET_ALARM_STATE_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:setAlarmState"
 STATE_RESET_AFTER = timedelta(minutes=1)
 """How long after the switch-on the alarm's state is set to OK (one-time schedules at the same minute run in no set order)."""
@@ -274,8 +276,8 @@ def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
         problems.reject("grace", args.grace, "expected a duration that is not negative")
     if args.block_start.tzinfo is not None and args.block_end.tzinfo is not None and args.block_end <= args.block_start:
         problems.reject("block_end", args.block_end.isoformat(), "expected a time after block_start")
-    if args.alarm_name is not None and not 1 <= len(args.alarm_name) <= 255:
-        problems.reject("alarm_name", args.alarm_name, "1 to 255 characters (CloudWatch PutMetricAlarm)")
+    if args.alarm_name is not None and not 1 <= len(args.alarm_name) <= ALARM_NAME_MAX:
+        problems.reject("alarm_name", args.alarm_name, f"1 to {ALARM_NAME_MAX} characters (CloudWatch PutMetricAlarm)")
     problems.raise_any()
 
 

@@ -38,6 +38,7 @@ import pulumi_aws as aws
 import yaml
 
 from kimi_k3.core.formats import LOG_RETENTION_DAYS, ROLE_ARN, SECRET_ARN
+from kimi_k3.core.names import fit
 from kimi_k3.errors import Problems
 
 PULUMI_CLI_VERSION = "3.272.0"
@@ -61,6 +62,16 @@ VPC_NETWORK_INTERFACE_SOURCE = (
 )
 
 _PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{1,56}$")
+
+
+PROJECT_NAME_MAX = 57
+"""The longest project name this component takes: its role ``<project>-runner`` must fit IAM's 64 characters."""
+
+
+def project_name_for(cluster_name: str) -> str:
+    """The runner's CodeBuild project name for the cluster ``cluster_name``: ``<cluster>-deploy`` within :data:`PROJECT_NAME_MAX`
+    (:func:`kimi_k3.core.names.fit`)."""
+    return fit(f"{cluster_name}-deploy", PROJECT_NAME_MAX)
 
 
 def role_name(project_name: str) -> str:

@@ -19,7 +19,7 @@ from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
 from kimi_k3.addons.prometheus_operator import CRD_GROUP as PROMETHEUS_CRD_GROUP
 from kimi_k3.addons.prometheus_operator import PrometheusOperator, PrometheusOperatorArgs
 from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
-from kimi_k3.capacity.delivery_check import DeliveryCheck, alarm_name
+from kimi_k3.capacity.delivery_check import ALARM_NAME_MAX, DeliveryCheck, alarm_name
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_or_recorded
 from kimi_k3.capacity.node_group import (
@@ -29,7 +29,9 @@ from kimi_k3.capacity.node_group import (
     CapacityBlockNodeGroupArgs,
 )
 from kimi_k3.cluster.deploy_runner import DeployRunner, DeployRunnerArgs
+from kimi_k3.cluster.deploy_runner import project_name_for as deploy_project_name
 from kimi_k3.cluster.eks import Cluster, ClusterArgs
+from kimi_k3.core.names import fit
 from kimi_k3.errors import UserError
 from kimi_k3.network.vpc import ExistingNetworkArgs, Network, NetworkArgs
 from kimi_k3.observability.monitoring import ServingMonitoring
@@ -344,7 +346,7 @@ class Platform(pulumi.ComponentResource):
     def delivery_alarm_name(name: str, stack: str) -> str:
         """The delivery alarm's name in ``stack``: CloudWatch alarm names are unique per account and region, so it carries
         the cluster name (``kimi-k3-dev-delivery-check-gpu-instances-in-service``): dev and prod may share both."""
-        return alarm_name(f"{stack_cluster_name(name, stack)}-delivery-check")
+        return fit(alarm_name(f"{stack_cluster_name(name, stack)}-delivery-check"), ALARM_NAME_MAX)
 
     @staticmethod
     def _cluster_access(settings: StackSettings) -> dict[str, Any]:
@@ -410,7 +412,7 @@ class Platform(pulumi.ComponentResource):
         return DeployRunner(
             deploy_runner_name(name),
             DeployRunnerArgs(
-                project_name=f"{self.cluster_name}-deploy",
+                project_name=deploy_project_name(self.cluster_name),
                 stack=pulumi.get_stack(),
                 vpc_id=self.network.vpc_id,
                 subnet_ids=list(self.network.private_subnet_ids_by_az.values()),
