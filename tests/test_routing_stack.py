@@ -52,7 +52,9 @@ def test_prod_with_two_replicas_declares_the_routing_tier_in_front_of_them(prod_
     assert by(prod_plan, "PodDisruptionBudget", router.router_name(NAME))["spec"]["maxUnavailable"] == 1
     # The NLB keeps a target draining as long as the router may still carry a stream: preStop + drain.
     attributes = service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"]
-    delay = int(re.search(r"deregistration_delay.timeout_seconds=(\d+)", attributes).group(1))
+    found = re.search(r"deregistration_delay.timeout_seconds=(\d+)", attributes)
+    assert found is not None, attributes
+    delay = int(found.group(1))
     assert delay >= pre_stop + drain_s and delay == plan.deregistration_delay_s
     # The config the real-Envoy tests run is the plan's, byte for byte.
     config_map = by(prod_plan, "ConfigMap", router.router_name(NAME))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import email
+import email.message
 import math
 import re
 from collections.abc import Mapping
@@ -75,6 +76,8 @@ def _node_configs(user_data: str) -> list[dict[str, Any]]:
     parts = message.get_payload() if message.is_multipart() else [message]
     configs = []
     for part in parts:
+        if not isinstance(part, email.message.Message):
+            continue
         body = part.get_payload() if part.get_content_type() == "application/node.eks.aws" else None
         if isinstance(body, str):
             configs += [d for d in yaml.safe_load_all(body) if isinstance(d, dict)]
