@@ -43,7 +43,7 @@ SETUP_LOCAL_DISKS = f"amazon-eks-ami-{AMI_RELEASE}/setup-local-disks"
 IMAGE_WRITE_BUDGET_S = 60
 """The most seconds writing the engine image to the root volume may take on a node start (paid GPU time)."""
 SOURCE = (
-    f"amazon-eks-ami {AMI_RELEASE} templates/shared/runtime/bin/setup-local-disks (BIND_MOUNTS: kubelet, containerd; /var/log/pods); "
+    f"amazon-eks-ami {AMI_RELEASE} setup-local-disks (vendored in components/data/amazon-eks-ami-{AMI_RELEASE}/; BIND_MOUNTS: kubelet, containerd; /var/log/pods); "
     f"the SOCI store {SOCI_STORE} is mounted onto the instance store only from awslabs/amazon-eks-ami PR #2548 on; gp3 baseline "
     "125 MiB/s (EBS user guide, General Purpose SSD volumes)"
 )
