@@ -265,10 +265,10 @@ limit(
             "weights/image_pull.py valid_prefix (ECR CreatePullThroughCacheRule ecrRepositoryPrefix: length 2 to 30)", key("ecrPullThroughPrefix"),
             ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",), "ecrPullThroughPrefix")
       for edge, at, beyond in (("min", "dh", "d"), ("max", "d" * 30, "d" * 31))),
-    Limit("ecrPullThroughPrefix's default <project>-<stack>-docker-hub against the stack name", "max", "s" * 11, "s" * 12, "the default <project>-<stack>-docker-hub is too long here",
-          "stack/settings/weights.py _validate_time_to_serve, weights/image_pull.py valid_prefix (ECR ecrRepositoryPrefix: at most 30 = 'kimi-k3-' 8 + the stack + '-docker-hub' 11)",
+    Limit("stack name length", "max", "s" * 100, "s" * 101, "is not accepted; expected 1-100 letters, digits, '-', '_' or '.' (Pulumi's stack names)",
+          "stack/settings/__init__.py STACK_NAME (Pulumi docs, Stacks; every derived name fits its own limit: tests/test_derived_names.py)",
           lambda stack: settings.from_values(_stack_file("dev")[0], _stack_file("dev")[1], stack=stack),
-          ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",), "ecrPullThroughPrefix"),
+          ("stack/settings/__init__.py::STACK_NAME{1,100}",)),
 )
 key_range("gpuRootVolumeGiB", 100, 2000, "accepted: 100 to 2000", "stack/settings/capacity.py _validate_capacity (images and weights live on the NVMe RAID0)", "stack/settings/capacity.py::_validate_capacity: _in_range('gpuRootVolumeGiB')")
 for _retention in ("flowLogRetentionDays", "clusterLogRetentionDays"):
@@ -449,6 +449,15 @@ def _node_group(**changes: Any) -> object:
 
 component("GPU node root volume GiB", 20, 16_384, "expected 20..16384 GiB (gp3)", "capacity/node_group.py _validate (gp3 volumes: 1 to 16384 GiB; the AMI needs 20)", lambda n: _node_group(root_volume_gib=n),
           "capacity/node_group.py::_validate: 20 <= args.root_volume_gib <= 16384")
+component("GPU node root volume throughput MiB/s", 125, 1000, "expected 125..1000 MiB/s (gp3)",
+          "capacity/node_group.py _validate (EC2 LaunchTemplateEbsBlockDeviceRequest Throughput: 125 to 1,000)",
+          lambda n: _node_group(root_volume_throughput_mibps=n, root_volume_iops=16_000), "capacity/node_group.py::_validate: low <= throughput <= high")
+component("GPU node root volume IOPS", 3000, 16_000, "expected 3000..16000 (gp3)", "capacity/node_group.py _validate (EC2 LaunchTemplateEbsBlockDeviceRequest Iops: gp3 3,000 - 16,000)",
+          lambda n: _node_group(root_volume_iops=n), "capacity/node_group.py::_validate: GP3_IOPS_RANGE[0] <= iops <= GP3_IOPS_RANGE[1]")
+limit(Limit("GPU node root volume throughput per IOPS", "min", 4000, 3999, "1000 MiB/s needs at least 4000 IOPS (gp3: 0.25 MiB/s per provisioned IOPS)",
+            "capacity/node_group.py _validate (EBS user guide, gp3: 0.25 MiB/s per provisioned IOPS)",
+            lambda n: _node_group(root_volume_throughput_mibps=1000, root_volume_iops=n),
+            ("capacity/node_group.py::_validate: throughput > (iops or GP3_IOPS_RANGE[0]) * GP3_MIBPS_PER_IOPS",)))
 component("GPU nodes required", 1, None, "expected at least 1", "capacity/node_group.py _validate", lambda n: _node_group(nodes_required=n), "capacity/node_group.py::_validate: args.nodes_required < 1")
 component("scale-up margin", timedelta(0), None, "a duration of 0 or more", "capacity/node_group.py _validate", lambda d: _node_group(scale_up_margin=d),
           "capacity/node_group.py::_validate: args.scale_up_margin < timedelta(0)", unit=timedelta(seconds=1))
@@ -659,7 +668,7 @@ component("delivery check grace", timedelta(0), None, "expected a duration that 
 moment_rows("delivery check block end after its start", "capacity/delivery_check.py validate (a block ends after it starts)", lambda t: _delivery(block_end=t),
             first_accepted=T0 + SECOND, message="expected a time after block_start", site=D + "args.block_end <= args.block_start")
 limit(*(Limit("delivery check alarm name length", edge, at, beyond, "1 to 255 characters (CloudWatch PutMetricAlarm)", "capacity/delivery_check.py validate (CloudWatch PutMetricAlarm AlarmName: 1 to 255)",
-              lambda n: _delivery(alarm_name=n), (D + "1 <= len(args.alarm_name) <= 255",)) for edge, at, beyond in (("min", "a", ""), ("max", "a" * 255, "a" * 256))))
+              lambda n: _delivery(alarm_name=n), (D + "1 <= len(args.alarm_name) <= ALARM_NAME_MAX",)) for edge, at, beyond in (("min", "a", ""), ("max", "a" * 255, "a" * 256))))
 
 
 # --- hyperpod: the cluster, the endpoint, the operator, the training plan ---------------------------------------------
@@ -1300,6 +1309,7 @@ limit(Limit("secure: value as one provider blob (decoded bytes)", "min", base64.
 
 
 NOT_LIMITS: dict[str, str] = {
+    "offline/image_store.py::root_volume_problem: seconds <= IMAGE_WRITE_BUDGET_S": "an offline apply-time rule on a plan's launch template (tests/test_image_store.py probes its edge: 615 MiB/s accepted, 600 refused), not a value a user sets",
     "hyperpod/cluster.py::has_efa: known.efa_interfaces > 0": "a catalog fact of the instance type (it has EFA interfaces), not a limit of a value",
     "offline/rules.py::_port_in: low <= port <= high": "whether a security group rule's port range covers 443: a membership, not a limit of a value",
     "serving/block_end.py::BlockEndPlan.late: self.fires_at > self.stop_at": "a warning of the plan about when the run happens (the stop CronJob fires after the drain's start), not a refusal",

@@ -9,6 +9,7 @@ Bad flags and files are refused before AIPerf starts and cost nothing.
 from __future__ import annotations
 
 import json
+import random
 import socket
 import struct
 import subprocess
@@ -17,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
+from tests.fresh_process import output_of
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -384,10 +387,14 @@ def test_agentic_profile_matches_the_copilot_means_within_the_context() -> None:
 
 
 def test_sampling_is_seeded() -> None:
-    """Same seed, same requests; another seed, other requests."""
+    """Same seed, same requests, whatever the global random state and in another process; another seed, other requests."""
     chat = profiles.PROFILES["chat"]
-    assert profiles.sample_lengths(chat, 50, 7) == profiles.sample_lengths(chat, 50, 7)
-    assert profiles.sample_lengths(chat, 50, 7) != profiles.sample_lengths(chat, 50, 8)
+    here = [[r.prompt_tokens, r.output_tokens] for r in profiles.sample_lengths(chat, 50, 7)]
+    random.seed(12345)  # the global generator plays no part
+    assert [[r.prompt_tokens, r.output_tokens] for r in profiles.sample_lengths(chat, 50, 7)] == here
+    code = "import json; from kimi_k3.bench import profiles; print(json.dumps([[r.prompt_tokens, r.output_tokens] for r in profiles.sample_lengths(profiles.PROFILES['chat'], 50, 7)]))"
+    assert json.loads(output_of(code, hash_seed=1)) == here
+    assert [[r.prompt_tokens, r.output_tokens] for r in profiles.sample_lengths(chat, 50, 8)] != here
 
 
 def test_quantile_table_rejects_a_falling_table() -> None:

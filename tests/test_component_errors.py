@@ -30,8 +30,13 @@ def test_a_component_error_is_a_run_error_and_an_input_properties_error():
     assert err.errors == [{"property_path": "size", "reason": "size 0 is not accepted; expected at least 1"}]
 
 
-def test_no_problem_raises_nothing():
-    Problems("Widget", "w").raise_any()
+def test_no_problem_raises_nothing_and_one_problem_raises():
+    problems = Problems("Widget", "w")
+    assert not problems and problems.raise_any() is None
+    problems.reject("size", 0, "expected at least 1")
+    assert problems
+    with pytest.raises(ComponentInputError, match=r"^Widget 'w': size 0 is not accepted; expected at least 1$"):
+        problems.raise_any()
 
 
 def test_every_problem_is_reported_at_once_on_one_line():

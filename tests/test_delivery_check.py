@@ -68,10 +68,13 @@ def test_group_metrics_collection_is_enabled_on_the_eks_managed_asg(before_start
     assert "GroupInServiceInstances" in body["Metrics"]
 
 
-def test_scheduler_role_can_do_exactly_its_two_calls(before_start):
+def test_scheduler_role_can_do_exactly_its_calls(before_start):
     policy = json.loads(before_start.one(POLICY).plain_inputs["policy"])
     actions = {a: s["Resource"] for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert set(actions) == {"autoscaling:EnableMetricsCollection", "cloudwatch:EnableAlarmActions", "cloudwatch:DisableAlarmActions"}
+    assert set(actions) == {
+        "autoscaling:EnableMetricsCollection", "cloudwatch:EnableAlarmActions", "cloudwatch:DisableAlarmActions", "cloudwatch:SetAlarmState",
+    }
+    assert actions["cloudwatch:SetAlarmState"] == actions["cloudwatch:EnableAlarmActions"]
     assert actions["autoscaling:EnableMetricsCollection"].endswith(f":autoScalingGroup:*:autoScalingGroupName/{ASG}")
     assert actions["cloudwatch:EnableAlarmActions"].endswith(":alarm:delivery-gpu-instances-in-service")
     assert actions["cloudwatch:DisableAlarmActions"] == actions["cloudwatch:EnableAlarmActions"]

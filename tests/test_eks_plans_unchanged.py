@@ -5,7 +5,10 @@
 each resource's inputs by URN and every plan file (``tools/eks_plan_digests.py``). Re-recorded
 once since, when the pod code hash stopped counting docstrings (``pod_files.content_hash``): that
 changed the startup and staging ConfigMaps (documented fields) and the hash annotation of the
-serving workload and the staging Job, nothing else. A failure
+serving workload and the staging Job, nothing else. Re-recorded for issue 33: the delivery check's
+state-reset schedule and its role's cloudwatch:SetAlarmState, the deploy runner's ArnEquals on
+ec2:Subnet, the flow-logs role's documented permissions, prod's GPU root volume throughput/IOPS
+with FastImagePull. A failure
 names each resource added, removed or changed. Re-record with
 ``.venv/bin/python tools/eks_plan_digests.py`` only when an EKS-path change is intended.
 """
@@ -42,6 +45,22 @@ def test_a_changed_resource_is_named():
     urns = sorted(recorded["resources"])
     changed = {**recorded, "resources": {**{u: recorded["resources"][u] for u in urns[1:]}, urns[2]: "0" * 64, "urn:new": "1" * 64}}
     assert eks_plan_digests.differences(recorded, changed) == ["resource added: urn:new", f"resource removed: {urns[0]}", f"resource changed: {urns[2]}"]
+
+
+# The properties the digests protect, each named (the digests catch any change; these say which property broke):
+# - the same inputs give byte-identical plans: tests/test_plan_determinism.py (two processes, other hash seeds);
+# - a documentation-only change restarts no GPU pod: tests/test_change_review.py
+#   (test_a_documentation_only_change_to_the_program_restarts_nothing);
+# - the HyperPod path adds nothing to an EKS stack: the two tests below.
+
+
+@pytest.mark.parametrize("stack", ["dev_plan", "prod_plan"])
+def test_eks_stacks_declare_nothing_of_the_hyperpod_path(stack, request):
+    """No SageMaker or aws-native resource, no HyperPod component, no training-plan read in an EKS stack's plan."""
+    plan = request.getfixturevalue(stack)
+    types = {r.type for r in plan.resources}
+    assert not {t for t in types if t.startswith(("aws-native:", "aws:sagemaker/")) or "HyperPod" in t or "hyperpod" in t.lower()}
+    assert plan.training_plan is None
 
 
 def test_eks_stacks_never_load_the_hyperpod_modules():

@@ -134,8 +134,8 @@ def test_the_runner_role_can_only_log_attach_to_its_subnets_read_its_secret_and_
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
     assert by_sid["AssumeDeployRole"]["Resource"] == "arn:aws:iam::210987654321:role/github-actions-deploy"
     assert by_sid["DeploySecret"]["Resource"].startswith("arn:aws:secretsmanager:us-west-2:210987654321:secret:kimi-k3/prod/deploy")
-    condition = by_sid["VpcNetworkInterfacePermission"]["Condition"]["StringEquals"]
-    assert condition["ec2:AuthorizedService"] == "codebuild.amazonaws.com" and len(condition["ec2:Subnet"]) == 3
+    condition = by_sid["VpcNetworkInterfacePermission"]["Condition"]
+    assert condition["StringEquals"]["ec2:AuthorizedService"] == "codebuild.amazonaws.com" and len(condition["ArnEquals"]["ec2:Subnet"]) == 3
     assert by_sid["BuildLogs"]["Resource"][0].endswith("log-group:/aws/codebuild/kimi-k3-prod-deploy") or "kimi-k3-prod-deploy" in by_sid["BuildLogs"]["Resource"][0]
     allowed = {"logs:CreateLogStream", "logs:PutLogEvents", "secretsmanager:GetSecretValue", "sts:AssumeRole", "ec2:CreateNetworkInterfacePermission"}
     assert set(actions) - allowed <= {a for a in actions if a.startswith("ec2:")}, actions

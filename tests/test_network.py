@@ -215,9 +215,9 @@ def test_flow_logs_go_to_the_log_group_with_its_retention_through_a_scoped_role(
     assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == offline.ACCOUNT_ID
     policy = json.loads(result.one("aws:iam/rolePolicy:RolePolicy").plain_inputs["policy"])
     arn = group.outputs["arn"]
-    for statement in policy["Statement"]:
-        assert set(statement["Resource"]) <= {arn, f"{arn}:*"}
-        assert "logs:PutLogEvents" in statement["Action"]
+    scoped, listing = policy["Statement"]
+    assert set(scoped["Resource"]) == {arn, f"{arn}:*"} and "logs:PutLogEvents" in scoped["Action"]
+    assert (listing["Action"], listing["Resource"]) == ("logs:DescribeLogGroups", "*")  # a list call: no log-group resource
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from kimi_k3.errors import UserError
 from kimi_k3.observability import alerts, metrics
 from tests import k8s_checks, promtool
 from tests.conftest import DATA
+from tests.fresh_process import output_of
 
 UTC = UTC
 START = datetime(1970, 1, 1, 1, 0, tzinfo=UTC)
@@ -339,5 +340,8 @@ def test_bad_inputs_are_refused_with_one_line(change, message):
         alerts.prometheus_rule(replace(ARGS, **change))
 
 
-def test_same_inputs_give_identical_output():
-    assert json.dumps(alerts.prometheus_rule(ARGS)) == json.dumps(alerts.prometheus_rule(replace(ARGS)))
+def test_same_inputs_give_identical_output_in_another_process():
+    """Two runs of a stack (two processes, other hash seeds) render the same PrometheusRule, byte for byte."""
+    code = "import json; from kimi_k3.observability import alerts; from tests.test_observability_alerts import ARGS; print(json.dumps(alerts.prometheus_rule(ARGS)))"
+    here = json.dumps(alerts.prometheus_rule(ARGS))
+    assert output_of(code, hash_seed=1).strip() == here == output_of(code, hash_seed=2).strip()

@@ -8,6 +8,7 @@ the default (surge) strategy.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 
 import pulumi
@@ -139,8 +140,22 @@ def test_a_capacity_block_group_without_minimal_is_refused_with_the_eks_source(s
 
 
 def test_minimal_passes_and_on_demand_groups_are_not_concerned():
-    _run(lambda: _node_group(aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1, update_strategy="MINIMAL")))
-    _run(lambda: _node_group(aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1), capacity_type="ON_DEMAND"))
+    """Both groups are declared (the run ends with them) and the rule, asked directly of each registration, refuses neither."""
+    minimal = offline.OfflineEngine(now=NOW).run(lambda: _node_group(aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1, update_strategy="MINIMAL")))
+    on_demand = offline.OfflineEngine(now=NOW).run(lambda: _node_group(aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1), capacity_type="ON_DEMAND"))
+    groups = [minimal.one("aws:eks/nodeGroup:NodeGroup"), on_demand.one("aws:eks/nodeGroup:NodeGroup")]
+    assert [(g.plain_inputs["capacityType"], g.plain_inputs["updateConfig"].get("updateStrategy")) for g in groups] == [
+        ("CAPACITY_BLOCK", "MINIMAL"), ("ON_DEMAND", None),
+    ]
+    for group in groups:
+        rules = ApplyTimeRules(NOW)
+        rules.on_registration(group, group.name)
+        assert rules.violations == []
+    # the same registration with its strategy dropped is refused: the rule looks at the strategy, not at nothing
+    dropped = dataclasses.replace(groups[0], inputs={**groups[0].inputs, "updateConfig": {"maxUnavailable": 1}})
+    rules = ApplyTimeRules(NOW)
+    rules.on_registration(dropped, dropped.name)
+    assert [v.rule for v in rules.violations] == ["capacity_block_updates_without_surge"]
 
 
 def test_the_capacity_block_component_obeys_every_rule_and_the_rules_name_every_violation():

@@ -100,7 +100,8 @@ def test_the_program_reads_the_pending_schedules_from_the_stack_resources():
     resources = first_up().stack_resource_outputs()
     found = previous_run.pending_schedules(resources, reservation_id="cr-07e4c1d2b3a4f5e69", alarm=delivery_check.alarm_name("kimi-k3-prod-delivery-check"))
     assert found == previous_run.PendingSchedules(
-        scale_up_at=BLOCK_START, switch_on_at=BLOCK_START + timedelta(minutes=20), switch_off_at=BLOCK_START + timedelta(days=7, minutes=-40)
+        scale_up_at=BLOCK_START, switch_on_at=BLOCK_START + timedelta(minutes=20), switch_off_at=BLOCK_START + timedelta(days=7, minutes=-40),
+        state_reset_at=BLOCK_START + timedelta(minutes=21),
     )
     assert previous_run.pending_schedules(resources, reservation_id="cr-0aaaaaaaaaaaaaaaa", alarm=None) == previous_run.PendingSchedules()
 

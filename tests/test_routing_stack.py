@@ -7,6 +7,7 @@ they say, and that the ConfigMap holds exactly the config tests/test_routing.py 
 from __future__ import annotations
 
 import json
+import re
 
 import pulumi
 import pytest
@@ -40,13 +41,21 @@ def test_prod_with_two_replicas_declares_the_routing_tier_in_front_of_them(prod_
     assert spec["replicas"] == 2 and pod["nodeSelector"] == {"kimi-k3.io/node-pool": "system"}
     container = pod["containers"][0]
     assert "@sha256:" in container["image"] and container["image"] == router.ROUTER_IMAGE
-    assert container["lifecycle"]["preStop"]["sleep"]["seconds"] >= drain.MIN_PRE_STOP_BEHIND_NLB_S
-    plan = drain.DrainPlan(pre_stop_sleep_s=180, drain_s=1800, behind_nlb=True)
-    assert pod["terminationGracePeriodSeconds"] == plan.grace_s
+    pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert pre_stop >= drain.MIN_PRE_STOP_BEHIND_NLB_S
+    # The kubelet kills a pod at its grace period: the router's whole stop sequence (preStop, then the stack's drain window,
+    # servingDrainSeconds, the default 1800 in prod) must end before it.
+    drain_s = prod_plan.settings.serving.front.drain_s
+    assert drain_s == 1800
+    assert pod["terminationGracePeriodSeconds"] >= pre_stop + drain_s
+    plan = drain.DrainPlan(pre_stop_sleep_s=180, drain_s=drain_s, behind_nlb=True)
     assert by(prod_plan, "PodDisruptionBudget", router.router_name(NAME))["spec"]["maxUnavailable"] == 1
     # The NLB keeps a target draining as long as the router may still carry a stream: preStop + drain.
     attributes = service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"]
-    assert f"deregistration_delay.timeout_seconds={plan.deregistration_delay_s}" in attributes
+    found = re.search(r"deregistration_delay.timeout_seconds=(\d+)", attributes)
+    assert found is not None, attributes
+    delay = int(found.group(1))
+    assert delay >= pre_stop + drain_s and delay == plan.deregistration_delay_s
     # The config the real-Envoy tests run is the plan's, byte for byte.
     config_map = by(prod_plan, "ConfigMap", router.router_name(NAME))
     assert config_map["data"][router_config.CONFIG_FILE] == router_config.render_envoy_config(stack_config())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kimi_k3.errors import SettingsError
@@ -58,11 +60,12 @@ def test_what_hyperpod_cannot_run_is_refused_naming_the_key(changes, key, words)
     assert error.key == key and words in str(error), str(error)
 
 
-def test_the_default_cluster_name_must_be_a_valid_hyperpod_name():
+def test_the_default_cluster_name_is_made_a_valid_hyperpod_name():
+    """SageMaker takes letters, digits and '-': a stack named my_stack gets kimi-k3-my-stack and a hash (no two stacks meet)."""
     values, _ = settings.read_stack_file("hyperpod")
-    with pytest.raises(SettingsError) as error:
-        settings.from_values(values, {"kimi-k3:apiKey"}, stack="my_stack")
-    assert error.value.key == "kimi-k3:hyperpodClusterName" and "'kimi-k3-my_stack'" in str(error.value) and "the default <project>-<stack>" in str(error.value)
+    found = settings.from_values(values, {"kimi-k3:apiKey"}, stack="my_stack").hyperpod
+    assert found is not None and re.fullmatch(r"kimi-k3-my-stack-[0-9a-f]{8}", found.cluster_name)
+    assert settings.from_values(values, {"kimi-k3:apiKey"}, stack="hyperpod").hyperpod.cluster_name == "kimi-k3-hyperpod"
 
 
 def test_an_instance_type_no_training_plan_can_reserve_is_refused(monkeypatch):

@@ -125,7 +125,10 @@ def test_unknown_keys_stop_the_run_with_the_nearest_valid_key(key, suggestion, r
 @pytest.mark.parametrize("key", ["aws:profile", "aws:skipRequestingAccountId", "aws:defaultTags", "pulumi:tags"])
 def test_provider_and_engine_keys_are_accepted(key):
     values = {**base(), key: "x" if key != "aws:defaultTags" else '{"tags": {"team": "ml"}}'}
-    settings.from_values(values, {"kimi-k3:apiKey"})
+    found = settings.from_values(values, {"kimi-k3:apiKey"})
+    # the key is the provider's or the engine's: the stack's settings are those without it, and no warning names it
+    assert found == settings.from_values(base(), {"kimi-k3:apiKey"})
+    assert not [w for w in found.warnings if key in w]
 
 
 def test_the_aws_key_list_comes_from_the_installed_provider():

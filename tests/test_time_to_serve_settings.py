@@ -80,16 +80,16 @@ def test_a_prefix_ecr_refuses_is_one_line(prefix):
     assert "\n" not in str(caught.value)
 
 
-def test_the_default_prefix_is_checked_only_where_a_rule_uses_it():
-    """A long stack name makes the default <project>-<stack>-docker-hub longer than ECR's 30: refused with the pull-through
-    rule on (the key named, with the fix), but a stack without the rule does not stop on a prefix nothing uses."""
+def test_the_default_prefix_of_a_long_stack_name_is_shortened_to_ecrs_30():
+    """A long stack name made the default <project>-<stack>-docker-hub longer than ECR's 30 and the stack refused its own
+    default: now it is cut and hashed (kimi_k3.core.names.fit); an explicit prefix that is too long is still refused."""
     from kimi_k3.stack import settings
 
     values, secrets = settings.read_stack_file("dev")
-    with pytest.raises(SettingsError, match=r"^config kimi-k3:ecrPullThroughPrefix: .*too long here"):
-        settings.from_values(values, secrets, stack="integration-a")
-    values.pop("kimi-k3:dockerHubPullThroughSecretArn")
-    assert settings.from_values(values, secrets, stack="integration-a").time_to_serve.pull_through_secret_arn is None
+    found = settings.from_values(values, secrets, stack="integration-a").time_to_serve.pull_through_prefix
+    assert len(found) == 30 and found.startswith("kimi-k3-integration-a-") and found != "kimi-k3-integration-a-docker-hub"[:30]
+    with pytest.raises(SettingsError, match=r"^config kimi-k3:ecrPullThroughPrefix: "):
+        settings.from_values({**values, "kimi-k3:ecrPullThroughPrefix": "p" * 31}, secrets, stack="dev")
 
 
 def test_an_image_from_elsewhere_is_left_alone_with_a_warning():

@@ -18,7 +18,6 @@ import pytest
 from kimi_k3 import offline
 from kimi_k3.core import catalog, labels
 from kimi_k3.serving.contracts import ServingContract
-from kimi_k3.serving.drain import DrainPlan
 from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
 from kimi_k3.stack import time_to_serve
 from kimi_k3.weights import compile_cache, estimate, image_pull, node_local, node_sync, serving_pod
@@ -181,9 +180,11 @@ def test_prod_plan_prints_the_estimate_of_its_mechanisms(prod_plan):
     assert lines == estimate.format_estimates(x)
     assert lines[0].startswith("time to first token: cold ") and "after the node is Ready" in lines[0]
     # the drain printed beside the pod re-created case is the stack's own stop sequence (engine preStop, then at most the drain window)
+    # read back from the rendered pod: the engine container's preStop sleep and the pod's grace period
     front = prod_plan.settings.serving.front
-    plan = DrainPlan(pre_stop_sleep_s=front.pre_stop_sleep_s, drain_s=front.drain_s, termination_grace_period_s=front.termination_grace_period_s)
-    assert x.drain_s == (plan.engine_pre_stop_s, min(plan.engine_pre_stop_s + plan.drain_s, plan.grace_s))
+    pod = serving_workload(prod_plan)["spec"]["template"]["spec"]
+    engine_pre_stop = containers(pod)["vllm"]["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert x.drain_s == (engine_pre_stop, min(engine_pre_stop + front.drain_s, pod["terminationGracePeriodSeconds"]))
     assert x.drain_s[0] >= front.pre_stop_sleep_s and "after the old pod's drain of " in lines[0]
     assert x.compile_cache and x.node_local_weights and x.image_prepull and x.fast_image_pull and x.crt_target_bandwidth and x.verify == "overlapped"
 

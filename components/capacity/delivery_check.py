@@ -24,6 +24,16 @@ Two things EKS does not do for us, both declared here with typed ``*Args``:
   overwrites the schedule (EventBridge Scheduler API reference), so a pending switch-on
   time that lies ahead is kept (``pending_switch_on_at``, read by the caller from the
   stack's previous state; :func:`kimi_k3.capacity.scaling.keep_pending`).
+* "And then it pages". Created days early with missing data breaching, the alarm sits in ALARM
+  from its first evaluation, and switching its actions on is no state change: "the actions happen
+  only on state transitions, and are not performed again if the condition persists for hours or
+  days" (CloudWatch user guide, "Alarm actions",
+  :data:`STATE_TRANSITION_SOURCE`). So a third one-time schedule, :data:`STATE_RESET_AFTER` after
+  the switch-on (two schedules at one minute run in no set order), calls
+  ``cloudwatch:SetAlarmState`` with ``OK`` (:func:`state_reset_at`): the next evaluation moves a
+  still-breaching alarm OK → ALARM, a transition with actions on, and the topic is paged; a
+  healthy group stays OK. A re-run between the switch-on and the reset keeps the pending reset
+  (``pending_state_reset_at``).
 * "Until the block's normal end". EKS scales the node group to 0 forty minutes before the
   block ends (its "Capacity Scaledown Before Reservation End" action, EKS user guide,
   capacity-blocks-mng; :data:`kimi_k3.capacity.scaling.EKS_SCALEDOWN_BEFORE_END`): with missing
@@ -69,6 +79,18 @@ COLLECTED_METRICS = ("GroupInServiceInstances", "GroupDesiredCapacity", "GroupPe
 ENABLE_METRICS_TARGET = "arn:aws:scheduler:::aws-sdk:autoscaling:enableMetricsCollection"
 ENABLE_ALARM_ACTIONS_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:enableAlarmActions"
 DISABLE_ALARM_ACTIONS_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:disableAlarmActions"
+ALARM_NAME_MAX = 255
+"""CloudWatch PutMetricAlarm ``AlarmName``: 1 to 255 characters."""
+SET_ALARM_STATE_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:setAlarmState"
+STATE_RESET_AFTER = timedelta(minutes=1)
+"""How long after the switch-on the alarm's state is set to OK (one-time schedules at the same minute run in no set order)."""
+STATE_TRANSITION_SOURCE = (
+    "CloudWatch user guide, Alarm actions (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-actions.html): "
+    "'Except for Auto Scaling actions, the actions happen only on state transitions, and are not performed again if the condition "
+    "persists for hours or days'; CloudWatch API reference, SetAlarmState: 'When the updated state differs from the previous value, "
+    "the action configured for the appropriate state is invoked'"
+)
+"""Why an alarm whose actions are switched on while it is in ALARM must be moved out of ALARM to page."""
 METRICS_SCHEDULE = "rate(10 minutes)"
 
 HIGH_RESOLUTION_PERIODS_S = (10, 20, 30)
@@ -116,6 +138,9 @@ class DeliveryCheckArgs:
     pending_switch_off_at: datetime | None = None
     """When the switch-off schedule that exists already fires (a previous run's, read by the caller): one at
     :func:`switch_off_at` still ahead is kept even inside ``create_margin`` (it exists; a re-run makes no call)."""
+    pending_state_reset_at: datetime | None = None
+    """When the state-reset schedule that exists already fires (a previous run's, read by the caller): one still ahead
+    is kept after the switch-on (the alarm may still sit in ALARM with its actions just switched on)."""
     scale_down_before_end: timedelta = EKS_SCALEDOWN_BEFORE_END
     """How long before the block's end EKS scales the node group to 0 (:data:`kimi_k3.capacity.scaling.EKS_SCALEDOWN_BEFORE_END`)."""
     alarm_name: str | None = None
@@ -148,6 +173,11 @@ def switch_on_at(args: DeliveryCheckArgs) -> datetime:
     return keep_pending(args.pending_switch_on_at, fresh, args.now, not_before=checks_from(args))
 
 
+def state_reset_at(switch_on: datetime) -> datetime:
+    """When the one-time schedule sets the alarm's state to OK: :data:`STATE_RESET_AFTER` after the switch-on at ``switch_on``."""
+    return utc(switch_on) + STATE_RESET_AFTER
+
+
 def switch_off_at(args: DeliveryCheckArgs) -> datetime:
     """When the alarm's actions go off: EKS's scale-down before the block's end (``block_end - scale_down_before_end``)."""
     return utc(args.block_end) - args.scale_down_before_end
@@ -163,6 +193,8 @@ class AlarmSchedule:
     """When the switch-on schedule fires; ``None``: no switch-on schedule."""
     switch_off: datetime | None
     """When the switch-off schedule fires; ``None``: no switch-off schedule."""
+    state_reset: datetime | None
+    """When the schedule setting the alarm's state to OK fires (after the switch-on, :func:`state_reset_at`); ``None``: none."""
     reason: str
     """One line: why the alarm is on or off now."""
 
@@ -174,24 +206,37 @@ def alarm_schedule(args: DeliveryCheckArgs) -> AlarmSchedule:
     - a switch-off that cannot be created in time (no pending one and ``now + create_margin`` past it): off, no schedule;
     - before :func:`checks_from`: off, switched on at :func:`switch_on_at` (unless that is after the switch-off), off at
       :func:`switch_off_at`;
-    - between the two: on, switched off at :func:`switch_off_at`.
+    - between the two: on, switched off at :func:`switch_off_at`; a pending state reset still ahead is kept.
+
+    With a switch-on comes a state reset to OK at :func:`state_reset_at` (see the module docstring): without it the alarm,
+    in ALARM since before the start, never transitions and never pages.
     """
     now, off = utc(args.now), switch_off_at(args)
     if now >= off:
-        return AlarmSchedule(False, None, None, f"off from EKS's scale-down at {off:%Y-%m-%d %H:%M} UTC (the block's end - "
+        return AlarmSchedule(False, None, None, None, f"off from EKS's scale-down at {off:%Y-%m-%d %H:%M} UTC (the block's end - "
                              f"{int(args.scale_down_before_end.total_seconds() // 60)} min)")
     pending = args.pending_switch_off_at
     kept = pending is not None and utc(pending) == off
     if not kept and now + args.create_margin >= off:
-        return AlarmSchedule(False, None, None, f"off: too close to EKS's scale-down at {off:%Y-%m-%d %H:%M} UTC to schedule "
+        return AlarmSchedule(False, None, None, None, f"off: too close to EKS's scale-down at {off:%Y-%m-%d %H:%M} UTC to schedule "
                              "the switch-off in time")
     if now >= checks_from(args):
-        return AlarmSchedule(True, None, off, f"on until {off:%Y-%m-%d %H:%M} UTC")
+        reset = args.pending_state_reset_at
+        kept_reset = utc(reset) if reset is not None and now < utc(reset) < off else None
+        return AlarmSchedule(True, None, off, kept_reset, f"on until {off:%Y-%m-%d %H:%M} UTC")
     on = switch_on_at(args)
-    if on >= off:
-        return AlarmSchedule(False, None, None, f"off: the switch-on at {on:%Y-%m-%d %H:%M} UTC would come after EKS's "
+    if state_reset_at(on) >= off:
+        return AlarmSchedule(False, None, None, None, f"off: the switch-on at {on:%Y-%m-%d %H:%M} UTC would come after EKS's "
                              f"scale-down at {off:%Y-%m-%d %H:%M} UTC")
-    return AlarmSchedule(False, on, off, f"on from {on:%Y-%m-%d %H:%M} to {off:%Y-%m-%d %H:%M} UTC")
+    return AlarmSchedule(False, on, off, state_reset_at(on), f"on from {on:%Y-%m-%d %H:%M} to {off:%Y-%m-%d %H:%M} UTC")
+
+
+def state_reset_input(alarm: str) -> dict[str, str]:
+    """The SetAlarmState request of the state-reset schedule (CloudWatch API reference, SetAlarmState)."""
+    return {
+        "AlarmName": alarm, "StateValue": "OK",
+        "StateReason": "kimi-k3: actions switched on at the block's start + grace; the next evaluation pages if instances are missing",
+    }
 
 
 def scheduler_at(moment: datetime) -> str:
@@ -231,8 +276,8 @@ def validate(args: DeliveryCheckArgs, name: str = "delivery-check") -> None:
         problems.reject("grace", args.grace, "expected a duration that is not negative")
     if args.block_start.tzinfo is not None and args.block_end.tzinfo is not None and args.block_end <= args.block_start:
         problems.reject("block_end", args.block_end.isoformat(), "expected a time after block_start")
-    if args.alarm_name is not None and not 1 <= len(args.alarm_name) <= 255:
-        problems.reject("alarm_name", args.alarm_name, "1 to 255 characters (CloudWatch PutMetricAlarm)")
+    if args.alarm_name is not None and not 1 <= len(args.alarm_name) <= ALARM_NAME_MAX:
+        problems.reject("alarm_name", args.alarm_name, f"1 to {ALARM_NAME_MAX} characters (CloudWatch PutMetricAlarm)")
     problems.raise_any()
 
 
@@ -279,7 +324,7 @@ def _scheduler_policy(partition: str, region: str, account: str, asg_name: str, 
             {
                 "Sid": "SwitchAlarmActions",
                 "Effect": "Allow",
-                "Action": ["cloudwatch:EnableAlarmActions", "cloudwatch:DisableAlarmActions"],
+                "Action": ["cloudwatch:EnableAlarmActions", "cloudwatch:DisableAlarmActions", "cloudwatch:SetAlarmState"],
                 "Resource": f"arn:{partition}:cloudwatch:{region}:{account}:alarm:{alarm}",
             },
         ],
@@ -291,7 +336,8 @@ class DeliveryCheck(pulumi.ComponentResource):
 
     Attributes: ``alarm`` (``aws.cloudwatch.MetricAlarm``), ``metrics_schedule`` (enables group
     metrics), ``enable_actions_schedule`` (``None`` once the check is already live),
-    ``disable_actions_schedule`` (``None`` from EKS's scale-down on), ``role``, ``schedule``
+    ``disable_actions_schedule`` (``None`` from EKS's scale-down on), ``reset_state_schedule`` (sets the alarm to OK after
+    the switch-on; ``None`` when none is pending), ``role``, ``schedule``
     (the :class:`AlarmSchedule` of this run).
     """
 
@@ -373,14 +419,16 @@ class DeliveryCheck(pulumi.ComponentResource):
             opts=child,
         )
 
-        def one_time_switch(suffix: str, description: str, at: datetime, target_arn: str) -> aws.scheduler.Schedule:
+        def one_time_switch(
+            suffix: str, description: str, at: datetime, target_arn: str, body: Mapping[str, Any] | None = None,
+        ) -> aws.scheduler.Schedule:
             return aws.scheduler.Schedule(
                 f"{name}-{suffix}",
                 description=description,
                 schedule_expression=scheduler_at(at),
                 schedule_expression_timezone="UTC",
                 flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-                target=aws.scheduler.ScheduleTargetArgs(arn=target_arn, role_arn=self.role.arn, input=json.dumps({"AlarmNames": [alarm]})),
+                target=aws.scheduler.ScheduleTargetArgs(arn=target_arn, role_arn=self.role.arn, input=json.dumps(body or {"AlarmNames": [alarm]})),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, self.alarm]),
             )
 
@@ -388,6 +436,12 @@ class DeliveryCheck(pulumi.ComponentResource):
         if plan.switch_on is not None:
             self.enable_actions_schedule = one_time_switch(
                 "enable-alarm-actions", f"Switch on the delivery alarm {alarm} at the block's start + grace", plan.switch_on, ENABLE_ALARM_ACTIONS_TARGET,
+            )
+        self.reset_state_schedule = None
+        if plan.state_reset is not None:
+            self.reset_state_schedule = one_time_switch(
+                "reset-alarm-state", f"Set the delivery alarm {alarm} to OK after its actions are on, so that a missing delivery "
+                "transitions it to ALARM and pages", plan.state_reset, SET_ALARM_STATE_TARGET, state_reset_input(alarm),
             )
         self.disable_actions_schedule = None
         if plan.switch_off is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,19 @@ UPDATE_STRATEGY = "MINIMAL"
 with hardware accelerators such as GPUs"). The default launches first, and a Capacity Block has no spare instance.
 An update during a block still restarts the serving pod on each replaced node: the weights load again."""
 ROOT_DEVICE = "/dev/xvda"
+GP3_BASELINE_THROUGHPUT_MIBPS = 125
+"""A gp3 volume's throughput when none is provisioned (EBS user guide, General Purpose SSD volumes: 125 MiB/s, 3,000 IOPS)."""
+GP3_THROUGHPUT_RANGE_MIBPS = (125, 1000)
+"""Throughput a launch template's gp3 volume takes (EC2 API reference, LaunchTemplateEbsBlockDeviceRequest, Throughput: 125 to 1,000)."""
+GP3_IOPS_RANGE = (3000, 16000)
+"""IOPS a gp3 volume takes (EC2 API reference, LaunchTemplateEbsBlockDeviceRequest, Iops: gp3 3,000 - 16,000)."""
+GP3_MIBPS_PER_IOPS = 0.25
+"""gp3's most throughput per provisioned IOPS (EBS user guide, gp3: "0.25 MiB/s per provisioned IOPS"): 1,000 MiB/s needs 4,000 IOPS."""
+FAST_IMAGE_PULL_ROOT_THROUGHPUT_MIBPS = 1000
+"""The GPU root volume's throughput with FastImagePull: on the pinned AMI SOCI's store is on the root volume, not the RAID0
+(:mod:`kimi_k3.offline.image_store`), so the engine image is written there; gp3's most."""
+FAST_IMAGE_PULL_ROOT_IOPS = 4000
+"""The GPU root volume's IOPS with FastImagePull: the least that carries :data:`FAST_IMAGE_PULL_ROOT_THROUGHPUT_MIBPS`."""
 """Root device name of the AL2023 EKS AMIs."""
 
 # Detail types of the Capacity Block events, from the EC2 User Guide page "Monitor Capacity
@@ -201,6 +215,11 @@ class CapacityBlockNodeGroupArgs:
     """EKS AMI release to pin (``1.34.2-20251120``); ``None`` takes the latest at creation."""
     root_volume_gib: int = 200
     """Size of the encrypted gp3 root volume (the vLLM image is large; weights go to local NVMe)."""
+    root_volume_throughput_mibps: int | None = None
+    """Provisioned throughput of the root volume, MiB/s (125 to 1,000); ``None``: gp3's baseline 125 MiB/s. With FastImagePull
+    the image is written to the root volume (:data:`FAST_IMAGE_PULL_ROOT_THROUGHPUT_MIBPS`)."""
+    root_volume_iops: int | None = None
+    """Provisioned IOPS of the root volume (3,000 to 16,000, at least throughput / 0.25); ``None``: gp3's baseline 3,000."""
     efa_enabled: bool = False
     """Attach every EFA of the instance (needed only when a replica spans nodes)."""
     security_group_ids: Sequence[pulumi.Input[str]] = ()
@@ -283,6 +302,8 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
                     ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                         volume_size=args.root_volume_gib,
                         volume_type="gp3",
+                        throughput=args.root_volume_throughput_mibps,
+                        iops=args.root_volume_iops,
                         encrypted="true",
                         delete_on_termination="true",
                     ),
@@ -554,6 +575,18 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
         problems.reject("subnet_ids_by_az", dict(args.subnet_ids_by_az), "the node group needs the subnet of the Capacity Block's AZ")
     if not 20 <= args.root_volume_gib <= 16384:
         problems.reject("root_volume_gib", args.root_volume_gib, "expected 20..16384 GiB (gp3)")
+    low, high = GP3_THROUGHPUT_RANGE_MIBPS
+    throughput = args.root_volume_throughput_mibps
+    if throughput is not None and not low <= throughput <= high:
+        problems.reject("root_volume_throughput_mibps", throughput, f"expected {low}..{high} MiB/s (gp3)")
+    iops = args.root_volume_iops
+    if iops is not None and not GP3_IOPS_RANGE[0] <= iops <= GP3_IOPS_RANGE[1]:
+        problems.reject("root_volume_iops", iops, f"expected {GP3_IOPS_RANGE[0]}..{GP3_IOPS_RANGE[1]} (gp3)")
+    elif throughput is not None and throughput > (iops or GP3_IOPS_RANGE[0]) * GP3_MIBPS_PER_IOPS:
+        problems.reject(
+            "root_volume_iops", iops,
+            f"{throughput} MiB/s needs at least {math.ceil(throughput / GP3_MIBPS_PER_IOPS)} IOPS (gp3: 0.25 MiB/s per provisioned IOPS)",
+        )
     if args.nodes_required < 1:
         problems.reject("nodes_required", args.nodes_required, "expected at least 1")
     if args.efa_enabled:

@@ -10,7 +10,8 @@ when run inside it, someone's own program anywhere else. The plan goes to
 its stack's existing resources, and the plan prints the change review against it
 (:mod:`kimi_k3.offline.review`, docs/change-review.md), writes ``review.json`` and exits 1
 when the change replaces weights volumes or GPU nodes while the block serves, unless
-``--allow-disruption``.
+``--allow-disruption`` (an in-place GPU node group upgrade stays refused: EKS upgrades a Capacity
+Block node group only at desired size 0).
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     changes.add_argument(
         "--allow-disruption", action="store_true",
-        help="accept a change that replaces weights volumes or GPU nodes while the block serves (refused otherwise: exit 1)",
+        help="accept a change that replaces weights volumes or GPU nodes while the block serves (refused otherwise: exit 1); "
+        "an in-place GPU node group upgrade stays refused (EKS: upgrade a Capacity Block node group at desired size 0)",
     )
     changes.add_argument("--json", action="store_true", help="print the change review as JSON (for machines) instead of the summary; needs --previous")
     rehearse = parser.add_argument_group("rehearse the Capacity Block (the offline engine cannot read AWS)")

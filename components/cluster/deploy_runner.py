@@ -38,6 +38,7 @@ import pulumi_aws as aws
 import yaml
 
 from kimi_k3.core.formats import LOG_RETENTION_DAYS, ROLE_ARN, SECRET_ARN
+from kimi_k3.core.names import fit
 from kimi_k3.errors import Problems
 
 PULUMI_CLI_VERSION = "3.272.0"
@@ -56,10 +57,21 @@ PROFILE = "kimi-k3-deploy"
 VPC_NETWORK_INTERFACE_SOURCE = (
     "AWS CodeBuild user guide, 'Allow CodeBuild access to AWS services required to create a VPC network interface' "
     "(ec2:CreateNetworkInterface, DescribeDhcpOptions, DescribeNetworkInterfaces, DeleteNetworkInterface, DescribeSubnets, "
-    "DescribeSecurityGroups, DescribeVpcs; ec2:CreateNetworkInterfacePermission conditioned on ec2:Subnet and ec2:AuthorizedService)"
+    "DescribeSecurityGroups, DescribeVpcs; ec2:CreateNetworkInterfacePermission conditioned on ec2:AuthorizedService and, ArnEquals, "
+    "ec2:Subnet); vendored as components/data/codebuild-vpc-network-interface-policy.json (kimi_k3.core.documented_policies)"
 )
 
 _PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{1,56}$")
+
+
+PROJECT_NAME_MAX = 57
+"""The longest project name this component takes: its role ``<project>-runner`` must fit IAM's 64 characters."""
+
+
+def project_name_for(cluster_name: str) -> str:
+    """The runner's CodeBuild project name for the cluster ``cluster_name``: ``<cluster>-deploy`` within :data:`PROJECT_NAME_MAX`
+    (:func:`kimi_k3.core.names.fit`)."""
+    return fit(f"{cluster_name}-deploy", PROJECT_NAME_MAX)
 
 
 def role_name(project_name: str) -> str:
@@ -170,7 +182,7 @@ def role_policy(*, log_group_arn: str, subnet_arns: Sequence[str], network_inter
                 "Effect": "Allow",
                 "Action": "ec2:CreateNetworkInterfacePermission",
                 "Resource": network_interface_arn,
-                "Condition": {"StringEquals": {"ec2:Subnet": list(subnet_arns), "ec2:AuthorizedService": "codebuild.amazonaws.com"}},
+                "Condition": {"StringEquals": {"ec2:AuthorizedService": "codebuild.amazonaws.com"}, "ArnEquals": {"ec2:Subnet": list(subnet_arns)}},
             },
             {"Sid": "DeploySecret", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn},
             {"Sid": "AssumeDeployRole", "Effect": "Allow", "Action": "sts:AssumeRole", "Resource": deploy_role_arn},

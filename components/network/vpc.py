@@ -355,12 +355,15 @@ class Network(pulumi.ComponentResource):
             lambda arn: json.dumps(
                 {
                     "Version": "2012-10-17",
+                    # The VPC user guide's least permissions (kimi_k3.core.documented_policies.FLOW_LOGS_POLICY), scoped to
+                    # the stack's log group where the action takes a log group; DescribeLogGroups lists, so it takes "*".
                     "Statement": [
                         {
                             "Effect": "Allow",
-                            "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                            "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
                             "Resource": [arn, f"{arn}:*"],
-                        }
+                        },
+                        {"Effect": "Allow", "Action": "logs:DescribeLogGroups", "Resource": "*"},
                     ],
                 }
             )

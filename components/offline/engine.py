@@ -39,6 +39,7 @@ from kimi_k3.offline.results import PlanResult
 from kimi_k3.offline.rules import PLAN_RULES, RULES, STACK_RULES, ApplyTimeRules
 from kimi_k3.offline.sagemaker import OfflineSageMaker, TrainingPlanAnswers
 from kimi_k3.offline.state import PreviousState
+from kimi_k3.offline.versions import launch_template_versions
 from kimi_k3.stack.config_keys import PROJECT
 from kimi_k3.stack.previous_run import READ_STACK_RESOURCE_OUTPUTS
 
@@ -305,6 +306,7 @@ class OfflineEngine:
             state.update(override(args))
         else:
             state.update(answers.computed_outputs(args, self.region))
+            state.update(launch_template_versions(self.previous, args.typ, args.name, args.inputs))  # a new version per change
         resource_id = state.pop("__id", None) or answers.resource_id(args)
         return resource_id, state
 

@@ -63,6 +63,12 @@ ANNOTATION_REASONS = {
     "kimi-k3.io/api-proxy-config-sha256": "proxy config (kimi-k3.io/api-proxy-config-sha256)",
 }
 """Checksum annotations of the serving pod template and what a change of each means."""
+CAPACITY_BLOCK_UPGRADE_SOURCE = (
+    "EKS user guide, Create a managed node group with Capacity Blocks for ML, Considerations "
+    "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html): 'When upgrading managed node groups with "
+    "Capacity Blocks, make sure that the desired size of the node group is set to 0'"
+)
+"""The rule a GPU node upgrade during a block breaks: EKS upgrades a Capacity Block node group only at desired size 0."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,9 @@ class Disruption:
     """Replicas of the workload (for the capacity kept)."""
     note: str = ""
     """Anything the order does not say (a stalled rollout, a partition)."""
+    upgrade: bool = False
+    """True for a Capacity Block node group upgraded in place (EKS ``UpdateNodegroupVersion``: a new AMI release, Kubernetes
+    version or launch template version), which EKS wants done at desired size 0 (:data:`CAPACITY_BLOCK_UPGRADE_SOURCE`)."""
 
     @property
     def whole_minutes_each(self) -> int | None:
@@ -356,7 +365,10 @@ def node_disruptions(changes: ChangeSet, minutes: Minutes | None, block: BlockCo
             reasons.append("launch template new version (" + ", ".join(render_path(p) for p in template.paths[:3]) + ")")
         at_once = int(value_at(group.new, ("updateConfig", "maxUnavailable")) or 1)
         order = "one at a time" if at_once == 1 else f"{at_once} at a time"
-        out.append(Disruption("nodes", group, nodes, order, ", ".join(reasons), each, 1, nodes, "UpdateNodegroupVersion, MINIMAL: each node terminated, then a new one launched"))
+        out.append(Disruption(
+            "nodes", group, nodes, order, ", ".join(reasons), each, 1, nodes, "UpdateNodegroupVersion, MINIMAL: each node terminated, then a new one launched",
+            upgrade=True,
+        ))
     return out
 
 
@@ -366,7 +378,7 @@ def disruptions(changes: ChangeSet, minutes: Minutes | None, block: BlockContext
 
 
 __all__ = [
-    "ANNOTATION_REASONS", "NODE_VERSION_PATHS", "POD_TEMPLATES",
+    "ANNOTATION_REASONS", "CAPACITY_BLOCK_UPGRADE_SOURCE", "NODE_VERSION_PATHS", "POD_TEMPLATES",
     "BlockContext", "Disruption", "Minutes", "block_context", "disruptions", "minutes_for", "node_disruptions", "template_reasons",
     "workload_disruptions",
 ]

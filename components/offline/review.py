@@ -6,6 +6,12 @@ the new run's ``now``; :class:`Review` renders it for people (:meth:`Review.line
 machines (:meth:`Review.document`), and says whether it is refused: a change that replaces
 the weights volumes or the GPU nodes while the block serves is refused (one line naming
 the change and its cost) unless the caller allows the disruption (``--allow-disruption``).
+
+An in-place upgrade of the Capacity Block node group (a new AMI release, Kubernetes version or
+launch template version: EKS ``UpdateNodegroupVersion``) while the block serves is refused even
+with ``--allow-disruption``: EKS wants a Capacity Block node group upgraded at desired size 0
+(:data:`kimi_k3.offline.impact.CAPACITY_BLOCK_UPGRADE_SOURCE`); the message names the rule and
+the way that works (apply after the block, or before it starts, when the group is at 0).
 """
 
 from __future__ import annotations
@@ -18,7 +24,17 @@ from typing import Any
 
 from kimi_k3.capacity.assessment import BEFORE, ENDED, ENDING
 from kimi_k3.offline.diff import CHANGE, CREATE, DELETE, REPLACE, UNCHANGED, ChangeSet, ResourceChange, diff, is_secret, render_path
-from kimi_k3.offline.impact import POD_TEMPLATES, BlockContext, Disruption, Minutes, block_context, disruptions, minutes_for, template_reasons
+from kimi_k3.offline.impact import (
+    CAPACITY_BLOCK_UPGRADE_SOURCE,
+    POD_TEMPLATES,
+    BlockContext,
+    Disruption,
+    Minutes,
+    block_context,
+    disruptions,
+    minutes_for,
+    template_reasons,
+)
 from kimi_k3.offline.results import PlanResult
 from kimi_k3.offline.state import PreviousState
 
@@ -118,8 +134,23 @@ class Review:
 
     @property
     def refused(self) -> str | None:
-        """One line when the change replaces weights volumes or GPU nodes while the block serves and that is not allowed."""
-        if self.allow_disruption or not self.block.serving or not self.disruptive:
+        """One line when the change upgrades the GPU node group in place while the block serves (never allowed), or replaces
+        weights volumes or GPU nodes while it serves and that is not allowed."""
+        if not self.block.serving:
+            return None
+        upgrades = [d for d in self.disruptions if d.upgrade]
+        if upgrades:
+            parts = [
+                f"{d.change.type} {d.change.display_name} ({d.why}) replaces the GPU nodes in place"
+                + ("" if d.node_minutes is None else f" (~{d.node_minutes} GPU-node-minutes, {_money(d.cost(self.price))})")
+                for d in upgrades
+            ]
+            return (
+                f"refused while the block serves (until {_when(self.block.end)}), --allow-disruption or not: " + "; ".join(parts)
+                + ": an upgrade of the Capacity Block node group at its reserved size; EKS upgrades such a group only at desired "
+                f"size 0 ({CAPACITY_BLOCK_UPGRADE_SOURCE}); apply after the block ends, or before the next one starts"
+            )
+        if self.allow_disruption or not self.disruptive:
             return None
         parts = []
         for d in self.disruptive:

@@ -28,6 +28,9 @@ The rules (each a function below):
   reboot) through the AMI's own unit order (:mod:`kimi_k3.offline.boot_order`, from the
   vendored amazon-eks-ami and cloud-init unit files): no wait inside ``cloud-final`` for what
   ``nodeadm-run`` creates, no deadlock, no lost or late mount after a reboot;
+- :func:`fast_image_pull_root_volume_carries_the_image` — with nodeadm's FastImagePull on the
+  pinned AMI, SOCI's store is on the root gp3, not the RAID0 (:mod:`kimi_k3.offline.image_store`):
+  its throughput must write the engine image within a minute (baseline 125 MiB/s: ~5 min);
 - :func:`pending_scale_up_not_moved_later` — on a later run (a previous state), an update of
   a scheduled action that is still pending overwrites it (PutScheduledUpdateGroupAction:
   terraform-provider-aws creates and updates with the same call), so a later start time moves
@@ -51,7 +54,10 @@ The rules (each a function below):
 
 - :func:`private_endpoint_admits_a_client` — an EKS cluster whose endpoint is private only
   needs a 443 ingress rule on its cluster security group (:data:`PRIVATE_ENDPOINT_SOURCE`):
-  else no runner reaches the API and the first ``up`` fails at its first Kubernetes object.
+  else no runner reaches the API and the first ``up`` fails at its first Kubernetes object;
+- :func:`kimi_k3.offline.alarm_rules.switched_on_alarm_can_page` — an alarm declared with actions
+  off and switched on by a one-time schedule must be set to OK after the switch-on: CloudWatch acts
+  only on state transitions, so an alarm already in ALARM would never page.
 
 A resource that exists since the previous run with the same inputs gets no API call, so the
 rules about the moment of a call (:func:`schedule_starts_in_the_future`,
@@ -70,7 +76,8 @@ from typing import TYPE_CHECKING, Any
 
 from kimi_k3.capacity.delivery_check import parse_scheduler_at
 from kimi_k3.errors import UserError
-from kimi_k3.offline import boot_order
+from kimi_k3.offline import boot_order, image_store
+from kimi_k3.offline.alarm_rules import switched_on_alarm_can_page
 from kimi_k3.offline.timeline import Moment, Registration, Timeline
 from kimi_k3.serving.block_end import FIRES_AT_ANNOTATION, TIME_ZONE, cron_schedule
 
@@ -320,6 +327,14 @@ def node_boots_in_order(registration: Registration, moment: Moment, timeline: Ti
     return f"the node would not boot as planned (modelled on amazon-eks-ami {boot_order.AMI_RELEASE}): " + "; ".join(problems)
 
 
+def fast_image_pull_root_volume_carries_the_image(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
+    """Refuse a launch template whose FastImagePull writes the engine image to a root volume too slow for it
+    (:mod:`kimi_k3.offline.image_store`: on the pinned AMI SOCI's store is not on the RAID0)."""
+    if registration.type != LAUNCH_TEMPLATE:
+        return None
+    return image_store.root_volume_problem(registration.inputs)
+
+
 def pending_scale_up_not_moved_later(registration: Registration, moment: Moment, timeline: Timeline) -> str | None:
     """Refuse an update that moves a scheduled action still pending at the update call to a later start time."""
     if registration.type != SCHEDULE:
@@ -537,13 +552,14 @@ def _port_in(inputs: Mapping[str, Any], port: int) -> bool:
 RULES: tuple[Rule, ...] = (
     schedule_starts_in_the_future, schedule_sets_only_what_it_names, capacity_block_updates_without_surge, one_time_schedule_fires_after_creation,
     date_pinned_cron_job_fires_after_creation, node_boots_in_order, pending_scale_up_not_moved_later, pending_switch_on_not_moved_later,
+    fast_image_pull_root_volume_carries_the_image,
 )
 """Every apply-time rule the offline engine enforces."""
 
 PlanRule = Callable[[Sequence[Registration]], list[tuple[Registration, str]]]
 """A rule over the whole run: every registration in; (refused registration, message) pairs out."""
 
-PLAN_RULES: tuple[PlanRule, ...] = (private_endpoint_admits_a_client,)
+PLAN_RULES: tuple[PlanRule, ...] = (private_endpoint_admits_a_client, switched_on_alarm_can_page)
 """Every plan rule, checked once the program has ended."""
 
 STACK_RULES: tuple[Rule, ...] = (custom_resource_has_its_crd, namespaced_object_has_its_namespace)
@@ -620,6 +636,7 @@ __all__ = [
     "capacity_block_updates_without_surge",
     "custom_resource_has_its_crd",
     "date_pinned_cron_job_fires_after_creation",
+    "fast_image_pull_root_volume_carries_the_image",
     "kubernetes_kind",
     "local_chart_crds",
     "namespaced_object_has_its_namespace",

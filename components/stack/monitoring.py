@@ -74,10 +74,11 @@ def delivery_check_args(
     tags: Mapping[str, str],
     pending_switch_on_at: datetime | None = None,
     pending_switch_off_at: datetime | None = None,
+    pending_state_reset_at: datetime | None = None,
     alarm_name: str | None = None,
 ) -> DeliveryCheckArgs:
     """The delivery check of the block: reserved count and window from the reservation, the node group's ASG and topic;
-    ``pending_switch_on_at`` / ``pending_switch_off_at`` the times of the schedules a previous run created (kept while they
+    ``pending_switch_on_at`` / ``pending_switch_off_at`` / ``pending_state_reset_at`` the times of the schedules a previous run created (kept while they
     lie ahead); ``alarm_name`` the alarm's name, unique in the account and region."""
     start, end = reservation.window()
     return DeliveryCheckArgs(
@@ -89,6 +90,7 @@ def delivery_check_args(
         now=now,
         pending_switch_on_at=pending_switch_on_at,
         pending_switch_off_at=pending_switch_off_at,
+        pending_state_reset_at=pending_state_reset_at,
         alarm_name=alarm_name,
         tags=dict(tags),
     )

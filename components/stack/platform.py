@@ -19,12 +19,19 @@ from kimi_k3.addons.lws_controller import LwsController, LwsControllerArgs
 from kimi_k3.addons.prometheus_operator import CRD_GROUP as PROMETHEUS_CRD_GROUP
 from kimi_k3.addons.prometheus_operator import PrometheusOperator, PrometheusOperatorArgs
 from kimi_k3.capacity.assessment import BlockNeeds, assess, verdict
-from kimi_k3.capacity.delivery_check import DeliveryCheck, alarm_name
+from kimi_k3.capacity.delivery_check import ALARM_NAME_MAX, DeliveryCheck, alarm_name
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_or_recorded
-from kimi_k3.capacity.node_group import CapacityBlockNodeGroup, CapacityBlockNodeGroupArgs
+from kimi_k3.capacity.node_group import (
+    FAST_IMAGE_PULL_ROOT_IOPS,
+    FAST_IMAGE_PULL_ROOT_THROUGHPUT_MIBPS,
+    CapacityBlockNodeGroup,
+    CapacityBlockNodeGroupArgs,
+)
 from kimi_k3.cluster.deploy_runner import DeployRunner, DeployRunnerArgs
+from kimi_k3.cluster.deploy_runner import project_name_for as deploy_project_name
 from kimi_k3.cluster.eks import Cluster, ClusterArgs
+from kimi_k3.core.names import fit
 from kimi_k3.errors import UserError
 from kimi_k3.network.vpc import ExistingNetworkArgs, Network, NetworkArgs
 from kimi_k3.observability.monitoring import ServingMonitoring
@@ -160,6 +167,9 @@ class Platform(pulumi.ComponentResource):
                 reservation=resolved.reservation,
                 ami_release_version=cap.ami_release_version,
                 root_volume_gib=cap.root_volume_gib,
+                # FastImagePull writes the image to the root volume on the pinned AMI (kimi_k3.offline.image_store).
+                root_volume_throughput_mibps=FAST_IMAGE_PULL_ROOT_THROUGHPUT_MIBPS if settings.time_to_serve.fast_image_pull else None,
+                root_volume_iops=FAST_IMAGE_PULL_ROOT_IOPS if settings.time_to_serve.fast_image_pull else None,
                 efa_enabled=cap.efa_enabled,
                 # The same node security group as the system nodes: it admits all traffic from
                 # itself (CoreDNS on system nodes, EFA between GPU nodes) and the control plane.
@@ -322,6 +332,7 @@ class Platform(pulumi.ComponentResource):
         args = delivery_check_args(
             self.resolved.reservation, asg_name=self.gpu_nodes.asg_name, alert_topic_arn=self.gpu_nodes.alert_topic_arn, now=now, tags=tags,
             pending_switch_on_at=self.pending.switch_on_at, pending_switch_off_at=self.pending.switch_off_at,
+            pending_state_reset_at=self.pending.state_reset_at,
             alarm_name=self.delivery_alarm_name(name, pulumi.get_stack()),
         )
         return DeliveryCheck(self._delivery_check_name(name), args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_nodes]))
@@ -335,7 +346,7 @@ class Platform(pulumi.ComponentResource):
     def delivery_alarm_name(name: str, stack: str) -> str:
         """The delivery alarm's name in ``stack``: CloudWatch alarm names are unique per account and region, so it carries
         the cluster name (``kimi-k3-dev-delivery-check-gpu-instances-in-service``): dev and prod may share both."""
-        return alarm_name(f"{stack_cluster_name(name, stack)}-delivery-check")
+        return fit(alarm_name(f"{stack_cluster_name(name, stack)}-delivery-check"), ALARM_NAME_MAX)
 
     @staticmethod
     def _cluster_access(settings: StackSettings) -> dict[str, Any]:
@@ -401,7 +412,7 @@ class Platform(pulumi.ComponentResource):
         return DeployRunner(
             deploy_runner_name(name),
             DeployRunnerArgs(
-                project_name=f"{self.cluster_name}-deploy",
+                project_name=deploy_project_name(self.cluster_name),
                 stack=pulumi.get_stack(),
                 vpc_id=self.network.vpc_id,
                 subnet_ids=list(self.network.private_subnet_ids_by_az.values()),

@@ -38,7 +38,12 @@ from typing import Any
 
 import pulumi
 
-from kimi_k3.capacity.delivery_check import DISABLE_ALARM_ACTIONS_TARGET, ENABLE_ALARM_ACTIONS_TARGET, parse_scheduler_at
+from kimi_k3.capacity.delivery_check import (
+    DISABLE_ALARM_ACTIONS_TARGET,
+    ENABLE_ALARM_ACTIONS_TARGET,
+    SET_ALARM_STATE_TARGET,
+    parse_scheduler_at,
+)
 from kimi_k3.capacity.facts import CapacityBlockFacts, parse_aws_time
 from kimi_k3.capacity.node_group import scale_up_action_name
 
@@ -60,6 +65,8 @@ class PendingSchedules:
     """When the delivery alarm's switch-on schedule fires, if it exists."""
     switch_off_at: datetime | None = None
     """When the delivery alarm's switch-off schedule (at EKS's scale-down before the block's end) fires, if it exists."""
+    state_reset_at: datetime | None = None
+    """When the delivery alarm's state-reset schedule (SetAlarmState OK right after the switch-on) fires, if it exists."""
 
 
 def stack_reference_name() -> str:
@@ -98,16 +105,25 @@ def _switch_of(outputs: Mapping[str, Any], alarm: str, target_arn: str) -> datet
         names = json.loads(target.get("input") or "{}").get("AlarmNames")
     except (TypeError, ValueError, AttributeError):
         return None
-    if names != [alarm]:
+    if names != [alarm] and not (target_arn == SET_ALARM_STATE_TARGET and _alarm_of_set_state(target.get("input")) == alarm):
         return None
     expression = outputs.get("scheduleExpression")
     return parse_scheduler_at(expression) if isinstance(expression, str) else None
 
 
+def _alarm_of_set_state(body: Any) -> str | None:
+    """The ``AlarmName`` of a SetAlarmState request body (its one alarm; the switches name theirs in ``AlarmNames``)."""
+    try:
+        name = json.loads(body or "{}").get("AlarmName")
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
 def pending_schedules(resources: Mapping[str, Any], *, reservation_id: str, alarm: str | None) -> PendingSchedules:
     """The block's scale-up action and the delivery alarm's switch-on schedule among ``resources`` (:func:`read_stack_resources`)."""
     action = scale_up_action_name(reservation_id)
-    scale_up = switch_on = switch_off = None
+    scale_up = switch_on = switch_off = state_reset = None
     for entry in resources.values():
         kind, outputs = entry.get("type"), entry.get("outputs") or {}
         if kind == AUTOSCALING_SCHEDULE and outputs.get("scheduledActionName") == action:
@@ -115,7 +131,8 @@ def pending_schedules(resources: Mapping[str, Any], *, reservation_id: str, alar
         elif kind == SCHEDULER_SCHEDULE and alarm is not None:
             switch_on = _switch_of(outputs, alarm, ENABLE_ALARM_ACTIONS_TARGET) or switch_on
             switch_off = _switch_of(outputs, alarm, DISABLE_ALARM_ACTIONS_TARGET) or switch_off
-    return PendingSchedules(scale_up_at=scale_up, switch_on_at=switch_on, switch_off_at=switch_off)
+            state_reset = _switch_of(outputs, alarm, SET_ALARM_STATE_TARGET) or state_reset
+    return PendingSchedules(scale_up_at=scale_up, switch_on_at=switch_on, switch_off_at=switch_off, state_reset_at=state_reset)
 
 
 def recorded_block(resources: Mapping[str, Any], reservation_id: str) -> CapacityBlockFacts | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import KNOWN_REGION
+from kimi_k3.core.names import fit
 from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.stack import no_effect, project, region_facts
@@ -107,13 +108,42 @@ class StackSettings:
         return self.environment == "prod"
 
 
+STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+"""The stack names a kimi-k3 stack accepts: Pulumi's ("alphanumeric characters, hyphens, underscores, or periods", at most
+100; Pulumi docs, Stacks). Every name derived from one fits its own limit (:func:`derived_names`, :func:`kimi_k3.core.names.fit`)."""
+STACK_NAME_ACCEPTED = "1-100 letters, digits, '-', '_' or '.' (Pulumi's stack names)"
+EKS_CLUSTER_NAME_MAX = 100
+"""EKS CreateCluster ``name``: 1-100 letters, digits, '-' and '_', starting with a letter or digit."""
+ECR_PREFIX_MAX = 30
+"""ECR CreatePullThroughCacheRule ``ecrRepositoryPrefix``: 2-30 characters, lower case."""
+SAGEMAKER_NAME_MAX = 63
+"""SageMaker CreateCluster ``ClusterName``: 1-63 letters, digits and '-'."""
+
+
+def check_stack_name(stack: str) -> None:
+    """Refuse a stack name outside :data:`STACK_NAME` (one line naming it and what is accepted)."""
+    if not STACK_NAME.match(stack):
+        raise UserError(f"stack name {stack!r} is not accepted; expected {STACK_NAME_ACCEPTED}")
+
+
 def cluster_name(base_name: str, stack: str) -> str:
-    """The EKS cluster's name for a platform named ``base_name`` in ``stack`` (``kimi-k3-dev``).
+    """The EKS cluster's name for a platform named ``base_name`` in ``stack`` (``kimi-k3-dev``), within EKS's 100
+    characters and its letters, digits, '-' and '_' (:func:`kimi_k3.core.names.fit`).
 
     The one home of the naming rule: :class:`kimi_k3.stack.platform.Platform` names the
     cluster with it, and the CLI finds the cluster of a stack with it.
     """
-    return f"{base_name}-{stack}"
+    return fit(f"{base_name}-{stack}", EKS_CLUSTER_NAME_MAX)
+
+
+def pull_through_prefix(project: str, stack: str) -> str:
+    """The default ``ecrPullThroughPrefix``: ``<project>-<stack>-docker-hub``, lower case, within ECR's 30 characters."""
+    return fit(f"{project}-{stack}-docker-hub", ECR_PREFIX_MAX, lower=True, separators="-_.")
+
+
+def hyperpod_cluster_name(project: str, stack: str) -> str:
+    """The default ``hyperpodClusterName``: ``<project>-<stack>`` within SageMaker's 63 letters, digits and '-'."""
+    return fit(f"{project}-{stack}", SAGEMAKER_NAME_MAX, separators="-")
 
 
 def from_pulumi() -> StackSettings:
@@ -223,6 +253,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
 
     Raises :class:`SettingsError` on the first mistake found.
     """
+    check_stack_name(stack)
     _unknown_keys(values, secret_keys)
     r = _Reader(values, secret_keys)
     warnings: list[str] = []
@@ -241,10 +272,10 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     if monitoring.prometheus_operator:
         serving = dataclasses.replace(serving, service_monitor_enabled=True)
     deployment = _validate_deployment(r, region, network, cluster, serving, prod)
-    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings, default_prefix=f"{project}-{stack}-docker-hub",
+    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings, default_prefix=pull_through_prefix(project, stack),
         system_disk_gib=cluster.system_node_disk_gib,
     )
-    hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, f"{project}-{stack}", warnings)
+    hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, hyperpod_cluster_name(project, stack), warnings)
     warnings.extend(no_effect.no_effect_warnings(r.get, lambda names: _changed_keys(r, names)))
     warnings.extend(region_facts.region_warnings(region, capacity.instance_type))
     unpinned = region_facts.unpinned_weights(serving.contract.weights.s3_uri, serving.contract.weights.revision)
@@ -273,13 +304,18 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
 
 
 __all__ = [
+    "ECR_PREFIX_MAX",
+    "EKS_CLUSTER_NAME_MAX",
     "EKS_ONLY_KEYS",
     "ENVIRONMENTS",
     "HYPERPOD_ONLY_KEYS",
     "INSTANCE_TYPE_RE",
     "NAMESPACES_PASSED_THROUGH",
+    "SAGEMAKER_NAME_MAX",
     "SECRET_PLACEHOLDER_PREFIX",
     "SERVING_PLATFORMS",
+    "STACK_NAME",
+    "STACK_NAME_ACCEPTED",
     "CapacitySettings",
     "ClusterSettings",
     "DeploymentSettings",
@@ -294,10 +330,13 @@ __all__ = [
     "StackSettings",
     "TimeToServeSettings",
     "aws_provider_keys",
+    "check_stack_name",
     "cluster_name",
     "from_pulumi",
     "from_values",
+    "hyperpod_cluster_name",
     "load_settings",
     "load_stack",
+    "pull_through_prefix",
     "read_stack_file",
 ]
