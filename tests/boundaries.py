@@ -876,23 +876,24 @@ limit(Limit("nodes one replica needs to hold the model (p6-b200)", "min", 2, 1, 
 
 
 def _serving_args(name: str = "kimi", **changes: Any) -> object:
-    from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
+    from kimi_k3.serving.args import VllmServingArgs
+    from kimi_k3.serving.validation import validate_serving_args
 
     args = VllmServingArgs(contract=_contract(), api_key="key", **changes)
     return problems_of("VllmServer", lambda problems: validate_serving_args(name, args, problems))
 
 
-SA = "serving/args.py::validate_serving_args: "
+SA = "serving/validation.py::validate_serving_args: "
 limit(
-    Limit("serving component name length", "max", "k" * 40, "k" * 41, "expected a DNS label of at most 40 characters", "serving/args.py validate_serving_args (it names the Kubernetes objects)",
+    Limit("serving component name length", "max", "k" * 40, "k" * 41, "expected a DNS label of at most 40 characters", "serving/validation.py validate_serving_args (it names the Kubernetes objects)",
           lambda name: _serving_args(name), (SA + "len(name) > 40",)),
-    Limit("serving namespace length", "max", "n" * 63, "n" * 64, "namespace", "serving/args.py validate_serving_args, core/formats.py DNS_LABEL (at most 63)",
+    Limit("serving namespace length", "max", "n" * 63, "n" * 64, "namespace", "serving/validation.py validate_serving_args, core/formats.py DNS_LABEL (at most 63)",
           lambda ns: _serving_args(namespace=ns), (SA + "len(args.namespace) > 63",)),
-    Limit("serving reserved CPU (the server keeps 8 vCPU)", "max", 184, 185, "they leave 7 vCPU", "serving/args.py validate_serving_args (p6-b300: 192 vCPU)",
+    Limit("serving reserved CPU (the server keeps 8 vCPU)", "max", 184, 185, "they leave 7 vCPU", "serving/validation.py validate_serving_args (p6-b300: 192 vCPU)",
           lambda cpu: _serving_args(reserved_cpu=cpu), (SA + "cpu < 8",)),
-    Limit("serving reserved memory (the server keeps 64 GiB)", "max", 4032, 4033, "GiB of a p6-b300.48xlarge to the server: reserve less", "serving/args.py validate_serving_args (p6-b300: 4096 GiB)",
+    Limit("serving reserved memory (the server keeps 64 GiB)", "max", 4032, 4033, "GiB of a p6-b300.48xlarge to the server: reserve less", "serving/validation.py validate_serving_args (p6-b300: 4096 GiB)",
           lambda gib: _serving_args(reserved_memory_gib=gib, shm_size_gib=16), (SA + "memory < 64",)),
-    Limit("serving /dev/shm (a quarter of the memory limit)", "max", 973, 974, "at most a quarter of the 3892 GiB memory limit", "serving/args.py validate_serving_args (p6-b300 minus the default 5% reserve)",
+    Limit("serving /dev/shm (a quarter of the memory limit)", "max", 973, 974, "at most a quarter of the 3892 GiB memory limit", "serving/validation.py validate_serving_args (p6-b300 minus the default 5% reserve)",
           lambda gib: _serving_args(shm_size_gib=gib), (SA + "args.shm_size_gib * 4 > memory",)),
 )
 def _serving_on_block(replicas: int) -> object:
@@ -901,9 +902,9 @@ def _serving_on_block(replicas: int) -> object:
     return _serving_args(replicas=replicas, reservation=block_facts(instance_count=4))
 
 
-limit(Limit("serving replicas against the Capacity Block's instances", "max", 4, 5, "at most 4: the Capacity Block", "serving/args.py validate_serving_args (one single-node replica per reserved node of the block)",
+limit(Limit("serving replicas against the Capacity Block's instances", "max", 4, 5, "at most 4: the Capacity Block", "serving/validation.py validate_serving_args (one single-node replica per reserved node of the block)",
             _serving_on_block, (SA + "args.replicas * per_replica > block.instance_count",)))
-component("serving component replicas", 1, 64, "expected 1 to 64 (one per reserved GPU node)", "serving/args.py validate_serving_args (a Capacity Block holds at most 64 instances)",
+component("serving component replicas", 1, 64, "expected 1 to 64 (one per reserved GPU node)", "serving/validation.py validate_serving_args (a Capacity Block holds at most 64 instances)",
           lambda n: _serving_args(replicas=n), SA + "1 <= args.replicas <= 64")
 
 
@@ -944,8 +945,8 @@ limit(
           key("routerPreStopSeconds", conversationRouting=True, servingDrainSeconds=3420, replicas=2, **NLB),
           ("stack/settings/serving.py::_validate_routing: low <= delay <= high",), "routerPreStopSeconds"),
     Limit("routing tier replicas (nothing to route between below two)", "min", 2, 1, "a routing tier needs two or more replicas",
-          "serving/args.py _routing_problems (the composition declares the tier only with two or more replicas: ServingSettings.routing_for)",
-          _serving_routed, ("serving/args.py::_routing_problems: args.replicas < 2",)),
+          "serving/validation.py _routing_problems (the composition declares the tier only with two or more replicas: ServingSettings.routing_for)",
+          _serving_routed, ("serving/validation.py::_routing_problems: args.replicas < 2",)),
 )
 RT = "serving/router.py::ConversationRouting.__post_init__: low <= value <= high"
 component("router pod cpu", 1, 16, "expected a whole number from 1 to 16", "serving/router.py ConversationRouting cpu (Envoy runs one worker per CPU)", lambda n: _routing(cpu=n), RT)

@@ -29,6 +29,7 @@ def graph():
 
 
 def test_there_is_no_import_circle(graph):
+    """No two modules import each other, counting type-only imports and imports inside functions."""
     assert graph.circles() == []
 
 
@@ -58,6 +59,24 @@ def test_every_import_inside_a_function_says_why(graph):
     assert missing == []
 
 
+def test_the_checker_sees_a_circle_behind_type_checking_or_a_function_import(tmp_path):
+    """A circle closed only by a ``TYPE_CHECKING`` import, or only by an import inside a function, is a circle."""
+    source = tmp_path / "components"
+    for rel, text in {
+        "__init__.py": "",
+        "core/__init__.py": "",
+        "core/args.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kimi_k3.core.builder import B\n",
+        "core/builder.py": "from kimi_k3.core import args\n",
+        "core/cmd.py": "def f():\n    from kimi_k3.core import sub  # lazily\n    return sub\n",
+        "core/sub.py": "from kimi_k3.core import cmd\n",
+    }.items():
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text(text)
+    planted = import_graph.load(source)
+    assert planted.circles() == [["kimi_k3.core.args", "kimi_k3.core.builder"], ["kimi_k3.core.cmd", "kimi_k3.core.sub"]]
+    assert planted.type_edges == {"kimi_k3.core.args": {"kimi_k3.core.builder"}}
+
+
 def test_the_checker_sees_a_planted_circle_and_an_upward_import(tmp_path):
     """The graph finds what it must: a circle between two modules and an import from core into stack."""
     source = tmp_path / "components"
@@ -72,6 +91,6 @@ def test_the_checker_sees_a_planted_circle_and_an_upward_import(tmp_path):
         (source / rel).parent.mkdir(parents=True, exist_ok=True)
         (source / rel).write_text(text)
     planted = import_graph.load(source)
-    assert ["kimi_k3.core.a", "kimi_k3.core.b"] in planted.circles()
+    assert planted.circles() == [["kimi_k3.core.a", "kimi_k3.core.b", "kimi_k3.stack.s"], ["room core", "room stack"]]  # s's lazy import closes it
     assert planted.upward_imports() == [("kimi_k3.core.a", "kimi_k3.stack.s")]
     assert [(f.module, f.reason) for f in planted.function_imports] == [("kimi_k3.stack.s", "")]
