@@ -59,38 +59,39 @@ def test_every_import_inside_a_function_says_why(graph):
     assert missing == []
 
 
+def _plant(tmp_path, files: dict[str, str]):
+    """The import graph of a library tree made of ``files`` (path under ``components/`` → text)."""
+    source = tmp_path / "components"
+    for rel, text in files.items():
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text(text)
+    return import_graph.load(source)
+
+
 def test_the_checker_sees_a_circle_behind_type_checking_or_a_function_import(tmp_path):
     """A circle closed only by a ``TYPE_CHECKING`` import, or only by an import inside a function, is a circle."""
-    source = tmp_path / "components"
-    for rel, text in {
+    planted = _plant(tmp_path, {
         "__init__.py": "",
         "core/__init__.py": "",
         "core/args.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kimi_k3.core.builder import B\n",
         "core/builder.py": "from kimi_k3.core import args\n",
         "core/cmd.py": "def f():\n    from kimi_k3.core import sub  # lazily\n    return sub\n",
         "core/sub.py": "from kimi_k3.core import cmd\n",
-    }.items():
-        (source / rel).parent.mkdir(parents=True, exist_ok=True)
-        (source / rel).write_text(text)
-    planted = import_graph.load(source)
+    })
     assert planted.circles() == [["kimi_k3.core.args", "kimi_k3.core.builder"], ["kimi_k3.core.cmd", "kimi_k3.core.sub"]]
     assert planted.type_edges == {"kimi_k3.core.args": {"kimi_k3.core.builder"}}
 
 
 def test_the_checker_sees_a_planted_circle_and_an_upward_import(tmp_path):
     """The graph finds what it must: a circle between two modules and an import from core into stack."""
-    source = tmp_path / "components"
-    for rel, text in {
+    planted = _plant(tmp_path, {
         "__init__.py": "",
         "core/__init__.py": "",
         "core/a.py": "from kimi_k3.core import b\nfrom kimi_k3.stack import s\n",
         "core/b.py": "from kimi_k3.core import a\n",
         "stack/__init__.py": "",
         "stack/s.py": "def f():\n    from kimi_k3.core import a\n    return a\n",
-    }.items():
-        (source / rel).parent.mkdir(parents=True, exist_ok=True)
-        (source / rel).write_text(text)
-    planted = import_graph.load(source)
+    })
     assert planted.circles() == [["kimi_k3.core.a", "kimi_k3.core.b", "kimi_k3.stack.s"], ["room core", "room stack"]]  # s's lazy import closes it
     assert planted.upward_imports() == [("kimi_k3.core.a", "kimi_k3.stack.s")]
     assert [(f.module, f.reason) for f in planted.function_imports] == [("kimi_k3.stack.s", "")]
