@@ -41,14 +41,16 @@ lint: venv
 	$(BIN)/ruff check components tests policy tools __main__.py
 	$(BIN)/mypy
 
-## test: the lint gate, then the whole suite once; each test marked `clock` runs twice in it, the second time with the
+## test: the lint gate, then the whole suite once but the tests marked `slow` (a heavyweight real program: AIPerf, pip
+## building the wheel; test-travel runs them); each test marked `clock` runs twice in it, the second time with the
 ## clock moved by 9 days (tests/conftest.py; tests/test_wall_clock.py keeps the marks complete; tests/test_time_travel.py
-## moves the clock itself, by 8h, 9d and 75d); the gate CI runs
+## moves the clock itself, by 8h, 9d and 75d); the gate CI runs on every pull request
 test: lint $(CHECKOV_VENV)/bin/checkov system-packages
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not slow"
 
-## test-travel: the whole suite again with the clock moved by each of $(TRAVEL) (and the property tests at their full
-## example counts): nothing may depend on today's date
+## test-travel: the whole suite, the tests marked `slow` included, with the clock moved by each of $(TRAVEL) (and the
+## property tests at their full example counts): nothing may depend on today's date; CI runs it nightly
+## (.github/workflows/nightly.yml)
 test-travel: venv $(CHECKOV_VENV)/bin/checkov system-packages
 	@set -e; for offset in $(TRAVEL); do echo "== the whole suite with the clock moved by $$offset"; KIMI_K3_FULL_PROPERTIES=1 $(BIN)/python -m pytest -q -n 2 --travel $$offset; done
 

@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 
 from kimi_k3 import cli
 from kimi_k3.capacity import aws as capacity_aws
-from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import capacity_clock as capacity_cli
 from kimi_k3.cli import hyperpod_plans as plans_cli
 from kimi_k3.hyperpod import training_plans as tp
 from tests.capacity_builders import NOW, REGION

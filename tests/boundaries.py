@@ -107,7 +107,7 @@ def problems_of(component: str, check: Callable[[Problems], object]) -> None:
 
 # --- the validators' limits, found in the source ---------------------------------------------------------------------
 ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-RANGE_HELPERS = {"_in_range", "_whole"}
+RANGE_HELPERS = {"in_range", "_whole"}
 """Helpers that refuse a value outside ``(low, high)``: each call is one limit site (the helper's own compare is not)."""
 ROOMS_WALKED = ("addons", "capacity", "cluster", "hyperpod", "network", "observability", "offline", "serving", "stack", "weights", "cli/arguments.py")
 """Where the walker looks: every component room, the settings and the offline rules; ``bench``/``bringup`` and the CLI's
@@ -234,23 +234,23 @@ def key_range(name: str, low: Any, high: Any, message: str, source: str, site: s
 
 
 key_range("availabilityZoneCount", 2, 4, "accepted: 2 to 4",
-          "stack/settings/network.py _validate_network (EKS needs subnets in two AZs; four AZs fill a /16 with /20s)", "stack/settings/network.py::_validate_network: _in_range('availabilityZoneCount')")
+          "stack/settings/network.py validate_network (EKS needs subnets in two AZs; four AZs fill a /16 with /20s)", "stack/settings/network.py::validate_network: in_range('availabilityZoneCount')")
 limit(Limit("availabilityZones", "min", ["us-east-1a", "us-east-1b"], ["us-east-1a"], "at least 2 AZs (EKS needs subnets in two AZs)",
-            "stack/settings/network.py _validate_network (EKS: subnets in at least two AZs)", key("availabilityZones"), ("stack/settings/network.py::_validate_network: len(azs) < 2",), "availabilityZones"))
+            "stack/settings/network.py validate_network (EKS: subnets in at least two AZs)", key("availabilityZones"), ("stack/settings/network.py::validate_network: len(azs) < 2",), "availabilityZones"))
 limit(
     Limit("vpcCidr prefix", "min", "10.42.0.0/16", "10.42.0.0/15", "accepted: a prefix between /16 and /20 (AWS VPCs are /16 to /28)",
-          "stack/settings/network.py _validate_network (AWS VPCs are /16 to /28, Amazon VPC User Guide, VPC CIDR blocks)", key("vpcCidr"), ("stack/settings/network.py::_validate_network: vpc.prefixlen < 16",), "vpcCidr"),
+          "stack/settings/network.py validate_network (AWS VPCs are /16 to /28, Amazon VPC User Guide, VPC CIDR blocks)", key("vpcCidr"), ("stack/settings/network.py::validate_network: vpc.prefixlen < 16",), "vpcCidr"),
     Limit("vpcCidr prefix", "max", "10.42.0.0/20", "10.42.0.0/21", "too small for 2 AZs (at least a /22 private and a /26 public subnet per AZ); use a /20 or larger",
-          "stack/settings/network.py _validate_network (the library's /20: room for the subnets and the NLB of each AZ)", key("vpcCidr"), ("stack/settings/network.py::_validate_network: vpc.prefixlen > 20",), "vpcCidr"),
+          "stack/settings/network.py validate_network (the library's /20: room for the subnets and the NLB of each AZ)", key("vpcCidr"), ("stack/settings/network.py::validate_network: vpc.prefixlen > 20",), "vpcCidr"),
     Limit("clusterServiceCidr prefix", "min", "172.16.0.0/12", "10.128.0.0/11", "accepted: a prefix between /12 and /24 (EKS limits)",
-          "stack/settings/cluster.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24, EKS API KubernetesNetworkConfigRequest)", key("clusterServiceCidr"), ("stack/settings/cluster.py::_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
+          "stack/settings/cluster.py validate_cluster (EKS serviceIpv4Cidr: /12 to /24, EKS API KubernetesNetworkConfigRequest)", key("clusterServiceCidr"), ("stack/settings/cluster.py::validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
     Limit("clusterServiceCidr prefix", "max", "172.20.0.0/24", "172.20.0.0/25", "accepted: a prefix between /12 and /24 (EKS limits)",
-          "stack/settings/cluster.py _validate_cluster (EKS serviceIpv4Cidr: /12 to /24)", key("clusterServiceCidr"), ("stack/settings/cluster.py::_validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
+          "stack/settings/cluster.py validate_cluster (EKS serviceIpv4Cidr: /12 to /24)", key("clusterServiceCidr"), ("stack/settings/cluster.py::validate_cluster: 12 <= service.prefixlen <= 24",), "clusterServiceCidr"),
 )
-key_range("systemNodeCount", 2, 10, "accepted: 2 to 10", "stack/settings/cluster.py _validate_cluster (two or more for multi-AZ)", "stack/settings/cluster.py::_validate_cluster: _in_range('systemNodeCount')")
+key_range("systemNodeCount", 2, 10, "accepted: 2 to 10", "stack/settings/cluster.py validate_cluster (two or more for multi-AZ)", "stack/settings/cluster.py::validate_cluster: in_range('systemNodeCount')")
 key_range("systemNodeDiskGiB", 20, 1000, "accepted: 20 to 1000",
-          "stack/settings/cluster.py _validate_cluster (the system launch template's gp3 root volume: EKS CreateNodegroup's 20 GiB default disk is the AMI's floor; 1000 GiB the library's ceiling)",
-          "stack/settings/cluster.py::_validate_cluster: _in_range('systemNodeDiskGiB')")
+          "stack/settings/cluster.py validate_cluster (the system launch template's gp3 root volume: EKS CreateNodegroup's 20 GiB default disk is the AMI's floor; 1000 GiB the library's ceiling)",
+          "stack/settings/cluster.py::validate_cluster: in_range('systemNodeDiskGiB')")
 STAGED_URI = "s3://acme-ml-weights-us-east-1/moonshotai/Kimi-K3/3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20/"
 STAGING = {"weightsStagingJob": True, "weightsSource": "s3", "weightsS3Uri": STAGED_URI}
 """Context of the staging Job's keys: dev with the in-region staging Job into a pinned prefix of its region."""
@@ -270,24 +270,24 @@ limit(
           lambda stack: settings.from_values(_stack_file("dev")[0], _stack_file("dev")[1], stack=stack),
           ("stack/settings/__init__.py::STACK_NAME{1,100}",)),
 )
-key_range("gpuRootVolumeGiB", 100, 2000, "accepted: 100 to 2000", "stack/settings/capacity.py _validate_capacity (images and weights live on the NVMe RAID0)", "stack/settings/capacity.py::_validate_capacity: _in_range('gpuRootVolumeGiB')")
+key_range("gpuRootVolumeGiB", 100, 2000, "accepted: 100 to 2000", "stack/settings/capacity.py validate_capacity (images and weights live on the NVMe RAID0)", "stack/settings/capacity.py::validate_capacity: in_range('gpuRootVolumeGiB')")
 for _retention in ("flowLogRetentionDays", "clusterLogRetentionDays"):
     key_range(_retention, 1, 3653, "accepted: 1, 3, 5, 7, 14, 30", "core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs PutRetentionPolicy retentionInDays)")
 limit(Limit("efaDevicePluginVersion", "min", "0.5.10", "0.5.9", "accepted: 0.5.10 or newer",
-            "stack/settings/capacity.py _chart_version, addons/gpu_plugins.py EFA_MIN_VERSION (older charts misdetect the p6 EFA devices)", key("efaDevicePluginVersion"),
-            ("stack/settings/capacity.py::_chart_version: tuple(map(int, match.groups())) < minimum",), "efaDevicePluginVersion"))
+            "stack/settings/capacity.py chart_version, addons/gpu_plugins.py EFA_MIN_VERSION (older charts misdetect the p6 EFA devices)", key("efaDevicePluginVersion"),
+            ("stack/settings/capacity.py::chart_version: tuple(map(int, match.groups())) < minimum",), "efaDevicePluginVersion"))
 key_range("pipelineParallelSize", 1, 8, "accepted: 1 to 8", "core/catalog.py PIPELINE_PARALLEL_RANGE (serving/contracts.py EngineProfile)", efaEnabled=True)
 limit(*(Limit("gpuMemoryUtilization", edge, at, beyond, "accepted: 0.5 to 0.98", "core/catalog.py GPU_MEMORY_UTILIZATION_RANGE (serving/contracts.py EngineProfile)",
               key("gpuMemoryUtilization"), (), "gpuMemoryUtilization") for edge, at, beyond in (("min", "0.50", "0.49"), ("max", "0.98", "0.99"))))
 key_range("maxModelLen", 1024, 1_048_576, "accepted: 1024 to 1048576", "core/catalog.py MAX_MODEL_LEN_RANGE (the model's 1M context; serving/contracts.py EngineProfile)")
 key_range("engineReadyTimeoutSeconds", 600, 10_800, "accepted: 600 to 10800", "core/catalog.py ENGINE_READY_TIMEOUT_RANGE (VLLM_ENGINE_READY_TIMEOUT_S and the startup probe)")
-key_range("replicas", 0, 64, "accepted: 0 to 64", "stack/settings/serving.py _validate_serving (0: one per group of reserved nodes; a Capacity Block holds at most 64 instances)", "stack/settings/serving.py::_validate_serving: _in_range('replicas')")
-key_range("mediaInlineMiB", 0, 512, "accepted: 0 to 512", "stack/settings/serving.py _validate_serving_front (the proxy's inline_media_bytes, at most 512 MiB)", "stack/settings/serving.py::_validate_serving_front: _in_range('mediaInlineMiB')", **MEDIA)
+key_range("replicas", 0, 64, "accepted: 0 to 64", "stack/settings/serving.py validate_serving (0: one per group of reserved nodes; a Capacity Block holds at most 64 instances)", "stack/settings/serving.py::validate_serving: in_range('replicas')")
+key_range("mediaInlineMiB", 0, 512, "accepted: 0 to 512", "stack/settings/serving.py _validate_serving_front (the proxy's inline_media_bytes, at most 512 MiB)", "stack/settings/serving.py::_validate_serving_front: in_range('mediaInlineMiB')", **MEDIA)
 key_range("servingMaxGenerationSeconds", 60, 86_400, "expected a whole number from 60 to 86400", "serving/api_proxy.py ApiProxyConfig max_generation_s (the proxy's upstream read timeout)")
 key_range("servingDrainSeconds", 1, 3600, "expected a whole number from 1 to 3600", "serving/api_proxy.py ApiProxyConfig drain_s, serving/drain.py DRAIN_RANGE (nginx worker_shutdown_timeout needs 1)")
 key_range("servingPreStopSeconds", 0, 600, "expected whole seconds from 0 to 600", "serving/drain.py PRE_STOP_RANGE")
-key_range("alertTtftP99Seconds", 1, 600, "accepted: 1 to 600", "stack/settings/observability.py _validate_monitoring (KimiK3TimeToFirstTokenHigh)", "stack/settings/observability.py::_validate_monitoring: _in_range('alertTtftP99Seconds')")
-key_range("hyperpodEbsVolumeGiB", 1, 16_384, "accepted: 1 to 16384", "stack/settings/hyperpod.py _validate_hyperpod (SageMaker ClusterEbsVolumeConfig VolumeSizeInGB 1 to 16384)", "stack/settings/hyperpod.py::_validate_hyperpod: _in_range('hyperpodEbsVolumeGiB')", stack="hyperpod")
+key_range("alertTtftP99Seconds", 1, 600, "accepted: 1 to 600", "stack/settings/observability.py validate_monitoring (KimiK3TimeToFirstTokenHigh)", "stack/settings/observability.py::validate_monitoring: in_range('alertTtftP99Seconds')")
+key_range("hyperpodEbsVolumeGiB", 1, 16_384, "accepted: 1 to 16384", "stack/settings/hyperpod.py validate_hyperpod (SageMaker ClusterEbsVolumeConfig VolumeSizeInGB 1 to 16384)", "stack/settings/hyperpod.py::validate_hyperpod: in_range('hyperpodEbsVolumeGiB')", stack="hyperpod")
 limit(
     Limit("servingPreStopSeconds behind an NLB (the drain grace floor)", "min", 150, 149, "behind an NLB it must be at least 150 s",
           "serving/drain.py MIN_PRE_STOP_BEHIND_NLB_S = NLB_STOPS_SENDING_S 120 + CONTROLLER_LAG_S 30 (aws-load-balancer-controller#2366, #3270, containers-roadmap#470)",
@@ -463,7 +463,7 @@ component("scale-up margin", timedelta(0), None, "a duration of 0 or more", "cap
           "capacity/node_group.py::_validate: args.scale_up_margin < timedelta(0)", unit=timedelta(seconds=1))
 
 
-def _network(**changes: Any) -> object:
+def ipv4_network(**changes: Any) -> object:
     from kimi_k3.network.vpc import NetworkArgs, _validate
 
     # the region given: no aws.get_region() invoke, which needs a Pulumi runtime (a test on an xdist worker may run first)
@@ -472,15 +472,15 @@ def _network(**changes: Any) -> object:
 
 limit(
     Limit("VPC AZs", "min", ("us-east-1a", "us-east-1b"), ("us-east-1a",), "a new VPC needs at least 2", "network/vpc.py _validate (EKS requires subnets in two AZs)",
-          lambda azs: _network(availability_zones=azs), ("network/vpc.py::_validate: len(azs) < 2",)),
+          lambda azs: ipv4_network(availability_zones=azs), ("network/vpc.py::_validate: len(azs) < 2",)),
     Limit("VPC flow log retention days", "min", 1, 0, "one of 1, 3, 5, 7", "network/vpc.py _validate, core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs retentionInDays)",
-          lambda days: _network(flow_log_retention_days=days)),
+          lambda days: ipv4_network(flow_log_retention_days=days)),
     Limit("VPC flow log retention days", "max", 3653, 3654, "one of 1, 3, 5, 7", "network/vpc.py _validate, core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs retentionInDays)",
-          lambda days: _network(flow_log_retention_days=days)),
+          lambda days: ipv4_network(flow_log_retention_days=days)),
     Limit("VPC flow log retention days between two CloudWatch values", "max", 14, 15, "one of 1, 3, 5, 7", "network/vpc.py _validate, core/formats.py LOG_RETENTION_DAYS (CloudWatch Logs refuses 15)",
-          lambda days: _network(flow_log_retention_days=days)),
+          lambda days: ipv4_network(flow_log_retention_days=days)),
     Limit("VPC CIDR against its subnets", "max", "10.0.0.0/18", "10.0.0.0/19", "is too small for 2 AZs with a /20 private and a /24 public subnet per AZ; the smallest prefix that fits is /18",
-          "network/subnets.py plan_subnets (every subnet aligned inside the VPC)", lambda cidr: _network(vpc_cidr=cidr), ("network/subnets.py::plan_subnets: span > vpc.num_addresses",)),
+          "network/subnets.py plan_subnets (every subnet aligned inside the VPC)", lambda cidr: ipv4_network(vpc_cidr=cidr), ("network/subnets.py::plan_subnets: span > vpc.num_addresses",)),
 )
 
 
@@ -885,23 +885,24 @@ limit(Limit("nodes one replica needs to hold the model (p6-b200)", "min", 2, 1, 
 
 
 def _serving_args(name: str = "kimi", **changes: Any) -> object:
-    from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
+    from kimi_k3.serving.args import VllmServingArgs
+    from kimi_k3.serving.validation import validate_serving_args
 
     args = VllmServingArgs(contract=_contract(), api_key="key", **changes)
     return problems_of("VllmServer", lambda problems: validate_serving_args(name, args, problems))
 
 
-SA = "serving/args.py::validate_serving_args: "
+SA = "serving/validation.py::validate_serving_args: "
 limit(
-    Limit("serving component name length", "max", "k" * 40, "k" * 41, "expected a DNS label of at most 40 characters", "serving/args.py validate_serving_args (it names the Kubernetes objects)",
+    Limit("serving component name length", "max", "k" * 40, "k" * 41, "expected a DNS label of at most 40 characters", "serving/validation.py validate_serving_args (it names the Kubernetes objects)",
           lambda name: _serving_args(name), (SA + "len(name) > 40",)),
-    Limit("serving namespace length", "max", "n" * 63, "n" * 64, "namespace", "serving/args.py validate_serving_args, core/formats.py DNS_LABEL (at most 63)",
+    Limit("serving namespace length", "max", "n" * 63, "n" * 64, "namespace", "serving/validation.py validate_serving_args, core/formats.py DNS_LABEL (at most 63)",
           lambda ns: _serving_args(namespace=ns), (SA + "len(args.namespace) > 63",)),
-    Limit("serving reserved CPU (the server keeps 8 vCPU)", "max", 184, 185, "they leave 7 vCPU", "serving/args.py validate_serving_args (p6-b300: 192 vCPU)",
+    Limit("serving reserved CPU (the server keeps 8 vCPU)", "max", 184, 185, "they leave 7 vCPU", "serving/validation.py validate_serving_args (p6-b300: 192 vCPU)",
           lambda cpu: _serving_args(reserved_cpu=cpu), (SA + "cpu < 8",)),
-    Limit("serving reserved memory (the server keeps 64 GiB)", "max", 4032, 4033, "GiB of a p6-b300.48xlarge to the server: reserve less", "serving/args.py validate_serving_args (p6-b300: 4096 GiB)",
+    Limit("serving reserved memory (the server keeps 64 GiB)", "max", 4032, 4033, "GiB of a p6-b300.48xlarge to the server: reserve less", "serving/validation.py validate_serving_args (p6-b300: 4096 GiB)",
           lambda gib: _serving_args(reserved_memory_gib=gib, shm_size_gib=16), (SA + "memory < 64",)),
-    Limit("serving /dev/shm (a quarter of the memory limit)", "max", 973, 974, "at most a quarter of the 3892 GiB memory limit", "serving/args.py validate_serving_args (p6-b300 minus the default 5% reserve)",
+    Limit("serving /dev/shm (a quarter of the memory limit)", "max", 973, 974, "at most a quarter of the 3892 GiB memory limit", "serving/validation.py validate_serving_args (p6-b300 minus the default 5% reserve)",
           lambda gib: _serving_args(shm_size_gib=gib), (SA + "args.shm_size_gib * 4 > memory",)),
 )
 def _serving_on_block(replicas: int) -> object:
@@ -910,9 +911,9 @@ def _serving_on_block(replicas: int) -> object:
     return _serving_args(replicas=replicas, reservation=block_facts(instance_count=4))
 
 
-limit(Limit("serving replicas against the Capacity Block's instances", "max", 4, 5, "at most 4: the Capacity Block", "serving/args.py validate_serving_args (one single-node replica per reserved node of the block)",
+limit(Limit("serving replicas against the Capacity Block's instances", "max", 4, 5, "at most 4: the Capacity Block", "serving/validation.py validate_serving_args (one single-node replica per reserved node of the block)",
             _serving_on_block, (SA + "args.replicas * per_replica > block.instance_count",)))
-component("serving component replicas", 1, 64, "expected 1 to 64 (one per reserved GPU node)", "serving/args.py validate_serving_args (a Capacity Block holds at most 64 instances)",
+component("serving component replicas", 1, 64, "expected 1 to 64 (one per reserved GPU node)", "serving/validation.py validate_serving_args (a Capacity Block holds at most 64 instances)",
           lambda n: _serving_args(replicas=n), SA + "1 <= args.replicas <= 64")
 
 
@@ -953,8 +954,8 @@ limit(
           key("routerPreStopSeconds", conversationRouting=True, servingDrainSeconds=3420, replicas=2, **NLB),
           ("stack/settings/serving.py::_validate_routing: low <= delay <= high",), "routerPreStopSeconds"),
     Limit("routing tier replicas (nothing to route between below two)", "min", 2, 1, "a routing tier needs two or more replicas",
-          "serving/args.py _routing_problems (the composition declares the tier only with two or more replicas: ServingSettings.routing_for)",
-          _serving_routed, ("serving/args.py::_routing_problems: args.replicas < 2",)),
+          "serving/validation.py _routing_problems (the composition declares the tier only with two or more replicas: ServingSettings.routing_for)",
+          _serving_routed, ("serving/validation.py::_routing_problems: args.replicas < 2",)),
 )
 RT = "serving/router.py::ConversationRouting.__post_init__: low <= value <= high"
 component("router pod cpu", 1, 16, "expected a whole number from 1 to 16", "serving/router.py ConversationRouting cpu (Envoy runs one worker per CPU)", lambda n: _routing(cpu=n), RT)
@@ -1202,8 +1203,8 @@ limit(
           _assess, ("capacity/assessment.py::assess: block.instance_count >= needs.nodes_required",)),
     Limit("availabilityZoneCount against the region's AZs", "max", 3, 4, "at most 3: the available AZs of us-east-1", "stack/foundation.py availability_zones (aws.get_availability_zones at program time)",
           _region_azs, ("stack/foundation.py::availability_zones: len(others) + 1 < net.availability_zone_count",), "availabilityZoneCount"),
-    Limit("pipelineParallelSize without EFA", "max", 1, 2, "must be true when a replica spans 2 nodes", "stack/settings/serving.py _validate_serving (cross-node traffic needs EFA)",
-          key("pipelineParallelSize", efaEnabled=False), ("stack/settings/serving.py::_validate_serving: nodes > 1",), "pipelineParallelSize"),
+    Limit("pipelineParallelSize without EFA", "max", 1, 2, "must be true when a replica spans 2 nodes", "stack/settings/serving.py validate_serving (cross-node traffic needs EFA)",
+          key("pipelineParallelSize", efaEnabled=False), ("stack/settings/serving.py::validate_serving: nodes > 1",), "pipelineParallelSize"),
 )
 
 
@@ -1316,7 +1317,7 @@ NOT_LIMITS: dict[str, str] = {
     "capacity/preflight.py::evaluate_preflight: r.available_instances < nodes_required": "a warning of `kimi-k3 capacity preflight` about the block's live state (instances in use), not a refusal",
     "capacity/preflight.py::evaluate_preflight: block.unavailable > 0": "a warning of the preflight: AWS reports failed instances; nothing the user sets",
     "capacity/scale_up.py::find_block_node_group: len(found) > 1": "more than one node group on the block is ambiguous: a count of matches, not a limit of a value",
-    "stack/settings/network.py::_validate_network: vpc.prefixlen > 28": "AWS's own /28 bound, shadowed: every prefix past /20 is refused (row 'vpcCidr prefix (max)'); this check only words the message for /29 to /32",
+    "stack/settings/network.py::validate_network: vpc.prefixlen > 28": "AWS's own /28 bound, shadowed: every prefix past /20 is refused (row 'vpcCidr prefix (max)'); this check only words the message for /29 to /32",
     "weights/s3store.py::upload_verified: size > expected_size": "a transfer's integrity (a source that sends more bytes than it announced), not a limit of a value set by anyone",
 }
 """Validator sites that compare and refuse but are no limit of a value the user or a caller sets, each with the reason."""

@@ -87,6 +87,9 @@ def _run_chat_bench(out: Path) -> dict:
 def chat_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The shared run, made once per test session even under ``pytest -n``.
 
+    Every test that starts AIPerf is marked ``slow`` (~30 s for this run, 8-10 s for each other one):
+    ``make test`` leaves them to ``make test-travel`` and CI's nightly pass (.github/workflows/nightly.yml).
+
     xdist workers share the parent of their base temp directory; the first to
     take the lock runs AIPerf and records the result, the others read it.
     """
@@ -107,6 +110,7 @@ def chat_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 # -- the shared run ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bench_json_has_every_level_with_percentiles(chat_run: dict) -> None:
     """bench.json: both levels, TTFT/ITL/E2E p50<=p90<=p99, throughput and no errors, plus the inputs."""
     document = chat_run["document"]
@@ -125,6 +129,7 @@ def test_bench_json_has_every_level_with_percentiles(chat_run: dict) -> None:
         assert level["output_tokens_per_s"] > 0 and level["requests_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_latencies_follow_the_servers_delays(chat_run: dict) -> None:
     """TTFT is at least the server's first-token delay; ITL at least its per-token delay; E2E covers both."""
     for level in chat_run["document"]["levels"]:
@@ -134,6 +139,7 @@ def test_latencies_follow_the_servers_delays(chat_run: dict) -> None:
         assert level["e2e_latency_s"]["p50"] > level["ttft_s"]["p50"]
 
 
+@pytest.mark.slow
 def test_tokens_are_what_the_server_streamed_and_the_profile_asked(chat_run: dict) -> None:
     """Each request asked for its sampled output length with ignore_eos; the counted tokens are those streamed."""
     document = chat_run["document"]
@@ -151,6 +157,7 @@ def test_tokens_are_what_the_server_streamed_and_the_profile_asked(chat_run: dic
     assert document["requested_lengths"]["requests"] == 4
 
 
+@pytest.mark.slow
 def test_cost_follows_from_tokens_per_second_and_price(chat_run: dict) -> None:
     """$/M output tokens = price x instances / (tokens/s x 3600) x 1e6, in bench.json and in the table."""
     document = chat_run["document"]
@@ -161,6 +168,7 @@ def test_cost_follows_from_tokens_per_second_and_price(chat_run: dict) -> None:
         assert f"${expected:,.2f}" in chat_run["stdout"]
 
 
+@pytest.mark.slow
 def test_table_and_progress_are_printed(chat_run: dict) -> None:
     """The run says what it does, reports each level as it ends, and prints the table and the files written."""
     stdout = chat_run["stdout"]
@@ -174,6 +182,7 @@ def test_table_and_progress_are_printed(chat_run: dict) -> None:
     assert f"wrote {chat_run['out'] / 'bench.json'}" in stdout
 
 
+@pytest.mark.slow
 def test_plot_is_a_png_with_three_panels(chat_run: dict) -> None:
     """bench.png is a valid PNG (signature, IHDR) of the size the figure asks for."""
     data = (chat_run["out"] / "bench.png").read_bytes()
@@ -185,6 +194,7 @@ def test_plot_is_a_png_with_three_panels(chat_run: dict) -> None:
     assert matplotlib.image.imread(chat_run["out"] / "bench.png").shape[:2] == (450, 1500)
 
 
+@pytest.mark.slow
 def test_api_key_is_never_written_or_printed(chat_run: dict) -> None:
     """Neither stdout nor any file under --out (AIPerf's exports included) contains the key."""
     assert KEY not in chat_run["stdout"]
@@ -195,6 +205,7 @@ def test_api_key_is_never_written_or_printed(chat_run: dict) -> None:
     assert "${OPENAI_API_KEY}" in config
 
 
+@pytest.mark.slow
 def test_bench_json_is_a_pure_function_of_the_run(chat_run: dict) -> None:
     """Re-rendering the recorded run gives the same bench.json bytes (no clock, no randomness inside)."""
     document = chat_run["document"]
@@ -215,6 +226,7 @@ def test_bench_json_is_a_pure_function_of_the_run(chat_run: dict) -> None:
 # -- runs of their own ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_failed_requests_are_counted_in_a_timed_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--duration, against a server failing every 2nd request with HTTP 500: about half are errors, by kind."""
     server = load_server()
@@ -237,6 +249,7 @@ def test_failed_requests_are_counted_in_a_timed_level(tmp_path: Path, capsys: py
     assert "more than the 4 distinct prompts prepared" in out
 
 
+@pytest.mark.slow
 def test_a_level_where_every_request_fails_is_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """AIPerf exits 1 when no request succeeds; bench still records the level (0 ok, all errors) and writes its files."""
     server = load_server()
@@ -255,6 +268,7 @@ def test_a_level_where_every_request_fails_is_recorded(tmp_path: Path, capsys: p
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_lengths_file_is_sent_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--lengths CSV: each row's prompt and output length reaches the server; bench.json names the file."""
     lengths = tmp_path / "mine.csv"

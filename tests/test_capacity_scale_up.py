@@ -14,7 +14,7 @@ from botocore.stub import Stubber
 from kimi_k3.capacity import aws as capacity_aws
 from kimi_k3.capacity import scale_up as scaling
 from kimi_k3.capacity.facts import CapacityBlockFacts
-from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import capacity_clock as capacity_cli
 from kimi_k3.cli import main
 from kimi_k3.errors import UserError
 from kimi_k3.stack.settings import load_stack

@@ -22,7 +22,7 @@ BUY = {"CapacityBlockExtensionOfferingId": OFFER, "CapacityReservationId": RID}
 
 @pytest.fixture(autouse=True)
 def pinned(monkeypatch):
-    from kimi_k3.cli import capacity as capacity_cli
+    from kimi_k3.cli import capacity_clock as capacity_cli
 
     monkeypatch.setattr(capacity_cli, "utcnow", lambda: NOW)
 

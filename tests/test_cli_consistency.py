@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import capacity_clock as capacity_cli
 from kimi_k3.cli import main
 from tests.cli_helpers import one_line_error
 

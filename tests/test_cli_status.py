@@ -16,7 +16,7 @@ from botocore.stub import Stubber
 from kimi_k3 import cli
 from kimi_k3.bringup import collect
 from kimi_k3.capacity.extensions import EKS_SCALEDOWN_ACTION
-from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import capacity_clock as capacity_cli
 from kimi_k3.cli import status as status_cli
 from kimi_k3.weights.progress import Progress, format_line
 from tests import fake_kube_api as k

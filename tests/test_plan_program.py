@@ -242,6 +242,7 @@ def _tree_state(directory: Path) -> dict[str, float]:
     return {str(p): p.stat().st_mtime for p in directory.rglob("*")} if directory.exists() else {}
 
 
+@pytest.mark.slow  # pip builds the wheel in an isolated environment (11-41 s): make test-travel and CI's nightly pass run it
 def test_after_a_regular_pip_install_plan_plans_the_users_stack_and_writes_nothing_into_the_repository(tmp_path):
     """``pip install --no-deps --target``, then ``python -m kimi_k3.cli plan dev`` from the user's directory."""
     source, site = tmp_path / "source", tmp_path / "site"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 
 from kimi_k3.stack.config_keys import CONFIG_KEYS, CONFIGURATION_DOC, SECTIONS, markdown_reference, pulumi_yaml_config
@@ -68,3 +69,17 @@ def test_the_reference_documents_every_config_key_and_the_readme_the_two_set_up_
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^make test$", ci, re.M)
+
+
+def test_the_project_file_reads_as_safe_load_reads_it_and_a_mistake_keeps_its_message(tmp_path):
+    """Pulumi.yaml is parsed by libyaml when present: the same document as yaml.safe_load, and safe_load's own error text."""
+    from kimi_k3.stack import project as project_module
+
+    text = (ROOT / "Pulumi.yaml").read_text()
+    assert project_module._fast_safe_load(text) == yaml.safe_load(text)
+    broken = "name: kimi-k3\nruntime: python\nconfig: {a: [1, 2}\n"
+    with pytest.raises(yaml.YAMLError) as expected:
+        yaml.safe_load(broken)
+    with pytest.raises(yaml.YAMLError) as got:
+        project_module._fast_safe_load(broken)
+    assert str(got.value) == str(expected.value)

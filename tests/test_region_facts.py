@@ -73,3 +73,15 @@ def test_a_service_range_the_user_set_over_the_vpc_names_cluster_service_cidr():
     with pytest.raises(settings.SettingsError) as caught:
         settings.from_values(config.values, config.secret_keys)
     assert caught.value.key == "kimi-k3:clusterServiceCidr" and "(kimi-k3:vpcCidr)" in str(caught.value)
+
+
+def test_the_regions_read_from_the_endpoint_data_are_botocores_own_answer():
+    """ec2_regions reads botocore's endpoints.json without botocore.session: the same regions the session lists."""
+    import botocore.session
+
+    from kimi_k3.stack import region_facts
+
+    session = botocore.session.get_session()
+    expected = {r for partition in session.get_available_partitions() for r in session.get_available_regions("ec2", partition_name=partition)}
+    regions, version = region_facts.ec2_regions()
+    assert regions == expected and "us-east-1" in regions and version == botocore.__version__

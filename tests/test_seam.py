@@ -88,7 +88,7 @@ def _homes() -> dict[str, set[str]]:
         tree = ast.parse(path.read_text())
         named_only: set[int] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_key":
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "full_key":
                 named_only.update(id(a) for a in node.args)  # named in a message
             elif isinstance(node, ast.JoinedStr):
                 named_only.update(id(a) for a in ast.walk(node))

@@ -23,8 +23,8 @@ if str(ROOT) not in sys.path:  # run as `pytest tests/test_verify.py` without a 
     sys.path.insert(0, str(ROOT))
 
 import kimi_k3.cli as cli  # noqa: E402
+from kimi_k3.bringup import verify  # noqa: E402
 from kimi_k3.errors import UserError  # noqa: E402
-from kimi_k3.serving import verify  # noqa: E402
 from tests.fake_openai_server import REASONING, Behaviour, FakeOpenAIServer  # noqa: E402
 
 KEY = "sk-test-4f9c2e7a1b"

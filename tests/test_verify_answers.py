@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
+from kimi_k3.bringup import verify
 from kimi_k3.cli import main
 from kimi_k3.cli.plan import port_forward_command
-from kimi_k3.serving import verify
 from tests.fake_openai_server import Behaviour, FakeOpenAIServer
 
 KEY = "sk-test-answers"

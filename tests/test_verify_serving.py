@@ -11,7 +11,7 @@ import json
 import pytest
 
 import kimi_k3.cli as cli
-from kimi_k3.serving import verify
+from kimi_k3.bringup import verify
 from tests.fake_openai_server import Behaviour, FakeOpenAIServer
 
 KEY = "sk-test-serving-5b1d"

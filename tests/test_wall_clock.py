@@ -40,7 +40,7 @@ ALLOWED = {
 CLOCK_READERS = {
     "components/core/clock.py": "tests/test_time_travel.py::test_the_clock_really_moved",
     "components/cli/plan.py": "tests/test_time_travel.py::test_plan_of_each_stack_schedules_the_scale_up_after_now",
-    "components/cli/capacity.py": "tests/test_wall_clock.py::test_capacity_offerings_searches_from_the_moved_clock",
+    "components/cli/capacity_clock.py": "tests/test_wall_clock.py::test_capacity_offerings_searches_from_the_moved_clock",
     "components/cli/hyperpod_plans.py": "tests/test_wall_clock.py::test_training_plan_offerings_search_from_the_moved_clock",
     "components/cli/bench.py": "tests/test_wall_clock.py::test_bench_reads_the_clock_once_before_its_checks",
     "components/weights/warmup.py": "tests/test_wall_clock.py::test_the_readiness_marker_records_the_moved_clock",
@@ -196,9 +196,9 @@ def test_every_test_that_reads_the_wall_clock_is_marked():
 def test_capacity_offerings_searches_from_the_moved_clock(monkeypatch):
     from datetime import UTC, datetime, timedelta
 
-    from kimi_k3.cli import capacity
+    from kimi_k3.cli import capacity_clock
 
-    seen = capacity.utcnow()
+    seen = capacity_clock.utcnow()
     assert abs(seen - datetime.now(UTC)) < timedelta(seconds=5)  # under --travel, datetime.now is the moved clock
 
 

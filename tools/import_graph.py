@@ -6,7 +6,8 @@
 A *room* is a package directly under ``components/`` (``core``, ``capacity``, …) or a top-level module.
 :data:`LAYERS` orders the rooms from the bottom up (docs/architecture.md draws them); an import from a
 room to one above it is an *upward import*. ``tests/test_architecture.py`` holds the library to zero
-circles and zero upward imports, and to a reason on every import made inside a function.
+circles (every import counted: at module level, type-only and inside functions) and zero upward imports,
+and to a reason on every import made inside a function.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ class Graph:
     modules: dict[str, Path] = field(default_factory=dict)
     """Every module (dotted name under ``kimi_k3``) and its file."""
     edges: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    """Module-level imports: module → the modules it imports (``TYPE_CHECKING`` blocks left out)."""
+    """Module-level imports: module → the modules it imports (``TYPE_CHECKING`` blocks left out: :attr:`type_edges`)."""
+    type_edges: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """Imports made only for the type checker (inside ``if TYPE_CHECKING:``): module → the modules it imports."""
     function_imports: list[FunctionImport] = field(default_factory=list)
     """Imports made inside functions."""
 
@@ -60,27 +63,39 @@ class Graph:
         return parts[1] if len(parts) > 1 else PACKAGE
 
     def room_edges(self) -> dict[str, set[str]]:
-        """Room → the other rooms it imports."""
+        """Room → the other rooms it imports (every import counted, as for :meth:`circles`)."""
         out: dict[str, set[str]] = defaultdict(set)
-        for source, targets in self.edges.items():
+        for source, targets in self.every_edge().items():
             for target in targets:
                 if self.room(source) != self.room(target):
                     out[self.room(source)].add(self.room(target))
         return out
 
     def upward_imports(self) -> list[tuple[str, str]]:
-        """Module-level imports from a room to a room above it in :data:`LAYERS` (the package root may import anything)."""
+        """Imports (every kind, as for :meth:`circles`) from a room to a room above it in :data:`LAYERS` (the package root may import anything)."""
         found = []
-        for source, targets in sorted(self.edges.items()):
+        for source, targets in sorted(self.every_edge().items()):
             for target in sorted(targets):
                 a, b = self.room(source), self.room(target)
                 if a != b and a != PACKAGE and _layer(b) > _layer(a):
                     found.append((source, target))
         return found
 
+    def every_edge(self) -> dict[str, set[str]]:
+        """Module → every module it imports: at module level, for the type checker only (``TYPE_CHECKING``) and inside functions."""
+        out: dict[str, set[str]] = defaultdict(set)
+        for edges in (self.edges, self.type_edges):
+            for source, targets in edges.items():
+                out[source] |= targets
+        for imported in self.function_imports:
+            out[imported.module].add(imported.target)
+        return out
+
     def circles(self) -> list[list[str]]:
-        """Strongly connected sets of more than one module (import circles), and of rooms."""
-        return _cycles(self.edges) + [[f"room {r}" for r in c] for c in _cycles(self.room_edges())]
+        """Strongly connected sets of more than one module (import circles), and of rooms: every import counts, a
+        type-only one or one made inside a function too (a circle hidden behind ``TYPE_CHECKING`` or a lazy import is
+        still two modules that cannot be understood, or moved, one without the other)."""
+        return _cycles(self.every_edge()) + [[f"room {r}" for r in c] for c in _cycles(self.room_edges())]
 
     def top_level_modules(self) -> list[str]:
         """Modules directly under ``components/`` (the package's ``__init__`` left out)."""
@@ -158,28 +173,30 @@ def _resolve(graph: Graph, name: str) -> str:
     return name
 
 
-def _walk(graph: Graph, module: str, lines: list[str], body: list[ast.stmt], *, in_function: bool) -> None:
+def _walk(graph: Graph, module: str, lines: list[str], body: list[ast.stmt], *, in_function: bool, for_types: bool = False) -> None:
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for target in _targets(graph, node):
                 if target == module:
                     continue
-                if in_function:
+                if for_types:
+                    graph.type_edges[module].add(target)
+                elif in_function:
                     line = lines[node.lineno - 1]
                     reason = line.split("#", 1)[1].strip() if "#" in line else ""
                     graph.function_imports.append(FunctionImport(module, node.lineno, target, reason))
                 else:
                     graph.edges[module].add(target)
         elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
+            _walk(graph, module, lines, node.body, in_function=in_function, for_types=True)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            _walk(graph, module, lines, node.body, in_function=True)
+            _walk(graph, module, lines, node.body, in_function=True, for_types=for_types)
         else:
             for child_body in ("body", "orelse", "finalbody", "handlers"):
                 children = getattr(node, child_body, None)
                 if isinstance(children, list) and children and isinstance(children[0], ast.AST):
                     stmts = [c for c in children if isinstance(c, ast.stmt)] + [s for h in children if isinstance(h, ast.ExceptHandler) for s in h.body]
-                    _walk(graph, module, lines, stmts, in_function=in_function)
+                    _walk(graph, module, lines, stmts, in_function=in_function, for_types=for_types)
 
 
 def _targets(graph: Graph, node: ast.Import | ast.ImportFrom) -> set[str]:

@@ -21,14 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from kimi_k3.capacity.assessment import FAIL, OK, WARN, Finding
 from kimi_k3.capacity.aws import aws_errors, validate_reservation_id
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.offerings import valid_duration_days
-from kimi_k3.capacity.reserved import api_record, offering_by_id
+from kimi_k3.capacity.reserved import BoughtExtension, ZonedOffer, cheapest_first, offering_by_id, paged_records
 from kimi_k3.capacity.scaling import EKS_SCALEDOWN_BEFORE_END
 from kimi_k3.core.clock import utc
 from kimi_k3.errors import UserError
@@ -91,73 +90,51 @@ def check_extendable(reservation: CapacityBlockFacts, now: datetime) -> None:
 # --------------------------------------------------------------------------- API shapes
 
 _EXTENSION_KEYS = {
-    "extension_start": "CapacityBlockExtensionStartDate",
-    "extension_end": "CapacityBlockExtensionEndDate",
-    "start": "CapacityBlockExtensionStartDate",
-    "end": "CapacityBlockExtensionEndDate",
+    "offering_id": "CapacityBlockExtensionOfferingId",
     "duration_hours": "CapacityBlockExtensionDurationHours",
 }
-"""API members of the extension fields whose names are not those members in CamelCase (offerings and bought extensions)."""
+"""API members of the fields an extension offering and a bought extension share, where they are not the name in CamelCase."""
+
+_EXTENSION_WINDOW = {"start": "CapacityBlockExtensionStartDate", "end": "CapacityBlockExtensionEndDate"}
+"""API members of an extension's window."""
 
 
-@dataclass(frozen=True)
-class ExtensionOffering:
-    """One extension that can be bought for a block."""
+@dataclass(frozen=True, kw_only=True)
+class ExtensionOffering(ZonedOffer):
+    """One extension that can be bought for a block (a ``CapacityBlockExtensionOfferings`` entry)."""
 
-    offering_id: str
-    """``CapacityBlockExtensionOfferingId``, the id a purchase takes."""
     instance_type: str
     """Instance type of the block (``InstanceType``)."""
     instance_count: int
     """Instances the extension covers (``InstanceCount``)."""
-    availability_zone: str
-    """The block's AZ (``AvailabilityZone``)."""
     extension_start: datetime
-    """When the extension starts (the block's current end)."""
+    """When the extension starts (the block's current end, ``CapacityBlockExtensionStartDate``)."""
     extension_end: datetime
-    """The block's end once extended."""
-    duration_hours: int
-    """Length of the extension in hours (``CapacityBlockExtensionDurationHours``)."""
-    upfront_fee: Decimal
-    """Price of the extension, paid at purchase (``UpfrontFee``); 0 when not reported, NaN when unparsable."""
-    currency: str
-    """Currency of the fee (``CurrencyCode``, ``USD``)."""
+    """The block's end once extended (``CapacityBlockExtensionEndDate``)."""
 
-    @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> ExtensionOffering:
-        """Build from one ``CapacityBlockExtensionOfferings`` entry."""
-        return api_record(cls, item, _EXTENSION_KEYS, offering_id=item["CapacityBlockExtensionOfferingId"])
+    API_KEYS: ClassVar[Mapping[str, str]] = {**_EXTENSION_KEYS, **{f"extension_{k}": v for k, v in _EXTENSION_WINDOW.items()}}
 
 
-@dataclass(frozen=True)
-class Extension:
-    """An extension bought for a block (from a purchase or the history)."""
+@dataclass(frozen=True, kw_only=True)
+class Extension(BoughtExtension):
+    """An extension bought for a block (a ``CapacityBlockExtensions`` entry, from a purchase or the history);
+    its status is ``payment-pending``, ``payment-failed`` or ``payment-succeeded``."""
 
     reservation_id: str
     """The extended reservation (``CapacityReservationId``); it keeps its ``cr-`` id."""
-    offering_id: str
-    """The offering it was bought from (``CapacityBlockExtensionOfferingId``)."""
-    status: str
-    """``payment-pending``, ``payment-failed`` or ``payment-succeeded``."""
     purchased: datetime | None
     """When it was bought (``CapacityBlockExtensionPurchaseDate``, UTC); None when not reported."""
-    start: datetime | None
-    """When it starts, the block's end before it (``CapacityBlockExtensionStartDate``, UTC); None when not reported."""
-    end: datetime | None
-    """The block's end once it is paid (``CapacityBlockExtensionEndDate``, UTC); None when not reported."""
     duration_hours: int
     """Length of the extension in hours (``CapacityBlockExtensionDurationHours``)."""
-    upfront_fee: Decimal
-    """Price paid for it (``UpfrontFee``); 0 when not reported, NaN when unparsable."""
-    currency: str
-    """Currency of the fee (``CurrencyCode``, ``USD``)."""
+
+    API_KEYS: ClassVar[Mapping[str, str]] = {
+        **_EXTENSION_KEYS, **_EXTENSION_WINDOW, "reservation_id": "CapacityReservationId", "purchased": "CapacityBlockExtensionPurchaseDate",
+    }
 
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> Extension:
-        """Build from one ``CapacityBlockExtensions`` entry."""
-        keys = {**_EXTENSION_KEYS, "reservation_id": "CapacityReservationId", "purchased": "CapacityBlockExtensionPurchaseDate",
-                "offering_id": "CapacityBlockExtensionOfferingId"}
-        return api_record(cls, item, keys, status=item.get("CapacityBlockExtensionStatus", "unknown"))
+    def api_values(cls, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The offering id and the status (``unknown`` when not reported)."""
+        return {**super().api_values(item), "status": item.get("CapacityBlockExtensionStatus", "unknown")}
 
 
 # --------------------------------------------------------------------------- AWS calls
@@ -167,14 +144,10 @@ def find_extension_offerings(ec2: Any, reservation_id: str, days: int) -> tuple[
     """Every extension offering of ``days`` for the block (all pages), cheapest first."""
     validate_reservation_id(reservation_id)
     validate_days(days)
-    found: list[ExtensionOffering] = []
     with aws_errors(ec2.meta.region_name):
-        pages = ec2.get_paginator("describe_capacity_block_extension_offerings").paginate(
-            CapacityReservationId=reservation_id, CapacityBlockExtensionDurationHours=days * 24
-        )
-        for page in pages:
-            found.extend(ExtensionOffering.from_api(o) for o in page.get("CapacityBlockExtensionOfferings", []))
-    return tuple(sorted(found, key=lambda o: (o.upfront_fee, o.extension_end, o.offering_id)))
+        found = paged_records(ec2, "describe_capacity_block_extension_offerings", "CapacityBlockExtensionOfferings", ExtensionOffering.from_api,
+                              CapacityReservationId=reservation_id, CapacityBlockExtensionDurationHours=days * 24)
+    return cheapest_first(found, lambda o: o.extension_end)
 
 
 def find_extension_offering(ec2: Any, reservation_id: str, days: int, offering_id: str) -> ExtensionOffering:
@@ -205,11 +178,9 @@ def purchase_extension(ec2: Any, reservation_id: str, offering_id: str) -> Exten
 def extension_history(ec2: Any, reservation_id: str) -> tuple[Extension, ...]:
     """The block's extensions (all pages), most recently purchased first."""
     validate_reservation_id(reservation_id)
-    found: list[Extension] = []
     with aws_errors(ec2.meta.region_name):
-        pages = ec2.get_paginator("describe_capacity_block_extension_history").paginate(CapacityReservationIds=[reservation_id])
-        for page in pages:
-            found.extend(Extension.from_api(e) for e in page.get("CapacityBlockExtensions", []))
+        found = paged_records(ec2, "describe_capacity_block_extension_history", "CapacityBlockExtensions", Extension.from_api,
+                              CapacityReservationIds=[reservation_id])
     epoch = datetime.min.replace(tzinfo=UTC)
     return tuple(sorted(found, key=lambda e: (e.purchased or epoch, e.offering_id), reverse=True))
 

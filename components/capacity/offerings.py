@@ -12,13 +12,12 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from kimi_k3.capacity.assessment import INSTANCE_PLATFORM
 from kimi_k3.capacity.aws import aws_errors, validate_offering_id
 from kimi_k3.capacity.facts import CapacityBlockFacts
-from kimi_k3.capacity.reserved import PROJECT_TAG, CapacitySearch, api_record, checked_start_after, offering_by_id
+from kimi_k3.capacity.reserved import PROJECT_TAG, CapacitySearch, ZonedOffer, cheapest_first, checked_start_after, offering_by_id, paged_records
 from kimi_k3.core import catalog
 from kimi_k3.core.clock import utc as _utc
 from kimi_k3.core.formats import INSTANCE_TYPE
@@ -46,38 +45,28 @@ def parse_when(text: str, flag: str) -> datetime:
 
 @dataclass(frozen=True)
 class OfferingQuery(CapacitySearch):
-    """A validated search for Capacity Block offerings."""
+    """A validated search for Capacity Block offerings (``describe_capacity_block_offerings``).
+
+    AWS filters on the earliest start and the latest *end*; a ``start_before`` bound is sent
+    as an end bound one day past start_before + duration (blocks may run slightly longer than
+    asked) and enforced exactly by :func:`find_offerings`.
+    """
 
     start_before: datetime | None = None
     """Latest start (UTC)."""
 
-    def request(self) -> dict[str, Any]:
-        """Parameters for ``describe_capacity_block_offerings``.
+    REQUEST_KEYS: ClassVar[Mapping[str, str]] = {
+        "instance_type": "InstanceType", "count": "InstanceCount", "duration_hours": "CapacityDurationHours",
+        "start_after": "StartDateRange", "end_range": "EndDateRange",
+    }
 
-        AWS filters on the earliest start and the latest *end*; a ``start_before``
-        bound is sent as an end bound one day past start_before + duration (blocks
-        may run slightly longer than asked) and enforced exactly by :func:`find_offerings`.
-        """
-        params: dict[str, Any] = {
-            "InstanceType": self.instance_type,
-            "InstanceCount": self.count,
-            "CapacityDurationHours": self.duration_hours,
-        }
-        if self.start_after is not None:
-            params["StartDateRange"] = self.start_after
-        if self.start_before is not None:
-            params["EndDateRange"] = self.start_before + timedelta(days=self.days + 1)
-        return params
+    def end_bound(self) -> Mapping[str, datetime | None]:
+        """``EndDateRange``: one day past start_before + duration."""
+        return {"end_range": self.start_before + timedelta(days=self.days + 1) if self.start_before is not None else None}
 
 
-def build_offering_query(
-    instance_type: str,
-    count: int,
-    days: int,
-    now: datetime,
-    start_after: datetime | None = None,
-    start_before: datetime | None = None,
-) -> OfferingQuery:
+def build_offering_query(instance_type: str, count: int, days: int, now: datetime, start_after: datetime | None = None,
+                         start_before: datetime | None = None) -> OfferingQuery:
     """Validate a search (duration, count, start window within 8 weeks) before calling AWS."""
     if not INSTANCE_TYPE.match(instance_type or ""):
         raise UserError(f"--instance-type {instance_type!r} is not an EC2 instance type such as p6-b300.48xlarge")
@@ -108,47 +97,33 @@ def build_offering_query(
     return OfferingQuery(instance_type, count, days, start_after, start_before)
 
 
-@dataclass(frozen=True)
-class Offering:
-    """One Capacity Block offering that can be bought."""
+@dataclass(frozen=True, kw_only=True)
+class Offering(ZonedOffer):
+    """One Capacity Block offering that can be bought (a ``CapacityBlockOfferings`` entry)."""
 
-    offering_id: str
-    """``CapacityBlockOfferingId`` (``cb-`` + 17 hex digits), the id a purchase takes."""
     instance_type: str
     """Instance type the block would reserve (``InstanceType``)."""
-    availability_zone: str
-    """The one AZ of the block (``AvailabilityZone``, ``us-east-1a``)."""
     instance_count: int
     """Instances the block would reserve (``InstanceCount``)."""
     start: datetime
     """Start of the block's window (``StartDate``, UTC)."""
     end: datetime
     """End of the block's window (``EndDate``, UTC)."""
-    duration_hours: int
-    """Length of the block in hours (``CapacityBlockDurationHours``)."""
-    upfront_fee: Decimal
-    """Price of the whole block, paid at purchase (``UpfrontFee``); 0 when not reported, NaN when unparsable."""
-    currency: str
-    """Currency of the fee (``CurrencyCode``, ``USD``)."""
 
-    @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> Offering:
-        """Build from one ``CapacityBlockOfferings`` entry."""
-        keys = {"start": "StartDate", "end": "EndDate", "duration_hours": "CapacityBlockDurationHours"}
-        return api_record(cls, item, keys, offering_id=item["CapacityBlockOfferingId"])
+    API_KEYS: ClassVar[Mapping[str, str]] = {
+        "offering_id": "CapacityBlockOfferingId", "start": "StartDate", "end": "EndDate", "duration_hours": "CapacityBlockDurationHours",
+    }
 
 
 def find_offerings(ec2: Any, query: OfferingQuery) -> tuple[Offering, ...]:
     """All offerings matching ``query`` (every page), cheapest first, then earliest start."""
-    found: list[Offering] = []
     with aws_errors(ec2.meta.region_name):
-        for page in ec2.get_paginator("describe_capacity_block_offerings").paginate(**query.request()):
-            found.extend(Offering.from_api(o) for o in page.get("CapacityBlockOfferings", []))
+        found = paged_records(ec2, "describe_capacity_block_offerings", "CapacityBlockOfferings", Offering.from_api, **query.request())
     if query.start_before is not None:
         found = [o for o in found if o.start <= query.start_before]
     if query.start_after is not None:
         found = [o for o in found if o.start >= query.start_after]
-    return tuple(sorted(found, key=lambda o: (o.upfront_fee, o.start, o.offering_id)))
+    return cheapest_first(found, lambda o: o.start)
 
 
 def find_offering(ec2: Any, query: OfferingQuery, offering_id: str) -> Offering:

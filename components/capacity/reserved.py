@@ -1,11 +1,16 @@
-"""What the two ways of reserving GPUs ahead share: EC2 Capacity Blocks and SageMaker training plans.
+"""The one core of the two ways of reserving GPUs ahead: EC2 Capacity Blocks and SageMaker training plans.
 
 Both are bought from an offering found by instance type, instance count, whole days and
 an earliest start (EC2 ``DescribeCapacityBlockOfferings``; SageMaker
-``SearchTrainingPlanOfferings``), both answer with fees as decimal strings and times as
-datetimes, and both purchases carry the project's tag. Every answer entry becomes a frozen
-dataclass the same way (:func:`api_record`). The service-specific bounds stay in
-:mod:`kimi_k3.capacity.offerings` and :mod:`kimi_k3.hyperpod.training_plans`.
+``SearchTrainingPlanOfferings``), both can be extended from an extension offering, both answer
+with fees as decimal strings and times as datetimes, and both purchases carry the project's tag.
+What they share is written here once: the search (:class:`CapacitySearch`, its request built
+from the API's key map), the priced record every offering and extension is
+(:class:`Priced`, :class:`ZonedOffer`, :class:`BoughtExtension`), the answer entry read into a
+frozen dataclass (:func:`api_record`), paging and the cheapest-first order. Each API supplies
+its key maps (``REQUEST_KEYS``, ``API_KEYS``) and its own bounds, in
+:mod:`kimi_k3.capacity.offerings`, :mod:`kimi_k3.capacity.extensions` and
+:mod:`kimi_k3.hyperpod.training_plans`.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ import functools
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from kimi_k3.core.clock import utc
 from kimi_k3.errors import UserError
+
+RecordT = TypeVar("RecordT")
 
 PROJECT_TAG = {"Key": "Project", "Value": "kimi-k3"}
 """Tag put on every Capacity Block reservation and training plan bought through this tool."""
@@ -39,10 +46,26 @@ class CapacitySearch:
     start_after: datetime | None = None
     """Earliest start (UTC)."""
 
+    REQUEST_KEYS: ClassVar[Mapping[str, str]] = {}
+    """The API's parameter for each search value (``instance_type``, ``count``, ``duration_hours``,
+    ``start_after`` and the names :meth:`end_bound` gives); each API's query sets it."""
+    REQUEST_FIXED: ClassVar[Mapping[str, Any]] = {}
+    """Parameters every search of the API sends as they are."""
+
     @property
     def duration_hours(self) -> int:
         """The duration in hours, the unit both APIs take."""
         return self.days * 24
+
+    def end_bound(self) -> Mapping[str, datetime | None]:
+        """The search's end bound as the API takes it, by name in :attr:`REQUEST_KEYS` (none here)."""
+        return {}
+
+    def request(self) -> dict[str, Any]:
+        """Parameters for the API's offering search: each value under its API name, unset bounds left out."""
+        values = {"instance_type": self.instance_type, "count": self.count, "duration_hours": self.duration_hours,
+                  "start_after": self.start_after, **self.end_bound()}
+        return {**{self.REQUEST_KEYS[name]: value for name, value in values.items() if value is not None}, **self.REQUEST_FIXED}
 
 
 def checked_start_after(start_after: datetime | None, now: datetime) -> datetime | None:
@@ -74,6 +97,23 @@ def offering_by_id(offerings: Iterable[OfferingT], offering_id: str, gone: str) 
     raise UserError(gone)
 
 
+PricedT = TypeVar("PricedT", bound="Priced")
+
+
+def cheapest_first(offers: Iterable[PricedT], when: Callable[[PricedT], datetime | None]) -> tuple[PricedT, ...]:
+    """``offers`` cheapest first, then by ``when`` (earliest first, unknown last), then by offering id."""
+    far = datetime.max.replace(tzinfo=UTC)
+    return tuple(sorted(offers, key=lambda o: (o.upfront_fee, when(o) or far, o.offering_id)))
+
+
+def paged_records(client: Any, operation: str, member: str, record: Callable[[Mapping[str, Any]], RecordT], **params: Any) -> list[RecordT]:
+    """``record`` of every entry under ``member`` of every page of the paginated ``operation``."""
+    found: list[RecordT] = []
+    for page in client.get_paginator(operation).paginate(**params):
+        found.extend(record(entry) for entry in page.get(member, []))
+    return found
+
+
 def fee(value: Any) -> Decimal:
     """An ``UpfrontFee`` as a Decimal: missing or empty is 0, anything unparsable NaN (shown, never hidden)."""
     try:
@@ -86,8 +126,6 @@ def optional_utc(value: datetime | None) -> datetime | None:
     """An API time made UTC, or None when the answer has none."""
     return utc(value) if value else None
 
-
-RecordT = TypeVar("RecordT")
 
 _KEY_ALIASES = {"currency": "CurrencyCode"}
 """Fields whose API member is not their name in CamelCase, the same in every answer."""
@@ -131,4 +169,65 @@ def api_record(cls: type[RecordT], item: Mapping[str, Any], keys: Mapping[str, s
     return cls(**values)
 
 
-__all__ = ["PROJECT_TAG", "CapacitySearch", "api_record", "checked_start_after", "fee", "offering_by_id", "optional_utc"]
+@dataclass(frozen=True, kw_only=True)
+class Priced:
+    """What every offering and every bought extension of either API is: an offering's id and a price."""
+
+    offering_id: str
+    """The offering's id, the one a purchase takes (its API member: ``API_KEYS["offering_id"]``)."""
+    upfront_fee: Decimal
+    """Price, paid at purchase (``UpfrontFee``); 0 when not reported, NaN when unparsable."""
+    currency: str
+    """Currency of the fee (``CurrencyCode``, ``USD``)."""
+
+    API_KEYS: ClassVar[Mapping[str, str]] = {}
+    """The API member of each field whose member is not its name in CamelCase; each API's record sets it,
+    ``offering_id`` always (a required member)."""
+
+    @classmethod
+    def api_values(cls, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields not read by their annotation from ``item``: the offering id (required), and what a record adds."""
+        return {"offering_id": item[cls.API_KEYS["offering_id"]]}
+
+    @classmethod
+    def from_api(cls: type[PricedT], item: Mapping[str, Any]) -> PricedT:
+        """Build from one API answer entry (boto3's parsed dict), through the record's key map."""
+        return api_record(cls, item, cls.API_KEYS, **cls.api_values(item))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZonedOffer(Priced):
+    """An offering of reserved instances in one Availability Zone, for a whole number of hours."""
+
+    availability_zone: str
+    """The one AZ of the reserved instances (``AvailabilityZone``, ``us-east-1a``)."""
+    duration_hours: int
+    """Length in hours."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoughtExtension(Priced):
+    """An extension bought for a reservation, as the purchase or the extension history reports it."""
+
+    status: str
+    """Status (payment) of the extension, in the API's words."""
+    start: datetime | None
+    """When it starts, the reservation's end before it (UTC); None when not reported."""
+    end: datetime | None
+    """The reservation's end once it is paid (UTC); None when not reported."""
+
+
+__all__ = [
+    "PROJECT_TAG",
+    "BoughtExtension",
+    "CapacitySearch",
+    "Priced",
+    "ZonedOffer",
+    "api_record",
+    "cheapest_first",
+    "checked_start_after",
+    "fee",
+    "offering_by_id",
+    "optional_utc",
+    "paged_records",
+]

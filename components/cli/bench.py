@@ -179,7 +179,7 @@ def run_conversations(args: argparse.Namespace, key: str, endpoint_v1: str, out:
     import json
 
     from kimi_k3.bench import conversations  # loaded by this mode only
-    from kimi_k3.serving import verify  # loaded by this command only: the others start without it
+    from kimi_k3.bringup import verify  # loaded by this command only: the others start without it
 
     header = args.session_header.strip().lower() or None
     plan = conversations.ConversationPlan(
@@ -228,7 +228,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: datetime | Non
     endpoint that cannot be reached, rejects the key or does not serve the model.
     """
     from kimi_k3.bench import aiperf_run, profiles, report, tokenizer  # loaded by this command only: the others start without it
-    from kimi_k3.serving import verify  # loaded by this command only: the others start without it
+    from kimi_k3.bringup import verify  # loaded by this command only: the others start without it
 
     out = out or sys.stdout
     started_at = now or clock.program_now()

@@ -15,19 +15,14 @@ from typing import Any
 from kimi_k3.capacity import assessment, preflight, status
 from kimi_k3.capacity import aws as capacity_aws
 from kimi_k3.capacity import offerings as capacity_offerings
+from kimi_k3.cli import capacity_clock, capacity_extend, capacity_scale_up
 from kimi_k3.cli.arguments import add_stack_arguments, whole_number
 from kimi_k3.cli.capacity_tables import hours_text, print_offerings, relative, table
 from kimi_k3.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
-from kimi_k3.core import catalog, clock
+from kimi_k3.core import catalog
 from kimi_k3.core.human_time import minute_text
 
 DEFAULT_INSTANCE_TYPE = "p6-b300.48xlarge"
-CONFIG_KEY = "kimi-k3:capacityReservationId"
-
-
-def utcnow() -> datetime:
-    """The command's "now" (:func:`kimi_k3.core.clock.program_now`, read once per command; tests replace this to pin it)."""
-    return clock.program_now()
 
 
 # --------------------------------------------------------------------------- commands
@@ -40,7 +35,7 @@ def _query(args: argparse.Namespace, now: datetime) -> capacity_offerings.Offeri
 
 def cmd_offerings(args: argparse.Namespace) -> int:
     """List offerings, cheapest first."""
-    now = utcnow()
+    now = capacity_clock.utcnow()
     query = _query(args, now)
     clients = capacity_aws.make_clients(args.region)
     offerings = capacity_offerings.find_offerings(clients.ec2, query)
@@ -56,7 +51,7 @@ def cmd_offerings(args: argparse.Namespace) -> int:
 def cmd_purchase(args: argparse.Namespace) -> int:
     """Look the offering up, show price and window, confirm, buy, print the stack config line."""
     capacity_aws.validate_offering_id(args.offering_id)
-    now = utcnow()
+    now = capacity_clock.utcnow()
     query = _query(args, now)
     refuse_without_confirmation(args.yes, "buy a Capacity Block")
     clients = capacity_aws.make_clients(args.region)
@@ -68,7 +63,7 @@ def cmd_purchase(args: argparse.Namespace) -> int:
         return 1
     r = capacity_offerings.purchase_block(clients.ec2, offering.offering_id)
     print_purchased(f"Purchased: capacity reservation {r.reservation_id} (state {r.state}, {r.instance_count} x {r.instance_type} in {r.availability_zone}).",
-                    CONFIG_KEY, r.reservation_id, args.stack, "Before the block starts, run: kimi-k3 capacity preflight {stack}")
+                    capacity_clock.CONFIG_KEY, r.reservation_id, args.stack, "Before the block starts, run: kimi-k3 capacity preflight {stack}")
     return 0
 
 
@@ -93,7 +88,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         capacity_aws.validate_reservation_id(args.reservation_id)
     if args.region is not None:
         capacity_aws.validate_region(args.region)
-    now = utcnow()
+    now = capacity_clock.utcnow()
     clients = capacity_aws.make_clients(args.region)
     views = status.reservation_status(clients.ec2, args.reservation_id)
     if args.reservation_id:
@@ -144,7 +139,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     from kimi_k3.stack import terms as stack_terms  # loaded by this command only: the others start without it
 
     s = stack_settings.load_settings(project.find_project(args.program, Path.cwd()), args.stack)
-    now = utcnow()
+    now = capacity_clock.utcnow()
     clients = capacity_aws.make_clients(s.region)
     report = preflight.run_preflight(
         clients.ec2,
@@ -227,8 +222,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("preflight", help="go/no-go checks on a stack's Capacity Block before it starts")
     add_stack_arguments(p)
     p.set_defaults(func=cmd_preflight)
-
-    from kimi_k3.cli import capacity_extend, capacity_scale_up  # loaded by this command only: the others start without it
 
     capacity_extend.add_subcommands(sub)
     capacity_scale_up.add_subcommand(sub)

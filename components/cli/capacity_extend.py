@@ -15,7 +15,7 @@ from kimi_k3.capacity import aws as capacity_aws
 from kimi_k3.capacity import extensions as ext
 from kimi_k3.capacity import status
 from kimi_k3.capacity.facts import CapacityBlockFacts
-from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import capacity_clock
 from kimi_k3.cli.arguments import add_stack_arguments, whole_number
 from kimi_k3.cli.capacity_tables import hours_text, print_offerings
 from kimi_k3.cli.purchase import add_yes_flag, confirm_offer, refuse_without_confirmation
@@ -30,13 +30,13 @@ def _stack_block(stack: str, program: Path | None = None) -> tuple[Any, str]:
     settings = load_stack(stack, program)
     rid = settings.capacity.reservation_id
     if not rid:
-        raise UserError(f"stack {stack} has no {capacity_cli.CONFIG_KEY}: there is no Capacity Block to extend")
+        raise UserError(f"stack {stack} has no {capacity_clock.CONFIG_KEY}: there is no Capacity Block to extend")
     return settings, rid
 
 
 def _extendable(clients: capacity_aws.Clients, rid: str) -> CapacityBlockFacts:
     reservation = status.describe_reservation(clients.ec2, rid)
-    ext.check_extendable(reservation, capacity_cli.utcnow())
+    ext.check_extendable(reservation, capacity_clock.utcnow())
     return reservation
 
 

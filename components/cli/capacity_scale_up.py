@@ -14,7 +14,7 @@ from typing import Any
 from kimi_k3.capacity import aws as capacity_aws
 from kimi_k3.capacity import scale_up as scaling
 from kimi_k3.capacity.status import describe_reservation
-from kimi_k3.cli import capacity as capacity_cli
+from kimi_k3.cli import capacity_clock
 from kimi_k3.cli.arguments import add_stack_arguments
 from kimi_k3.errors import UserError
 
@@ -28,7 +28,7 @@ def cmd_scale_up(args: argparse.Namespace) -> int:
     cluster = args.cluster or cluster_name(settings.project, settings.stack)
     if args.count is not None and args.count < 1:
         raise UserError(f"--count {args.count} is not accepted; a whole number from 1 to the block's reserved count")
-    now = capacity_cli.utcnow()
+    now = capacity_clock.utcnow()
     clients = capacity_aws.make_clients(settings.region)
     block = describe_reservation(clients.ec2, rid)
     eks = scaling.make_eks_client(settings.region)

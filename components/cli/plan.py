@@ -20,6 +20,7 @@ import argparse
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kimi_k3 import offline
 from kimi_k3.capacity import scaling
@@ -33,11 +34,13 @@ from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
 from kimi_k3.offline import state as plan_state
 from kimi_k3.offline import training_plan_rehearsal
 from kimi_k3.offline.rehearsal import STATES, Rehearsal
-from kimi_k3.offline.review import Review, review
 from kimi_k3.stack import lint as stack_lint
 from kimi_k3.stack import project
 from kimi_k3.stack.settings import StackSettings
 from kimi_k3.weights import estimate
+
+if TYPE_CHECKING:
+    from kimi_k3.offline.review import Review
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -159,7 +162,11 @@ def run(args: argparse.Namespace) -> int:
         engine_options={"previous": previous} if previous is not None else None,
     )
     verdict = policy.verdict(result.resources)
-    change_review = review(previous, result, allow_disruption=args.allow_disruption) if previous is not None else None
+    change_review = None
+    if previous is not None:
+        from kimi_k3.offline.review import review  # loaded by --previous only: a plain plan starts without the change review
+
+        change_review = review(previous, result, allow_disruption=args.allow_disruption)
     try:
         manifests = offline.write_plan(result, out)
         (out / "policy.json").write_text(json.dumps(verdict.document(), indent=2, sort_keys=True) + "\n")

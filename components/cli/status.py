@@ -53,9 +53,9 @@ def stack_kubeconfig(stack: str, project_dir: Path) -> dict[str, Any]:
 
 
 def _clock() -> Any:
-    from kimi_k3.cli import capacity as capacity_cli  # loaded by this command only: the others start without it
+    from kimi_k3.cli import capacity_clock  # loaded by this command only: the others start without it
 
-    return capacity_cli.utcnow()
+    return capacity_clock.utcnow()
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -15,9 +15,9 @@ import sys
 from dataclasses import asdict
 from typing import TextIO
 
+from kimi_k3.bringup import verify
 from kimi_k3.cli.arguments import add_endpoint_arguments, api_key, positive_float, positive_int
 from kimi_k3.errors import UserError
-from kimi_k3.serving import verify
 
 HEADER = f"{'':4} {'check':<13} {'latency':>8} {'ttft':>8} {'tok/s':>8}  detail"
 

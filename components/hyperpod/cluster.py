@@ -368,10 +368,27 @@ class HyperPodCluster(pulumi.ComponentResource):
 
         super().__init__("kimi-k3:index:HyperPodCluster", name, None, opts)
         tags = {**dict(args.tags), "kimi-k3/hyperpod-cluster": cluster_name}
-        child = pulumi.ResourceOptions(parent=self)
         partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
+        self._declare_dependencies(name, args)
+        self._declare_lifecycle(name, args, cluster_name, tags)
+        role_policies = self._declare_execution_role(name, args, cluster_name, tags, partition)
+        security_group_ids = self._declare_efa(name, args, cluster_name, tags)
+        self._declare_cluster(name, args, cluster_name, tags, security_group_ids, role_policies, aws_native)
+        self.cluster_arn: pulumi.Output[str] = self.cluster.cluster_arn
+        self.cluster_name: pulumi.Output[str] = self.cluster.cluster_arn.apply(lambda _: cluster_name)
+        self.register_outputs(
+            {
+                "clusterArn": self.cluster_arn,
+                "clusterName": self.cluster_name,
+                "executionRoleArn": self.execution_role.arn,
+                "lifecycleBucket": self.lifecycle_bucket.name,
+                "trainingPlanArn": args.training_plan.arn,
+            }
+        )
 
-        # 1. The dependencies chart, before the cluster.
+    def _declare_dependencies(self, name: str, args: HyperPodClusterArgs) -> None:
+        """1. The dependencies chart, before the cluster."""
+        child = pulumi.ResourceOptions(parent=self)
         self.dependencies = k8s.helm.v3.Release(
             f"{name}-dependencies",
             k8s.helm.v3.ReleaseArgs(
@@ -387,7 +404,9 @@ class HyperPodCluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        # 2. Lifecycle scripts, in a bucket the managed policy's "sagemaker-*" statement also covers.
+    def _declare_lifecycle(self, name: str, args: HyperPodClusterArgs, cluster_name: str, tags: dict[str, str]) -> None:
+        """2. Lifecycle scripts, in a bucket the managed policy's "sagemaker-*" statement also covers."""
+        child = pulumi.ResourceOptions(parent=self)
         self.lifecycle_bucket = SecureBucket(
             f"{name}-lifecycle",
             SecureBucketArgs(bucket_prefix=f"sagemaker-{cluster_name.lower()}"[:31].rstrip("-") + "-", tags=tags),
@@ -407,7 +426,12 @@ class HyperPodCluster(pulumi.ComponentResource):
             for script in LIFECYCLE_SCRIPTS
         ]
 
-        # 3. The execution role of the instance group.
+    def _declare_execution_role(
+        self, name: str, args: HyperPodClusterArgs, cluster_name: str, tags: dict[str, str], partition: str
+    ) -> list[pulumi.Resource]:
+        """3. The execution role of the instance group; returns its policies (the cluster waits for them)."""
+        child = pulumi.ResourceOptions(parent=self)
+        prefix = args.lifecycle_prefix
         self.execution_role = aws.iam.Role(
             f"{name}-execution-role",
             assume_role_policy=_trust_sagemaker(),
@@ -429,8 +453,11 @@ class HyperPodCluster(pulumi.ComponentResource):
                 opts=child,
             )
         )
+        return role_policies
 
-        # 4. EFA: a security group open to itself, beside the node security group.
+    def _declare_efa(self, name: str, args: HyperPodClusterArgs, cluster_name: str, tags: dict[str, str]) -> list[pulumi.Input[str]]:
+        """4. EFA: a security group open to itself, beside the node security group; returns the cluster's security groups."""
+        child = pulumi.ResourceOptions(parent=self)
         security_group_ids = list(args.security_group_ids)
         self.efa_security_group: aws.ec2.SecurityGroup | None = None
         if has_efa(args.instance_type):
@@ -450,8 +477,14 @@ class HyperPodCluster(pulumi.ComponentResource):
                     opts=child,
                 )
             security_group_ids.append(self.efa_security_group.id)
+        return security_group_ids
 
-        # 5. The cluster, last.
+    def _declare_cluster(
+        self, name: str, args: HyperPodClusterArgs, cluster_name: str, tags: dict[str, str], security_group_ids: list[pulumi.Input[str]],
+        role_policies: list[pulumi.Resource], aws_native: Any,
+    ) -> None:
+        """5. The cluster, last: after the chart, the scripts, the role's policies and the EFA group."""
+        prefix = args.lifecycle_prefix
         sm = aws_native.sagemaker
         group = sm.ClusterInstanceGroupArgs(
             instance_group_name=args.instance_group_name,
@@ -485,17 +518,6 @@ class HyperPodCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[self.dependencies, *self.lifecycle_objects, *role_policies, *([self.efa_security_group] if self.efa_security_group else [])]
             ),
-        )
-        self.cluster_arn: pulumi.Output[str] = self.cluster.cluster_arn
-        self.cluster_name: pulumi.Output[str] = self.cluster.cluster_arn.apply(lambda _: cluster_name)
-        self.register_outputs(
-            {
-                "clusterArn": self.cluster_arn,
-                "clusterName": self.cluster_name,
-                "executionRoleArn": self.execution_role.arn,
-                "lifecycleBucket": self.lifecycle_bucket.name,
-                "trainingPlanArn": args.training_plan.arn,
-            }
         )
 
 

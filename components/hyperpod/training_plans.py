@@ -33,10 +33,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from kimi_k3.capacity.aws import translate_aws_error, translated_errors, validate_region
-from kimi_k3.capacity.reserved import PROJECT_TAG, CapacitySearch, api_record, checked_start_after, offering_by_id
+from kimi_k3.capacity.reserved import (
+    PROJECT_TAG,
+    BoughtExtension,
+    CapacitySearch,
+    Priced,
+    ZonedOffer,
+    api_record,
+    cheapest_first,
+    checked_start_after,
+    offering_by_id,
+    paged_records,
+)
 from kimi_k3.core.clock import utc
 from kimi_k3.errors import UserError
 
@@ -151,34 +162,24 @@ def validate_offering_id(value: str) -> str:
 
 @dataclass(frozen=True)
 class OfferingQuery(CapacitySearch):
-    """A validated search for training plan offerings for a HyperPod cluster."""
+    """A validated search for training plan offerings for a HyperPod cluster (``search_training_plan_offerings``)."""
 
     end_before: datetime | None = None
     """Latest end (UTC)."""
 
-    def request(self) -> dict[str, Any]:
-        """Parameters for ``search_training_plan_offerings``."""
-        params: dict[str, Any] = {
-            "InstanceType": self.instance_type,
-            "InstanceCount": self.count,
-            "DurationHours": self.duration_hours,
-            "TargetResources": [HYPERPOD_TARGET],
-        }
-        if self.start_after is not None:
-            params["StartTimeAfter"] = self.start_after
-        if self.end_before is not None:
-            params["EndTimeBefore"] = self.end_before
-        return params
+    REQUEST_KEYS: ClassVar[Mapping[str, str]] = {
+        "instance_type": "InstanceType", "count": "InstanceCount", "duration_hours": "DurationHours",
+        "start_after": "StartTimeAfter", "end_before": "EndTimeBefore",
+    }
+    REQUEST_FIXED: ClassVar[Mapping[str, Any]] = {"TargetResources": [HYPERPOD_TARGET]}
+
+    def end_bound(self) -> Mapping[str, datetime | None]:
+        """``EndTimeBefore``: the latest end as given."""
+        return {"end_before": self.end_before}
 
 
-def build_offering_query(
-    instance_type: str,
-    count: int,
-    days: int,
-    now: datetime,
-    start_after: datetime | None = None,
-    end_before: datetime | None = None,
-) -> OfferingQuery:
+def build_offering_query(instance_type: str, count: int, days: int, now: datetime, start_after: datetime | None = None,
+                         end_before: datetime | None = None) -> OfferingQuery:
     """Validate a search before calling AWS (instance type of the model's enum, bounds, a window in the future)."""
     known = supported_instance_types()
     if instance_type not in known:
@@ -251,28 +252,24 @@ def _window(capacities: tuple[ReservedCapacity, ...]) -> tuple[datetime | None, 
     return (min(starts) if starts else None, max(ends) if ends else None)
 
 
-@dataclass(frozen=True)
-class PlanOffering:
-    """One training plan offering that can be bought."""
+@dataclass(frozen=True, kw_only=True)
+class PlanOffering(Priced):
+    """One training plan offering that can be bought (a ``TrainingPlanOfferings`` entry; ``offering_id`` is its
+    ``TrainingPlanOfferingId``, the id ``purchase`` takes)."""
 
-    offering_id: str
-    """``TrainingPlanOfferingId`` to pass to ``purchase``."""
     target_resources: tuple[str, ...]
     """What a plan bought from it can back (``hyperpod-cluster``)."""
     duration_hours: float
     """Total duration."""
-    upfront_fee: Decimal
-    """Price, paid at purchase."""
-    currency: str
-    """Currency of the fee."""
     capacities: tuple[ReservedCapacity, ...]
     """The reserved capacity it consists of (instance type, count, AZ, window)."""
 
+    API_KEYS: ClassVar[Mapping[str, str]] = {"offering_id": "TrainingPlanOfferingId"}
+
     @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> PlanOffering:
-        """Build from one ``TrainingPlanOfferings`` entry."""
-        return api_record(cls, item, offering_id=item["TrainingPlanOfferingId"], duration_hours=_hours(item),
-                          capacities=_capacities(item, "ReservedCapacityOfferings"))
+    def api_values(cls, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The offering id, the duration (hours and minutes) and the reserved capacities."""
+        return {**super().api_values(item), "duration_hours": _hours(item), "capacities": _capacities(item, "ReservedCapacityOfferings")}
 
     @property
     def start(self) -> datetime | None:
@@ -349,54 +346,27 @@ class TrainingPlan:
         return tuple(dict.fromkeys(c.instance_type for c in self.capacities if c.instance_type))
 
 
-@dataclass(frozen=True)
-class ExtensionOffering:
-    """One offering that extends an existing plan (same capacity, later end)."""
+@dataclass(frozen=True, kw_only=True)
+class ExtensionOffering(ZonedOffer):
+    """One offering that extends an existing plan (same capacity, later end; a ``TrainingPlanExtensionOfferings``
+    entry, its id the ``TrainingPlanExtensionOfferingId`` that ``extend`` takes)."""
 
-    offering_id: str
-    """``TrainingPlanExtensionOfferingId`` to pass to ``extend``."""
-    availability_zone: str
-    """AZ of the extended capacity."""
     start: datetime | None
     """Start of the extension (UTC)."""
     end: datetime | None
     """End of the extension (UTC): the plan's new end."""
-    duration_hours: int
-    """Length of the extension."""
-    upfront_fee: Decimal
-    """Price, paid when extending."""
-    currency: str
-    """Currency of the fee."""
 
-    @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> ExtensionOffering:
-        """Build from one ``TrainingPlanExtensionOfferings`` entry."""
-        return api_record(cls, item, _EXTENSION_DATES, offering_id=item["TrainingPlanExtensionOfferingId"])
+    API_KEYS: ClassVar[Mapping[str, str]] = {"offering_id": "TrainingPlanExtensionOfferingId", **_EXTENSION_DATES}
 
 
-@dataclass(frozen=True)
-class Extension:
-    """One extension of a plan, as ``ExtendTrainingPlan`` or the extension history reports it."""
+@dataclass(frozen=True, kw_only=True)
+class Extension(BoughtExtension):
+    """One extension of a plan, as ``ExtendTrainingPlan`` or the extension history reports it (a ``TrainingPlanExtensions`` entry)."""
 
-    offering_id: str
-    """The extension offering that was bought."""
-    status: str
-    """Status of the extension."""
     payment_status: str
     """Payment status of the extension."""
-    start: datetime | None
-    """Start of the extension (UTC)."""
-    end: datetime | None
-    """End of the extension (UTC)."""
-    upfront_fee: Decimal
-    """What it cost."""
-    currency: str
-    """Currency of the fee."""
 
-    @classmethod
-    def from_api(cls, item: Mapping[str, Any]) -> Extension:
-        """Build from one ``TrainingPlanExtensions`` entry."""
-        return api_record(cls, item, _EXTENSION_DATES, offering_id=item["TrainingPlanExtensionOfferingId"])
+    API_KEYS: ClassVar[Mapping[str, str]] = {"offering_id": "TrainingPlanExtensionOfferingId", **_EXTENSION_DATES}
 
 
 # --------------------------------------------------------------------------- operations
@@ -411,9 +381,7 @@ def search_offerings(sm: Any, query: OfferingQuery) -> tuple[PlanOffering, ...]:
     with sagemaker_errors(_region(sm)):
         response = sm.search_training_plan_offerings(**query.request())
     offerings = [PlanOffering.from_api(o) for o in response.get("TrainingPlanOfferings", [])]
-    offerings = [o for o in offerings if not o.target_resources or HYPERPOD_TARGET in o.target_resources]
-    far = datetime.max.replace(tzinfo=UTC)
-    return tuple(sorted(offerings, key=lambda o: (o.upfront_fee, o.start or far, o.offering_id)))
+    return cheapest_first((o for o in offerings if not o.target_resources or HYPERPOD_TARGET in o.target_resources), lambda o: o.start)
 
 
 def find_offering(sm: Any, query: OfferingQuery, offering_id: str) -> PlanOffering:
@@ -445,11 +413,8 @@ def describe_plan(sm: Any, name_or_arn: str) -> TrainingPlan:
 
 def list_plans(sm: Any) -> tuple[TrainingPlan, ...]:
     """Every training plan of the account in the region, newest start first."""
-    plans: list[TrainingPlan] = []
     with sagemaker_errors(_region(sm)):
-        for page in sm.get_paginator("list_training_plans").paginate(SortBy="StartTime", SortOrder="Descending"):
-            plans.extend(TrainingPlan.from_api(p) for p in page.get("TrainingPlanSummaries", []))
-    return tuple(plans)
+        return tuple(paged_records(sm, "list_training_plans", "TrainingPlanSummaries", TrainingPlan.from_api, SortBy="StartTime", SortOrder="Descending"))
 
 
 def search_extension_offerings(sm: Any, plan: TrainingPlan, days: int | None = None) -> tuple[ExtensionOffering, ...]:
@@ -463,9 +428,7 @@ def search_extension_offerings(sm: Any, plan: TrainingPlan, days: int | None = N
         params["DurationHours"] = days * 24
     with sagemaker_errors(_region(sm)):
         response = sm.search_training_plan_offerings(**params)
-    offerings = [ExtensionOffering.from_api(o) for o in response.get("TrainingPlanExtensionOfferings", [])]
-    far = datetime.max.replace(tzinfo=UTC)
-    return tuple(sorted(offerings, key=lambda o: (o.upfront_fee, o.end or far, o.offering_id)))
+    return cheapest_first((ExtensionOffering.from_api(o) for o in response.get("TrainingPlanExtensionOfferings", [])), lambda o: o.end)
 
 
 def find_extension_offering(sm: Any, plan: TrainingPlan, offering_id: str, days: int | None = None) -> ExtensionOffering:
@@ -489,11 +452,8 @@ def extend_plan(sm: Any, offering_id: str) -> tuple[Extension, ...]:
 
 def extension_history(sm: Any, plan: TrainingPlan) -> tuple[Extension, ...]:
     """Every extension bought for ``plan`` (every page)."""
-    found: list[Extension] = []
     with sagemaker_errors(_region(sm)):
-        for page in sm.get_paginator("describe_training_plan_extension_history").paginate(TrainingPlanArn=plan.arn):
-            found.extend(Extension.from_api(e) for e in page.get("TrainingPlanExtensions", []))
-    return tuple(found)
+        return tuple(paged_records(sm, "describe_training_plan_extension_history", "TrainingPlanExtensions", Extension.from_api, TrainingPlanArn=plan.arn))
 
 
 def as_json(value: Any) -> Any:

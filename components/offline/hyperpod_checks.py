@@ -28,7 +28,7 @@ from kimi_k3.hyperpod import rules as hyperpod_rules
 
 if TYPE_CHECKING:
     from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
-    from kimi_k3.offline.engine import RecordedResource
+    from kimi_k3.offline.record import RecordedResource
 
 HYPERPOD_CLUSTER = "aws-native:sagemaker:Cluster"
 """Type token of a SageMaker HyperPod cluster (pulumi-aws-native)."""

@@ -25,7 +25,7 @@ TrainingPlanSource = TrainingPlanFacts | Callable[[stack_settings.StackSettings]
 
 def stack_region(values: Mapping[str, str]) -> str:
     """``aws:region`` of a stack's config, checked by the settings' rule (required, a known region shape)."""
-    return stack_settings._region(values)
+    return stack_settings.region_of(values)
 
 
 def _run_python_program(path: Path) -> Callable[[], None]:

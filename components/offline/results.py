@@ -25,7 +25,7 @@ from kimi_k3.stack import settings as stack_settings
 
 if TYPE_CHECKING:
     from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
-    from kimi_k3.offline.engine import RecordedResource
+    from kimi_k3.offline.record import RecordedResource
 
 
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pulumi.runtime import rpc
 
@@ -37,8 +37,9 @@ from kimi_k3.offline.redaction import SECRET_MARK, redact, redact_numbers
 from kimi_k3.stack.settings import SECRET_PLACEHOLDER_PREFIX
 
 if TYPE_CHECKING:
-    from kimi_k3.offline.engine import RecordedResource
-    from kimi_k3.offline.results import PlanResult
+    from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
+    from kimi_k3.offline.fixtures import ReservationFixture
+    from kimi_k3.offline.record import RecordedResource
 
 STATE_FILE = "state.json"
 """The file a plan writes its state to."""
@@ -213,6 +214,26 @@ class PreviousState:
     def from_plan(cls, result: PlanResult, source: str = "") -> PreviousState:
         """The state a plan writes, without writing it (a test's previous run)."""
         return parse(state_document(result), source or f"plan of stack {result.stack}")
+
+
+class PlanResult(Protocol):
+    """What the state reads of a plan (a :class:`~kimi_k3.offline.results.PlanResult`, which writes its state through this module)."""
+
+    @property
+    def project(self) -> str: ...
+    @property
+    def stack(self) -> str: ...
+    @property
+    def now(self) -> datetime | None: ...
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def reservation(self) -> ReservationFixture | None: ...
+    @property
+    def training_plan(self) -> TrainingPlanFacts | None: ...
+    @property
+    def resources(self) -> list[RecordedResource]: ...
+    def plain_outputs(self) -> dict[str, Any]: ...
 
 
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"

@@ -1,5 +1,5 @@
 """Serving on EKS: the three contracts (image, weights, API), the engine profiles, the vLLM Deployment / LeaderWorkerSet
-components with their API proxy, drain and NLB, and `kimi-k3 verify`'s checks (the HyperPod rendering of the same
+components with their API proxy, drain and NLB (`kimi-k3 verify`'s checks live in :mod:`kimi_k3.bringup.verify`; the HyperPod rendering of the same
 contract is :mod:`kimi_k3.hyperpod.endpoint`).
 
 Attributes load lazily: the contracts are pure Python (the settings layer builds them),

@@ -117,7 +117,7 @@ PROXY_ARGS = {
     "cpu": "proxy_cpu",
 }
 """Each :class:`ApiProxyConfig` field and the serving args' path that feeds it: the builder reads it forwards, and a
-proxy error on a field is reported on that path (:func:`kimi_k3.serving.args.validate_serving_args`)."""
+proxy error on a field is reported on that path (:func:`kimi_k3.serving.validation.validate_serving_args`)."""
 
 NLB_ARGS = {"idle_timeout_s": "nlb_idle_timeout_s", "tls_certificate_arn": "tls_certificate_arn"}
 """Each :func:`kimi_k3.serving.nlb.nlb_annotations` option and the serving args' field that feeds it (both ways, as :data:`PROXY_ARGS`)."""

@@ -72,13 +72,14 @@ from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
 from kimi_k3.errors import Problems
 from kimi_k3.serving import api_pod
-from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
+from kimi_k3.serving.args import VllmServingArgs
 from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, VllmServingBase, checkov_skips, egress_rules, scrape_annotations
 from kimi_k3.serving.block_end import ScaleTarget
 from kimi_k3.serving.contracts import ServingContract
 from kimi_k3.serving.engine_flags import flag_of
 from kimi_k3.serving.pod_kit import PROBE_PERIOD_S, kit_env_names
 from kimi_k3.serving.scripts import LEADER_SCRIPT, WORKER_SCRIPT
+from kimi_k3.serving.validation import validate_serving_args
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -31,19 +31,10 @@ import pulumi_kubernetes as k8s
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import catalog, labels
 from kimi_k3.serving import api_pod
+from kimi_k3.serving.args import AWS_CLI_IMAGE, VllmServingArgs
 from kimi_k3.serving.contracts import ServingContract
 from kimi_k3.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
 from kimi_k3.weights import compile_cache, node_local, node_sync, serving_pod
-
-if TYPE_CHECKING:
-    from kimi_k3.serving.args import VllmServingArgs
-
-AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.31.23@sha256:668ffb01408e03e1002b36886797c1a97b09f7d0f02fba3123f9fcd68a081dc5"
-"""Image of the S3 staging init container (AWS CLI v2, Pod Identity capable).
-
-Tag and digest as pinned together by a public project (not re-checked against the
-registry offline): confirm with ``docker buildx imagetools inspect`` when bumping."""
-
 
 HOME = "/home/vllm"
 """Writable HOME (emptyDir): vLLM, Triton, TorchInductor, FlashInfer, DeepGEMM and CUDA JIT caches."""

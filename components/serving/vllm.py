@@ -27,9 +27,10 @@ from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import labels
 from kimi_k3.errors import Problems
 from kimi_k3.serving import api_pod
-from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
+from kimi_k3.serving.args import VllmServingArgs
 from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
 from kimi_k3.serving.block_end import ScaleTarget
+from kimi_k3.serving.validation import validate_serving_args
 from kimi_k3.weights import node_local, pod_files
 from kimi_k3.weights.serving_pod import WARMUP_CHECKOV_SKIPS
 

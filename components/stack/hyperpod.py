@@ -52,7 +52,8 @@ from kimi_k3.stack.foundation import availability_zones, existing_private_subnet
 from kimi_k3.stack.settings import HyperPodSettings, StackSettings
 
 if TYPE_CHECKING:
-    from kimi_k3.stack.platform import Platform
+    from kimi_k3.cluster.eks import Cluster
+    from kimi_k3.network.vpc import Network
 
 SERVING_NAMESPACE = "kimi-serving"
 """Namespace of the ``InferenceEndpointConfig`` and its Secrets (the EKS path's serving namespace)."""
@@ -136,10 +137,13 @@ class HyperPodServing:
     :attr:`hyperpod_cluster`, :attr:`operator`, :attr:`endpoint`, :attr:`eks_cluster_arn`.
     """
 
-    def __init__(self, platform: Platform, name: str, settings: StackSettings, resolved: ResolvedHyperPodStack, tags: dict[str, str]) -> None:
+    def __init__(self, platform: pulumi.Resource, network: Network, cluster: Cluster, name: str, settings: StackSettings,
+                 resolved: ResolvedHyperPodStack, tags: dict[str, str]) -> None:
         """Declare the HyperPod cluster, the Inference Operator and the endpoint, children of ``platform``.
 
-        :param platform: the stack's platform, whose ``network`` and ``cluster`` are declared.
+        :param platform: the stack's platform (:class:`~kimi_k3.stack.platform.Platform`), the parent of every piece.
+        :param network: the stack's network, declared by the platform.
+        :param cluster: the stack's EKS cluster, declared by the platform.
         :param name: base name of the stack's resources.
         :param settings: the validated ``hyperpod`` stack settings.
         :param resolved: the training plan and AZs (:func:`resolve_hyperpod_stack`).
@@ -148,10 +152,9 @@ class HyperPodServing:
         import pulumi_aws_native as aws_native  # lazily: only hyperpod stacks load the provider SDK
 
         hp = _hyperpod(settings)
-        self.platform = platform
+        self.network, self.cluster = network, cluster
         self.settings = settings
         self.resolved = resolved
-        cluster, network = platform.cluster, platform.network
         under_platform = pulumi.InvokeOptions(parent=platform)
         partition = aws.get_partition(opts=under_platform).partition
         account = aws.get_caller_identity(opts=under_platform).account_id
@@ -231,7 +234,7 @@ class HyperPodServing:
         hp = _hyperpod(s)
         return {
             "region": s.region,
-            "vpcId": self.platform.network.vpc_id,
+            "vpcId": self.network.vpc_id,
             "environment": s.environment,
             "servingPlatform": s.serving_platform,
             "availabilityZones": list(resolved.availability_zones),
@@ -248,9 +251,9 @@ class HyperPodServing:
             "gpuNodes": resolved.replicas,
             "gpusTotal": resolved.replicas * s.instance.gpus,
             "replicas": resolved.replicas,
-            "clusterName": self.platform.cluster.cluster_name,
-            "clusterEndpoint": self.platform.cluster.endpoint,
-            "kubeconfig": self.platform.cluster.kubeconfig,
+            "clusterName": self.cluster.cluster_name,
+            "clusterEndpoint": self.cluster.endpoint,
+            "kubeconfig": self.cluster.kubeconfig,
             "hyperpodClusterName": hp.cluster_name,
             "hyperpodClusterArn": self.hyperpod_cluster.cluster_arn,
             "inferenceOperatorAddon": self.operator.addon.addon_name,

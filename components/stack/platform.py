@@ -464,7 +464,7 @@ class Platform(pulumi.ComponentResource):
         from kimi_k3.stack import hyperpod as hyperpod_platform  # only hyperpod stacks load it (and pulumi-aws-native)
         resolved = hyperpod_platform.resolve_hyperpod_stack(settings, now)
         tags = self._declare_foundation(name, settings, resolved, opts)
-        self.hyperpod = hyperpod_platform.HyperPodServing(self, name, settings, resolved, tags)
+        self.hyperpod = hyperpod_platform.HyperPodServing(self, self.network, self.cluster, name, settings, resolved, tags)
         self.register_outputs(self.stack_outputs())
 
     def stack_outputs(self) -> dict[str, Any]:

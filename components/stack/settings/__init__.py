@@ -30,14 +30,14 @@ from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.stack import no_effect, project, region_facts
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT
-from kimi_k3.stack.settings._reader import INSTANCE_TYPE_RE, SECRET_PLACEHOLDER_PREFIX, Secret, _changed_keys, _key, _one_of, _Reader
-from kimi_k3.stack.settings.capacity import CapacitySettings, GpuPluginSettings, _validate_capacity, _validate_plugins
-from kimi_k3.stack.settings.cluster import ClusterSettings, DeploymentSettings, _validate_cluster, _validate_deployment
-from kimi_k3.stack.settings.hyperpod import EKS_ONLY_KEYS, HYPERPOD_ONLY_KEYS, HyperPodSettings, _validate_hyperpod
-from kimi_k3.stack.settings.network import NetworkSettings, _validate_network
-from kimi_k3.stack.settings.observability import MonitoringSettings, _validate_monitoring
-from kimi_k3.stack.settings.serving import ServingFrontSettings, ServingSettings, _validate_serving
-from kimi_k3.stack.settings.weights import TimeToServeSettings, _validate_time_to_serve
+from kimi_k3.stack.settings.capacity import CapacitySettings, GpuPluginSettings, validate_capacity, validate_plugins
+from kimi_k3.stack.settings.cluster import ClusterSettings, DeploymentSettings, validate_cluster, validate_deployment
+from kimi_k3.stack.settings.hyperpod import EKS_ONLY_KEYS, HYPERPOD_ONLY_KEYS, HyperPodSettings, validate_hyperpod
+from kimi_k3.stack.settings.network import NetworkSettings, validate_network
+from kimi_k3.stack.settings.observability import MonitoringSettings, validate_monitoring
+from kimi_k3.stack.settings.reader import INSTANCE_TYPE_RE, SECRET_PLACEHOLDER_PREFIX, Reader, Secret, changed_keys, full_key, one_of
+from kimi_k3.stack.settings.serving import ServingFrontSettings, ServingSettings, validate_serving
+from kimi_k3.stack.settings.weights import TimeToServeSettings, validate_time_to_serve
 
 ENVIRONMENTS = ("dev", "staging", "prod")
 """Values of ``kimi-k3:environment``."""
@@ -81,7 +81,7 @@ class StackSettings:
     hyperpod: HyperPodSettings | None = None
     """The HyperPod cluster of a ``hyperpod`` stack; ``None`` on the EKS path."""
     time_to_serve: TimeToServeSettings = field(default_factory=TimeToServeSettings)
-    """Weights staging, node-local weights, compile caches and image pull (:func:`_validate_time_to_serve`)."""
+    """Weights staging, node-local weights, compile caches and image pull (:func:`validate_time_to_serve`)."""
 
     @property
     def instance(self) -> catalog.InstanceType:
@@ -235,7 +235,8 @@ def _unknown_keys(values: Mapping[str, Any], secret_keys: Iterable[str]) -> None
         raise SettingsError(key, shown, f"unknown key; {suggestion}")
 
 
-def _region(values: Mapping[str, Any]) -> str:
+def region_of(values: Mapping[str, Any]) -> str:
+    """``aws:region`` of a stack's config, checked: required, a region name, one the region facts know; else refused naming ``aws:region``."""
     region = values.get("aws:region")
     if region in (None, ""):
         raise SettingsError("aws:region", None, "it is required: the AWS region of the stack, e.g. us-east-2 (pulumi config set aws:region us-east-2)")
@@ -255,34 +256,34 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     """
     check_stack_name(stack)
     _unknown_keys(values, secret_keys)
-    r = _Reader(values, secret_keys)
+    r = Reader(values, secret_keys)
     warnings: list[str] = []
 
-    environment = _one_of("environment", r.get("environment"), ENVIRONMENTS)
+    environment = one_of("environment", r.get("environment"), ENVIRONMENTS)
     prod = environment == "prod"
-    region = _region(values)
+    region = region_of(values)
 
-    serving_platform = _one_of("servingPlatform", r.get("servingPlatform"), SERVING_PLATFORMS)
-    network = _validate_network(r, region)
-    cluster = _validate_cluster(r, prod, network)
-    capacity = _validate_capacity(r, prod, hyperpod=serving_platform == "hyperpod")
-    plugins = _validate_plugins(r)
-    serving = _validate_serving(r, prod, region, capacity, network, warnings)
-    monitoring = _validate_monitoring(r)
+    serving_platform = one_of("servingPlatform", r.get("servingPlatform"), SERVING_PLATFORMS)
+    network = validate_network(r, region)
+    cluster = validate_cluster(r, prod, network)
+    capacity = validate_capacity(r, prod, hyperpod=serving_platform == "hyperpod")
+    plugins = validate_plugins(r)
+    serving = validate_serving(r, prod, region, capacity, network, warnings)
+    monitoring = validate_monitoring(r)
     if monitoring.prometheus_operator:
         serving = dataclasses.replace(serving, service_monitor_enabled=True)
-    deployment = _validate_deployment(r, region, network, cluster, serving, prod)
-    time_to_serve, serving = _validate_time_to_serve(r, prod, region, capacity, serving, warnings, default_prefix=pull_through_prefix(project, stack),
+    deployment = validate_deployment(r, region, network, cluster, serving, prod)
+    time_to_serve, serving = validate_time_to_serve(r, prod, region, capacity, serving, warnings, default_prefix=pull_through_prefix(project, stack),
         system_disk_gib=cluster.system_node_disk_gib,
     )
-    hyperpod = _validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, hyperpod_cluster_name(project, stack), warnings)
-    warnings.extend(no_effect.no_effect_warnings(r.get, lambda names: _changed_keys(r, names)))
+    hyperpod = validate_hyperpod(r, serving_platform, region, cluster, capacity, serving, hyperpod_cluster_name(project, stack), warnings)
+    warnings.extend(no_effect.no_effect_warnings(r.get, lambda names: changed_keys(r, names)))
     warnings.extend(region_facts.region_warnings(region, capacity.instance_type))
     unpinned = region_facts.unpinned_weights(serving.contract.weights.s3_uri, serving.contract.weights.revision)
     if unpinned and prod:
-        raise SettingsError(_key("weightsS3Uri"), serving.contract.weights.s3_uri, f"prod requires a pinned prefix: {unpinned}")
+        raise SettingsError(full_key("weightsS3Uri"), serving.contract.weights.s3_uri, f"prod requires a pinned prefix: {unpinned}")
     if unpinned:
-        warnings.append(f"{_key('weightsS3Uri')}: {unpinned} (refused in prod)")
+        warnings.append(f"{full_key('weightsS3Uri')}: {unpinned} (refused in prod)")
 
     return StackSettings(
         project=project,
@@ -339,4 +340,5 @@ __all__ = [
     "load_stack",
     "pull_through_prefix",
     "read_stack_file",
+    "region_of",
 ]

@@ -16,7 +16,7 @@ from kimi_k3.core.formats import (
 )
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS
-from kimi_k3.stack.settings._reader import _in_range, _instance_type, _key, _Reader
+from kimi_k3.stack.settings.reader import Reader, full_key, gpu_instance_type, in_range
 
 
 @dataclass(frozen=True)
@@ -51,50 +51,53 @@ class GpuPluginSettings:
     """Helm chart version of dcgm-exporter, without a leading ``v`` (``dcgmExporterVersion``)."""
 
 
-def _validate_capacity(r: _Reader, prod: bool, *, hyperpod: bool = False) -> CapacitySettings:
+def validate_capacity(r: Reader, prod: bool, *, hyperpod: bool = False) -> CapacitySettings:
+    """The Capacity Block keys (the reservation, its instance type, the node counts), validated; a hyperpod stack needs no reservation."""
     reservation = r.get("capacityReservationId")
     if not reservation and not hyperpod:
         key = CONFIG_KEYS["capacityReservationId"]
         raise SettingsError(key.full_name, None, f"it is required: {key.description} Set it with `pulumi config set {key.full_name} <value>`")
     if reservation and CAPACITY_BLOCK_OFFERING_ID.fullmatch(reservation):
         raise SettingsError(
-            _key("capacityReservationId"), reservation,
+            full_key("capacityReservationId"), reservation,
             "that is a Capacity Block offering id (cb-...), not a reservation: buy it with "
             f"`kimi-k3 capacity purchase {reservation} --count N --days D`, which prints the reservation id (cr- followed by 17 hex digits) to set here",
         )
     if reservation and not CAPACITY_RESERVATION_ID.fullmatch(reservation):
-        raise SettingsError(_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
+        raise SettingsError(full_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
     ami = r.get("gpuAmiReleaseVersion") or None
     if ami and not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", ami):
-        raise SettingsError(_key("gpuAmiReleaseVersion"), ami, "expected an EKS AMI release version such as 1.34.2-20251120")
+        raise SettingsError(full_key("gpuAmiReleaseVersion"), ami, "expected an EKS AMI release version such as 1.34.2-20251120")
     if prod and not ami and not hyperpod:
-        raise SettingsError(_key("gpuAmiReleaseVersion"), None, "required in prod: pin the AL2023 NVIDIA AMI release so node replacements are reproducible")
+        raise SettingsError(full_key("gpuAmiReleaseVersion"), None, "required in prod: pin the AL2023 NVIDIA AMI release so node replacements are reproducible")
     email = r.get("capacityAlertEmail") or None
     if email and not EMAIL_LETTER_TLD.fullmatch(email):
-        raise SettingsError(_key("capacityAlertEmail"), email, "expected an e-mail address such as oncall@example.com")
+        raise SettingsError(full_key("capacityAlertEmail"), email, "expected an e-mail address such as oncall@example.com")
     return CapacitySettings(
         reservation_id=reservation,
-        instance_type=_instance_type("gpuInstanceType", r.get("gpuInstanceType")),
+        instance_type=gpu_instance_type("gpuInstanceType", r.get("gpuInstanceType")),
         ami_release_version=ami,
-        root_volume_gib=_in_range("gpuRootVolumeGiB", r.get("gpuRootVolumeGiB"), 100, 2000),
+        root_volume_gib=in_range("gpuRootVolumeGiB", r.get("gpuRootVolumeGiB"), 100, 2000),
         efa_enabled=r.get("efaEnabled"),
         alert_email=email,
     )
 
 
-def _chart_version(name: str, value: str, minimum: tuple[int, ...] | None = None) -> str:
+def chart_version(name: str, value: str, minimum: tuple[int, ...] | None = None) -> str:
+    """``value`` when it is a chart version (``0.17.0``), at least ``minimum`` if given; else the key ``name`` refused."""
     match = CHART_VERSION.fullmatch(value)
     if not match:
-        raise SettingsError(_key(name), value, "expected a chart version such as 0.20.0")
+        raise SettingsError(full_key(name), value, "expected a chart version such as 0.20.0")
     if minimum and tuple(map(int, match.groups())) < minimum:
-        raise SettingsError(_key(name), value, f"accepted: {'.'.join(map(str, minimum))} or newer (older versions misdetect NVLink devices on p6)")
+        raise SettingsError(full_key(name), value, f"accepted: {'.'.join(map(str, minimum))} or newer (older versions misdetect NVLink devices on p6)")
     return value.lstrip("v")
 
 
-def _validate_plugins(r: _Reader) -> GpuPluginSettings:
+def validate_plugins(r: Reader) -> GpuPluginSettings:
+    """The GPU node plugin chart versions, validated."""
     return GpuPluginSettings(
-        nvidia_device_plugin_version=_chart_version("nvidiaDevicePluginVersion", r.get("nvidiaDevicePluginVersion")),
-        efa_device_plugin_version=_chart_version("efaDevicePluginVersion", r.get("efaDevicePluginVersion"), (0, 5, 10)),
+        nvidia_device_plugin_version=chart_version("nvidiaDevicePluginVersion", r.get("nvidiaDevicePluginVersion")),
+        efa_device_plugin_version=chart_version("efaDevicePluginVersion", r.get("efaDevicePluginVersion"), (0, 5, 10)),
         dcgm_exporter_enabled=r.get("dcgmExporterEnabled"),
-        dcgm_exporter_version=_chart_version("dcgmExporterVersion", r.get("dcgmExporterVersion")),
+        dcgm_exporter_version=chart_version("dcgmExporterVersion", r.get("dcgmExporterVersion")),
     )

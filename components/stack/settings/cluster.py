@@ -21,8 +21,8 @@ from kimi_k3.core.formats import (
 from kimi_k3.errors import SettingsError
 from kimi_k3.network.endpoints import endpoint_problems
 from kimi_k3.stack.config_keys import CONFIG_KEYS
-from kimi_k3.stack.settings._reader import INSTANCE_TYPE_RE, _cidr_list, _in_range, _key, _network, _one_of, _Reader
 from kimi_k3.stack.settings.network import NetworkSettings
+from kimi_k3.stack.settings.reader import INSTANCE_TYPE_RE, Reader, cidr_list, full_key, in_range, ipv4_network, one_of
 from kimi_k3.stack.settings.serving import ServingSettings
 
 
@@ -88,89 +88,90 @@ class DeploymentSettings:
     """The in-VPC deploy runner (``deployRunner``); ``None``: none."""
 
 
-def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> ClusterSettings:
+def validate_cluster(r: Reader, prod: bool, network: NetworkSettings) -> ClusterSettings:
+    """The EKS cluster keys (version, endpoint access, service CIDR, system nodes), validated."""
     version = r.get("clusterVersion")
     if version not in catalog.SUPPORTED_EKS_VERSIONS:
-        raise SettingsError(_key("clusterVersion"), version, f"accepted: {', '.join(catalog.SUPPORTED_EKS_VERSIONS)} (quote it in YAML: \"1.34\")")
+        raise SettingsError(full_key("clusterVersion"), version, f"accepted: {', '.join(catalog.SUPPORTED_EKS_VERSIONS)} (quote it in YAML: \"1.34\")")
     public = r.get("clusterEndpointPublicAccess")
     if public and prod:
-        raise SettingsError(_key("clusterEndpointPublicAccess"), True, "must be false in prod: the API endpoint stays private (reach it through the VPC, a VPN or a bastion)")
-    cidrs = _cidr_list("clusterPublicAccessCidrs", r.get("clusterPublicAccessCidrs"), allow_world=False)
+        raise SettingsError(full_key("clusterEndpointPublicAccess"), True, "must be false in prod: the API endpoint stays private (reach it through the VPC, a VPN or a bastion)")
+    cidrs = cidr_list("clusterPublicAccessCidrs", r.get("clusterPublicAccessCidrs"), allow_world=False)
     if public and not cidrs:
-        raise SettingsError(_key("clusterPublicAccessCidrs"), [], "required when clusterEndpointPublicAccess is true: the CIDRs of your networks (never 0.0.0.0/0)")
+        raise SettingsError(full_key("clusterPublicAccessCidrs"), [], "required when clusterEndpointPublicAccess is true: the CIDRs of your networks (never 0.0.0.0/0)")
     admins = r.get("clusterAdminRoleArns")
     if not admins:
-        raise SettingsError(_key("clusterAdminRoleArns"), [], "at least one IAM role ARN such as arn:aws:iam::123456789012:role/platform-admin (the cluster creator is not made admin implicitly)")
+        raise SettingsError(full_key("clusterAdminRoleArns"), [], "at least one IAM role ARN such as arn:aws:iam::123456789012:role/platform-admin (the cluster creator is not made admin implicitly)")
     for arn in admins:
         if not ROLE_ARN.fullmatch(arn):
-            raise SettingsError(_key("clusterAdminRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/platform-admin")
-    service = _network("clusterServiceCidr", r.get("clusterServiceCidr"), private=True)
+            raise SettingsError(full_key("clusterAdminRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/platform-admin")
+    service = ipv4_network("clusterServiceCidr", r.get("clusterServiceCidr"), private=True)
     if service.overlaps(ipaddress.IPv4Network(network.vpc_cidr)):
         if r.get("clusterServiceCidr") == CONFIG_KEYS["clusterServiceCidr"].default:  # name the key the user set
-            raise SettingsError(_key("vpcCidr"), network.vpc_cidr, f"must not overlap the Kubernetes service CIDR {service} ({_key('clusterServiceCidr')}'s default): choose another VPC range, or set {_key('clusterServiceCidr')}")
-        raise SettingsError(_key("clusterServiceCidr"), str(service), f"must not overlap the VPC CIDR {network.vpc_cidr} ({_key('vpcCidr')})")
+            raise SettingsError(full_key("vpcCidr"), network.vpc_cidr, f"must not overlap the Kubernetes service CIDR {service} ({full_key('clusterServiceCidr')}'s default): choose another VPC range, or set {full_key('clusterServiceCidr')}")
+        raise SettingsError(full_key("clusterServiceCidr"), str(service), f"must not overlap the VPC CIDR {network.vpc_cidr} ({full_key('vpcCidr')})")
     if not 12 <= service.prefixlen <= 24:
-        raise SettingsError(_key("clusterServiceCidr"), str(service), "accepted: a prefix between /12 and /24 (EKS limits)")
-    ingress_cidrs = _cidr_list("clusterApiIngressCidrs", r.get("clusterApiIngressCidrs"), allow_world=False)
+        raise SettingsError(full_key("clusterServiceCidr"), str(service), "accepted: a prefix between /12 and /24 (EKS limits)")
+    ingress_cidrs = cidr_list("clusterApiIngressCidrs", r.get("clusterApiIngressCidrs"), allow_world=False)
     ingress_groups = r.get("clusterApiIngressSecurityGroupIds")
     for group in ingress_groups:
         if not SECURITY_GROUP_ID.fullmatch(group):
-            raise SettingsError(_key("clusterApiIngressSecurityGroupIds"), group, "expected security group ids such as sg-0a1b2c3d4e5f67890")
+            raise SettingsError(full_key("clusterApiIngressSecurityGroupIds"), group, "expected security group ids such as sg-0a1b2c3d4e5f67890")
     for name, values in (("clusterApiIngressCidrs", ingress_cidrs), ("clusterApiIngressSecurityGroupIds", ingress_groups)):
         if len(set(values)) != len(values):
-            raise SettingsError(_key(name), list(values), "each entry once")
+            raise SettingsError(full_key(name), list(values), "each entry once")
     system_type = r.get("systemNodeInstanceType")
     if not INSTANCE_TYPE_RE.fullmatch(system_type) or system_type in catalog.INSTANCE_TYPES or system_type.startswith(("p", "g")):
-        raise SettingsError(_key("systemNodeInstanceType"), system_type, "expected a CPU instance type such as m7i.xlarge (GPU nodes come from the Capacity Block)")
+        raise SettingsError(full_key("systemNodeInstanceType"), system_type, "expected a CPU instance type such as m7i.xlarge (GPU nodes come from the Capacity Block)")
     return ClusterSettings(
         version=version,
         endpoint_public_access=public,
         public_access_cidrs=cidrs,
         admin_role_arns=r.get("clusterAdminRoleArns"),
         service_cidr=str(service),
-        log_retention_days=_one_of("clusterLogRetentionDays", r.get("clusterLogRetentionDays"), LOG_RETENTION_DAYS),
+        log_retention_days=one_of("clusterLogRetentionDays", r.get("clusterLogRetentionDays"), LOG_RETENTION_DAYS),
         system_node_instance_type=system_type,
-        system_node_count=_in_range("systemNodeCount", r.get("systemNodeCount"), 2, 10),
-        system_node_disk_gib=_in_range("systemNodeDiskGiB", r.get("systemNodeDiskGiB"), 20, 1000),
+        system_node_count=in_range("systemNodeCount", r.get("systemNodeCount"), 2, 10),
+        system_node_disk_gib=in_range("systemNodeDiskGiB", r.get("systemNodeDiskGiB"), 20, 1000),
         api_ingress_cidrs=ingress_cidrs,
         api_ingress_security_group_ids=ingress_groups,
     )
 
 
-def _validate_deployment(r: _Reader, region: str, network: NetworkSettings, cluster: ClusterSettings, serving: ServingSettings, prod: bool = False) -> DeploymentSettings:
+def validate_deployment(r: Reader, region: str, network: NetworkSettings, cluster: ClusterSettings, serving: ServingSettings, prod: bool = False) -> DeploymentSettings:
     """The deployment's cluster access and private wiring (the rules live in cluster_access and endpoint_services)."""
     raw_role = r.get("kubeconfigRoleArn")
     try:
         role = kubeconfig_role(raw_role, cluster.admin_role_arns)
     except ValueError as err:
-        raise SettingsError(_key("kubeconfigRoleArn"), raw_role, f"accepted: {err}") from None
+        raise SettingsError(full_key("kubeconfigRoleArn"), raw_role, f"accepted: {err}") from None
     viewers = r.get("clusterViewerRoleArns")
     for arn in viewers:
         if not ROLE_ARN.fullmatch(arn):
-            raise SettingsError(_key("clusterViewerRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/ci-preview")
+            raise SettingsError(full_key("clusterViewerRoleArns"), arn, "expected IAM role ARNs such as arn:aws:iam::123456789012:role/ci-preview")
     if len(set(viewers)) != len(viewers):
-        raise SettingsError(_key("clusterViewerRoleArns"), list(viewers), "each role once")
+        raise SettingsError(full_key("clusterViewerRoleArns"), list(viewers), "each role once")
     both = roles_in_both(cluster.admin_role_arns, viewers)
     if both:
         raise SettingsError(
-            _key("clusterViewerRoleArns"), both[0],
-            f"a role in {_key('clusterAdminRoleArns')} cannot also be a viewer: EKS keeps one access entry per principal (it has admin already)",
+            full_key("clusterViewerRoleArns"), both[0],
+            f"a role in {full_key('clusterAdminRoleArns')} cannot also be a viewer: EKS keeps one access entry per principal (it has admin already)",
         )
     endpoints = r.get("interfaceEndpoints")
     problems = endpoint_problems(endpoints)
     if problems:
-        raise SettingsError(_key("interfaceEndpoints"), list(endpoints), f"{'; '.join(problems)}")
+        raise SettingsError(full_key("interfaceEndpoints"), list(endpoints), f"{'; '.join(problems)}")
     if network.existing_vpc_id and tuple(endpoints) != tuple(CONFIG_KEYS["interfaceEndpoints"].default):
-        raise SettingsError(_key("interfaceEndpoints"), list(endpoints), f"only used for a VPC the stack creates; with {_key('existingVpcId')} the endpoints are the VPC owner's")
+        raise SettingsError(full_key("interfaceEndpoints"), list(endpoints), f"only used for a VPC the stack creates; with {full_key('existingVpcId')} the endpoints are the VPC owner's")
     key_arn = r.get("weightsKmsKeyArn") or None
     if key_arn is not None:
         match = KMS_KEY_ARN.fullmatch(key_arn)
         if not match:
-            raise SettingsError(_key("weightsKmsKeyArn"), key_arn, "expected a KMS key ARN such as arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab (not an alias)")
+            raise SettingsError(full_key("weightsKmsKeyArn"), key_arn, "expected a KMS key ARN such as arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab (not an alias)")
         if match.group(2) != region:
-            raise SettingsError(_key("weightsKmsKeyArn"), key_arn, f"expected a key in the stack's region {region}: S3 encrypts a bucket's objects with a key of the bucket's region")
+            raise SettingsError(full_key("weightsKmsKeyArn"), key_arn, f"expected a key in the stack's region {region}: S3 encrypts a bucket's objects with a key of the bucket's region")
         if serving.contract.weights.source != "s3":
-            raise SettingsError(_key("weightsKmsKeyArn"), key_arn, f"only used with {_key('weightsSource')} s3 (the weights come from {serving.contract.weights.source})")
+            raise SettingsError(full_key("weightsKmsKeyArn"), key_arn, f"only used with {full_key('weightsSource')} s3 (the weights come from {serving.contract.weights.source})")
     runner = _validate_deploy_runner(r, region, cluster)
     if prod:
         _require_api_path(cluster, runner)
@@ -192,9 +193,9 @@ def _require_api_path(cluster: ClusterSettings, runner: DeployRunnerSettings | N
     if cluster.endpoint_public_access or cluster.api_ingress_cidrs or cluster.api_ingress_security_group_ids or runner is not None:
         return
     raise SettingsError(
-        _key("clusterEndpointPublicAccess"), False,
-        f"a private-only endpoint needs a path for the deploy runner and kubectl: set {_key('deployRunner')} codebuild "
-        f"(docs/first-deploy.md), {_key('clusterApiIngressCidrs')} or {_key('clusterApiIngressSecurityGroupIds')} "
+        full_key("clusterEndpointPublicAccess"), False,
+        f"a private-only endpoint needs a path for the deploy runner and kubectl: set {full_key('deployRunner')} codebuild "
+        f"(docs/first-deploy.md), {full_key('clusterApiIngressCidrs')} or {full_key('clusterApiIngressSecurityGroupIds')} "
         f"({PRIVATE_ENDPOINT_SOURCE})",
     )
 
@@ -202,24 +203,24 @@ def _require_api_path(cluster: ClusterSettings, runner: DeployRunnerSettings | N
 _GIT_HTTPS_URL = re.compile(r"^https://[a-z0-9.-]+(:\d+)?/[\w.-]+(/[\w.-]+)+?(\.git)?$")
 
 
-def _validate_deploy_runner(r: _Reader, region: str, cluster: ClusterSettings) -> DeployRunnerSettings | None:
+def _validate_deploy_runner(r: Reader, region: str, cluster: ClusterSettings) -> DeployRunnerSettings | None:
     """``deployRunner`` and its three keys (each only with it)."""
-    kind = _one_of("deployRunner", r.get("deployRunner"), DEPLOY_RUNNERS)
+    kind = one_of("deployRunner", r.get("deployRunner"), DEPLOY_RUNNERS)
     names = ("deployRunnerRoleArn", "deployRunnerSecretArn", "deployRunnerSourceUrl")
     if not kind:
         for name in names:
             if r.get(name):
-                raise SettingsError(_key(name), r.get(name), f"only used with {_key('deployRunner')} codebuild")
+                raise SettingsError(full_key(name), r.get(name), f"only used with {full_key('deployRunner')} codebuild")
         return None
     role, secret, source = (r.get(name) for name in names)
     if role not in cluster.admin_role_arns:
-        raise SettingsError(_key("deployRunnerRoleArn"), role or "", f"one of {_key('clusterAdminRoleArns')} ({', '.join(cluster.admin_role_arns)}): the build runs `pulumi up` as it")
+        raise SettingsError(full_key("deployRunnerRoleArn"), role or "", f"one of {full_key('clusterAdminRoleArns')} ({', '.join(cluster.admin_role_arns)}): the build runs `pulumi up` as it")
     match = SECRET_ARN.fullmatch(secret or "")
     if not match:
-        raise SettingsError(_key("deployRunnerSecretArn"), secret or "", "required with deployRunner: a Secrets Manager secret ARN such as arn:aws:secretsmanager:us-west-2:123456789012:secret:kimi-k3/prod/deploy-AbCdEf")
+        raise SettingsError(full_key("deployRunnerSecretArn"), secret or "", "required with deployRunner: a Secrets Manager secret ARN such as arn:aws:secretsmanager:us-west-2:123456789012:secret:kimi-k3/prod/deploy-AbCdEf")
     if match.group(2) != region:
-        raise SettingsError(_key("deployRunnerSecretArn"), secret, f"expected a secret in the stack's region {region} (CodeBuild reads secrets of its own region)")
+        raise SettingsError(full_key("deployRunnerSecretArn"), secret, f"expected a secret in the stack's region {region} (CodeBuild reads secrets of its own region)")
     if not _GIT_HTTPS_URL.fullmatch(source or ""):
-        raise SettingsError(_key("deployRunnerSourceUrl"), source or "", "required with deployRunner: the repository's HTTPS URL such as https://github.com/acme/kimi-k3-aws.git")
+        raise SettingsError(full_key("deployRunnerSourceUrl"), source or "", "required with deployRunner: the repository's HTTPS URL such as https://github.com/acme/kimi-k3-aws.git")
     return DeployRunnerSettings(kind=kind, deploy_role_arn=role, secret_arn=secret, source_url=source)
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from kimi_k3.core import catalog
 from kimi_k3.errors import ComponentInputError, SettingsError, UserError
 from kimi_k3.stack import seam
-from kimi_k3.stack.settings._reader import _changed_keys, _in_range, _key, _Reader
 from kimi_k3.stack.settings.capacity import CapacitySettings
 from kimi_k3.stack.settings.cluster import ClusterSettings
+from kimi_k3.stack.settings.reader import Reader, changed_keys, full_key, in_range
 from kimi_k3.stack.settings.serving import ServingSettings
 
 
@@ -48,8 +48,8 @@ HYPERPOD_ONLY_KEYS = ("trainingPlanArn", "hyperpodClusterName", "hyperpodEbsVolu
 """Keys only a ``hyperpod`` stack reads: an ``eks`` stack warns when one is set."""
 
 
-def _validate_hyperpod(
-    r: _Reader,
+def validate_hyperpod(
+    r: Reader,
     serving_platform: str,
     region: str,
     cluster: ClusterSettings,
@@ -66,7 +66,7 @@ def _validate_hyperpod(
     serve (:func:`kimi_k3.hyperpod.endpoint.check_servable`).
     """
     if serving_platform != "hyperpod":
-        stray = _changed_keys(r, HYPERPOD_ONLY_KEYS)
+        stray = changed_keys(r, HYPERPOD_ONLY_KEYS)
         if stray:
             warnings.append(f"{', '.join(stray)} {'apply' if len(stray) > 1 else 'applies'} only to servingPlatform hyperpod; this stack is eks and ignores {'them' if len(stray) > 1 else 'it'}")
         return None
@@ -77,34 +77,34 @@ def _validate_hyperpod(
     plan = r.get("trainingPlanArn")
     if not plan:
         raise SettingsError(
-            _key("trainingPlanArn"), None,
+            full_key("trainingPlanArn"), None,
             "required when servingPlatform is hyperpod: the training plan (ARN or name) backing the instance group; "
             "buy one with `kimi-k3 hyperpod plans offerings` / `purchase`",
         )
     try:
         training_plans.validate_plan_ref(plan)
     except UserError:
-        raise SettingsError(_key("trainingPlanArn"), plan, "expected a training plan ARN (arn:aws:sagemaker:<region>:<account>:training-plan/<name>) or name") from None
+        raise SettingsError(full_key("trainingPlanArn"), plan, "expected a training plan ARN (arn:aws:sagemaker:<region>:<account>:training-plan/<name>) or name") from None
     if plan.startswith("arn:") and plan.split(":")[3] != region:
-        raise SettingsError(_key("trainingPlanArn"), plan, f"a training plan of the stack's region {region} (aws:region): HyperPod uses plans of its own region only")
+        raise SettingsError(full_key("trainingPlanArn"), plan, f"a training plan of the stack's region {region} (aws:region): HyperPod uses plans of its own region only")
     try:
         hyperpod_rules.check_kubernetes_version(cluster.version)
     except UserError as err:
-        raise SettingsError(_key("clusterVersion"), cluster.version, str(err)) from None
+        raise SettingsError(full_key("clusterVersion"), cluster.version, str(err)) from None
     cluster_name = r.get("hyperpodClusterName") or default_cluster_name
     try:
         hyperpod_rules.check_names(cluster_name, ())
     except UserError:
-        where = "" if r.get("hyperpodClusterName") else f" (the default <project>-<stack>; set {_key('hyperpodClusterName')})"
-        raise SettingsError(_key("hyperpodClusterName"), cluster_name, f"1-63 letters, digits and '-', starting and ending with a letter or digit{where}") from None
+        where = "" if r.get("hyperpodClusterName") else f" (the default <project>-<stack>; set {full_key('hyperpodClusterName')})"
+        raise SettingsError(full_key("hyperpodClusterName"), cluster_name, f"1-63 letters, digits and '-', starting and ending with a letter or digit{where}") from None
     instance_type = f"ml.{capacity.instance_type}"
     plannable = training_plans.supported_instance_types()
     if instance_type not in plannable:
         accepted = ", ".join(t[3:] for t in plannable if t[3:] in catalog.INSTANCE_TYPES)
-        raise SettingsError(_key("gpuInstanceType"), capacity.instance_type, f"a type a training plan can reserve for HyperPod (ml.<type>): {accepted}")
+        raise SettingsError(full_key("gpuInstanceType"), capacity.instance_type, f"a type a training plan can reserve for HyperPod (ml.<type>): {accepted}")
     if serving.exposure != "cluster":
         raise SettingsError(
-            _key("exposure"), serving.exposure,
+            full_key("exposure"), serving.exposure,
             "a hyperpod stack is reached through the SageMaker endpoint and the load balancer the Inference Operator creates itself; "
             "exposure applies to servingPlatform eks only: leave it at cluster",
         )
@@ -115,18 +115,18 @@ def _validate_hyperpod(
         name = seam.key_name("InferenceEndpoint", problem.path) or "servingPlatform"
         value = r.get(name)
         reason = seam.in_key_terms("ServingContract", problem.reason, optional_prefix="contract.")
-        raise SettingsError(_key(name), list(value) if isinstance(value, tuple) else value, f"on servingPlatform hyperpod: {reason}") from None
-    stray = _changed_keys(r, EKS_ONLY_KEYS)
+        raise SettingsError(full_key(name), list(value) if isinstance(value, tuple) else value, f"on servingPlatform hyperpod: {reason}") from None
+    stray = changed_keys(r, EKS_ONLY_KEYS)
     if stray:
         warnings.append(f"{', '.join(stray)} {'apply' if len(stray) > 1 else 'applies'} only to servingPlatform eks; this stack is hyperpod and ignores {'them' if len(stray) > 1 else 'it'}")
     if serving.contract.weights.sha256_manifest:
         warnings.append(
-            f"{_key('weightsSha256Manifest')}: the HyperPod path does not verify the weights against it (the Inference Operator fetches "
+            f"{full_key('weightsSha256Manifest')}: the HyperPod path does not verify the weights against it (the Inference Operator fetches "
             "the pinned revision itself); only the EKS path checks the manifest before serving"
         )
     return HyperPodSettings(
         training_plan=plan,
         cluster_name=cluster_name,
         instance_type=instance_type,
-        ebs_volume_gib=_in_range("hyperpodEbsVolumeGiB", r.get("hyperpodEbsVolumeGiB"), 1, 16384),
+        ebs_volume_gib=in_range("hyperpodEbsVolumeGiB", r.get("hyperpodEbsVolumeGiB"), 1, 16384),
     )

@@ -15,7 +15,7 @@ from kimi_k3.core.formats import (
 )
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.network.subnets import NAT_MODES, subnet_layout
-from kimi_k3.stack.settings._reader import _in_range, _key, _network, _one_of, _Reader
+from kimi_k3.stack.settings.reader import Reader, full_key, in_range, ipv4_network, one_of
 
 
 @dataclass(frozen=True)
@@ -44,46 +44,47 @@ class NetworkSettings:
     """Public (load balancer) subnet ids of the existing VPC (``existingPublicSubnetIds``); empty without ``existing_vpc_id``."""
 
 
-def _validate_network(r: _Reader, region: str) -> NetworkSettings:
-    vpc = _network("vpcCidr", r.get("vpcCidr"), private=True)
-    az_count = _in_range("availabilityZoneCount", r.get("availabilityZoneCount"), 2, 4)
+def validate_network(r: Reader, region: str) -> NetworkSettings:
+    """The network keys (VPC CIDR, AZs, NAT, an existing VPC), validated for ``region``."""
+    vpc = ipv4_network("vpcCidr", r.get("vpcCidr"), private=True)
+    az_count = in_range("availabilityZoneCount", r.get("availabilityZoneCount"), 2, 4)
     azs = r.get("availabilityZones")
     for az in azs:
         if not re.fullmatch(rf"{re.escape(region)}[a-z]", az):
-            raise SettingsError(_key("availabilityZones"), az, f"expected AZ names of region {region}, e.g. {region}a")
+            raise SettingsError(full_key("availabilityZones"), az, f"expected AZ names of region {region}, e.g. {region}a")
     if len(set(azs)) != len(azs):
-        raise SettingsError(_key("availabilityZones"), list(azs), "each AZ once")
+        raise SettingsError(full_key("availabilityZones"), list(azs), "each AZ once")
     if azs and len(azs) < 2:
-        raise SettingsError(_key("availabilityZones"), list(azs), "at least 2 AZs (EKS needs subnets in two AZs)")
+        raise SettingsError(full_key("availabilityZones"), list(azs), "at least 2 AZs (EKS needs subnets in two AZs)")
     n_azs = len(azs) or az_count
     if vpc.prefixlen < 16 or vpc.prefixlen > 28:
-        raise SettingsError(_key("vpcCidr"), str(vpc), "accepted: a prefix between /16 and /20 (AWS VPCs are /16 to /28)")
+        raise SettingsError(full_key("vpcCidr"), str(vpc), "accepted: a prefix between /16 and /20 (AWS VPCs are /16 to /28)")
     try:
         private_prefix, public_prefix = subnet_layout(vpc.prefixlen, n_azs)
     except UserError as err:
-        raise SettingsError(_key("vpcCidr"), str(vpc), str(err).replace(f"a /{vpc.prefixlen} VPC is too small", "too small")) from None
+        raise SettingsError(full_key("vpcCidr"), str(vpc), str(err).replace(f"a /{vpc.prefixlen} VPC is too small", "too small")) from None
     if vpc.prefixlen > 20:
-        raise SettingsError(_key("vpcCidr"), str(vpc), "accepted: a prefix between /16 and /20")
+        raise SettingsError(full_key("vpcCidr"), str(vpc), "accepted: a prefix between /16 and /20")
     existing_vpc = r.get("existingVpcId") or None
     private_ids = r.get("existingPrivateSubnetIds")
     public_ids = r.get("existingPublicSubnetIds")
     if existing_vpc:
         if not VPC_ID.fullmatch(existing_vpc):
-            raise SettingsError(_key("existingVpcId"), existing_vpc, "expected a VPC id such as vpc-0a1b2c3d4e5f67890")
+            raise SettingsError(full_key("existingVpcId"), existing_vpc, "expected a VPC id such as vpc-0a1b2c3d4e5f67890")
         if not private_ids:
-            raise SettingsError(_key("existingPrivateSubnetIds"), [], "required with existingVpcId: the private subnet ids, one per AZ")
+            raise SettingsError(full_key("existingPrivateSubnetIds"), [], "required with existingVpcId: the private subnet ids, one per AZ")
     elif private_ids or public_ids:
-        raise SettingsError(_key("existingPrivateSubnetIds"), list(private_ids or public_ids), "only used together with existingVpcId")
+        raise SettingsError(full_key("existingPrivateSubnetIds"), list(private_ids or public_ids), "only used together with existingVpcId")
     for name, ids in (("existingPrivateSubnetIds", private_ids), ("existingPublicSubnetIds", public_ids)):
         for subnet in ids:
             if not SUBNET_ID.fullmatch(subnet):
-                raise SettingsError(_key(name), subnet, "expected subnet ids such as subnet-0a1b2c3d4e5f67890")
+                raise SettingsError(full_key(name), subnet, "expected subnet ids such as subnet-0a1b2c3d4e5f67890")
     return NetworkSettings(
         vpc_cidr=str(vpc),
         availability_zones=azs,
         availability_zone_count=az_count,
-        nat_mode=_one_of("natGateways", r.get("natGateways"), NAT_MODES),
-        flow_log_retention_days=_one_of("flowLogRetentionDays", r.get("flowLogRetentionDays"), LOG_RETENTION_DAYS),
+        nat_mode=one_of("natGateways", r.get("natGateways"), NAT_MODES),
+        flow_log_retention_days=one_of("flowLogRetentionDays", r.get("flowLogRetentionDays"), LOG_RETENTION_DAYS),
         private_subnet_prefix=private_prefix,
         public_subnet_prefix=public_prefix,
         existing_vpc_id=existing_vpc,

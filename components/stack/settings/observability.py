@@ -14,8 +14,8 @@ from kimi_k3.core.formats import (
     LABEL_VALUE,
 )
 from kimi_k3.errors import SettingsError
-from kimi_k3.stack.settings._reader import _in_range, _key, _Reader
-from kimi_k3.stack.settings.capacity import _chart_version
+from kimi_k3.stack.settings.capacity import chart_version
+from kimi_k3.stack.settings.reader import Reader, full_key, in_range
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class MonitoringSettings:
     """kube-prometheus-stack chart version (``prometheusOperatorChartVersion``)."""
 
 
-def _validate_monitoring(r: _Reader) -> MonitoringSettings:
+def validate_monitoring(r: Reader) -> MonitoringSettings:
     """The ``Monitoring and alerts`` keys: selector labels, namespaces, the TTFT threshold, the switches."""
     # With the operator the ServiceMonitors are always declared: the alert rules read the vLLM
     # series a ServiceMonitor scrapes (the caller turns serving.service_monitor_enabled on).
@@ -50,25 +50,25 @@ def _validate_monitoring(r: _Reader) -> MonitoringSettings:
     for item in r.get("prometheusSelectorLabels"):
         key, sep, value = item.partition("=")
         if not sep or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
-            raise SettingsError(_key("prometheusSelectorLabels"), item, "expected key=value Kubernetes labels such as release=kube-prometheus-stack")
+            raise SettingsError(full_key("prometheusSelectorLabels"), item, "expected key=value Kubernetes labels such as release=kube-prometheus-stack")
         if key in dict(pairs):
-            raise SettingsError(_key("prometheusSelectorLabels"), item, f"each label key once ({key} is set twice)")
+            raise SettingsError(full_key("prometheusSelectorLabels"), item, f"each label key once ({key} is set twice)")
         pairs.append((key, value))
     namespaces = {}
     for name in ("monitoringNamespace", "grafanaDashboardNamespace"):
         value = r.get(name)
         if value and not DNS_LABEL.fullmatch(value):
-            raise SettingsError(_key(name), value, "expected a Kubernetes namespace name (a DNS label: lowercase letters, digits and '-', at most 63)")
+            raise SettingsError(full_key(name), value, "expected a Kubernetes namespace name (a DNS label: lowercase letters, digits and '-', at most 63)")
         namespaces[name] = value
     if not namespaces["monitoringNamespace"]:
-        raise SettingsError(_key("monitoringNamespace"), "", "expected a Kubernetes namespace name such as monitoring")
+        raise SettingsError(full_key("monitoringNamespace"), "", "expected a Kubernetes namespace name such as monitoring")
     return MonitoringSettings(
         prometheus_operator=operator,
         selector_labels=tuple(pairs),
         namespace=namespaces["monitoringNamespace"],
         dashboard_namespace=namespaces["grafanaDashboardNamespace"] or namespaces["monitoringNamespace"],
-        ttft_p99_s=_in_range("alertTtftP99Seconds", r.get("alertTtftP99Seconds"), 1, 600),
+        ttft_p99_s=in_range("alertTtftP99Seconds", r.get("alertTtftP99Seconds"), 1, 600),
         delivery_check=r.get("deliveryCheckEnabled"),
         install_operator=r.get("prometheusOperatorInstall"),
-        operator_chart_version=_chart_version("prometheusOperatorChartVersion", r.get("prometheusOperatorChartVersion")),
+        operator_chart_version=chart_version("prometheusOperatorChartVersion", r.get("prometheusOperatorChartVersion")),
     )

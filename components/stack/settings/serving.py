@@ -19,9 +19,9 @@ from kimi_k3.hyperpod.routing import HyperPodRouting, HyperPodRoutingError
 from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import EXPOSURES, ApiContract, ContractError, EngineProfile, ImageContract, ServingContract, WeightsContract
 from kimi_k3.stack import seam
-from kimi_k3.stack.settings._reader import Secret, _cidr_list, _in_range, _key, _one_of, _Reader
 from kimi_k3.stack.settings.capacity import CapacitySettings
 from kimi_k3.stack.settings.network import NetworkSettings
+from kimi_k3.stack.settings.reader import Reader, Secret, cidr_list, full_key, in_range, one_of
 
 if TYPE_CHECKING:
     from kimi_k3.serving.router import ConversationRouting
@@ -108,21 +108,21 @@ def _engine_recipe(capacity: CapacitySettings, pipeline_parallel_size: Any) -> e
         return None
 
 
-def _serving_env(r: _Reader) -> dict[str, str]:
+def _serving_env(r: Reader) -> dict[str, str]:
     """``servingEnv`` items (``NAME=value``) as a mapping, in order; the contract refuses managed names."""
     env: dict[str, str] = {}
     for item in r.get("servingEnv"):
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise SettingsError(_key("servingEnv"), item, "expected NAME=value items, e.g. NCCL_DEBUG=INFO")
+            raise SettingsError(full_key("servingEnv"), item, "expected NAME=value items, e.g. NCCL_DEBUG=INFO")
         if CREDENTIAL_ENV.search(name):
             raise SettingsError(
-                _key("servingEnv"), f"{name}=***",
+                full_key("servingEnv"), f"{name}=***",
                 f"{name} looks like a credential, and servingEnv is written in plain text into the Deployment (and the plan's manifests): "
                 f"{_credential_setting(name)}",
             )
         if name in env:
-            raise SettingsError(_key("servingEnv"), f"{name}=***", f"{name} is set twice")
+            raise SettingsError(full_key("servingEnv"), f"{name}=***", f"{name} is set twice")
         env[name] = value
     return env
 
@@ -137,9 +137,9 @@ def _credential_setting(name: str) -> str:
     if name.startswith("AWS_"):
         return "the serving pods get AWS credentials from EKS Pod Identity (the stack's serving role), never keys: remove it"
     if "HF" in name or "HUGGING" in name:
-        return f"set the token with `pulumi config set --secret {_key('huggingFaceToken')} <token>` (a Kubernetes Secret) and remove it"
+        return f"set the token with `pulumi config set --secret {full_key('huggingFaceToken')} <token>` (a Kubernetes Secret) and remove it"
     if "API_KEY" in name:
-        return f"the engine's key is {_key('apiKey')} (`pulumi config set --secret {_key('apiKey')} <key>`, a Kubernetes Secret): remove it"
+        return f"the engine's key is {full_key('apiKey')} (`pulumi config set --secret {full_key('apiKey')} <key>`, a Kubernetes Secret): remove it"
     return "keep it in a Kubernetes Secret of your own; servingEnv holds no secrets"
 
 
@@ -163,7 +163,8 @@ def _masked(items: Any) -> tuple[Any, list[str]]:
 
 
 
-def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySettings, network: NetworkSettings, warnings: list[str]) -> ServingSettings:
+def validate_serving(r: Reader, prod: bool, region: str, capacity: CapacitySettings, network: NetworkSettings, warnings: list[str]) -> ServingSettings:
+    """The serving keys (contract, exposure, replicas, routing, the serving front), validated against the capacity and network."""
     raw_image = r.get("servingImage")
     raw_util = r.get("gpuMemoryUtilization")
     recipe = _engine_recipe(capacity, r.get("pipelineParallelSize"))
@@ -171,12 +172,12 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
     try:
         gpu_util = defaults.gpu_memory_utilization if raw_util == "" else float(raw_util)
     except ValueError:
-        raise SettingsError(_key("gpuMemoryUtilization"), raw_util, "expected a decimal between 0.50 and 0.98") from None
+        raise SettingsError(full_key("gpuMemoryUtilization"), raw_util, "expected a decimal between 0.50 and 0.98") from None
     kv_cache_dtype = r.get("kvCacheDtype") or defaults.kv_cache_dtype
     dcp = r.get("decodeContextParallel")
     if dcp and recipe is not None and not recipe.decode_context_parallel:
         raise SettingsError(
-            _key("decodeContextParallel"), True,
+            full_key("decodeContextParallel"), True,
             f"the recipe's decode context parallelism is for the single-node TP8 profile only ({engine_profiles.RECIPE_SOURCE}); "
             f"this stack runs {recipe.name}",
         )
@@ -213,32 +214,32 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         nodes = contract.fit(instance)
     if not contract.image.pinned:
         if prod:
-            raise SettingsError(_key("servingImage"), raw_image, "prod requires an image pinned by digest: repo@sha256:<64 hex> (docker buildx imagetools inspect <image> prints it)")
-        warnings.append(f"{_key('servingImage')}: {raw_image} is a floating tag; pin it by digest (repo@sha256:...) before prod")
+            raise SettingsError(full_key("servingImage"), raw_image, "prod requires an image pinned by digest: repo@sha256:<64 hex> (docker buildx imagetools inspect <image> prints it)")
+        warnings.append(f"{full_key('servingImage')}: {raw_image} is a floating tag; pin it by digest (repo@sha256:...) before prod")
     if nodes > 1 and not capacity.efa_enabled:
-        raise SettingsError(_key("efaEnabled"), False, f"must be true when a replica spans {nodes} nodes (pipelineParallelSize={nodes}): cross-node traffic needs EFA")
+        raise SettingsError(full_key("efaEnabled"), False, f"must be true when a replica spans {nodes} nodes (pipelineParallelSize={nodes}): cross-node traffic needs EFA")
 
-    exposure = _one_of("exposure", r.get("exposure"), EXPOSURES)
-    allowed = _cidr_list("servingAllowedCidrs", r.get("servingAllowedCidrs"), allow_world=not prod)
+    exposure = one_of("exposure", r.get("exposure"), EXPOSURES)
+    allowed = cidr_list("servingAllowedCidrs", r.get("servingAllowedCidrs"), allow_world=not prod)
     if exposure != "cluster" and not allowed:
-        raise SettingsError(_key("servingAllowedCidrs"), [], f"required when exposure is {exposure}: the client CIDRs allowed to call the API through the load balancer")
+        raise SettingsError(full_key("servingAllowedCidrs"), [], f"required when exposure is {exposure}: the client CIDRs allowed to call the API through the load balancer")
     if exposure == "public" and any(ipaddress.IPv4Network(c).prefixlen == 0 for c in allowed):
-        warnings.append(f"{_key('servingAllowedCidrs')}: 0.0.0.0/0 exposes the API to the internet (API key required)")
+        warnings.append(f"{full_key('servingAllowedCidrs')}: 0.0.0.0/0 exposes the API to the internet (API key required)")
     vpc = ipaddress.IPv4Network(network.vpc_cidr)
     for cidr in allowed if exposure != "cluster" and not network.existing_vpc_id else ():
         if ipaddress.IPv4Network(cidr).subnet_of(vpc):
             warnings.append(
-                f"{_key('servingAllowedCidrs')}: {cidr} lies inside the VPC {vpc}: pods with addresses in it reach the API "
+                f"{full_key('servingAllowedCidrs')}: {cidr} lies inside the VPC {vpc}: pods with addresses in it reach the API "
                 "whatever their namespace; list client subnets that hold no nodes"
             )
 
     api_key = r.secret("apiKey")
     if api_key is None:
-        raise SettingsError(_key("apiKey"), None, "required: set it with `pulumi config set --secret kimi-k3:apiKey <key>`")
+        raise SettingsError(full_key("apiKey"), None, "required: set it with `pulumi config set --secret kimi-k3:apiKey <key>`")
 
     return ServingSettings(
         contract=contract,
-        replicas=_in_range("replicas", r.get("replicas"), 0, 64),
+        replicas=in_range("replicas", r.get("replicas"), 0, 64),
         exposure=exposure,
         allowed_cidrs=allowed,
         service_monitor_enabled=r.get("serviceMonitorEnabled"),
@@ -250,7 +251,7 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
     )
 
 
-def _validate_hyperpod_routing(r: _Reader) -> HyperPodRouting:
+def _validate_hyperpod_routing(r: Reader) -> HyperPodRouting:
     """The HyperPod operator's routing keys, checked by ``HyperPodRouting`` (the CRD's enums); the key is named here."""
     values = {field: (r.get(key) or None) for field, key in seam.feeds("HyperPodRouting").items()}
     try:
@@ -259,7 +260,7 @@ def _validate_hyperpod_routing(r: _Reader) -> HyperPodRouting:
         raise seam.refused("HyperPodRouting", err.field, values[err.field], str(err).split("; ", 1)[1]) from None
 
 
-def _validate_routing(r: _Reader, prod: bool, exposure: str) -> ConversationRouting | None:
+def _validate_routing(r: Reader, prod: bool, exposure: str) -> ConversationRouting | None:
     """The routing tier's keys, checked by :class:`ConversationRouting` and the stop sequence's rule (:class:`DrainPlan`); the keys
     are named back through the seam."""
     from kimi_k3.serving import drain, nlb  # the serving components (Pulumi SDKs) load when a stack is validated, not when settings are imported
@@ -272,18 +273,18 @@ def _validate_routing(r: _Reader, prod: bool, exposure: str) -> ConversationRout
     try:
         reference = ImageContract.parse(image)
     except ContractError:
-        raise SettingsError(_key("routerImage"), image, "expected repo:tag or repo@sha256:<64 hex>") from None
+        raise SettingsError(full_key("routerImage"), image, "expected repo:tag or repo@sha256:<64 hex>") from None
     if prod and not reference.pinned:
-        raise SettingsError(_key("routerImage"), image, "prod requires an image pinned by digest: repo@sha256:<64 hex> (mirror envoyproxy/envoy into ECR)")
+        raise SettingsError(full_key("routerImage"), image, "prod requires an image pinned by digest: repo@sha256:<64 hex> (mirror envoyproxy/envoy into ECR)")
     try:
         routing = ConversationRouting(**values)
     except RoutingError as err:
         key = seam.key_name("ConversationRouting", err.field) or "routerSessionHeader"
-        raise SettingsError(_key(key), r.get(key), str(err).split("; ", 1)[-1]) from None
+        raise SettingsError(full_key(key), r.get(key), str(err).split("; ", 1)[-1]) from None
     try:
         routing.drain_plan(r.get("servingDrainSeconds"), exposure in nlb.EXPOSURE_SCHEMES)
     except drain.DrainError as err:
-        raise SettingsError(_key(seam.key_name("ConversationRouting", err.field) or "servingDrainSeconds"), err.value, err.accepted) from None
+        raise SettingsError(full_key(seam.key_name("ConversationRouting", err.field) or "servingDrainSeconds"), err.value, err.accepted) from None
     if exposure in nlb.EXPOSURE_SCHEMES and r.get("replicas") != 1:
         # with the tier (two or more replicas, or 0: one per group of reserved nodes) the router pods are the NLB's targets,
         # so the target group's deregistration delay is the router's preStop + the drain, not the serving pods' (serving/base.py)
@@ -291,14 +292,14 @@ def _validate_routing(r: _Reader, prod: bool, exposure: str) -> ConversationRout
         low, high = nlb.DEREGISTRATION_DELAY_RANGE
         if not low <= delay <= high:
             raise SettingsError(
-                _key("routerPreStopSeconds"), routing.pre_stop_sleep_s,
+                full_key("routerPreStopSeconds"), routing.pre_stop_sleep_s,
                 f"with the routing tier behind an NLB, routerPreStopSeconds + servingDrainSeconds ({delay} s) is the router pods' deregistration delay; "
                 f"the target group takes {low}-{high} s",
             )
     return routing
 
 
-def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str, warnings: list[str]) -> ServingFrontSettings:
+def _validate_serving_front(r: Reader, contract: ServingContract, exposure: str, warnings: list[str]) -> ServingFrontSettings:
     """The API proxy, drain and NLB keys, each checked by the rule that owns it (proxy, drain plan, NLB); the key is named here."""
     from kimi_k3.serving import api_proxy, drain, nlb  # the serving components (Pulumi SDKs) load when a stack is validated, not when settings are imported
 
@@ -309,13 +310,13 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
             route = api_proxy.ApiRoute.parse(item)
             api_proxy.check_extra_route(route)
         except UserError as err:
-            raise SettingsError(_key("servingExtraRoutes"), item, str(err)) from None
+            raise SettingsError(full_key("servingExtraRoutes"), item, str(err)) from None
         if route in parsed:
-            raise SettingsError(_key("servingExtraRoutes"), item, "each route once")
+            raise SettingsError(full_key("servingExtraRoutes"), item, "each route once")
         parsed.append(route)
-    inline_mib = _in_range("mediaInlineMiB", r.get("mediaInlineMiB"), 0, 512)
+    inline_mib = in_range("mediaInlineMiB", r.get("mediaInlineMiB"), 0, 512)
     if inline_mib and contract.api.media == "text-only":
-        raise SettingsError(_key("mediaInlineMiB"), inline_mib, "inline media needs mediaPolicy allowlist (text-only serving refuses media)")
+        raise SettingsError(full_key("mediaInlineMiB"), inline_mib, "inline media needs mediaPolicy allowlist (text-only serving refuses media)")
     try:
         proxy = api_proxy.ApiProxyConfig(
             max_model_len=contract.engine.max_model_len,
@@ -326,9 +327,9 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
         )
     except api_proxy.ProxyConfigError as err:
         key = seam.key_name("ApiProxyConfig", err.field) or "servingExtraRoutes"
-        raise SettingsError(_key(key), r.get(key), str(err)) from None
+        raise SettingsError(full_key(key), r.get(key), str(err)) from None
     except UserError as err:  # the proxy's route rules (a route the defaults already allow)
-        raise SettingsError(_key("servingExtraRoutes"), list(routes), str(err)) from None
+        raise SettingsError(full_key("servingExtraRoutes"), list(routes), str(err)) from None
     grace = r.get("servingTerminationGraceSeconds") or None
     try:
         plan = drain.DrainPlan(
@@ -342,10 +343,10 @@ def _validate_serving_front(r: _Reader, contract: ServingContract, exposure: str
             nlb.check_listener(proxy, pre_stop_sleep_s=plan.pre_stop_sleep_s, idle_timeout_s=idle)
         except nlb.NlbError as err:
             key = seam.key_name("check_listener", err.field) or "nlbIdleTimeoutSeconds"
-            raise SettingsError(_key(key), r.get(key), str(err)) from None
+            raise SettingsError(full_key(key), r.get(key), str(err)) from None
     if plan.drain_s < proxy.max_generation_s:
         warnings.append(
-            f"{_key('servingDrainSeconds')}: {plan.drain_s} s is shorter than servingMaxGenerationSeconds {proxy.max_generation_s} s: "
+            f"{full_key('servingDrainSeconds')}: {plan.drain_s} s is shorter than servingMaxGenerationSeconds {proxy.max_generation_s} s: "
             "a rollout or a node drain cuts requests that run longer"
         )
     return ServingFrontSettings(

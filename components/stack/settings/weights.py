@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.serving.contracts import ContractError, ImageContract
-from kimi_k3.stack.settings._reader import _key, _one_of, _Reader
 from kimi_k3.stack.settings.capacity import CapacitySettings
+from kimi_k3.stack.settings.reader import Reader, full_key, one_of
 from kimi_k3.stack.settings.serving import ServingSettings
 
 
@@ -58,8 +58,8 @@ def _image_like(ref: str) -> bool:
 _SECRET_ARN = re.compile(r"^arn:aws[\w-]*:secretsmanager:([a-z0-9-]+):(\d{12}):secret:.+$")
 
 
-def _validate_time_to_serve(
-    r: _Reader, prod: bool, region: str, capacity: CapacitySettings, serving: ServingSettings, warnings: list[str], *, default_prefix: str = "docker-hub",
+def validate_time_to_serve(
+    r: Reader, prod: bool, region: str, capacity: CapacitySettings, serving: ServingSettings, warnings: list[str], *, default_prefix: str = "docker-hub",
     system_disk_gib: int = 50,
 ) -> tuple[TimeToServeSettings, ServingSettings]:
     """The ``Time to serve`` keys. The rules live in ``kimi_k3.weights`` (staging Job, bucket, compile cache key,
@@ -82,28 +82,28 @@ def _validate_time_to_serve(
 
     contract = serving.contract
     weights = contract.weights
-    hasher = _one_of("weightsVerifyHasher", r.get("weightsVerifyHasher"), node_sync.HASHERS)
+    hasher = one_of("weightsVerifyHasher", r.get("weightsVerifyHasher"), node_sync.HASHERS)
 
     staging = r.get("weightsStagingJob")
     staging_image = r.get("weightsStagingImage") or None
     if staging:
         if weights.source != "s3" or weights.s3_uri is None:
-            raise SettingsError(_key("weightsStagingJob"), True, f"needs {_key('weightsSource')} s3 and {_key('weightsS3Uri')}: the Job stages the revision into that prefix")
+            raise SettingsError(full_key("weightsStagingJob"), True, f"needs {full_key('weightsSource')} s3 and {full_key('weightsS3Uri')}: the Job stages the revision into that prefix")
         if staging_image is not None:
             if not _image_like(staging_image):
-                raise SettingsError(_key("weightsStagingImage"), staging_image, "expected repo:tag or repo@sha256:<64 hex>")
+                raise SettingsError(full_key("weightsStagingImage"), staging_image, "expected repo:tag or repo@sha256:<64 hex>")
             if prod and "@sha256:" not in staging_image:
-                raise SettingsError(_key("weightsStagingImage"), staging_image, "prod requires an image pinned by digest: build images/weights-staging, push it to ECR and use repo@sha256:<64 hex>")
+                raise SettingsError(full_key("weightsStagingImage"), staging_image, "prod requires an image pinned by digest: build images/weights-staging, push it to ECR and use repo@sha256:<64 hex>")
         try:
             staging_job.check_inputs(s3_uri=weights.s3_uri, revision=weights.revision, image=staging_image or contract.image.image, allow_floating_tag=not prod)
         except UserError as err:
-            raise SettingsError(_key("weightsStagingJob"), True, f"accepted only when the staging Job can run: {err}") from None
+            raise SettingsError(full_key("weightsStagingJob"), True, f"accepted only when the staging Job can run: {err}") from None
         verdict = system_disk.check(system_disk_gib, system_disk.STAGING_IMAGE if staging_image else system_disk.ENGINE_IMAGE)
         if not verdict.fits:
-            fix = "" if staging_image else f", or set {_key('weightsStagingImage')} to the small image (images/weights-staging)"
+            fix = "" if staging_image else f", or set {full_key('weightsStagingImage')} to the small image (images/weights-staging)"
             raise SettingsError(
-                _key("systemNodeDiskGiB"), system_disk_gib,
-                f"the staging Job ({_key('weightsStagingJob')}) runs on the system nodes: {system_disk.refusal(verdict)}{fix}",
+                full_key("systemNodeDiskGiB"), system_disk_gib,
+                f"the staging Job ({full_key('weightsStagingJob')}) runs on the system nodes: {system_disk.refusal(verdict)}{fix}",
             )
 
     bucket_name = r.get("weightsBucketName") or None
@@ -112,78 +112,78 @@ def _validate_time_to_serve(
         try:
             location = S3Location.parse(cache_uri)
         except WeightsError:
-            raise SettingsError(_key("compileCacheS3Uri"), cache_uri, "expected s3://bucket/prefix/ with a trailing slash (the caches' role reads and writes only that prefix)") from None
+            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, "expected s3://bucket/prefix/ with a trailing slash (the caches' role reads and writes only that prefix)") from None
         if not location.prefix:
-            raise SettingsError(_key("compileCacheS3Uri"), cache_uri, "expected a non-empty prefix, s3://bucket/prefix/: the caches' role reads and writes only that prefix")
+            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, "expected a non-empty prefix, s3://bucket/prefix/: the caches' role reads and writes only that prefix")
         if weights.source != "s3":
-            raise SettingsError(_key("compileCacheS3Uri"), cache_uri, f"only with {_key('weightsSource')} s3: the serving pods' Pod Identity role (which reads and writes the caches) exists for S3 weights")
+            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"only with {full_key('weightsSource')} s3: the serving pods' Pod Identity role (which reads and writes the caches) exists for S3 weights")
         if contract.engine.pipeline_parallel_size != 1:
-            raise SettingsError(_key("compileCacheS3Uri"), cache_uri, f"single-node replicas only ({_key('pipelineParallelSize')} 1): each rank of a LeaderWorkerSet compiles its own cache")
+            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"single-node replicas only ({full_key('pipelineParallelSize')} 1): each rank of a LeaderWorkerSet compiles its own cache")
         if weights.s3_uri and (cache_uri.startswith(weights.s3_uri) or weights.s3_uri.startswith(cache_uri)):
-            raise SettingsError(_key("compileCacheS3Uri"), cache_uri, f"a prefix apart from {_key('weightsS3Uri')} {weights.s3_uri}: the serving pods write caches there, and must not write weights")
+            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"a prefix apart from {full_key('weightsS3Uri')} {weights.s3_uri}: the serving pods write caches there, and must not write weights")
         try:
             compile_cache.cache_key(compile_cache.CacheKeyInputs(
                 image=contract.image.image, model_revision=weights.revision, engine_args=(), engine_env={}, gpu="gpu", ami_release_version=capacity.ami_release_version,
             ))
         except WeightsError:
             raise SettingsError(
-                _key("compileCacheS3Uri"), cache_uri,
-                f"accepted only with {_key('servingImage')} pinned by digest (repo@sha256:<64 hex>): caches are keyed on the exact build, and a tag moves",
+                full_key("compileCacheS3Uri"), cache_uri,
+                f"accepted only with {full_key('servingImage')} pinned by digest (repo@sha256:<64 hex>): caches are keyed on the exact build, and a tag moves",
             ) from None
     if bucket_name is not None:
         try:
             bucket.validate(bucket.WeightsBucketArgs(bucket_name=bucket_name))
         except UserError as err:
-            raise SettingsError(_key("weightsBucketName"), bucket_name, f"expected an S3 bucket name ({err})") from None
+            raise SettingsError(full_key("weightsBucketName"), bucket_name, f"expected an S3 bucket name ({err})") from None
         buckets = [b for b in (weights.s3_bucket, S3Location.parse(cache_uri).bucket if cache_uri else None) if b]
         if bucket_name not in buckets:
-            named = " or ".join(dict.fromkeys(buckets)) or f"none yet: set {_key('weightsS3Uri')} or {_key('compileCacheS3Uri')}"
-            raise SettingsError(_key("weightsBucketName"), bucket_name, f"the bucket {_key('weightsS3Uri')} or {_key('compileCacheS3Uri')} names ({named})")
+            named = " or ".join(dict.fromkeys(buckets)) or f"none yet: set {full_key('weightsS3Uri')} or {full_key('compileCacheS3Uri')}"
+            raise SettingsError(full_key("weightsBucketName"), bucket_name, f"the bucket {full_key('weightsS3Uri')} or {full_key('compileCacheS3Uri')} names ({named})")
 
     node_local = r.get("nodeLocalWeights")
     if node_local:
         if weights.source != "s3":
-            raise SettingsError(_key("nodeLocalWeights"), True, f"needs {_key('weightsSource')} s3: the node-side sync keeps its verified marker and one directory per revision on the node's volume")
+            raise SettingsError(full_key("nodeLocalWeights"), True, f"needs {full_key('weightsSource')} s3: the node-side sync keeps its verified marker and one directory per revision on the node's volume")
         if contract.engine.pipeline_parallel_size != 1:
-            raise SettingsError(_key("nodeLocalWeights"), True, f"single-node replicas only ({_key('pipelineParallelSize')} 1): the LeaderWorkerSet path keeps its weights in an emptyDir")
+            raise SettingsError(full_key("nodeLocalWeights"), True, f"single-node replicas only ({full_key('pipelineParallelSize')} 1): the LeaderWorkerSet path keeps its weights in an emptyDir")
 
     cleanup_image = r.get("nodeCleanupImage")
     cleanup_ref = ImageContract.parse(cleanup_image) if _image_like(cleanup_image) else None
     if cleanup_ref is None:
-        raise SettingsError(_key("nodeCleanupImage"), cleanup_image, "expected repo:tag or repo@sha256:<64 hex>")
+        raise SettingsError(full_key("nodeCleanupImage"), cleanup_image, "expected repo:tag or repo@sha256:<64 hex>")
     if node_local and prod and not cleanup_ref.pinned:
-        raise SettingsError(_key("nodeCleanupImage"), cleanup_image, "prod requires an image pinned by digest: mirror it (e.g. into ECR) and use repo@sha256:<64 hex>")
+        raise SettingsError(full_key("nodeCleanupImage"), cleanup_image, "prod requires an image pinned by digest: mirror it (e.g. into ECR) and use repo@sha256:<64 hex>")
 
     fast = r.get("fastImagePull")
     try:
-        warnings.extend(f"{_key('gpuAmiReleaseVersion')}: {w}" for w in image_pull.check_fast_image_pull(capacity.ami_release_version, fast))
+        warnings.extend(f"{full_key('gpuAmiReleaseVersion')}: {w}" for w in image_pull.check_fast_image_pull(capacity.ami_release_version, fast))
     except UserError as err:
         reason = re.sub(r"^FastImagePull is not accepted on AMI release \S+: ", "", str(err))  # the key and release are named here
         raise SettingsError(
-            _key("fastImagePull"), True, f"with {_key('gpuAmiReleaseVersion')} {capacity.ami_release_version or '(unset)'}: {reason}",
+            full_key("fastImagePull"), True, f"with {full_key('gpuAmiReleaseVersion')} {capacity.ami_release_version or '(unset)'}: {reason}",
         ) from None
 
     secret_arn = r.get("dockerHubPullThroughSecretArn") or None
     upstream = None
     prefix = r.get("ecrPullThroughPrefix") or default_prefix
     if (secret_arn is not None or r.get("ecrPullThroughPrefix")) and not image_pull.valid_prefix(prefix):  # the default only where a rule uses it
-        where = "" if r.get("ecrPullThroughPrefix") else f" (the default <project>-<stack>-docker-hub is too long here: set {_key('ecrPullThroughPrefix')})"
-        raise SettingsError(_key("ecrPullThroughPrefix"), prefix, f"2-30 lower-case letters, digits and . _ - (/ between parts), as ECR's ecrRepositoryPrefix{where}")
+        where = "" if r.get("ecrPullThroughPrefix") else f" (the default <project>-<stack>-docker-hub is too long here: set {full_key('ecrPullThroughPrefix')})"
+        raise SettingsError(full_key("ecrPullThroughPrefix"), prefix, f"2-30 lower-case letters, digits and . _ - (/ between parts), as ECR's ecrRepositoryPrefix{where}")
     if secret_arn is not None:
         try:
             image_pull.pull_through_cache_rule_args(secret_arn, prefix)
         except UserError as err:
-            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"expected a Secrets Manager secret ARN ({err})") from None
+            raise SettingsError(full_key("dockerHubPullThroughSecretArn"), secret_arn, f"expected a Secrets Manager secret ARN ({err})") from None
         match = _SECRET_ARN.match(secret_arn)
         assert match is not None  # pull_through_cache_rule_args checked the shape
         if match.group(1) != region:
-            raise SettingsError(_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region} (aws:region): ECR reads the credentials of a pull-through cache rule in the rule's own region")
+            raise SettingsError(full_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region} (aws:region): ECR reads the credentials of a pull-through cache rule in the rule's own region")
         try:
             rewritten = image_pull.through_cache(contract.image.image, match.group(2), region, prefix)
         except UserError:
             if not image_in_region(contract.image.reference.repository, region):
                 warnings.append(
-                    f"{_key('dockerHubPullThroughSecretArn')}: {_key('servingImage')} {contract.image.image} is neither a Docker Hub image nor in ECR in {region}, "
+                    f"{full_key('dockerHubPullThroughSecretArn')}: {full_key('servingImage')} {contract.image.image} is neither a Docker Hub image nor in ECR in {region}, "
                     "so it is pulled as it is, from outside the region; the pull-through cache rule serves Docker Hub images only"
                 )
         else:

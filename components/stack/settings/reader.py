@@ -1,6 +1,9 @@
 """Reading raw config one key at a time, and the small checks every section shares (ranges, CIDRs, instance types).
 
-A section of :mod:`kimi_k3.stack.settings` (the only reader of stack config).
+The shared part of :mod:`kimi_k3.stack.settings` (the only reader of stack config): each section module
+(network, cluster, capacity, serving, weights, observability, hyperpod) reads its keys through
+:class:`Reader` and refuses a value through these checks, which name the full config key
+(:func:`kimi_k3.stack.seam.full_key`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 from kimi_k3.core import catalog
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS, ConfigKey
+from kimi_k3.stack.seam import full_key
 from kimi_k3.stack.wire import SECRET_PLACEHOLDER_PREFIX
 
 INSTANCE_TYPE_RE = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
@@ -37,17 +41,20 @@ class Secret:
         return "Secret(placeholder)" if self.placeholder else "Secret(***)"
 
 
-class _Reader:
+class Reader:
     """Typed access to raw config values, one key at a time."""
 
     def __init__(self, values: Mapping[str, Any], secret_keys: Iterable[str]) -> None:
+        """Read ``values`` (full key → raw value); ``secret_keys`` are the keys set as ``secure:`` values."""
         self.values = values
         self.secret_keys = set(secret_keys)
 
     def raw(self, key: ConfigKey) -> Any:
+        """The raw value of ``key`` as the stack file holds it (None when unset)."""
         return self.values.get(key.full_name)
 
     def get(self, name: str) -> Any:
+        """The value of the key ``name``, of its schema type, its default when unset; else the key refused."""
         key = CONFIG_KEYS[name]
         raw = self.raw(key)
         if raw is None or (raw == "" and key.type == "string" and key.required):
@@ -89,6 +96,7 @@ class _Reader:
         return tuple(items)
 
     def secret(self, name: str) -> Secret | None:
+        """The key ``name`` as a :class:`Secret` (None when unset); refused when it is set as plain text."""
         key = CONFIG_KEYS[name]
         value = self.get(name)
         if value in ("", None):
@@ -98,52 +106,53 @@ class _Reader:
         return Secret(value, placeholder=str(value).startswith(SECRET_PLACEHOLDER_PREFIX))
 
 
-def _key(name: str) -> str:
-    return CONFIG_KEYS[name].full_name
-
-
-def _one_of(name: str, value: Any, accepted: Iterable[Any]) -> Any:
+def one_of(name: str, value: Any, accepted: Iterable[Any]) -> Any:
+    """``value`` when it is one of ``accepted``; else the key ``name`` refused with what is accepted."""
     accepted = tuple(accepted)
     if value not in accepted:
-        raise SettingsError(_key(name), value, f"accepted: {', '.join(map(str, accepted))}")
+        raise SettingsError(full_key(name), value, f"accepted: {', '.join(map(str, accepted))}")
     return value
 
 
-def _in_range(name: str, value: int | float, low: float, high: float) -> Any:
+def in_range(name: str, value: int | float, low: float, high: float) -> Any:
+    """``value`` when ``low <= value <= high``; else the key ``name`` refused with the range."""
     if not low <= value <= high:
-        raise SettingsError(_key(name), value, f"accepted: {low} to {high}")
+        raise SettingsError(full_key(name), value, f"accepted: {low} to {high}")
     return value
 
 
-def _network(name: str, value: str, *, private: bool = False) -> ipaddress.IPv4Network:
+def ipv4_network(name: str, value: str, *, private: bool = False) -> ipaddress.IPv4Network:
+    """``value`` as an IPv4 network (strict; an RFC 1918 range when ``private``); else the key ``name`` refused."""
     try:
         net = ipaddress.IPv4Network(value, strict=True)
     except ValueError as err:
-        raise SettingsError(_key(name), value, f"expected an IPv4 CIDR such as 10.42.0.0/16 ({err})") from None
+        raise SettingsError(full_key(name), value, f"expected an IPv4 CIDR such as 10.42.0.0/16 ({err})") from None
     if private and not net.is_private:
-        raise SettingsError(_key(name), value, "expected a private RFC 1918 range (10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16)")
+        raise SettingsError(full_key(name), value, "expected a private RFC 1918 range (10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16)")
     return net
 
 
-def _cidr_list(name: str, values: tuple[str, ...], *, allow_world: bool) -> tuple[str, ...]:
+def cidr_list(name: str, values: tuple[str, ...], *, allow_world: bool) -> tuple[str, ...]:
+    """``values`` when each is an IPv4 CIDR (``0.0.0.0/0`` only when ``allow_world``); else the key ``name`` refused."""
     for value in values:
-        net = _network(name, value)
+        net = ipv4_network(name, value)
         if net.prefixlen == 0 and not allow_world:
-            raise SettingsError(_key(name), value, "0.0.0.0/0 opens the endpoint to the whole internet; list the CIDRs of your networks instead")
+            raise SettingsError(full_key(name), value, "0.0.0.0/0 opens the endpoint to the whole internet; list the CIDRs of your networks instead")
     return values
 
 
-def _instance_type(name: str, value: str) -> str:
+def gpu_instance_type(name: str, value: str) -> str:
+    """``value`` when it is a GPU instance type of the catalog; else the key ``name`` refused (a non-GPU family said so)."""
     if value in catalog.INSTANCE_TYPES:
         return value
     known = ", ".join(catalog.INSTANCE_TYPES)
     match = INSTANCE_TYPE_RE.fullmatch(value)
     if match and match.group(1) in catalog.NON_GPU_FAMILIES:
-        raise SettingsError(_key(name), value, f"not a GPU instance type; accepted: {known}")
-    raise SettingsError(_key(name), value, f"unknown instance type; accepted: {known}")
+        raise SettingsError(full_key(name), value, f"not a GPU instance type; accepted: {known}")
+    raise SettingsError(full_key(name), value, f"unknown instance type; accepted: {known}")
 
 
-def _changed_keys(r: _Reader, names: Iterable[str]) -> list[str]:
+def changed_keys(r: Reader, names: Iterable[str]) -> list[str]:
     """The keys among ``names`` whose value is not their default (set in the stack file)."""
     changed = []
     for name in names:
@@ -152,3 +161,6 @@ def _changed_keys(r: _Reader, names: Iterable[str]) -> list[str]:
         if r.get(name) != default:
             changed.append(key.full_name)
     return changed
+
+
+__all__ = ["INSTANCE_TYPE_RE", "Reader", "Secret", "changed_keys", "cidr_list", "full_key", "gpu_instance_type", "in_range", "ipv4_network", "one_of"]
