@@ -116,7 +116,7 @@ MISTAKES: tuple[Mistake, ...] = (
     _m("efa-without-security-groups", "combinations", _ROLE, "node_role_arn=cluster.node_role_arn, efa_enabled=True))", "security_group_ids"),
     _m("same-az-twice", "combinations", _AZS, "azs = (block.availability_zone, block.availability_zone)", "availability_zones"),
     _m("ami-of-another-version", "combinations", _ROLE, 'node_role_arn=cluster.node_role_arn, ami_release_version="1.33.5-20251120"))', "ami_release_version"),
-    _m("node-group-version-skew", "combinations", _NG_VERSION, 'kubernetes_version="1.33",', "kubernetes_version"),
+    _m("node-group-newer-than-cluster", "combinations", _VERSION, 'cluster_name="llm", version="1.33",', "kubernetes_version"),
     # --- block facts: what the Capacity Block the program looked up cannot back
     _m("p5-on-a-p6-block", "block facts", _NG_TYPE, 'instance_type="p5.48xlarge", now=now, reservation=block,', "instance_type"),
     _m("more-replicas-than-nodes", "block facts", _REPLICAS, "replicas=block.instance_count + 1, reservation=block),", "replicas"),
