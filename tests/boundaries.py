@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pulumi
+
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.stack import settings, wire
 from tests.conftest import ROOT
@@ -878,7 +880,7 @@ limit(Limit("nodes one replica needs to hold the model (p6-b200)", "min", 2, 1, 
 def _serving_args(name: str = "kimi", **changes: Any) -> object:
     from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
 
-    args = VllmServingArgs(contract=_contract(), api_key="key", **changes)
+    args = VllmServingArgs(contract=_contract(), api_key=pulumi.Output.secret("key"), **changes)
     return problems_of("VllmServer", lambda problems: validate_serving_args(name, args, problems))
 
 
@@ -969,7 +971,7 @@ component("router max_connections", 1024, 1_000_000, "expected a whole number fr
 def _lws(name: str = "kimi", pp: int = 2, **changes: Any) -> object:
     from kimi_k3.serving.lws import VllmLeaderWorkerSetArgs, _problems
 
-    args = VllmLeaderWorkerSetArgs(contract=_contract(pipeline_parallel_size=pp), api_key="key", **changes)
+    args = VllmLeaderWorkerSetArgs(contract=_contract(pipeline_parallel_size=pp), api_key=pulumi.Output.secret("key"), **changes)
     problems, _ = _problems(name, args)
     return problems.raise_any()
 

@@ -36,7 +36,7 @@ from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.core.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
 from kimi_k3.core.formats import CHART_VERSION, REGION, VPC_ID
 from kimi_k3.core.labels import SYSTEM_NODE_LABELS
-from kimi_k3.errors import Problems
+from kimi_k3.errors import Problems, checked_args
 
 CHART, REPOSITORY, DEFAULT_VERSION = AWS_LOAD_BALANCER_CONTROLLER_CHART.name, AWS_LOAD_BALANCER_CONTROLLER_CHART.repository, AWS_LOAD_BALANCER_CONTROLLER_CHART.version
 NAMESPACE = "kube-system"
@@ -60,6 +60,7 @@ def iam_policy_document() -> str:
     return (Path(__file__).resolve().parents[1] / "data" / IAM_POLICY_FILE).read_text(encoding="utf-8")
 
 
+@checked_args
 @dataclass(frozen=True)
 class LoadBalancerControllerArgs:
     """Where the controller runs and how it is pinned."""

@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.core.clock import utc
-from kimi_k3.errors import UserError
+from kimi_k3.errors import UserError, checked_args
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 """Finding levels: fine, works with a caveat, cannot work."""
@@ -104,6 +104,7 @@ class Finding:
     ``availability_zones`` or ``nodes_required`` (:meth:`Terms.name` names it in the caller's API)."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class BlockNeeds:
     """What the caller needs of the block."""

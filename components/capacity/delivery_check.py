@@ -60,7 +60,7 @@ import pulumi_aws as aws
 
 from kimi_k3.capacity.scaling import EKS_SCALEDOWN_BEFORE_END, SCALE_UP_MARGIN, keep_pending
 from kimi_k3.core.clock import utc
-from kimi_k3.errors import Problems
+from kimi_k3.errors import Problems, checked_args
 
 METRIC_NAMESPACE = "AWS/AutoScaling"
 IN_SERVICE_METRIC = "GroupInServiceInstances"
@@ -85,6 +85,7 @@ PERIOD_SOURCE = (
 """Where the alarm period limits come from."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class DeliveryCheckArgs:
     """Inputs of :class:`DeliveryCheck`."""

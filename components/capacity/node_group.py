@@ -46,7 +46,7 @@ from kimi_k3.capacity.scaling import SCALE_UP_MARGIN, ScalingPlan, scaling_plan
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.core import catalog, labels
 from kimi_k3.core.formats import CAPACITY_RESERVATION_ID, EMAIL
-from kimi_k3.errors import Problems
+from kimi_k3.errors import Problems, checked_args
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
 """Node label carrying the EC2 instance type the node group was declared for.
@@ -178,6 +178,7 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@checked_args
 @dataclass(frozen=True)
 class CapacityBlockNodeGroupArgs:
     """Inputs of :class:`CapacityBlockNodeGroup`."""

@@ -38,7 +38,7 @@ import pulumi_aws as aws
 import yaml
 
 from kimi_k3.core.formats import LOG_RETENTION_DAYS, ROLE_ARN, SECRET_ARN
-from kimi_k3.errors import Problems
+from kimi_k3.errors import Problems, checked_args
 
 PULUMI_CLI_VERSION = "3.272.0"
 """The Pulumi CLI the build installs: the version the workflows pin (the pulumi Python SDK's)."""
@@ -70,6 +70,7 @@ _STACK = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _GIT_HTTPS_URL = re.compile(r"^https://[a-z0-9.-]+(:\d+)?/[\w.-]+(/[\w.-]+)+?(\.git)?$")
 
 
+@checked_args
 @dataclass(frozen=True)
 class DeployRunnerArgs:
     """Inputs of :class:`DeployRunner`."""

@@ -49,7 +49,7 @@ from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.core import labels
 from kimi_k3.core.formats import EKS_ADDON_VERSION, INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
-from kimi_k3.errors import Problems
+from kimi_k3.errors import Problems, checked_args
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 """Every EKS control-plane log type; all are enabled."""
@@ -84,6 +84,7 @@ _VERSION = re.compile(r"^1\.\d{2}$")
 _KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
 
 
+@checked_args
 @dataclass(frozen=True)
 class ClusterArgs:
     """What the EKS cluster looks like. Everything is explicit; nothing is read from stack config."""

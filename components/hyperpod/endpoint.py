@@ -56,7 +56,7 @@ import pulumi_kubernetes as k8s
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
-from kimi_k3.errors import Problems, UserError
+from kimi_k3.errors import Problems, UserError, checked_args
 from kimi_k3.hyperpod.routing import HyperPodRouting
 from kimi_k3.hyperpod.rules import SAGEMAKER_NAME_ACCEPTED, is_sagemaker_name
 from kimi_k3.serving.contracts import ContractError, ServingContract
@@ -338,6 +338,7 @@ def render_inference_endpoint_config(
 # --- Pulumi component ---------------------------------------------------------
 
 
+@checked_args(secrets=("api_key", "hugging_face_token"))
 @dataclass(frozen=True, kw_only=True)
 class HyperPodInferenceEndpointArgs:
     """Inputs of :class:`HyperPodInferenceEndpoint` (see :func:`render_inference_endpoint_config`)."""

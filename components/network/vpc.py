@@ -26,7 +26,7 @@ import pulumi
 import pulumi_aws as aws
 
 from kimi_k3.core.formats import AVAILABILITY_ZONE, LOG_RETENTION_DAYS, SUBNET_ID, VPC_ID
-from kimi_k3.errors import Problems, UserError
+from kimi_k3.errors import Problems, UserError, checked_args
 from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets
 
@@ -37,6 +37,7 @@ DEFAULT_INTERFACE_ENDPOINT_SERVICES = DEFAULT_INTERFACE_ENDPOINTS
 """Interface endpoints by default: ECR (image manifests and auth), STS (IRSA), EKS Auth (Pod Identity) and EC2
 (the nodes' own calls); see :mod:`kimi_k3.network.endpoints`."""
 
+@checked_args
 @dataclass(frozen=True)
 class NetworkArgs:
     """What a new VPC looks like (for a VPC someone else manages, see :class:`ExistingNetworkArgs`)."""
@@ -67,6 +68,7 @@ class NetworkArgs:
     """Tags on every resource (a ``Name`` tag is added per resource)."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class ExistingNetworkArgs:
     """The ids of a VPC someone else manages (:meth:`Network.from_existing`)."""

@@ -25,7 +25,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import labels
-from kimi_k3.errors import Problems
+from kimi_k3.errors import Problems, checked_args
 from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import VllmServingArgs, validate_serving_args
 from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
@@ -51,6 +51,7 @@ def rollout_strategy(replicas: int) -> k8s.apps.v1.DeploymentStrategyArgs:
     )
 
 
+@checked_args(secrets=("api_key", "hugging_face_token"))
 @dataclass(frozen=True)
 class VllmServerArgs(VllmServingArgs):
     """Inputs of :class:`VllmServer` (single-node replicas; see :class:`~kimi_k3.serving.args.VllmServingArgs` for every field)."""

@@ -37,7 +37,7 @@ from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import labels
 from kimi_k3.core.formats import DNS_LABEL, GIT_REVISION
 from kimi_k3.core.s3 import S3Prefix
-from kimi_k3.errors import Problems, UserError
+from kimi_k3.errors import Problems, UserError, checked_args
 from kimi_k3.weights import pod_files
 from kimi_k3.weights.manifest import DEFAULT_SHA256SUMS
 from kimi_k3.weights.stage import STAGING_NAMESPACE, job_name
@@ -70,6 +70,7 @@ def staging_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+@checked_args
 @dataclass(frozen=True)
 class WeightsStagingJobArgs:
     """Inputs of :class:`WeightsStagingJob`."""
