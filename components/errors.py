@@ -10,20 +10,11 @@ Three kinds, one style (``<what> <value> is not accepted; <what is>``):
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import inspect
 import re
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import pulumi
-
-from kimi_k3.core.arg_types import type_problems
-from kimi_k3.core.example_values import example_findings
-from kimi_k3.core.suggest import nearest
 
 
 class UserError(pulumi.RunError):
@@ -127,97 +118,9 @@ class Problems:
             raise ComponentInputError(self.component, self.name, self.found)
 
 
-_Args = TypeVar("_Args", bound=type)
-
-SECRET_FIX = 'pass a Pulumi secret: pulumi.Config().require_secret("<key>") for a stack secret, or pulumi.Output.secret(value)'
-"""How to pass a secret arg, said where a plain ``str`` is refused (a plain value would be kept in clear text in the state)."""
-
-
-def checked_args(cls: _Args | None = None, *, secrets: tuple[str, ...] = ()) -> Any:
-    """Class decorator of a public args dataclass: its field types, checked on construction against its annotations.
-
-    A wrong type (:func:`kimi_k3.core.arg_types.type_problems`), an unknown keyword (with the nearest field), a missing
-    required field or a plain ``str`` in one of ``secrets`` raises :class:`ComponentInputError` naming the args class and
-    the field, as the args are built: no traceback further in. Built by a program of one's own (not by this library,
-    whose stack path lints the stack file instead), every string field holding an example value
-    (:func:`kimi_k3.core.example_values.example_findings`) is logged as a warning, as ``kimi-k3 plan`` warns for a stack file.
-    """
-
-    def decorate(klass: _Args) -> _Args:
-        original: Callable[..., None] = klass.__init__  # type: ignore[misc]
-        signature = inspect.signature(original)
-
-        @functools.wraps(original)
-        def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
-            try:
-                signature.bind(self, *args, **kwargs)
-            except TypeError as err:
-                raise ComponentInputError(klass.__name__, None, [_call_problem(klass, str(err))]) from None
-            original(self, *args, **kwargs)
-            if type(self) is not klass:
-                return
-            found = [Problem(path, reason) for path, reason in type_problems(self, secrets)]
-            for name in secrets:
-                if isinstance(getattr(self, name), str):
-                    found.append(Problem(name, f"{name} is a plain str, not a secret: {SECRET_FIX}"))
-            if found:
-                raise ComponentInputError(klass.__name__, None, found)
-            caller = sys._getframe(1).f_globals.get("__name__", "")
-            if not str(caller).startswith("kimi_k3."):
-                for warning in example_value_warnings(self, secrets):
-                    pulumi.log.warn(warning)
-
-        klass.__init__ = checked_init  # type: ignore[misc]
-        return klass
-
-    return decorate if cls is None else decorate(cls)
+def warn(message: str) -> None:
+    """Log ``message`` at warning level through the Pulumi engine (``pulumi up`` and ``kimi-k3 plan`` show it)."""
+    pulumi.log.warn(message)
 
 
-def _call_problem(klass: type, message: str) -> Problem:
-    """The problem of a call the args' signature refuses (an unknown keyword, a missing field)."""
-    fields = [f.name for f in dataclasses.fields(klass)]
-    unknown = re.search(r"unexpected keyword argument '(\w+)'", message)
-    if unknown:
-        near = nearest(unknown[1], fields)
-        hint = f"did you mean {near}?" if near else f"its fields: {', '.join(fields)}"
-        return Problem(unknown[1], f"{unknown[1]} is not an argument of {klass.__name__}; {hint}")
-    missing = re.search(r"missing a required argument: '(\w+)'", message)
-    if missing:
-        return Problem(missing[1], f"{missing[1]} is required (it has no default)")
-    return Problem("args", f"{message} (fields, by keyword: {', '.join(fields)})")
-
-
-def _strings_in(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """``(path, text)`` of every str inside a field's value (sequences and mappings looked into, Outputs not)."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings_in(item, f"{path}[{key!r}]")
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            yield from _strings_in(item, f"{path}[{index}]")
-
-
-def example_value_warnings(args: Any, secrets: tuple[str, ...] = ()) -> list[str]:
-    """One warning per field of the args dataclass ``args`` holding an example value (secret fields are never read)."""
-    warnings = []
-    for field in dataclasses.fields(args):
-        if field.name in secrets:
-            continue
-        for path, text in _strings_in(getattr(args, field.name), field.name):
-            for finding in example_findings(text):
-                warnings.append(f"{type(args).__name__}.{path} holds {finding}: an example value left in the program; replace it with your own")
-    return warnings
-
-
-__all__ = [
-    "SECRET_FIX",
-    "ComponentInputError",
-    "Problem",
-    "Problems",
-    "SettingsError",
-    "UserError",
-    "checked_args",
-    "example_value_warnings",
-]
+__all__ = ["ComponentInputError", "Problem", "Problems", "SettingsError", "UserError", "warn"]

@@ -34,8 +34,9 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.image_registries import registry_for
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import CHART_VERSION, DNS_LABEL
-from kimi_k3.errors import Problems, checked_args
+from kimi_k3.errors import Problems
 
 PRIORITY_CLASS = "system-node-critical"
 """Priority class of every plugin: a GPU node without its device plugins is useless."""

@@ -33,10 +33,11 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.releases import controller_release
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
 from kimi_k3.core.formats import CHART_VERSION, REGION, VPC_ID
 from kimi_k3.core.labels import SYSTEM_NODE_LABELS
-from kimi_k3.errors import Problems, checked_args
+from kimi_k3.errors import Problems
 
 CHART, REPOSITORY, DEFAULT_VERSION = AWS_LOAD_BALANCER_CONTROLLER_CHART.name, AWS_LOAD_BALANCER_CONTROLLER_CHART.repository, AWS_LOAD_BALANCER_CONTROLLER_CHART.version
 NAMESPACE = "kube-system"

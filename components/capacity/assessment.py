@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.clock import utc
-from kimi_k3.errors import UserError, checked_args
+from kimi_k3.errors import UserError
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 """Finding levels: fine, works with a caveat, cannot work."""

@@ -59,8 +59,9 @@ import pulumi
 import pulumi_aws as aws
 
 from kimi_k3.capacity.scaling import EKS_SCALEDOWN_BEFORE_END, SCALE_UP_MARGIN, keep_pending
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.clock import utc
-from kimi_k3.errors import Problems, checked_args
+from kimi_k3.errors import Problems
 
 METRIC_NAMESPACE = "AWS/AutoScaling"
 IN_SERVICE_METRIC = "GroupInServiceInstances"

@@ -45,8 +45,9 @@ from kimi_k3.capacity.node_repair import gpu_node_repair_config
 from kimi_k3.capacity.scaling import SCALE_UP_MARGIN, ScalingPlan, scaling_plan
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.core import catalog, labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import CAPACITY_RESERVATION_ID, EMAIL
-from kimi_k3.errors import Problems, checked_args
+from kimi_k3.errors import Problems
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
 """Node label carrying the EC2 instance type the node group was declared for.

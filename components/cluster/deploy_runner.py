@@ -37,8 +37,9 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import LOG_RETENTION_DAYS, ROLE_ARN, SECRET_ARN
-from kimi_k3.errors import Problems, checked_args
+from kimi_k3.errors import Problems
 
 PULUMI_CLI_VERSION = "3.272.0"
 """The Pulumi CLI the build installs: the version the workflows pin (the pulumi Python SDK's)."""

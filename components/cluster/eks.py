@@ -48,8 +48,9 @@ from kimi_k3.cluster.access import roles_in_both
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.core import labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import EKS_ADDON_VERSION, INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
-from kimi_k3.errors import Problems, checked_args
+from kimi_k3.errors import Problems
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 """Every EKS control-plane log type; all are enabled."""

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import DNS_LABEL
-from kimi_k3.errors import Problems, checked_args
+from kimi_k3.errors import Problems
 
 POD_IDENTITY_TRUST_POLICY = json.dumps(
     {

@@ -1,6 +1,6 @@
 """Field types of an args dataclass, checked against its own annotations (pure: no Pulumi, no library import).
 
-One helper for every public ``*Args`` class (:func:`kimi_k3.errors.checked_args` applies it on
+One helper for every public ``*Args`` class (:func:`kimi_k3.core.args_check.checked_args` applies it on
 construction): a value whose type the field's annotation does not admit is one problem naming the
 field, the value's type and what is accepted. A ``str`` where a sequence is expected is one problem
 (never one per character); ``bool`` is not an ``int``; an ``int`` is a ``float``; list and tuple

@@ -1,7 +1,7 @@
 """Values copied from documentation and examples, found in any text: the one home of what counts as an example value.
 
 Stack files (:mod:`kimi_k3.stack.lint`) and the args of one's own program
-(:func:`kimi_k3.errors.checked_args`) are both checked with :func:`example_findings`:
+(:func:`kimi_k3.core.args_check.checked_args`) are both checked with :func:`example_findings`:
 
 * documentation addresses: the IPv4 blocks reserved for examples by RFC 5737
   (192.0.2.0/24 TEST-NET-1, 198.51.100.0/24 TEST-NET-2, 203.0.113.0/24 TEST-NET-3)

@@ -71,7 +71,8 @@ import yaml
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
-from kimi_k3.errors import Problems, UserError, checked_args
+from kimi_k3.core.args_check import checked_args
+from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod import rules as hyperpod_rules
 from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
 from kimi_k3.weights.secure_bucket import SecureBucket, SecureBucketArgs

@@ -55,8 +55,9 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
-from kimi_k3.errors import Problems, UserError, checked_args
+from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod.routing import HyperPodRouting
 from kimi_k3.hyperpod.rules import SAGEMAKER_NAME_ACCEPTED, is_sagemaker_name
 from kimi_k3.serving.contracts import ContractError, ServingContract

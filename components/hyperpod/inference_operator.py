@@ -41,8 +41,9 @@ import pulumi
 import pulumi_aws as aws
 
 from kimi_k3.addons.load_balancer_controller import iam_policy_document as alb_policy_document
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import EKS_ADDON_VERSION
-from kimi_k3.errors import UserError, checked_args
+from kimi_k3.errors import UserError
 from kimi_k3.weights.secure_bucket import SecureBucket, SecureBucketArgs
 
 ADDON = "amazon-sagemaker-hyperpod-inference"

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import AVAILABILITY_ZONE, LOG_RETENTION_DAYS, SUBNET_ID, VPC_ID
-from kimi_k3.errors import Problems, UserError, checked_args
+from kimi_k3.errors import Problems, UserError
 from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.errors import UserError, checked_args
+from kimi_k3.core.args_check import checked_args
+from kimi_k3.errors import UserError
 
 _PREFIX = re.compile(r"^[a-z0-9][a-z0-9.-]{0,36}$")
 

@@ -35,9 +35,10 @@ from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import DNS_LABEL, GIT_REVISION
 from kimi_k3.core.s3 import S3Prefix
-from kimi_k3.errors import Problems, UserError, checked_args
+from kimi_k3.errors import Problems, UserError
 from kimi_k3.weights import pod_files
 from kimi_k3.weights.manifest import DEFAULT_SHA256SUMS
 from kimi_k3.weights.stage import STAGING_NAMESPACE, job_name
