@@ -119,6 +119,7 @@ MISTAKES: tuple[Mistake, ...] = (
     _m("node-group-newer-than-cluster", "combinations", _VERSION, 'cluster_name="llm", version="1.33",', "kubernetes_version"),
     # --- block facts: what the Capacity Block the program looked up cannot back
     _m("p5-on-a-p6-block", "block facts", _NG_TYPE, 'instance_type="p5.48xlarge", now=now, reservation=block,', "instance_type"),
+    _m("p5en-on-a-p6-block", "block facts", _NG_TYPE, 'instance_type="p5en.48xlarge", now=now, reservation=block,', "instance_type"),
     _m("more-replicas-than-nodes", "block facts", _REPLICAS, "replicas=block.instance_count + 1, reservation=block),", "replicas"),
     _m("network-misses-the-block-az", "block facts", _AZS, 'azs = ("us-east-1b", "us-east-1c")', "subnet_ids_by_az"),
     _m("offering-id-looked-up", "block facts", _LOOKUP, 'lookup_capacity_block("cb-0a1b2c3d4e5f60718")', "reservation_id"),

@@ -44,6 +44,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from kimi_k3.cluster import versions
 from kimi_k3.cluster.access import roles_in_both
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
@@ -81,7 +82,6 @@ AUTHENTICATION_MODE = "API"
 """EKS authentication mode of the cluster: access entries only (no ``aws-auth`` ConfigMap)."""
 
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
-_VERSION = re.compile(r"^1\.\d{2}$")
 _KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
 
 
@@ -151,8 +151,9 @@ def validate(name: str, args: ClusterArgs) -> str:
     cluster_name = args.cluster_name or name
     if not _CLUSTER_NAME.match(cluster_name):
         reject("cluster_name", cluster_name, "1-100 letters, digits, '-' or '_', starting with a letter or digit")
-    if not _VERSION.match(args.version):
-        reject("version", args.version, "a Kubernetes minor version such as '1.34'")
+    accepted_versions = versions.version_problem(args.version)
+    if accepted_versions:
+        reject("version", args.version, accepted_versions)
     if not args.admin_role_arns:
         reject("admin_role_arns", list(args.admin_role_arns), "at least one IAM role ARN (nobody else is admin)")
     for index, arn in enumerate(args.admin_role_arns):
@@ -428,6 +429,7 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
         self.cluster_name = self.eks.oidc_issuer.apply(lambda _: cluster_name)
+        versions.remember(self.cluster_name, args.version)  # a node group given this name checks its version against the cluster's
         self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json.apply(spell_kubeconfig_flags))
         self.endpoint = self.eks.kubeconfig_json.apply(endpoint_of)
         self.node_security_group_id = self.eks.node_security_group_id

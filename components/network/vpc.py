@@ -29,7 +29,7 @@ from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import AVAILABILITY_ZONE, LOG_RETENTION_DAYS, SUBNET_ID, VPC_ID
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, endpoint_problems
-from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets
+from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets, vpc_cidr_problem
 
 TYPE = "kimi-k3:index:Network"
 """Type token of the component, new or existing VPC alike (an existing one keeps the same URN)."""
@@ -118,10 +118,14 @@ def _validate(name: str, args: NetworkArgs) -> SubnetPlan:
     if not args.cluster_name:
         problems.add("cluster_name", "cluster_name is required (subnets carry the kubernetes.io/cluster/<name> tag)")
     plan: SubnetPlan | None = None
-    try:
-        plan = plan_subnets(args.vpc_cidr, azs, args.private_subnet_prefix, args.public_subnet_prefix)
-    except UserError as err:
-        problems.adopt("vpc_cidr", err)
+    cidr_problem = vpc_cidr_problem(args.vpc_cidr)
+    if cidr_problem:
+        problems.reject("vpc_cidr", args.vpc_cidr, cidr_problem)
+    else:
+        try:
+            plan = plan_subnets(args.vpc_cidr, azs, args.private_subnet_prefix, args.public_subnet_prefix)
+        except UserError as err:
+            problems.add("vpc_cidr", f"vpc_cidr {args.vpc_cidr!r} is not accepted; {err}")
     problems.raise_any()
     assert plan is not None  # no problem: the plan was made
     return plan

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kimi_k3.core import catalog
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS, ConfigKey
 from kimi_k3.stack.wire import SECRET_PLACEHOLDER_PREFIX
@@ -131,16 +130,6 @@ def _cidr_list(name: str, values: tuple[str, ...], *, allow_world: bool) -> tupl
         if net.prefixlen == 0 and not allow_world:
             raise SettingsError(_key(name), value, "0.0.0.0/0 opens the endpoint to the whole internet; list the CIDRs of your networks instead")
     return values
-
-
-def _instance_type(name: str, value: str) -> str:
-    if value in catalog.INSTANCE_TYPES:
-        return value
-    known = ", ".join(catalog.INSTANCE_TYPES)
-    match = INSTANCE_TYPE_RE.fullmatch(value)
-    if match and match.group(1) in catalog.NON_GPU_FAMILIES:
-        raise SettingsError(_key(name), value, f"not a GPU instance type; accepted: {known}")
-    raise SettingsError(_key(name), value, f"unknown instance type; accepted: {known}")
 
 
 def _changed_keys(r: _Reader, names: Iterable[str]) -> list[str]:

@@ -9,6 +9,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from kimi_k3.cluster import versions
 from kimi_k3.cluster.access import kubeconfig_role, roles_in_both
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import (
@@ -90,8 +91,9 @@ class DeploymentSettings:
 
 def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> ClusterSettings:
     version = r.get("clusterVersion")
-    if version not in catalog.SUPPORTED_EKS_VERSIONS:
-        raise SettingsError(_key("clusterVersion"), version, f"accepted: {', '.join(catalog.SUPPORTED_EKS_VERSIONS)} (quote it in YAML: \"1.34\")")
+    problem = versions.version_problem(version)  # the rule's home: the cluster's (ClusterArgs.version)
+    if problem:
+        raise SettingsError(_key("clusterVersion"), version, f"{problem}; quote it in YAML: \"1.34\"")
     public = r.get("clusterEndpointPublicAccess")
     if public and prod:
         raise SettingsError(_key("clusterEndpointPublicAccess"), True, "must be false in prod: the API endpoint stays private (reach it through the VPC, a VPN or a bastion)")
