@@ -38,8 +38,10 @@ from kimi_k3.stack.settings.observability import MonitoringSettings, _validate_m
 from kimi_k3.stack.settings.serving import ServingFrontSettings, ServingSettings, _validate_serving
 from kimi_k3.stack.settings.weights import TimeToServeSettings, _validate_time_to_serve
 
-ENVIRONMENTS = ("dev", "staging", "prod")
-"""Values of ``kimi-k3:environment``."""
+ENVIRONMENTS = ("dev", "prod")
+"""Values of ``kimi-k3:environment``: each has its policy config (``policy/config/<environment>.json``) and its rules
+(prod the strict ones). There is no ``staging`` class: a staging stack is ``dev`` (its own ``policy/config/<stack>.json``
+may raise the rules) or ``prod``."""
 SERVING_PLATFORMS = ("eks", "hyperpod")
 """Values of ``kimi-k3:servingPlatform``: the EKS path (Capacity Block node group, vLLM) or SageMaker HyperPod."""
 
@@ -205,6 +207,16 @@ def _unknown_keys(values: Mapping[str, Any], secret_keys: Iterable[str]) -> None
         raise SettingsError(key, shown, f"unknown key; {suggestion}")
 
 
+def _environment(value: str) -> str:
+    if value == "staging":
+        raise SettingsError(
+            _key("environment"), value,
+            f"accepted: {', '.join(ENVIRONMENTS)}; a staging stack is dev (its own policy/config/<stack>.json may raise the rules) "
+            "or prod (the strict rules): there is no staging policy config, and the policy pack would judge it by its prod defaults",
+        )
+    return str(_one_of("environment", value, ENVIRONMENTS))
+
+
 def _region(values: Mapping[str, Any]) -> str:
     region = values.get("aws:region")
     if region in (None, ""):
@@ -227,7 +239,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     r = _Reader(values, secret_keys)
     warnings: list[str] = []
 
-    environment = _one_of("environment", r.get("environment"), ENVIRONMENTS)
+    environment = _environment(r.get("environment"))
     prod = environment == "prod"
     region = _region(values)
 

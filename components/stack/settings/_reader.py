@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS, ConfigKey
 from kimi_k3.stack.wire import SECRET_PLACEHOLDER_PREFIX
@@ -102,9 +103,11 @@ def _key(name: str) -> str:
 
 
 def _one_of(name: str, value: Any, accepted: Iterable[Any]) -> Any:
+    """``value`` when it is one of ``accepted``; else the key refused with what is accepted and the nearest spelling."""
     accepted = tuple(accepted)
     if value not in accepted:
-        raise SettingsError(_key(name), value, f"accepted: {', '.join(map(str, accepted))}")
+        near = nearest(str(value), [str(a) for a in accepted if str(a)]) if isinstance(value, str) else None
+        raise SettingsError(_key(name), value, f"accepted: {', '.join(map(str, accepted))}{f'; did you mean {near}?' if near else ''}")
     return value
 
 
