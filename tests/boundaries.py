@@ -405,7 +405,7 @@ def _cluster(**changes: Any) -> object:
 SUBNETS = ("subnet-0aaa0000000000001", "subnet-0bbb0000000000002", "subnet-0ccc0000000000003")
 limit(Limit("EKS private subnets", "min", SUBNETS[:2], SUBNETS[:1], "at least two private subnets in different AZs", "cluster/eks.py validate (EKS: subnets in two AZs)",
             lambda ids: _cluster(private_subnet_ids=ids), ("cluster/eks.py::validate: len(args.private_subnet_ids) < 2",)))
-component("EKS system node count", 2, 50, "a whole number from 2 to 50", "cluster/eks.py validate (two or more for multi-AZ)", lambda n: _cluster(system_node_count=n), "cluster/eks.py::validate: 2 <= args.system_node_count <= 50")
+component("EKS system node count", 2, 10, "a whole number from 2 to 10", "cluster/eks.py validate (two or more for multi-AZ; systemNodeCount's range)", lambda n: _cluster(system_node_count=n), "cluster/eks.py::validate: 2 <= args.system_node_count <= 10")
 component("EKS system node disk GiB", 20, 1000, "20 to 1000 GiB", "cluster/eks.py validate", lambda n: _cluster(system_node_disk_gib=n), "cluster/eks.py::validate: 20 <= args.system_node_disk_gib <= 1000")
 limit(
     Limit("EKS service CIDR prefix", "min", "172.16.0.0/12", "10.128.0.0/11", "between /12 and /24", "cluster/eks.py _validate_service_cidr (EKS serviceIpv4Cidr /12 to /24)",
@@ -449,8 +449,8 @@ def _node_group(**changes: Any) -> object:
     return _validate("gpu", args)
 
 
-component("GPU node root volume GiB", 20, 16_384, "expected 20..16384 GiB (gp3)", "capacity/node_group.py _validate (gp3 volumes: 1 to 16384 GiB; the AMI needs 20)", lambda n: _node_group(root_volume_gib=n),
-          "capacity/node_group.py::_validate: 20 <= args.root_volume_gib <= 16384")
+component("GPU node root volume GiB", 100, 2000, "expected 100..2000 GiB (gp3", "capacity/node_group.py _validate (gpuRootVolumeGiB's range: images and weights live on the NVMe RAID0)", lambda n: _node_group(root_volume_gib=n),
+          "capacity/node_group.py::_validate: 100 <= args.root_volume_gib <= 2000")
 component("GPU nodes required", 1, None, "expected at least 1", "capacity/node_group.py _validate", lambda n: _node_group(nodes_required=n), "capacity/node_group.py::_validate: args.nodes_required < 1")
 component("scale-up margin", timedelta(0), None, "a duration of 0 or more", "capacity/node_group.py _validate", lambda d: _node_group(scale_up_margin=d),
           "capacity/node_group.py::_validate: args.scale_up_margin < timedelta(0)", unit=timedelta(seconds=1))

@@ -47,7 +47,7 @@ from kimi_k3.cluster import versions
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.core import catalog, labels
 from kimi_k3.core.args_check import checked_args
-from kimi_k3.core.formats import EMAIL
+from kimi_k3.core.formats import EMAIL_LETTER_TLD
 from kimi_k3.errors import Problems
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
@@ -560,8 +560,8 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
         problems.reject("instance_type", args.instance_type, type_problem)
     if not args.subnet_ids_by_az:
         problems.reject("subnet_ids_by_az", dict(args.subnet_ids_by_az), "the node group needs the subnet of the Capacity Block's AZ")
-    if not 20 <= args.root_volume_gib <= 16384:
-        problems.reject("root_volume_gib", args.root_volume_gib, "expected 20..16384 GiB (gp3)")
+    if not 100 <= args.root_volume_gib <= 2000:
+        problems.reject("root_volume_gib", args.root_volume_gib, "expected 100..2000 GiB (gp3; images and weights live on the NVMe RAID0)")
     if args.nodes_required < 1:
         problems.reject("nodes_required", args.nodes_required, "expected at least 1")
     if args.efa_enabled:
@@ -571,8 +571,8 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
             problems.add("vpc_id", "efa_enabled needs vpc_id: the EFA security group (all traffic to and from itself) is created in the nodes' VPC")
     if args.scale_up_margin < timedelta(0):
         problems.reject("scale_up_margin", args.scale_up_margin, "a duration of 0 or more")
-    if args.alert_email is not None and not EMAIL.fullmatch(args.alert_email):
-        problems.reject("alert_email", args.alert_email, "expected an e-mail address")
+    if args.alert_email is not None and not EMAIL_LETTER_TLD.fullmatch(args.alert_email):
+        problems.reject("alert_email", args.alert_email, "expected an e-mail address such as oncall@example.com")
     problems.raise_any()
 
 

@@ -44,13 +44,13 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from kimi_k3.cluster import versions
+from kimi_k3.cluster import system_nodes, versions
 from kimi_k3.cluster.access import roles_in_both
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.core import labels
 from kimi_k3.core.args_check import checked_args
-from kimi_k3.core.formats import EKS_ADDON_VERSION, INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
+from kimi_k3.core.formats import EKS_ADDON_VERSION, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
 from kimi_k3.errors import Problems
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -172,10 +172,11 @@ def validate(name: str, args: ClusterArgs) -> str:
         _validate_service_cidr(args.service_cidr, problems)
     if args.log_retention_days not in LOG_RETENTION_DAYS:
         reject("log_retention_days", args.log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
-    if not INSTANCE_TYPE.match(args.system_node_instance_type):
-        reject("system_node_instance_type", args.system_node_instance_type, "an EC2 instance type such as 'm7i.xlarge'")
-    if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not 2 <= args.system_node_count <= 50:
-        reject("system_node_count", args.system_node_count, "a whole number from 2 to 50 (two or more for multi-AZ)")
+    system_type = system_nodes.instance_type_problem(args.system_node_instance_type)
+    if system_type:
+        reject("system_node_instance_type", args.system_node_instance_type, system_type)
+    if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not 2 <= args.system_node_count <= 10:
+        reject("system_node_count", args.system_node_count, "a whole number from 2 to 10 (two or more for multi-AZ)")
     if not 20 <= args.system_node_disk_gib <= 1000:
         reject("system_node_disk_gib", args.system_node_disk_gib, "20 to 1000 GiB")
     if isinstance(args.encryption_config_key_arn, str) and not _KMS_KEY_ARN.match(args.encryption_config_key_arn):

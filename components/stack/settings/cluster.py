@@ -9,9 +9,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from kimi_k3.cluster import versions
+from kimi_k3.cluster import system_nodes, versions
 from kimi_k3.cluster.access import kubeconfig_role, roles_in_both
-from kimi_k3.core import catalog
 from kimi_k3.core.formats import (
     KMS_KEY_ARN,
     LOG_RETENTION_DAYS,
@@ -22,7 +21,7 @@ from kimi_k3.core.formats import (
 from kimi_k3.errors import SettingsError
 from kimi_k3.network.endpoints import endpoint_problems
 from kimi_k3.stack.config_keys import CONFIG_KEYS
-from kimi_k3.stack.settings._reader import INSTANCE_TYPE_RE, _cidr_list, _in_range, _key, _network, _one_of, _Reader
+from kimi_k3.stack.settings._reader import _cidr_list, _in_range, _key, _network, _one_of, _Reader
 from kimi_k3.stack.settings.network import NetworkSettings
 from kimi_k3.stack.settings.serving import ServingSettings
 
@@ -122,8 +121,9 @@ def _validate_cluster(r: _Reader, prod: bool, network: NetworkSettings) -> Clust
         if len(set(values)) != len(values):
             raise SettingsError(_key(name), list(values), "each entry once")
     system_type = r.get("systemNodeInstanceType")
-    if not INSTANCE_TYPE_RE.fullmatch(system_type) or system_type in catalog.INSTANCE_TYPES or system_type.startswith(("p", "g")):
-        raise SettingsError(_key("systemNodeInstanceType"), system_type, "expected a CPU instance type such as m7i.xlarge (GPU nodes come from the Capacity Block)")
+    system_type_problem = system_nodes.instance_type_problem(system_type)  # the rule's home: the cluster's (system_node_instance_type)
+    if system_type_problem:
+        raise SettingsError(_key("systemNodeInstanceType"), system_type, system_type_problem)
     return ClusterSettings(
         version=version,
         endpoint_public_access=public,
