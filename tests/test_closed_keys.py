@@ -11,7 +11,7 @@ import pytest
 from kimi_k3.cli import main
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack import settings
-from tests.builders import stack_config
+from tests.builders import load_stack_settings, stack_config
 from tests.conftest import ROOT
 
 HYPERPOD = {"servingPlatform": "hyperpod", "trainingPlanArn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p", "exposure": "cluster"}
@@ -69,11 +69,12 @@ def test_staging_is_not_an_environment_and_says_what_to_use():
         assert (ROOT / "policy" / "config" / f"{environment}.json").is_file()
 
 
-def test_an_explicit_replicas_zero_is_warned_with_what_it_means():
-    explicit = settings.from_values(stack_config(replicas=0), {"kimi-k3:apiKey"})
-    assert any(w.startswith("kimi-k3:replicas: 0 means one replica per group of 1 reserved node: the Capacity Block's instance count decides") for w in explicit.warnings), explicit.warnings
-    unset = settings.from_values(stack_config(replicas=None), {"kimi-k3:apiKey"})
-    assert not any(w.startswith("kimi-k3:replicas") for w in unset.warnings)
+def test_replicas_zero_in_prod_is_warned_with_what_it_means():
+    prod = load_stack_settings("prod", replicas=0)
+    assert any(w.startswith("kimi-k3:replicas: 0 means one replica per group of 1 reserved node: the Capacity Block's instance count decides") for w in prod.warnings), prod.warnings
+    assert prod.replicas_for(2) == 2  # what it means: one per reserved node of a 2-node block
+    dev = load_stack_settings("dev", replicas=0)  # dev's default: the block decides, as documented
+    assert not any(w.startswith("kimi-k3:replicas") for w in dev.warnings)
 
 
 @pytest.mark.parametrize("given", ["stacks/Pulumi.dev.yaml", "Pulumi.dev.yaml", "/abs/stacks/Pulumi.dev.yml"])

@@ -19,7 +19,6 @@ from kimi_k3.hyperpod.routing import HyperPodRouting, HyperPodRoutingError
 from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import EXPOSURES, ApiContract, ContractError, EngineProfile, ImageContract, ServingContract, WeightsContract
 from kimi_k3.stack import seam
-from kimi_k3.stack.config_keys import CONFIG_KEYS
 from kimi_k3.stack.settings._reader import Secret, _cidr_list, _in_range, _key, _one_of, _Reader
 from kimi_k3.stack.settings.capacity import CapacitySettings
 from kimi_k3.stack.settings.network import NetworkSettings
@@ -238,7 +237,7 @@ def _validate_serving(r: _Reader, prod: bool, region: str, capacity: CapacitySet
         raise SettingsError(_key("apiKey"), None, "required: set it with `pulumi config set --secret kimi-k3:apiKey <key>`")
 
     replicas = _in_range("replicas", r.get("replicas"), 0, 64)
-    if replicas == 0 and r.raw(CONFIG_KEYS["replicas"]) is not None:  # set to 0 on purpose: say what it does
+    if replicas == 0 and prod:  # prod pins what it pays for: say what 0 does (the project's default, unset, reads 0 too)
         warnings.append(
             f"{_key('replicas')}: 0 means one replica per group of {nodes} reserved node{'s' if nodes > 1 else ''}: the Capacity Block's "
             "instance count decides how many replicas serve (the plan shows it); set 1 to 64 to pin the count"
