@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import functools
 import sys
 import types
 import typing
@@ -25,9 +24,17 @@ _SEQUENCES = (collections.abc.Sequence, collections.abc.Iterable, collections.ab
 _MAPPINGS = (collections.abc.Mapping, dict)
 
 
-@functools.cache
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}
+
+
 def field_types(cls: type) -> dict[str, Any]:
     """``{field: annotation}`` of the dataclass ``cls`` (each string annotation evaluated in its module; unresolvable: unchecked)."""
+    if cls not in _FIELD_TYPES:
+        _FIELD_TYPES[cls] = _annotations(cls)
+    return _FIELD_TYPES[cls]
+
+
+def _annotations(cls: type) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         namespace = vars(sys.modules[klass.__module__]) if klass.__module__ in sys.modules else {}
@@ -98,10 +105,10 @@ def mismatch(value: Any, annotation: Any, path: str) -> tuple[str, Any, Any] | N
         return None if value is None else (path, value, annotation)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
-        found = [mismatch(value, member, path) for member in args]
-        if any(f is None for f in found):
+        each = [mismatch(value, member, path) for member in args]
+        if any(f is None for f in each):
             return None
-        deeper = [f for f in found if f is not None and f[0] != path]  # the right container with a wrong item: name the item
+        deeper = [f for f in each if f is not None and f[0] != path]  # the right container with a wrong item: name the item
         return deeper[0] if len(deeper) == 1 else (path, value, annotation)
     if origin is typing.Literal:
         return None if value in args else (path, value, annotation)
