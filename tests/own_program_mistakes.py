@@ -88,6 +88,7 @@ MISTAKES: tuple[Mistake, ...] = (
     _m("plugin-args-a-dict", "types", _PLUGINS, 'GpuNodePluginsArgs(nvidia={"version": "0.17.0"})', "nvidia"),
     _m("tags-a-list", "types", _INGRESS, 'api_ingress_cidrs=["10.100.0.0/16"], tags=["team=llm"]))', "tags"),
     _m("log-retention-a-string", "types", _INGRESS, 'api_ingress_cidrs=["10.100.0.0/16"], log_retention_days="90"))', "log_retention_days"),
+    _m("revision-an-int", "types", _REVISION, "WeightsContract(revision=0x3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20)", "revision"),
     _m("keyword-misspelt", "types", _REPLICAS, "replica=block.instance_count, reservation=block),", "replica"),
     _m("required-arg-left-out", "types", "instance_type=block.instance_type, now=now,", "instance_type=block.instance_type,", "now"),
     # --- secrets: the API key and the Hugging Face token are Pulumi secrets

@@ -15,6 +15,7 @@ import dataclasses
 import sys
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 _UNCHECKED = object()
@@ -159,13 +160,13 @@ def type_name(value: Any) -> str:
     return "None" if value is None else type(value).__name__
 
 
-def type_problems(instance: Any, secret_fields: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    """``(path, reason)`` for each field of the dataclass ``instance`` whose value its annotation does not admit.
-
-    A field of ``secret_fields`` never shows its value (``<the value>``)."""
+def type_problems(cls: type, values: Mapping[str, Any], secret_fields: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """``(path, reason)`` for each of ``values`` (field name -> value given to the dataclass ``cls``) its field's annotation
+    does not admit. A field of ``secret_fields`` never shows its value (``<the value>``)."""
     problems = []
-    for name, annotation in field_types(type(instance)).items():
-        found = mismatch(getattr(instance, name), annotation, name)
+    annotations = field_types(cls)
+    for name, given in values.items():
+        found = mismatch(given, annotations.get(name, _UNCHECKED), name)
         if found is None:
             continue
         path, value, expected = found

@@ -42,18 +42,17 @@ def checked_args(cls: _Args | None = None, *, secrets: tuple[str, ...] = ()) -> 
         @functools.wraps(original)
         def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
             try:
-                signature.bind(self, *args, **kwargs)
+                bound = signature.bind(self, *args, **kwargs)
             except TypeError as err:
                 raise ComponentInputError(klass.__name__, None, [_call_problem(klass, str(err))]) from None
-            original(self, *args, **kwargs)
-            if type(self) is not klass:
-                return
-            found = [Problem(path, reason) for path, reason in type_problems(self, secrets)]
+            given = {name: value for name, value in bound.arguments.items() if name != "self"}  # checked before __post_init__ reads them
+            found = [Problem(path, reason) for path, reason in type_problems(klass, given, secrets)]
             for name in secrets:
-                if isinstance(getattr(self, name), str):
+                if isinstance(given.get(name), str):
                     found.append(Problem(name, f"{name} is a plain str, not a secret: {SECRET_FIX}"))
             if found:
                 raise ComponentInputError(klass.__name__, None, found)
+            original(self, *args, **kwargs)
             caller = sys._getframe(1).f_globals.get("__name__", "")
             if not str(caller).startswith("kimi_k3."):
                 for warning in example_value_warnings(self, secrets):
