@@ -53,8 +53,7 @@ def checked_args(cls: _Args | None = None, *, secrets: tuple[str, ...] = ()) -> 
             if found:
                 raise ComponentInputError(klass.__name__, None, found)
             original(self, *args, **kwargs)
-            caller = sys._getframe(1).f_globals.get("__name__", "")
-            if not str(caller).startswith("kimi_k3."):
+            if not str(_caller(sys._getframe(1))).startswith("kimi_k3."):
                 for warning in example_value_warnings(self, secrets):
                     warn(warning)
 
@@ -62,6 +61,13 @@ def checked_args(cls: _Args | None = None, *, secrets: tuple[str, ...] = ()) -> 
         return klass
 
     return decorate if cls is None else decorate(cls)
+
+
+def _caller(frame: Any) -> str:
+    """The module that built the args (past ``dataclasses.replace``, which builds them for its own caller)."""
+    while frame is not None and frame.f_globals.get("__name__") == "dataclasses":
+        frame = frame.f_back
+    return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
 
 
 def _call_problem(klass: type, message: str) -> Problem:
