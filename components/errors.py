@@ -65,16 +65,18 @@ class ComponentInputError(UserError, pulumi.InputPropertiesError):
     itself; the component never does.
     """
 
-    def __init__(self, component: str, name: str, problems: Sequence[Problem]) -> None:
-        """``component`` the component's type name (``CapacityBlockNodeGroup``), ``name`` its resource name, ``problems`` every problem found."""
+    def __init__(self, component: str, name: str | None, problems: Sequence[Problem]) -> None:
+        """``component`` the component's type name (``CapacityBlockNodeGroup``) or args class (``ClusterArgs``), ``name`` its
+        resource name (``None`` for an args class refused as it is constructed), ``problems`` every problem found."""
         self.component = component
         self.name = name
         self.problems = tuple(problems)
+        who = component if name is None else f"{component} {name!r}"
         if len(self.problems) == 1:
-            message = f"{component} {name!r}: {self.problems[0].reason}"
+            message = f"{who}: {self.problems[0].reason}"
         else:
             listed = " ".join(f"({i}) {p.reason}" for i, p in enumerate(self.problems, start=1))
-            message = f"{component} {name!r} has {len(self.problems)} problems: {listed}"
+            message = f"{who} has {len(self.problems)} problems: {listed}"
         super().__init__(message, [{"property_path": p.path, "reason": p.reason} for p in self.problems])
 
 
@@ -116,4 +118,9 @@ class Problems:
             raise ComponentInputError(self.component, self.name, self.found)
 
 
-__all__ = ["ComponentInputError", "Problem", "Problems", "SettingsError", "UserError"]
+def warn(message: str) -> None:
+    """Log ``message`` at warning level through the Pulumi engine (``pulumi up`` and ``kimi-k3 plan`` show it)."""
+    pulumi.log.warn(message)
+
+
+__all__ = ["ComponentInputError", "Problem", "Problems", "SettingsError", "UserError", "warn"]

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pulumi
+
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.stack import settings, wire
 from tests.conftest import ROOT
@@ -403,7 +405,7 @@ def _cluster(**changes: Any) -> object:
 SUBNETS = ("subnet-0aaa0000000000001", "subnet-0bbb0000000000002", "subnet-0ccc0000000000003")
 limit(Limit("EKS private subnets", "min", SUBNETS[:2], SUBNETS[:1], "at least two private subnets in different AZs", "cluster/eks.py validate (EKS: subnets in two AZs)",
             lambda ids: _cluster(private_subnet_ids=ids), ("cluster/eks.py::validate: len(args.private_subnet_ids) < 2",)))
-component("EKS system node count", 2, 50, "a whole number from 2 to 50", "cluster/eks.py validate (two or more for multi-AZ)", lambda n: _cluster(system_node_count=n), "cluster/eks.py::validate: 2 <= args.system_node_count <= 50")
+component("EKS system node count", 2, 10, "a whole number from 2 to 10", "cluster/eks.py validate (two or more for multi-AZ; systemNodeCount's range)", lambda n: _cluster(system_node_count=n), "cluster/eks.py::validate: 2 <= args.system_node_count <= 10")
 component("EKS system node disk GiB", 20, 1000, "20 to 1000 GiB", "cluster/eks.py validate", lambda n: _cluster(system_node_disk_gib=n), "cluster/eks.py::validate: 20 <= args.system_node_disk_gib <= 1000")
 limit(
     Limit("EKS service CIDR prefix", "min", "172.16.0.0/12", "10.128.0.0/11", "between /12 and /24", "cluster/eks.py _validate_service_cidr (EKS serviceIpv4Cidr /12 to /24)",
@@ -447,8 +449,8 @@ def _node_group(**changes: Any) -> object:
     return _validate("gpu", args)
 
 
-component("GPU node root volume GiB", 20, 16_384, "expected 20..16384 GiB (gp3)", "capacity/node_group.py _validate (gp3 volumes: 1 to 16384 GiB; the AMI needs 20)", lambda n: _node_group(root_volume_gib=n),
-          "capacity/node_group.py::_validate: 20 <= args.root_volume_gib <= 16384")
+component("GPU node root volume GiB", 100, 2000, "expected 100..2000 GiB (gp3", "capacity/node_group.py _validate (gpuRootVolumeGiB's range: images and weights live on the NVMe RAID0)", lambda n: _node_group(root_volume_gib=n),
+          "capacity/node_group.py::_validate: 100 <= args.root_volume_gib <= 2000")
 component("GPU node root volume throughput MiB/s", 125, 1000, "expected 125..1000 MiB/s (gp3)",
           "capacity/node_group.py _validate (EC2 LaunchTemplateEbsBlockDeviceRequest Throughput: 125 to 1,000)",
           lambda n: _node_group(root_volume_throughput_mibps=n, root_volume_iops=16_000), "capacity/node_group.py::_validate: low <= throughput <= high")
@@ -888,7 +890,7 @@ def _serving_args(name: str = "kimi", **changes: Any) -> object:
     from kimi_k3.serving.args import VllmServingArgs
     from kimi_k3.serving.validation import validate_serving_args
 
-    args = VllmServingArgs(contract=_contract(), api_key="key", **changes)
+    args = VllmServingArgs(contract=_contract(), api_key=pulumi.Output.secret("key"), **changes)
     return problems_of("VllmServer", lambda problems: validate_serving_args(name, args, problems))
 
 
@@ -985,7 +987,7 @@ component("router router_replicas (pods sharing the tier's per-address budget)",
 def _lws(name: str = "kimi", pp: int = 2, **changes: Any) -> object:
     from kimi_k3.serving.lws import VllmLeaderWorkerSetArgs, _problems
 
-    args = VllmLeaderWorkerSetArgs(contract=_contract(pipeline_parallel_size=pp), api_key="key", **changes)
+    args = VllmLeaderWorkerSetArgs(contract=_contract(pipeline_parallel_size=pp), api_key=pulumi.Output.secret("key"), **changes)
     problems, _ = _problems(name, args)
     return problems.raise_any()
 

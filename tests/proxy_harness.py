@@ -14,6 +14,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+import pulumi
 import pytest
 
 from kimi_k3.serving import api_pod, proxy_edge
@@ -34,7 +35,7 @@ def stack_proxy_config(stack: str) -> ApiProxyConfig:
     serving = load_stack(stack).serving
     replicas = serving.replicas or 1  # prod names 2; dev 0 (one per node of its one-node block)
     return api_pod.proxy_config(VllmServerArgs(
-        contract=serving.contract, api_key="unused", replicas=replicas, routing=serving.routing_for(replicas), **serving_front_args(serving),
+        contract=serving.contract, api_key=pulumi.Output.secret("unused"), replicas=replicas, routing=serving.routing_for(replicas), **serving_front_args(serving),
     ))
 
 

@@ -284,8 +284,8 @@ def test_a_refused_scale_fails_the_job_with_the_api_servers_message(api):
 
 
 def test_the_declared_replicas_follow_the_plan():
-    args = VllmServerArgs(contract=serving_contract(), api_key="k", replicas=2, block_end=BlockEnd(ends_at=END, now=NOW))
+    args = VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), replicas=2, block_end=BlockEnd(ends_at=END, now=NOW))
     assert api_pod.declared_replicas(args) == 2
-    past = VllmServerArgs(contract=serving_contract(), api_key="k", replicas=2, block_end=BlockEnd(ends_at=END, now=END))
+    past = VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), replicas=2, block_end=BlockEnd(ends_at=END, now=END))
     assert api_pod.declared_replicas(past) == 0
-    assert api_pod.declared_replicas(VllmServerArgs(contract=serving_contract(), api_key="k", replicas=2)) == 2
+    assert api_pod.declared_replicas(VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), replicas=2)) == 2

@@ -3,6 +3,8 @@ before anything is declared, as the settings layer gives for a stack."""
 
 from __future__ import annotations
 
+import pulumi
+
 from kimi_k3 import Network, NetworkArgs, VllmServer, VllmServerArgs, offline
 from kimi_k3.errors import ComponentInputError
 from tests.builders import block_facts, serving_contract
@@ -13,7 +15,7 @@ from tests.refusals import assert_refused_before_declaring
 def test_more_replicas_than_the_block_has_nodes_is_refused_by_the_server_itself():
     block = block_facts(instance_count=2)
     err = assert_refused_before_declaring(
-        lambda: VllmServer("kimi-k3", VllmServerArgs(contract=serving_contract(), api_key="k", replicas=3, reservation=block)),
+        lambda: VllmServer("kimi-k3", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), replicas=3, reservation=block)),
         error=ComponentInputError,
     )
     assert "replicas 3 is not accepted; at most 2: the Capacity Block" in str(err) and "\n" not in str(err)
@@ -22,7 +24,7 @@ def test_more_replicas_than_the_block_has_nodes_is_refused_by_the_server_itself(
 def test_a_block_of_another_instance_type_is_refused():
     block = block_facts(instance_type="p5en.48xlarge")
     err = assert_refused_before_declaring(
-        lambda: VllmServer("kimi-k3", VllmServerArgs(contract=serving_contract(), api_key="k", replicas=1, reservation=block)),
+        lambda: VllmServer("kimi-k3", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), replicas=1, reservation=block)),
         error=ComponentInputError,
     )
     assert "instance_type 'p6-b300.48xlarge' is not accepted; the Capacity Block" in str(err) and "reserves p5en.48xlarge" in str(err)

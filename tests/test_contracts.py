@@ -106,6 +106,11 @@ def test_bad_api_is_refused(changes):
         ApiContract(**changes)
 
 
+def test_a_str_for_extra_args_is_refused_as_the_profile_is_built():
+    with pytest.raises(UserError, match=r"^EngineProfile: extra_args '--foo' \(str\) is not accepted; expected a sequence of str"):
+        EngineProfile(extra_args="--foo")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -113,7 +118,6 @@ def test_bad_api_is_refused(changes):
         ({"max_model_len": 2_000_000}, "max_model_len"),
         ({"kv_cache_dtype": "int4"}, "kv_cache_dtype"),
         ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
-        ({"extra_args": "--foo"}, "tuple of non-empty strings"),
         ({"extra_args": ("--api-key=secret",)}, "pod spec"),
         ({"extra_args": ("--max-model-len", "1024")}, "set by the contract"),
         ({"extra_args": ("--trust-remote-code",)}, "set by the contract"),
@@ -202,7 +206,7 @@ def test_probe_budget_covers_the_engine_ready_timeout():
 
 
 def test_contract_type_errors_are_user_errors():
-    with pytest.raises(UserError, match="weights must be a WeightsContract"):
+    with pytest.raises(UserError, match=r"ServingContract: weights .moonshotai/Kimi-K3. \(str\) is not accepted; expected a WeightsContract"):
         ServingContract(ImageContract.parse("a/b:c"), "moonshotai/Kimi-K3")  # type: ignore[arg-type]
 
 

@@ -256,7 +256,6 @@ def test_a_misspelt_value_is_caught(suffix, typo, path):
         ({"namespace": "kube-system"}, "create_namespace=False"),
         ({"namespace": "GPU_plugins"}, "not a valid Kubernetes namespace"),
         ({"node_selector": {}}, "node_selector is empty"),
-        ({"dcgm": DcgmExporterArgs(extra_values=["tolerations"])}, "must be a mapping"),  # type: ignore[arg-type]
         ({"providers": {}}, "Kubernetes provider"),
     ],
 )
@@ -273,6 +272,11 @@ def test_bad_args_are_refused_before_any_resource(changes, message):
     with pytest.raises(UserError, match=message):
         engine.run(program)
     assert [r.type for r in engine.resources] == ["pulumi:providers:kubernetes"]
+
+
+def test_extra_values_that_are_not_a_mapping_are_refused_as_the_args_are_built():
+    with pytest.raises(UserError, match=r"^DcgmExporterArgs: extra_values \['tolerations'\] \(list\) is not accepted; expected a mapping of str"):
+        DcgmExporterArgs(extra_values=["tolerations"])  # type: ignore[arg-type]
 
 
 def test_old_efa_version_is_fine_when_efa_is_off():

@@ -267,7 +267,7 @@ def refused(opts=providers, **changes) -> tuple[str, offline.OfflineEngine]:
     ({"deep_health_checks": ("InstanceStress", "Burn")}, "distinct values among InstanceStress, InstanceConnectivity"),
     ({"node_recovery": "Manual"}, "Automatic or None"),
     ({"lifecycle_prefix": "/lifecycle/"}, "lowercase path segments"),
-    ({"training_plan": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/x"}, "training_plan must be TrainingPlanFacts"),
+    ({"training_plan": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/x"}, "training_plan 'arn:aws:sagemaker:us-east-1:123456789012:training-plan/x' (str) is not accepted; expected a TrainingPlanFacts"),
 ])
 def test_bad_args_are_refused_before_anything_is_declared(changes, message):
     text, _ = refused(**changes)

@@ -24,11 +24,11 @@ KUBERNETES_COMPONENTS = {
     "GpuNodePlugins": lambda opts: GpuNodePlugins("gpu-plugins", GpuNodePluginsArgs(), opts=opts),
     "LoadBalancerController": lambda opts: LoadBalancerController("lbc", LBC_ARGS, opts=opts),
     "LwsController": lambda opts: LwsController("lws", LwsControllerArgs(), opts=opts),
-    "VllmServer": lambda opts: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key="k"), opts=opts),
+    "VllmServer": lambda opts: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k")), opts=opts),
     "VllmLeaderWorkerSet": lambda opts: VllmLeaderWorkerSet(
         "kimi",
         VllmLeaderWorkerSetArgs(
-            contract=serving_contract("s3", tensor_parallel_size=8, pipeline_parallel_size=2), api_key="k",
+            contract=serving_contract("s3", tensor_parallel_size=8, pipeline_parallel_size=2), api_key=pulumi.Output.secret("k"),
             instance_type="p5en.48xlarge", cluster_name="kimi-k3-dev", aws_region="us-east-1",
         ),
         opts=opts,

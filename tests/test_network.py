@@ -237,7 +237,7 @@ def test_too_small_cidr_is_refused_before_anything_is_declared(cidr, azs, smalle
         ({"nat_mode": "perAZ"}, "nat_mode 'perAZ'"),
         ({"availability_zones": ("us-east-1a", "us-east-1a")}, "twice"),
         ({"region": "us-west-2"}, "not all in region us-west-2"),
-        ({"vpc_cidr": "10.0.0.1/16"}, "not an IPv4 network"),
+        ({"vpc_cidr": "10.0.0.1/16"}, "expected an IPv4 CIDR such as"),
     ],
 )
 def test_bad_args_are_refused_before_anything_is_declared(changes, match):

@@ -160,7 +160,7 @@ def test_the_pod_template_carries_the_configs_checksum_and_a_change_rolls_the_po
 def test_a_refused_route_stops_the_component_before_anything_is_declared():
     engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match=r"/invocations is on vLLM's unprotected list") as caught:
-        engine.run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key="k", extra_routes=("POST /invocations",)), opts=in_cluster()))
+        engine.run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), extra_routes=("POST /invocations",)), opts=in_cluster()))
     assert [p.path for p in caught.value.problems] == ["extra_routes[0]"]
     assert not [r for r in engine.resources if r.type.startswith("kubernetes:")]
 
@@ -193,7 +193,7 @@ def test_the_lws_workers_outlive_their_leaders_drain():
 
 def test_the_grace_rule_refuses_a_period_the_drain_does_not_fit():
     with pytest.raises(UserError, match="termination_grace_period_s 600 is not accepted; it must be at least 2015 s"):
-        offline.OfflineEngine(now=NOW).run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key="k", termination_grace_period_s=600), opts=in_cluster()))
+        offline.OfflineEngine(now=NOW).run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), termination_grace_period_s=600), opts=in_cluster()))
     assert DrainPlan(pre_stop_sleep_s=10, drain_s=60).minimum_grace_s == 10 + 5 + 60 + 30
     plan = DrainPlan(pre_stop_sleep_s=30, drain_s=600)
     assert [t for t, _ in plan.timeline()] == sorted(t for t, _ in plan.timeline())
@@ -304,7 +304,7 @@ def test_checkov_finds_nothing_in_the_api_pods(plans, tmp_path):
 
 
 def test_the_proxy_config_is_built_once_from_the_args():
-    args = VllmServerArgs(contract=serving_contract(max_model_len=131_072), api_key="k", extra_routes=("POST /v1/embeddings",), max_generation_s=900, drain_s=600, inline_media_bytes=1024)
+    args = VllmServerArgs(contract=serving_contract(max_model_len=131_072), api_key=pulumi.Output.secret("k"), extra_routes=("POST /v1/embeddings",), max_generation_s=900, drain_s=600, inline_media_bytes=1024)
     config = api_pod.proxy_config(args)
     assert config == ApiProxyConfig(max_model_len=131_072, max_generation_s=900, drain_s=600, inline_media_bytes=1024, extra_routes=(ApiRoute("POST", "/v1/embeddings"),))
 

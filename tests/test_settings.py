@@ -61,7 +61,7 @@ def test_digest_pinned_image_parses():
 BAD_VALUES = [
     # (changes, key named in the message, words of the accepted part)
     ({"kimi-k3:vpcCidrs": "10.0.0.0/16"}, "kimi-k3:vpcCidrs", "did you mean kimi-k3:vpcCidr"),
-    ({"environment": "production"}, "kimi-k3:environment", "dev, staging, prod"),
+    ({"environment": "production"}, "kimi-k3:environment", "dev, prod"),
     ({"environment": None}, "kimi-k3:environment", "required"),
     ({"aws:region": None}, "aws:region", "required"),
     ({"aws:region": "us-east"}, "aws:region", "AWS region name"),

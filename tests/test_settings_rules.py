@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 
+import pulumi
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -272,7 +273,7 @@ def test_whatever_settings_accept_the_serving_components_accept(values):
     assert not any(a.startswith("-") and " " in a.split("=", 1)[0] for a in args), args
     try:
         nodes = contract.fit(instance)
-        common = dict(contract=contract, api_key="k", instance_type=instance.name, replicas=max(1, s.serving.replicas))
+        common = dict(contract=contract, api_key=pulumi.Output.secret("k"), instance_type=instance.name, replicas=max(1, s.serving.replicas))
         if nodes > 1:
             validate_lws("kimi-k3-serving", VllmLeaderWorkerSetArgs(**common))
         else:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pulumi
 import pytest
 
 from kimi_k3 import offline
@@ -270,7 +271,7 @@ def test_the_serving_component_refuses_a_cache_with_a_floating_tag():
     contract: ServingContract = serving_contract(image="vllm/vllm-openai:kimi-k3", source="s3")
 
     def program() -> None:
-        VllmServer("srv", VllmServerArgs(contract=contract, api_key="k", cluster_name="c", aws_region="us-east-1",
+        VllmServer("srv", VllmServerArgs(contract=contract, api_key=pulumi.Output.secret("k"), cluster_name="c", aws_region="us-east-1",
                                          startup=serving_pod.ServingStartup(compile_cache_s3_uri="s3://b-b/cache/")), opts=in_cluster())
 
     with pytest.raises(ComponentInputError, match=r"startup.compile_cache_s3_uri.*pinned by digest"):

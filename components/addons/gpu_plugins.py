@@ -34,6 +34,7 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.image_registries import registry_for
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import CHART_VERSION, DNS_LABEL
 from kimi_k3.errors import Problems
 
@@ -61,6 +62,7 @@ NODE_MONITORING_AGENT_DCGM_PORT = 5555
 DaemonSet: ``nv-hostengine -n -b ALL``, containerPort and hostPort 5555)."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class NvidiaDevicePluginArgs:
     """The NVIDIA device plugin release (advertises ``nvidia.com/gpu`` on each GPU node)."""
@@ -73,6 +75,7 @@ class NvidiaDevicePluginArgs:
     """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class EfaDevicePluginArgs:
     """The AWS EFA device plugin release (advertises ``vpc.amazonaws.com/efa``)."""
@@ -88,6 +91,7 @@ class EfaDevicePluginArgs:
     """Helm values deep-merged over ours (yours win; lists are replaced, not appended)."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class DcgmExporterArgs:
     """The NVIDIA DCGM exporter release: GPU utilisation, memory, XID errors as Prometheus metrics."""
@@ -109,6 +113,7 @@ class DcgmExporterArgs:
     Operator's release), so the chart's ServiceMonitor is not applied before its kind is served."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class GpuNodePluginsArgs:
     """Which plugins to install (the cluster comes from ``opts``: :mod:`kimi_k3.cluster.kubernetes_provider`)."""

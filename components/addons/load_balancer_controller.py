@@ -33,6 +33,7 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.releases import controller_release
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
 from kimi_k3.core.formats import CHART_VERSION, REGION, VPC_ID
 from kimi_k3.core.labels import SYSTEM_NODE_LABELS
@@ -60,6 +61,7 @@ def iam_policy_document() -> str:
     return (Path(__file__).resolve().parents[1] / "data" / IAM_POLICY_FILE).read_text(encoding="utf-8")
 
 
+@checked_args
 @dataclass(frozen=True)
 class LoadBalancerControllerArgs:
     """Where the controller runs and how it is pinned."""

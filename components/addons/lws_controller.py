@@ -33,6 +33,7 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.releases import check_release_args, controller_namespace, controller_release, register_release_outputs
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import Problems
 
 CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART.name, catalog.LWS_CHART.repository, catalog.LWS_CHART.version
@@ -47,6 +48,7 @@ PRIORITY_CLASS = "system-cluster-critical"
 
 
 
+@checked_args
 @dataclass(frozen=True)
 class LwsControllerArgs:
     """Inputs of :class:`LwsController` (the cluster comes from ``opts``)."""

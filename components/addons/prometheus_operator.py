@@ -36,6 +36,7 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.releases import check_release_args, controller_namespace, controller_release, register_release_outputs
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import Problems
 
 CHART, REPOSITORY, DEFAULT_VERSION = (
@@ -51,6 +52,7 @@ EKS_UNSCRAPEABLE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeP
 
 
 
+@checked_args
 @dataclass(frozen=True)
 class PrometheusOperatorArgs:
     """Inputs of :class:`PrometheusOperator` (the cluster comes from ``opts``)."""

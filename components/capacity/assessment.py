@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.clock import utc
 from kimi_k3.errors import UserError
 
@@ -104,6 +105,7 @@ class Finding:
     ``availability_zones`` or ``nodes_required`` (:meth:`Terms.name` names it in the caller's API)."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class BlockNeeds:
     """What the caller needs of the block."""

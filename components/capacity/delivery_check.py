@@ -69,6 +69,7 @@ import pulumi
 import pulumi_aws as aws
 
 from kimi_k3.capacity.scaling import EKS_SCALEDOWN_BEFORE_END, SCALE_UP_MARGIN, keep_pending
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.clock import utc
 from kimi_k3.errors import Problems
 
@@ -107,6 +108,7 @@ PERIOD_SOURCE = (
 """Where the alarm period limits come from."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class DeliveryCheckArgs:
     """Inputs of :class:`DeliveryCheck`."""

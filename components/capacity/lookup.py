@@ -34,8 +34,9 @@ from datetime import datetime
 import pulumi
 import pulumi_aws as aws
 
+from kimi_k3.capacity import rules
 from kimi_k3.capacity.facts import CapacityBlockFacts, ended_from_record, gone_line
-from kimi_k3.errors import UserError
+from kimi_k3.errors import ComponentInputError, Problem, UserError
 
 NOT_FOUND, CREDENTIALS, DENIED, REGION, THROTTLED, OTHER = "not found", "credentials", "denied", "region", "throttled", "other"
 """The kinds of failed look-up (:func:`classify`)."""
@@ -131,7 +132,13 @@ def lookup_capacity_block(reservation_id: str, opts: pulumi.InvokeOptions | None
     """Read the reservation through the AWS provider; a :class:`CapacityBlockUnreadable` (of its kind) when that fails.
 
     :param region: the provider's region, named in the messages (the invoke uses the provider's own).
+
+    An id that is not a reservation's (an offering's ``cb-``, a malformed one) is refused before the invoke
+    (:func:`kimi_k3.capacity.rules.reservation_id_problem`), naming ``reservation_id``.
     """
+    problem = rules.reservation_id_problem(reservation_id) if isinstance(reservation_id, str) else "expected a str: the reservation id (cr-...)"
+    if problem:
+        raise ComponentInputError("lookup_capacity_block", None, [Problem("reservation_id", f"reservation_id {reservation_id!r} is not accepted; {problem}")])
     try:
         result = aws.ec2.get_capacity_block_reservation(id=reservation_id, opts=opts)
     except Exception as err:  # the provider reports every failure as a generic invoke error: its text says which

@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -38,15 +37,18 @@ from datetime import UTC, datetime, timedelta
 import pulumi
 import pulumi_aws as aws
 
+from kimi_k3.capacity import rules
 from kimi_k3.capacity.assessment import ARGS_TERMS, BlockNeeds, assess, failures, warnings
 from kimi_k3.capacity.delivery_check import TOPIC_KEY_ACTIONS, cloudwatch_key_statement, cloudwatch_topic_statement, service_statement
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.capacity.lookup import CapacityBlockNotFound, lookup_capacity_block
 from kimi_k3.capacity.node_repair import gpu_node_repair_config
 from kimi_k3.capacity.scaling import SCALE_UP_MARGIN, ScalingPlan, scaling_plan
+from kimi_k3.cluster import versions
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.formats import CAPACITY_RESERVATION_ID, EMAIL
+from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.formats import EMAIL_LETTER_TLD
 from kimi_k3.errors import Problems
 
 INSTANCE_TYPE_NODE_LABEL = "kimi-k3.io/instance-type"
@@ -192,6 +194,7 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@checked_args
 @dataclass(frozen=True)
 class CapacityBlockNodeGroupArgs:
     """Inputs of :class:`CapacityBlockNodeGroup`."""
@@ -536,6 +539,9 @@ def _block(name: str, args: CapacityBlockNodeGroupArgs) -> tuple[CapacityBlockFa
     problems = Problems("CapacityBlockNodeGroup", name)
     if args.reservation is not None:
         facts = args.reservation
+        for path, problem in (("instance_type", rules.block_type_problem(facts, args.instance_type)), ("nodes_required", rules.block_count_problem(facts, args.nodes_required))):
+            if problem:
+                problems.reject(path, getattr(args, path), problem)
         if facts.availability_zone not in args.subnet_ids_by_az:
             problems.add("subnet_ids_by_az", f"subnet_ids_by_az has no subnet in {facts.availability_zone}, the AZ of Capacity Block {facts.reservation_id}")
         if facts.start is None or facts.end is None:
@@ -561,20 +567,22 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
     problems = Problems("CapacityBlockNodeGroup", name)
     if (args.reservation is None) == (args.reservation_id is None):
         problems.add("reservation_id", "exactly one of reservation (looked-up facts) or reservation_id is required")
-    elif args.reservation_id is not None and not CAPACITY_RESERVATION_ID.fullmatch(args.reservation_id):
-        problems.reject("reservation_id", args.reservation_id, "expected cr- followed by 17 hex digits")
-    if not re.fullmatch(r"\d+\.\d+", args.kubernetes_version):
-        problems.reject("kubernetes_version", args.kubernetes_version, "expected major.minor such as 1.34")
-    elif args.ami_release_version and not args.ami_release_version.startswith(f"{args.kubernetes_version}."):
-        problems.reject(
-            "ami_release_version", args.ami_release_version,
-            f"AMI release {args.ami_release_version} is not for Kubernetes {args.kubernetes_version}: "
-            f"pin a {args.kubernetes_version}.x-YYYYMMDD release or leave it unset",
-        )
+    elif args.reservation_id is not None and rules.reservation_id_problem(args.reservation_id):
+        problems.reject("reservation_id", args.reservation_id, rules.reservation_id_problem(args.reservation_id) or "")
+    version_problem = versions.version_problem(args.kubernetes_version)
+    cluster_version = versions.declared_version(args.cluster_name)
+    skew = versions.skew_problem(args.kubernetes_version, cluster_version) if cluster_version else None
+    if version_problem or skew:
+        problems.reject("kubernetes_version", args.kubernetes_version, version_problem or skew or "")
+    elif args.ami_release_version and rules.ami_release_problem(args.ami_release_version, args.kubernetes_version):
+        problems.reject("ami_release_version", args.ami_release_version, rules.ami_release_problem(args.ami_release_version, args.kubernetes_version) or "")
+    type_problem = rules.gpu_instance_type_problem(args.instance_type)
+    if type_problem:
+        problems.reject("instance_type", args.instance_type, type_problem)
     if not args.subnet_ids_by_az:
         problems.reject("subnet_ids_by_az", dict(args.subnet_ids_by_az), "the node group needs the subnet of the Capacity Block's AZ")
-    if not 20 <= args.root_volume_gib <= 16384:
-        problems.reject("root_volume_gib", args.root_volume_gib, "expected 20..16384 GiB (gp3)")
+    if not 100 <= args.root_volume_gib <= 2000:
+        problems.reject("root_volume_gib", args.root_volume_gib, "expected 100..2000 GiB (gp3; images and weights live on the NVMe RAID0)")
     low, high = GP3_THROUGHPUT_RANGE_MIBPS
     throughput = args.root_volume_throughput_mibps
     if throughput is not None and not low <= throughput <= high:
@@ -590,16 +598,14 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
     if args.nodes_required < 1:
         problems.reject("nodes_required", args.nodes_required, "expected at least 1")
     if args.efa_enabled:
-        if args.instance_type not in catalog.INSTANCE_TYPES:
-            problems.reject("instance_type", args.instance_type, f"EFA interfaces are known for {', '.join(catalog.INSTANCE_TYPES)}")
         if not args.security_group_ids:
             problems.add("security_group_ids", "efa_enabled needs security_group_ids: with network interfaces in the launch template, the node security group must be named on each")
         if args.vpc_id is None:
             problems.add("vpc_id", "efa_enabled needs vpc_id: the EFA security group (all traffic to and from itself) is created in the nodes' VPC")
     if args.scale_up_margin < timedelta(0):
         problems.reject("scale_up_margin", args.scale_up_margin, "a duration of 0 or more")
-    if args.alert_email is not None and not EMAIL.fullmatch(args.alert_email):
-        problems.reject("alert_email", args.alert_email, "expected an e-mail address")
+    if args.alert_email is not None and not EMAIL_LETTER_TLD.fullmatch(args.alert_email):
+        problems.reject("alert_email", args.alert_email, "expected an e-mail address such as oncall@example.com")
     problems.raise_any()
 
 

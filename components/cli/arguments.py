@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from pathlib import Path
 
 from kimi_k3.core import catalog
+from kimi_k3.errors import UserError
 
 
 def whole_number(text: str) -> int:
@@ -50,9 +52,23 @@ def positive_float(text: str) -> float:
     return value
 
 
+_STACK_FILE = re.compile(r"(?:^|.*/)Pulumi\.(?P<stack>[^/]+)\.ya?ml$")
+
+
+def stack_name(value: str) -> str:
+    """``STACK`` as given, unless it is a stack file's path (``stacks/Pulumi.dev.yaml``): then one line naming the stack."""
+    match = _STACK_FILE.fullmatch(value)
+    if match:
+        raise UserError(
+            f"STACK {value!r} is a stack file's path: pass the stack name `{match['stack']}` "
+            "(its file is found as Pulumi finds it: in the stackConfigDir of the project's Pulumi.yaml)"
+        )
+    return value
+
+
 def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     """``STACK`` (the stack name) and ``--program DIR`` (where the Pulumi project is), as every stack command takes them."""
-    parser.add_argument("stack", metavar="STACK", help="stack name, e.g. dev or prod: Pulumi.STACK.yaml in the project's stackConfigDir")
+    parser.add_argument("stack", metavar="STACK", type=stack_name, help="stack name, e.g. dev or prod: Pulumi.STACK.yaml in the project's stackConfigDir")
     parser.add_argument(
         "--program", type=Path, metavar="DIR",
         help="directory of the Pulumi project (its Pulumi.yaml); default: the nearest one from here up",

@@ -37,6 +37,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import LOG_RETENTION_DAYS, ROLE_ARN, SECRET_ARN
 from kimi_k3.core.names import fit
 from kimi_k3.errors import Problems
@@ -82,6 +83,7 @@ _STACK = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _GIT_HTTPS_URL = re.compile(r"^https://[a-z0-9.-]+(:\d+)?/[\w.-]+(/[\w.-]+)+?(\.git)?$")
 
 
+@checked_args
 @dataclass(frozen=True)
 class DeployRunnerArgs:
     """Inputs of :class:`DeployRunner`."""

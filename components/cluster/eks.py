@@ -44,11 +44,13 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from kimi_k3.cluster import system_nodes, versions
 from kimi_k3.cluster.access import roles_in_both
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.core import labels
-from kimi_k3.core.formats import EKS_ADDON_VERSION, INSTANCE_TYPE, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
+from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.formats import EKS_ADDON_VERSION, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
 from kimi_k3.errors import Problems
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -80,10 +82,10 @@ AUTHENTICATION_MODE = "API"
 """EKS authentication mode of the cluster: access entries only (no ``aws-auth`` ConfigMap)."""
 
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
-_VERSION = re.compile(r"^1\.\d{2}$")
 _KMS_KEY_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[0-9a-zA-Z-]+$")
 
 
+@checked_args
 @dataclass(frozen=True)
 class ClusterArgs:
     """What the EKS cluster looks like. Everything is explicit; nothing is read from stack config."""
@@ -149,8 +151,9 @@ def validate(name: str, args: ClusterArgs) -> str:
     cluster_name = args.cluster_name or name
     if not _CLUSTER_NAME.match(cluster_name):
         reject("cluster_name", cluster_name, "1-100 letters, digits, '-' or '_', starting with a letter or digit")
-    if not _VERSION.match(args.version):
-        reject("version", args.version, "a Kubernetes minor version such as '1.34'")
+    accepted_versions = versions.version_problem(args.version)
+    if accepted_versions:
+        reject("version", args.version, accepted_versions)
     if not args.admin_role_arns:
         reject("admin_role_arns", list(args.admin_role_arns), "at least one IAM role ARN (nobody else is admin)")
     for index, arn in enumerate(args.admin_role_arns):
@@ -169,10 +172,11 @@ def validate(name: str, args: ClusterArgs) -> str:
         _validate_service_cidr(args.service_cidr, problems)
     if args.log_retention_days not in LOG_RETENTION_DAYS:
         reject("log_retention_days", args.log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
-    if not INSTANCE_TYPE.match(args.system_node_instance_type):
-        reject("system_node_instance_type", args.system_node_instance_type, "an EC2 instance type such as 'm7i.xlarge'")
-    if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not 2 <= args.system_node_count <= 50:
-        reject("system_node_count", args.system_node_count, "a whole number from 2 to 50 (two or more for multi-AZ)")
+    system_type = system_nodes.instance_type_problem(args.system_node_instance_type)
+    if system_type:
+        reject("system_node_instance_type", args.system_node_instance_type, system_type)
+    if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not 2 <= args.system_node_count <= 10:
+        reject("system_node_count", args.system_node_count, "a whole number from 2 to 10 (two or more for multi-AZ)")
     if not 20 <= args.system_node_disk_gib <= 1000:
         reject("system_node_disk_gib", args.system_node_disk_gib, "20 to 1000 GiB")
     if isinstance(args.encryption_config_key_arn, str) and not _KMS_KEY_ARN.match(args.encryption_config_key_arn):
@@ -426,6 +430,7 @@ class Cluster(pulumi.ComponentResource):
             ),
         )
         self.cluster_name = self.eks.oidc_issuer.apply(lambda _: cluster_name)
+        versions.remember(self.cluster_name, args.version)  # a node group given this name checks its version against the cluster's
         self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json.apply(spell_kubeconfig_flags))
         self.endpoint = self.eks.kubeconfig_json.apply(endpoint_of)
         self.node_security_group_id = self.eks.node_security_group_id

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import DNS_LABEL
 from kimi_k3.errors import Problems
 
@@ -31,6 +32,7 @@ SERVICE_ACCOUNT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 """A ServiceAccount name: an RFC 1123 DNS subdomain (Kubernetes object names)."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class PodIdentityRoleArgs:
     """Which ServiceAccount gets which permissions."""

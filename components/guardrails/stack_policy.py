@@ -1,6 +1,6 @@
 """Which policy config a stack is judged under: its environment's, or its own file, never weaker in prod.
 
-``policy/config/<environment>.json`` (``kimi-k3:environment``: dev, staging, prod) is the
+``policy/config/<environment>.json`` (``kimi-k3:environment``: dev, prod) is the
 config of every stack of that environment, so a copy of the dev stack under a new name
 (``Pulumi.alice.yaml``) is judged as dev. ``policy/config/<stack>.json``, when it exists,
 overrides it for that one stack; on a prod stack the override may only raise the rules

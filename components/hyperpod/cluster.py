@@ -71,6 +71,7 @@ import yaml
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod import rules as hyperpod_rules
 from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
@@ -151,6 +152,7 @@ def lifecycle_script(name: str) -> str:
     return (LIFECYCLE_DIR / name).read_text(encoding="utf-8")
 
 
+@checked_args
 @dataclass(frozen=True, kw_only=True)
 class HyperPodClusterArgs:
     """Inputs of :class:`HyperPodCluster`."""

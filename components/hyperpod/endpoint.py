@@ -55,6 +55,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod.routing import HyperPodRouting
@@ -338,6 +339,7 @@ def render_inference_endpoint_config(
 # --- Pulumi component ---------------------------------------------------------
 
 
+@checked_args(secrets=("api_key", "hugging_face_token"))
 @dataclass(frozen=True, kw_only=True)
 class HyperPodInferenceEndpointArgs:
     """Inputs of :class:`HyperPodInferenceEndpoint` (see :func:`render_inference_endpoint_config`)."""

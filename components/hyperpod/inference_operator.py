@@ -41,6 +41,7 @@ import pulumi
 import pulumi_aws as aws
 
 from kimi_k3.addons.load_balancer_controller import iam_policy_document as alb_policy_document
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import EKS_ADDON_VERSION
 from kimi_k3.errors import UserError
 from kimi_k3.weights.secure_bucket import SecureBucket, SecureBucketArgs
@@ -78,6 +79,7 @@ DEPENDENCY_ADDONS = ("cert-manager", "aws-mountpoint-s3-csi-driver", "metrics-se
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
+@checked_args
 @dataclass(frozen=True, kw_only=True)
 class HyperPodInferenceOperatorArgs:
     """Inputs of :class:`HyperPodInferenceOperator`."""

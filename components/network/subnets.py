@@ -58,6 +58,23 @@ def _span(az_count: int, private_prefix: int, public_prefix: int) -> int:
     return _aligned_offsets(sizes)[1]
 
 
+PRIVATE_RANGES = "a private RFC 1918 range (10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16)"
+"""What a VPC's CIDR must lie in: the stack and a direct ``NetworkArgs`` refuse a public range alike."""
+
+
+def vpc_cidr_problem(vpc_cidr: str) -> str | None:
+    """Why ``vpc_cidr`` cannot be a new VPC's range (not a strict IPv4 CIDR, not RFC 1918); ``None``: it can.
+
+    The size is :func:`plan_subnets`'s rule (it depends on the AZs and the subnet prefixes)."""
+    try:
+        network = ipaddress.IPv4Network(vpc_cidr, strict=True)
+    except ValueError as err:
+        return f"expected an IPv4 CIDR such as 10.42.0.0/16 ({err})"
+    if not network.is_private:
+        return f"expected {PRIVATE_RANGES}"
+    return None
+
+
 def subnet_layout(vpc_prefix: int, az_count: int) -> tuple[int, int]:
     """The largest (private, public) subnet prefixes a /``vpc_prefix`` VPC holds for ``az_count`` AZs.
 

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import AVAILABILITY_ZONE, LOG_RETENTION_DAYS, SUBNET_ID, VPC_ID
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, endpoint_problems
-from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets
+from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets, vpc_cidr_problem
 
 TYPE = "kimi-k3:index:Network"
 """Type token of the component, new or existing VPC alike (an existing one keeps the same URN)."""
@@ -37,6 +38,7 @@ DEFAULT_INTERFACE_ENDPOINT_SERVICES = DEFAULT_INTERFACE_ENDPOINTS
 """Interface endpoints by default: ECR (image manifests and auth), STS (IRSA), EKS Auth (Pod Identity) and EC2
 (the nodes' own calls); see :mod:`kimi_k3.network.endpoints`."""
 
+@checked_args
 @dataclass(frozen=True)
 class NetworkArgs:
     """What a new VPC looks like (for a VPC someone else manages, see :class:`ExistingNetworkArgs`)."""
@@ -67,6 +69,7 @@ class NetworkArgs:
     """Tags on every resource (a ``Name`` tag is added per resource)."""
 
 
+@checked_args
 @dataclass(frozen=True)
 class ExistingNetworkArgs:
     """The ids of a VPC someone else manages (:meth:`Network.from_existing`)."""
@@ -115,10 +118,14 @@ def _validate(name: str, args: NetworkArgs) -> SubnetPlan:
     if not args.cluster_name:
         problems.add("cluster_name", "cluster_name is required (subnets carry the kubernetes.io/cluster/<name> tag)")
     plan: SubnetPlan | None = None
-    try:
-        plan = plan_subnets(args.vpc_cidr, azs, args.private_subnet_prefix, args.public_subnet_prefix)
-    except UserError as err:
-        problems.adopt("vpc_cidr", err)
+    cidr_problem = vpc_cidr_problem(args.vpc_cidr)
+    if cidr_problem:
+        problems.reject("vpc_cidr", args.vpc_cidr, cidr_problem)
+    else:
+        try:
+            plan = plan_subnets(args.vpc_cidr, azs, args.private_subnet_prefix, args.public_subnet_prefix)
+        except UserError as err:
+            problems.add("vpc_cidr", f"vpc_cidr {args.vpc_cidr!r} is not accepted; {err}")
     problems.raise_any()
     assert plan is not None  # no problem: the plan was made
     return plan

@@ -20,11 +20,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.observability.alerts import AlertRulesArgs, prometheus_rule
 from kimi_k3.observability.dashboard import DashboardArgs, dashboard_configmap
 
 
+@checked_args
 @dataclass(frozen=True)
 class ServingMonitoringArgs:
     """Inputs of :class:`ServingMonitoring`."""

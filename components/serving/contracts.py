@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimi_k3.core import catalog
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import ABSOLUTE_PATH, GIT_REVISION
 from kimi_k3.core.s3 import S3_PREFIX_URI, S3Prefix
 from kimi_k3.errors import UserError
@@ -119,6 +120,7 @@ def parse_image_reference(ref: str) -> ImageReference | None:
 # --- image ----------------------------------------------------------------------
 
 
+@checked_args
 @dataclass(frozen=True)
 class ImageContract:
     """The engine image. Pinned by digest in prod (enforced by the settings)."""
@@ -162,6 +164,7 @@ class ImageContract:
 # --- weights --------------------------------------------------------------------
 
 
+@checked_args
 @dataclass(frozen=True, kw_only=True)
 class WeightsContract:
     """Which model weights, at which exact revision, from where, mounted where."""
@@ -236,6 +239,7 @@ class WeightsContract:
 # --- API ------------------------------------------------------------------------
 
 
+@checked_args
 @dataclass(frozen=True)
 class ApiContract:
     """What clients and probes rely on: OpenAI-compatible paths, port, model name, parsers."""
@@ -298,6 +302,7 @@ class ApiContract:
 # --- engine ---------------------------------------------------------------------
 
 
+@checked_args
 @dataclass(frozen=True)
 class EngineProfile:
     """vLLM engine sizing and behaviour for one replica."""
@@ -418,6 +423,7 @@ def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
+@checked_args
 @dataclass(frozen=True)
 class ServingContract:
     """Image + weights + API + engine: everything needed to start the server."""

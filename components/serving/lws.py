@@ -70,6 +70,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import Problems
 from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import VllmServingArgs
@@ -143,6 +144,7 @@ _RESERVED_EXTRA_FLAGS = ("--distributed-executor-backend", "--data-parallel-size
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+@checked_args(secrets=("api_key", "hugging_face_token"))
 @dataclass(frozen=True)
 class VllmLeaderWorkerSetArgs(VllmServingArgs):
     """Inputs of :class:`VllmLeaderWorkerSet`: every :class:`~kimi_k3.serving.args.VllmServingArgs` field plus the group's network.

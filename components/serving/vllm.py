@@ -25,6 +25,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import Problems
 from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import VllmServingArgs
@@ -52,6 +53,7 @@ def rollout_strategy(replicas: int) -> k8s.apps.v1.DeploymentStrategyArgs:
     )
 
 
+@checked_args(secrets=("api_key", "hugging_face_token"))
 @dataclass(frozen=True)
 class VllmServerArgs(VllmServingArgs):
     """Inputs of :class:`VllmServer` (single-node replicas; see :class:`~kimi_k3.serving.args.VllmServingArgs` for every field)."""

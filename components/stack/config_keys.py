@@ -54,7 +54,7 @@ def _range(bounds: tuple[float, float], fmt: str = "") -> str:
 
 _KEYS = (
     # --- stack --------------------------------------------------------------
-    ConfigKey("environment", "string", "Environment class of the stack: dev, staging or prod. prod enforces digest-pinned images, a private cluster endpoint and a pinned AMI release."),
+    ConfigKey("environment", "string", "Environment class of the stack: dev or prod (a staging stack is one of them). prod enforces digest-pinned images, a private cluster endpoint and a pinned AMI release."),
     # --- network ------------------------------------------------------------
     ConfigKey("vpcCidr", "string", "IPv4 CIDR of the VPC (RFC 1918, /16 to /20). One private and one public subnet per AZ: a /20 and a /24 when they fit, smaller in a smaller VPC (down to a /22 and a /26); a CIDR that cannot hold them for the AZ count is refused.", "10.42.0.0/16"),
     ConfigKey("availabilityZones", "array", "AZs of the VPC. Empty: the Capacity Block's AZ plus the next AZs of the region up to availabilityZoneCount. When set, it must include the Capacity Block's AZ.", []),

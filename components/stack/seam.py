@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS, PROJECT
 
@@ -173,8 +174,18 @@ def in_key_terms(input: str, text: str, *, optional_prefix: str = "") -> str:
     return text
 
 
+_ACCEPTED_NAMES = re.compile(r"^accepted: ([\w.-]+(?:, [\w.-]+)+)$")
+
+
 def refused(input: str, path: str, value: object, accepted: str) -> SettingsError:
-    """The :class:`SettingsError` of a component refusing ``path`` of ``input``: named by the key that fed it."""
+    """The :class:`SettingsError` of a component refusing ``path`` of ``input``: named by the key that fed it.
+
+    Where the rule lists the accepted names (``accepted: huggingface, s3``), the nearest one to a misspelt value is
+    suggested, as every enum-like key does (``did you mean s3?``)."""
+    names = _ACCEPTED_NAMES.match(accepted)
+    near = nearest(value, names[1].split(", ")) if names and isinstance(value, str) else None
+    if near:
+        accepted = f"{accepted}; did you mean {near}?"
     return SettingsError(config_key(input, path), list(value) if isinstance(value, tuple) else value, accepted)
 
 

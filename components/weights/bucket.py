@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import UserError
 from kimi_k3.weights.secure_bucket import tls_only_policy
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
+@checked_args
 @dataclass(frozen=True)
 class WeightsBucketArgs:
     """Inputs of :class:`WeightsBucket`."""

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import UserError
 
 _PREFIX = re.compile(r"^[a-z0-9][a-z0-9.-]{0,36}$")
 
 
+@checked_args
 @dataclass(frozen=True, kw_only=True)
 class SecureBucketArgs:
     """Inputs of :class:`SecureBucket`."""

@@ -35,6 +35,7 @@ from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import DNS_LABEL, GIT_REVISION
 from kimi_k3.core.s3 import S3Prefix
 from kimi_k3.errors import Problems, UserError
@@ -70,6 +71,7 @@ def staging_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+@checked_args
 @dataclass(frozen=True)
 class WeightsStagingJobArgs:
     """Inputs of :class:`WeightsStagingJob`."""

@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from kimi_k3.addons.gpu_plugins import PRIVILEGED_NAMESPACE_LABELS
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import Problems
 from kimi_k3.weights import image_pull, node_local
 from kimi_k3.weights.bucket import WeightsBucket, WeightsBucketArgs
@@ -60,6 +61,7 @@ def prepull_annotations(image: str) -> dict[str, str]:
     return annotations
 
 
+@checked_args
 @dataclass(frozen=True)
 class TimeToServeArgs:
     """Inputs of :class:`TimeToServe` (from the stack settings, by :func:`args_from_settings`)."""

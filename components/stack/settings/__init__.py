@@ -39,8 +39,10 @@ from kimi_k3.stack.settings.reader import INSTANCE_TYPE_RE, SECRET_PLACEHOLDER_P
 from kimi_k3.stack.settings.serving import ServingFrontSettings, ServingSettings, validate_serving
 from kimi_k3.stack.settings.weights import TimeToServeSettings, validate_time_to_serve
 
-ENVIRONMENTS = ("dev", "staging", "prod")
-"""Values of ``kimi-k3:environment``."""
+ENVIRONMENTS = ("dev", "prod")
+"""Values of ``kimi-k3:environment``: each has its policy config (``policy/config/<environment>.json``) and its rules
+(prod the strict ones). There is no ``staging`` class: a staging stack is ``dev`` (its own ``policy/config/<stack>.json``
+may raise the rules) or ``prod``."""
 SERVING_PLATFORMS = ("eks", "hyperpod")
 """Values of ``kimi-k3:servingPlatform``: the EKS path (Capacity Block node group, vLLM) or SageMaker HyperPod."""
 
@@ -235,6 +237,16 @@ def _unknown_keys(values: Mapping[str, Any], secret_keys: Iterable[str]) -> None
         raise SettingsError(key, shown, f"unknown key; {suggestion}")
 
 
+def _environment(value: str) -> str:
+    if value == "staging":
+        raise SettingsError(
+            full_key("environment"), value,
+            f"accepted: {', '.join(ENVIRONMENTS)}; a staging stack is dev (its own policy/config/<stack>.json may raise the rules) "
+            "or prod (the strict rules): there is no staging policy config, and the policy pack would judge it by its prod defaults",
+        )
+    return str(one_of("environment", value, ENVIRONMENTS))
+
+
 def region_of(values: Mapping[str, Any]) -> str:
     """``aws:region`` of a stack's config, checked: required, a region name, one the region facts know; else refused naming ``aws:region``."""
     region = values.get("aws:region")
@@ -259,7 +271,7 @@ def from_values(values: Mapping[str, Any], secret_keys: Iterable[str] = (), *, p
     r = Reader(values, secret_keys)
     warnings: list[str] = []
 
-    environment = one_of("environment", r.get("environment"), ENVIRONMENTS)
+    environment = _environment(r.get("environment"))
     prod = environment == "prod"
     region = region_of(values)
 

@@ -5,18 +5,16 @@ A section of :mod:`kimi_k3.stack.settings` (the only reader of stack config).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from kimi_k3.capacity import rules
 from kimi_k3.core.formats import (
-    CAPACITY_BLOCK_OFFERING_ID,
-    CAPACITY_RESERVATION_ID,
     CHART_VERSION,
     EMAIL_LETTER_TLD,
 )
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS
-from kimi_k3.stack.settings.reader import Reader, full_key, gpu_instance_type, in_range
+from kimi_k3.stack.settings.reader import Reader, full_key, in_range
 
 
 @dataclass(frozen=True)
@@ -57,17 +55,13 @@ def validate_capacity(r: Reader, prod: bool, *, hyperpod: bool = False) -> Capac
     if not reservation and not hyperpod:
         key = CONFIG_KEYS["capacityReservationId"]
         raise SettingsError(key.full_name, None, f"it is required: {key.description} Set it with `pulumi config set {key.full_name} <value>`")
-    if reservation and CAPACITY_BLOCK_OFFERING_ID.fullmatch(reservation):
-        raise SettingsError(
-            full_key("capacityReservationId"), reservation,
-            "that is a Capacity Block offering id (cb-...), not a reservation: buy it with "
-            f"`kimi-k3 capacity purchase {reservation} --count N --days D`, which prints the reservation id (cr- followed by 17 hex digits) to set here",
-        )
-    if reservation and not CAPACITY_RESERVATION_ID.fullmatch(reservation):
-        raise SettingsError(full_key("capacityReservationId"), reservation, "expected 'cr-' followed by 17 lowercase hex digits, e.g. cr-0123456789abcdef0")
+    problem = rules.reservation_id_problem(reservation) if reservation else None  # the rule's home: the node group's
+    if problem:
+        raise SettingsError(full_key("capacityReservationId"), reservation, problem + (" to set here" if problem.startswith("that is") else ""))
     ami = r.get("gpuAmiReleaseVersion") or None
-    if ami and not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", ami):
-        raise SettingsError(full_key("gpuAmiReleaseVersion"), ami, "expected an EKS AMI release version such as 1.34.2-20251120")
+    ami_problem = rules.ami_release_problem(ami) if ami else None
+    if ami_problem:
+        raise SettingsError(full_key("gpuAmiReleaseVersion"), ami, ami_problem)
     if prod and not ami and not hyperpod:
         raise SettingsError(full_key("gpuAmiReleaseVersion"), None, "required in prod: pin the AL2023 NVIDIA AMI release so node replacements are reproducible")
     email = r.get("capacityAlertEmail") or None
@@ -75,12 +69,19 @@ def validate_capacity(r: Reader, prod: bool, *, hyperpod: bool = False) -> Capac
         raise SettingsError(full_key("capacityAlertEmail"), email, "expected an e-mail address such as oncall@example.com")
     return CapacitySettings(
         reservation_id=reservation,
-        instance_type=gpu_instance_type("gpuInstanceType", r.get("gpuInstanceType")),
+        instance_type=_gpu_instance_type(r.get("gpuInstanceType")),
         ami_release_version=ami,
         root_volume_gib=in_range("gpuRootVolumeGiB", r.get("gpuRootVolumeGiB"), 100, 2000),
         efa_enabled=r.get("efaEnabled"),
         alert_email=email,
     )
+
+
+def _gpu_instance_type(value: str) -> str:
+    problem = rules.gpu_instance_type_problem(value)  # the rule's home: the node group's (CapacityBlockNodeGroupArgs.instance_type)
+    if problem:
+        raise SettingsError(full_key("gpuInstanceType"), value, problem)
+    return value
 
 
 def chart_version(name: str, value: str, minimum: tuple[int, ...] | None = None) -> str:

@@ -9,8 +9,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from kimi_k3.cluster import system_nodes, versions
 from kimi_k3.cluster.access import kubeconfig_role, roles_in_both
-from kimi_k3.core import catalog
 from kimi_k3.core.formats import (
     KMS_KEY_ARN,
     LOG_RETENTION_DAYS,
@@ -22,7 +22,7 @@ from kimi_k3.errors import SettingsError
 from kimi_k3.network.endpoints import endpoint_problems
 from kimi_k3.stack.config_keys import CONFIG_KEYS
 from kimi_k3.stack.settings.network import NetworkSettings
-from kimi_k3.stack.settings.reader import INSTANCE_TYPE_RE, Reader, cidr_list, full_key, in_range, ipv4_network, one_of
+from kimi_k3.stack.settings.reader import Reader, cidr_list, full_key, in_range, ipv4_network, one_of
 from kimi_k3.stack.settings.serving import ServingSettings
 
 
@@ -91,8 +91,9 @@ class DeploymentSettings:
 def validate_cluster(r: Reader, prod: bool, network: NetworkSettings) -> ClusterSettings:
     """The EKS cluster keys (version, endpoint access, service CIDR, system nodes), validated."""
     version = r.get("clusterVersion")
-    if version not in catalog.SUPPORTED_EKS_VERSIONS:
-        raise SettingsError(full_key("clusterVersion"), version, f"accepted: {', '.join(catalog.SUPPORTED_EKS_VERSIONS)} (quote it in YAML: \"1.34\")")
+    problem = versions.version_problem(version)  # the rule's home: the cluster's (ClusterArgs.version)
+    if problem:
+        raise SettingsError(full_key("clusterVersion"), version, f"{problem}; quote it in YAML: \"1.34\"")
     public = r.get("clusterEndpointPublicAccess")
     if public and prod:
         raise SettingsError(full_key("clusterEndpointPublicAccess"), True, "must be false in prod: the API endpoint stays private (reach it through the VPC, a VPN or a bastion)")
@@ -121,8 +122,9 @@ def validate_cluster(r: Reader, prod: bool, network: NetworkSettings) -> Cluster
         if len(set(values)) != len(values):
             raise SettingsError(full_key(name), list(values), "each entry once")
     system_type = r.get("systemNodeInstanceType")
-    if not INSTANCE_TYPE_RE.fullmatch(system_type) or system_type in catalog.INSTANCE_TYPES or system_type.startswith(("p", "g")):
-        raise SettingsError(full_key("systemNodeInstanceType"), system_type, "expected a CPU instance type such as m7i.xlarge (GPU nodes come from the Capacity Block)")
+    system_type_problem = system_nodes.instance_type_problem(system_type)  # the rule's home: the cluster's (system_node_instance_type)
+    if system_type_problem:
+        raise SettingsError(full_key("systemNodeInstanceType"), system_type, system_type_problem)
     return ClusterSettings(
         version=version,
         endpoint_public_access=public,

@@ -5,6 +5,7 @@ A section of :mod:`kimi_k3.stack.settings` (the only reader of stack config).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
@@ -14,8 +15,8 @@ from kimi_k3.core.formats import (
     VPC_ID,
 )
 from kimi_k3.errors import SettingsError, UserError
-from kimi_k3.network.subnets import NAT_MODES, subnet_layout
-from kimi_k3.stack.settings.reader import Reader, full_key, in_range, ipv4_network, one_of
+from kimi_k3.network.subnets import NAT_MODES, subnet_layout, vpc_cidr_problem
+from kimi_k3.stack.settings.reader import Reader, full_key, in_range, one_of
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,10 @@ class NetworkSettings:
 
 def validate_network(r: Reader, region: str) -> NetworkSettings:
     """The network keys (VPC CIDR, AZs, NAT, an existing VPC), validated for ``region``."""
-    vpc = ipv4_network("vpcCidr", r.get("vpcCidr"), private=True)
+    problem = vpc_cidr_problem(r.get("vpcCidr"))  # the rule's home: the network's (NetworkArgs.vpc_cidr)
+    if problem:
+        raise SettingsError(full_key("vpcCidr"), r.get("vpcCidr"), problem)
+    vpc = ipaddress.IPv4Network(r.get("vpcCidr"))
     az_count = in_range("availabilityZoneCount", r.get("availabilityZoneCount"), 2, 4)
     azs = r.get("availabilityZones")
     for az in azs:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kimi_k3.core import catalog
+from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS, ConfigKey
 from kimi_k3.stack.seam import full_key
@@ -107,10 +107,11 @@ class Reader:
 
 
 def one_of(name: str, value: Any, accepted: Iterable[Any]) -> Any:
-    """``value`` when it is one of ``accepted``; else the key ``name`` refused with what is accepted."""
+    """``value`` when it is one of ``accepted``; else the key ``name`` refused with what is accepted and the nearest spelling."""
     accepted = tuple(accepted)
     if value not in accepted:
-        raise SettingsError(full_key(name), value, f"accepted: {', '.join(map(str, accepted))}")
+        near = nearest(str(value), [str(a) for a in accepted if str(a)]) if isinstance(value, str) else None
+        raise SettingsError(full_key(name), value, f"accepted: {', '.join(map(str, accepted))}{f'; did you mean {near}?' if near else ''}")
     return value
 
 
@@ -141,17 +142,6 @@ def cidr_list(name: str, values: tuple[str, ...], *, allow_world: bool) -> tuple
     return values
 
 
-def gpu_instance_type(name: str, value: str) -> str:
-    """``value`` when it is a GPU instance type of the catalog; else the key ``name`` refused (a non-GPU family said so)."""
-    if value in catalog.INSTANCE_TYPES:
-        return value
-    known = ", ".join(catalog.INSTANCE_TYPES)
-    match = INSTANCE_TYPE_RE.fullmatch(value)
-    if match and match.group(1) in catalog.NON_GPU_FAMILIES:
-        raise SettingsError(full_key(name), value, f"not a GPU instance type; accepted: {known}")
-    raise SettingsError(full_key(name), value, f"unknown instance type; accepted: {known}")
-
-
 def changed_keys(r: Reader, names: Iterable[str]) -> list[str]:
     """The keys among ``names`` whose value is not their default (set in the stack file)."""
     changed = []
@@ -163,4 +153,4 @@ def changed_keys(r: Reader, names: Iterable[str]) -> list[str]:
     return changed
 
 
-__all__ = ["INSTANCE_TYPE_RE", "Reader", "Secret", "changed_keys", "cidr_list", "full_key", "gpu_instance_type", "in_range", "ipv4_network", "one_of"]
+__all__ = ["INSTANCE_TYPE_RE", "Reader", "Secret", "changed_keys", "cidr_list", "full_key", "in_range", "ipv4_network", "one_of"]

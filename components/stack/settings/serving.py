@@ -237,9 +237,16 @@ def validate_serving(r: Reader, prod: bool, region: str, capacity: CapacitySetti
     if api_key is None:
         raise SettingsError(full_key("apiKey"), None, "required: set it with `pulumi config set --secret kimi-k3:apiKey <key>`")
 
+    replicas = in_range("replicas", r.get("replicas"), 0, 64)
+    if replicas == 0 and prod:  # prod pins what it pays for: say what 0 does (the project's default, unset, reads 0 too)
+        warnings.append(
+            f"{full_key('replicas')}: 0 means one replica per group of {nodes} reserved node{'s' if nodes > 1 else ''}: the Capacity Block's "
+            "instance count decides how many replicas serve (the plan shows it); set 1 to 64 to pin the count"
+        )
+
     return ServingSettings(
         contract=contract,
-        replicas=in_range("replicas", r.get("replicas"), 0, 64),
+        replicas=replicas,
         exposure=exposure,
         allowed_cidrs=allowed,
         service_monitor_enabled=r.get("serviceMonitorEnabled"),

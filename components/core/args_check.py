@@ -1,0 +1,111 @@
+"""The check every public args dataclass runs as it is constructed: :func:`checked_args`.
+
+Field types against the class's own annotations (:mod:`kimi_k3.core.arg_types`), the call's keywords against its
+fields, plain-text secrets, and example values left in one's own program (:mod:`kimi_k3.core.example_values`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from kimi_k3.core.arg_types import type_problems
+from kimi_k3.core.example_values import example_findings
+from kimi_k3.core.suggest import nearest
+from kimi_k3.errors import ComponentInputError, Problem, warn
+
+_Args = TypeVar("_Args", bound=type)
+
+SECRET_FIX = 'pass a Pulumi secret: pulumi.Config().require_secret("<key>") for a stack secret, or pulumi.Output.secret(value)'
+"""How to pass a secret arg, said where a plain ``str`` is refused (a plain value would be kept in clear text in the state)."""
+
+
+def checked_args(cls: _Args | None = None, *, secrets: tuple[str, ...] = ()) -> Any:
+    """Class decorator of a public args dataclass: its field types, checked on construction against its annotations.
+
+    A wrong type (:func:`kimi_k3.core.arg_types.type_problems`), an unknown keyword (with the nearest field), a missing
+    required field or a plain ``str`` in one of ``secrets`` raises :class:`ComponentInputError` naming the args class and
+    the field, as the args are built: no traceback further in. Built by a program of one's own (not by this library,
+    whose stack path lints the stack file instead), every string field holding an example value
+    (:func:`kimi_k3.core.example_values.example_findings`) is logged as a warning, as ``kimi-k3 plan`` warns for a stack file.
+    """
+
+    def decorate(klass: _Args) -> _Args:
+        original: Callable[..., None] = klass.__init__  # type: ignore[misc]
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            try:
+                bound = signature.bind(self, *args, **kwargs)
+            except TypeError as err:
+                raise ComponentInputError(klass.__name__, None, [_call_problem(klass, str(err))]) from None
+            given = {name: value for name, value in bound.arguments.items() if name != "self"}  # checked before __post_init__ reads them
+            found = [Problem(path, reason) for path, reason in type_problems(klass, given, secrets)]
+            for name in secrets:
+                if isinstance(given.get(name), str):
+                    found.append(Problem(name, f"{name} is a plain str, not a secret: {SECRET_FIX}"))
+            if found:
+                raise ComponentInputError(klass.__name__, None, found)
+            original(self, *args, **kwargs)
+            if not str(_caller(sys._getframe(1))).startswith("kimi_k3."):
+                for warning in example_value_warnings(self, secrets):
+                    warn(warning)
+
+        klass.__init__ = checked_init  # type: ignore[misc]
+        return klass
+
+    return decorate if cls is None else decorate(cls)
+
+
+def _caller(frame: Any) -> str:
+    """The module that built the args (past ``dataclasses.replace``, which builds them for its own caller)."""
+    while frame is not None and frame.f_globals.get("__name__") == "dataclasses":
+        frame = frame.f_back
+    return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
+
+
+def _call_problem(klass: type, message: str) -> Problem:
+    """The problem of a call the args' signature refuses (an unknown keyword, a missing field)."""
+    fields = [f.name for f in dataclasses.fields(klass)]
+    unknown = re.search(r"unexpected keyword argument '(\w+)'", message)
+    if unknown:
+        near = nearest(unknown[1], fields)
+        hint = f"did you mean {near}?" if near else f"its fields: {', '.join(fields)}"
+        return Problem(unknown[1], f"{unknown[1]} is not an argument of {klass.__name__}; {hint}")
+    missing = re.search(r"missing a required argument: '(\w+)'", message)
+    if missing:
+        return Problem(missing[1], f"{missing[1]} is required (it has no default)")
+    return Problem("args", f"{message} (fields, by keyword: {', '.join(fields)})")
+
+
+def _strings_in(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """``(path, text)`` of every str inside a field's value (sequences and mappings looked into, Outputs not)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings_in(item, f"{path}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _strings_in(item, f"{path}[{index}]")
+
+
+def example_value_warnings(args: Any, secrets: tuple[str, ...] = ()) -> list[str]:
+    """One warning per field of the args dataclass ``args`` holding an example value (secret fields are never read)."""
+    warnings = []
+    for field in dataclasses.fields(args):
+        if field.name in secrets:
+            continue
+        for path, text in _strings_in(getattr(args, field.name), field.name):
+            for finding in example_findings(text):
+                warnings.append(f"{type(args).__name__}.{path} holds {finding}: an example value left in the program; replace it with your own")
+    return warnings
+
+
+__all__ = ["SECRET_FIX", "checked_args", "example_value_warnings"]
