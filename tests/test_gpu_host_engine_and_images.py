@@ -82,10 +82,15 @@ def test_without_the_agent_the_exporter_embeds_its_own_engine():
     assert "arguments" not in values and "extraEnv" not in values
 
 
-@pytest.mark.parametrize("port", [0, 70000, True])
+@pytest.mark.parametrize("port", [0, 70000])
 def test_a_bad_host_engine_port_is_refused(port):
     with pytest.raises(UserError, match="dcgm.host_engine_port"):
         _values(GpuNodePluginsArgs(dcgm=DcgmExporterArgs(host_engine_port=port)), "dcgm-exporter")
+
+
+def test_a_bool_host_engine_port_is_refused_at_the_door():
+    with pytest.raises(UserError, match=r"DcgmExporterArgs: host_engine_port True \(bool\) is not accepted; expected an int"):
+        DcgmExporterArgs(host_engine_port=True)  # type: ignore[arg-type]
 
 
 # --- EFA: the image of the stack's region -----------------------------------------------------------
