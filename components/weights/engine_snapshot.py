@@ -61,6 +61,10 @@ SNAPSHOT_MANIFEST = "SHA256SUMS"
 """sha256sum-format manifest of every file of a snapshot, written by the dump before :data:`KEY_FILE`."""
 KEY_FILE = "KEY"
 """The snapshot's key (JSON of :class:`SnapshotKey`), written last: a snapshot without it is incomplete."""
+VERIFY_LOG = "engine snapshot {key}: verified {files} files ({gb:.1f} GB) in {seconds:.1f} s"
+"""The restore's verification line (``kimi-k3 startup-report`` reads it: kimi_k3.bringup.startup)."""
+RESTORE_LOG = "engine snapshot {key}: restored {gb:.1f} GB in {seconds:.1f} s"
+"""The restore's line once CRIU and cuda-checkpoint are done (read by ``kimi-k3 startup-report``)."""
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _DRIVER = re.compile(r"^(\d{3})\.\d+(?:\.\d+)?$")
 
@@ -173,7 +177,9 @@ __all__ = [
     "MIN_DRIVER_MULTI_GPU",
     "MIN_DRIVER_SINGLE_GPU",
     "REQUIREMENTS",
+    "RESTORE_LOG",
     "SNAPSHOT_MANIFEST",
+    "VERIFY_LOG",
     "SnapshotKey",
     "key_from_pod",
     "manifest_problems",
