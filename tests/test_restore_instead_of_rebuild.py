@@ -205,3 +205,10 @@ def test_the_report_reads_every_new_phase_from_real_format_lines_beside_the_esti
     assert warm["weights and engine snapshot sync (S3, CRT)"].measured_min == pytest.approx(131 / 60, abs=0.01)
     lines = startup.render(restart)
     assert any(line.split() [:6] == ["engine", "snapshot", "restore", "(CRIU", "+", "cuda-checkpoint)"] and "measured   0.53" in line for line in lines), lines
+
+
+def test_the_s3_rate_sits_at_the_middle_of_its_range_not_its_slow_end():
+    rate = FIGURES["s3_node_rate"]
+    assert rate.value == pytest.approx((rate.lo + rate.hi) / 2) and rate.lo == 10.0  # issue 34: 10 GB/s was its low end
+    sync = next(p for p in est.estimate_case(PROD, "warm").phases if p.name.startswith("weights sync"))
+    assert sync.minutes == pytest.approx(1560.9 / 13.0 / 60)
