@@ -178,8 +178,8 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
     "snapshot_restore_rate": _fig(
         _median(145 / 41, 31 / 12), "GB/s",
         "median of two CRIU + cuda-checkpoint restores: ai-dynamo snapshot (as cited by issue 34), a 145 GB engine restored in 41 s; "
-        "llmux 0.7.6 LOG.md on docs.rs (read), a ~31 GB vLLM process restored from disk in ~12 s. The GPU half alone is faster: "
-        "see MEASURED_ON_GPU's cuda-checkpoint rows",
+        "llmux 0.7.6 LOG.md on docs.rs (read), a ~31 GB vLLM process restored from disk in ~12 s. The GPU half alone "
+        "(cuda-checkpoint's restore) is what tools/bench_gpu_load.py --checkpoint-gib times; not measured yet (no GPU machine started this session)",
         low=31 / 12, high=145 / 41,
     ),
     "kv_wake": _fig(
