@@ -20,7 +20,8 @@ What the start-up estimate (``components/weights/estimate.py``) needs from a GPU
   GPU bytes checksummed before and after: the device half of a CRIU + cuda-checkpoint snapshot.
   CRIU itself (the host half: the process image to the NVMe) is not installed there and is not timed.
 
-Rerun (the figures in the estimate's sources came from these commands on one H200)::
+Rerun (the estimate's GPU figures came from the first command on one H200; the second, issue 34's, has not run yet: no GPU
+machine could be started in that session)::
 
     python3 tools/bench_gpu_load.py --gib 16 --files 4 --repeat 2
     python3 tools/bench_gpu_load.py --gib 32 --files 8 --repeat 2 --skip-graphs \
