@@ -1311,8 +1311,20 @@ limit(Limit("secure: value as one provider blob (decoded bytes)", "min", base64.
             _ciphertext, ("stack/stack_file.py::check_ciphertext: len(decoded) < 24",)))
 
 
+
+def _snapshot_key(gpus: int) -> object:
+    from kimi_k3.weights.engine_snapshot import SnapshotKey
+
+    return SnapshotKey(image="r/vllm@sha256:" + "a" * 64, driver_version="590.48.01", gpu="B300", gpus=gpus, model_revision="f" * 40, engine_args=())
+
+
+limit(Limit("engine snapshot GPUs", "min", 1, 0, "gpus 0 must be at least 1", "weights/engine_snapshot.py SnapshotKey (one CUDA context per worker)",
+            _snapshot_key, ("weights/engine_snapshot.py::SnapshotKey.__post_init__: self.gpus < 1",)))
+
+
 NOT_LIMITS: dict[str, str] = {
     "offline/image_store.py::root_volume_problem: seconds <= IMAGE_WRITE_BUDGET_S": "an offline apply-time rule on a plan's launch template (tests/test_image_store.py probes its edge: 615 MiB/s accepted, 600 refused), not a value a user sets",
+    "weights/pipelined_load.py::verified_shards: clock() - start > timeout_s": "how long the loader waits for the sync (a wait that ends in an error), not a limit of a value",
     "hyperpod/cluster.py::has_efa: known.efa_interfaces > 0": "a catalog fact of the instance type (it has EFA interfaces), not a limit of a value",
     "offline/rules.py::_port_in: low <= port <= high": "whether a security group rule's port range covers 443: a membership, not a limit of a value",
     "serving/block_end.py::BlockEndPlan.late: self.fires_at > self.stop_at": "a warning of the plan about when the run happens (the stop CronJob fires after the drain's start), not a refusal",

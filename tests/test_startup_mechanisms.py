@@ -17,7 +17,7 @@ from kimi_k3.core import catalog
 from kimi_k3.errors import SettingsError
 from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import ContractError, EngineProfile
-from kimi_k3.serving.pod_kit import CACHE_RESTORED_MARKER, node_share
+from kimi_k3.serving.pod_kit import CACHE_RESTORED_MARKER, node_share, weights_limit_gb
 from kimi_k3.weights import compile_cache, serving_pod
 from tests.builders import load_stack_settings
 from tests.conftest import ROOT
@@ -36,7 +36,8 @@ def memory_gib(quantity: str) -> float:
 def test_prod_forces_the_aot_load_only_after_a_restore(prod_plan):
     pod = serving_workload(prod_plan)["spec"]["template"]["spec"]
     engine = containers(pod)["vllm"]
-    assert engine["command"] == ["/bin/sh", "-c", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER), "vllm-serve"]
+    # prod syncs in a native sidecar (weightsSyncSidecar): the engine waits for the verified marker, then the AOT wrapper
+    assert engine["command"] == ["/bin/sh", "-c", serving_pod.wait_for_weights("/models/kimi-k3", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER)), "vllm-serve"]
     restore = containers(pod, "initContainers")["restore-compile-cache"]
     assert env(restore)["CACHE_RESTORED_MARKER"] == CACHE_RESTORED_MARKER
     assert {"VLLM_FORCE_AOT_LOAD", "VLLM_ENABLE_STARTUP_PLAN"} <= set(VLLM["env_vars"])
@@ -92,12 +93,15 @@ def test_weights_load_through_the_page_cache_the_sync_left_full(prod_plan):
     assert "--load-format" in engine["args"] and engine["args"][engine["args"].index("--load-format") + 1] == "fastsafetensors"
     fetch = containers(pod, "initContainers")["fetch-weights"]
     instance = catalog.INSTANCE_TYPES[s.capacity.instance_type]
-    _, share, _ = node_share(instance, 8, None)
+    share = serving_pod.sidecar_sync_memory_gib(weights_limit_gb(s.serving.contract))  # a native sidecar (prod): its own share, the weights + 64 GiB, not the node's
     assert fetch["resources"]["limits"]["memory"] == fetch["resources"]["requests"]["memory"] == f"{share}Gi"
+    assert share * 2**30 > catalog.KIMI_K3.weights_gb * 1e9 * 1.1  # the page cache of the files it wrote stays within its limit
     weights_gib = catalog.KIMI_K3.weights_gb * 1e9 / 2**30
-    assert share > weights_gib * 2  # the checkpoint stays resident beside the engine's own memory
-    # the pod's request is the larger of its biggest init container and the sum of its containers: unchanged, still one node
-    total = sum(memory_gib(c["resources"]["requests"]["memory"]) for c in pod["containers"])
+    # the pod's request is the larger of its biggest init container and the sum of its containers and sidecars: still one node
+    sidecars = [c for c in pod["initContainers"] if c.get("restartPolicy") == "Always"]
+    total = sum(memory_gib(c["resources"]["requests"]["memory"]) for c in [*pod["containers"], *sidecars])
+    _, node_memory, _ = node_share(instance, 8, None)
+    assert total <= node_memory + 1e-6
     assert max(memory_gib(c["resources"]["requests"]["memory"]) for c in pod["initContainers"]) <= total + 1e-6
     assert memory_gib(engine["resources"]["limits"]["memory"]) > weights_gib  # a restarted engine's reads stay cached under its limit
 

@@ -132,11 +132,12 @@ def test_prod_pod_syncs_at_line_rate_restores_caches_and_warms_up_before_ready(p
     init = containers(pod, "initContainers")
     assert list(init) == ["fetch-weights", "restore-compile-cache"]  # no second sha256 pass: verification overlaps the sync
     fetch = init["fetch-weights"]
-    assert fetch["command"] == ["/bin/sh", "-c", node_local.PRUNE_SCRIPT + node_sync.NODE_SYNC_SCRIPT]
+    assert fetch["command"] == ["/bin/sh", "-c", node_sync.sidecar_script(node_local.PRUNE_SCRIPT + node_sync.NODE_SYNC_SCRIPT)]
+    assert fetch["restartPolicy"] == "Always" and fetch["startupProbe"]["exec"]["command"] == ["test", "-f", serving_pod.SYNC_DECIDED]  # a native sidecar
     fetch_env = env(fetch)
     assert fetch_env["TARGET_BANDWIDTH"] == str(node_sync.target_bandwidth_bytes_per_s("p6-b300.48xlarge"))
     assert fetch_env["WEIGHTS_DIR"] == f"{serving_pod.WEIGHTS_ROOT}/{REVISION}" and fetch_env["KEEP_REVISION"] == REVISION
-    cpus = node_sync.init_cpus(catalog.INSTANCE_TYPES["p6-b300.48xlarge"], 8)
+    cpus = serving_pod.SIDECAR_SYNC_CPUS
     assert fetch["resources"]["requests"]["cpu"] == str(cpus) and fetch_env["VERIFY_WORKERS"] == str(node_sync.verify_workers(cpus))
     restore = init["restore-compile-cache"]
     uri = env(restore)["CACHE_S3_URI"]
@@ -157,8 +158,10 @@ def test_prod_pod_syncs_at_line_rate_restores_caches_and_warms_up_before_ready(p
 def test_prod_pod_still_fits_the_node_with_the_sidecar(prod_plan):
     pod = serving_workload(prod_plan)["spec"]["template"]["spec"]
     instance = catalog.INSTANCE_TYPES["p6-b300.48xlarge"]
-    cpu = sum(float(c["resources"]["requests"]["cpu"]) for c in pod["containers"])
-    assert cpu == instance.vcpus - 8  # the node minus the reserved share, engine + proxy + warm-up
+    sidecars = [c for c in pod["initContainers"] if c.get("restartPolicy") == "Always"]  # their requests add to the app containers'
+    assert [c["name"] for c in sidecars] == ["fetch-weights"]
+    cpu = sum(float(c["resources"]["requests"]["cpu"]) for c in [*pod["containers"], *sidecars])
+    assert cpu == instance.vcpus - 8  # the node minus the reserved share, engine + proxy + warm-up + the sync sidecar
 
 
 def test_the_serving_role_reads_and_writes_only_the_cache_prefix(prod_plan):
@@ -324,9 +327,15 @@ def test_the_prod_sync_container_prunes_other_revisions_and_a_recreated_pod_skip
     pod_env.update(
         WEIGHTS_ROOT=str(root), WEIGHTS_DIR=str(root / REVISION), WEIGHTS_S3_URI="s3://bucket/prefix/", HOME=str(tmp_path), TMPDIR=str(tmp_path),
         PATH=f"{bindir}:{os.environ['PATH']}", FAKE_BUCKET=str(bucket), FAKE_LOG=str(tmp_path / "aws.log"), VERIFY_WORKERS="2",
+        SYNC_ONESHOT="1", SYNC_DECIDED=str(tmp_path / "decided"),  # the sidecar exits once done here; its startup probe's file
     )
     first = subprocess.run(fetch["command"], env=pod_env, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
+    assert (tmp_path / "decided").exists() and "the sync sidecar stays up" in first.stdout
+    manifest = (root / REVISION / "SHA256SUMS").read_text().splitlines()
+    shards = root / REVISION / node_sync.SHARD_MARKERS  # one marker per verified shard, named by its manifest line
+    assert sorted(int(p.name) for p in shards.iterdir()) == list(range(1, len(manifest) + 1))
+    assert {(shards / str(n)).read_text().strip() for n in range(1, len(manifest) + 1)} == {line.split()[-1].lstrip("*") for line in manifest}
     assert not old.exists() and (root / "lost+found").is_dir()  # another revision pruned, nothing else touched
     assert all((root / REVISION / p).read_bytes() == c for p, c in files.items())
     assert f"configure set default.s3.target_bandwidth {fetch_target(fetch)}" in (tmp_path / "aws.log").read_text()

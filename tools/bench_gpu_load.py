@@ -13,9 +13,23 @@ What the start-up estimate (``components/weights/estimate.py``) needs from a GPU
   batch sizes (each size warmed up once, as vLLM's ``cudagraph_num_of_warmups=1``), so the cost
   of capturing one graph per kernel can scale to the sizes a profile captures.
 
-Rerun (the figures in the estimate's sources came from this command on one H200)::
+* ``checkpoint`` (issue 34): a child process holding ``--checkpoint-gib`` of GPU memory is locked,
+  checkpointed (device memory copied into host memory by the driver), restored and unlocked by
+  NVIDIA's ``cuda-checkpoint`` utility (github.com/NVIDIA/cuda-checkpoint, ``bin/x86_64_Linux``;
+  driver >= 570 for the separate lock/checkpoint/restore/unlock actions), each action timed, the
+  GPU bytes checksummed before and after: the device half of a CRIU + cuda-checkpoint snapshot.
+  CRIU itself (the host half: the process image to the NVMe) is not installed there and is not timed.
+
+Rerun (the estimate's GPU figures came from the first command on one H200; the second, issue 34's, has not run yet: no GPU
+machine could be started in that session)::
 
     python3 tools/bench_gpu_load.py --gib 16 --files 4 --repeat 2
+    python3 tools/bench_gpu_load.py --gib 32 --files 8 --repeat 2 --skip-graphs \
+        --cuda-checkpoint .bench/cuda-checkpoint --checkpoint-gib 4,32 --out $OUT/bench.json
+
+The second adds the manifest-order reader (one shard after the other, as a loader that reads each
+shard once the sync has verified it), fastsafetensors and instanttensor where their wheels are
+installed (``PYTHONPATH``), and the checkpoint rates.
 
 Standard library + torch + safetensors (what the GPU machine has); prints one JSON document (the
 load figures first, on their own line). The recorded run opened the shard once per 32 MiB chunk in
@@ -28,7 +42,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -125,6 +142,38 @@ def _threaded(paths: list[str], threads: int, chunk: int = 32 << 20) -> None:
         t.join()
 
 
+def _manifest_order(paths: list[str], threads: int) -> None:
+    """Shards one after the other, in manifest order, each read by ``threads`` pinned readers (a loader that starts a shard
+    once the sync has verified it: the rate it keeps against reading every shard at once)."""
+    for path in paths:
+        _threaded([path], threads)
+
+
+def _fastsafetensors(paths: list[str]) -> None:
+    from fastsafetensors import fastsafe_open  # optional: only where its wheel is installed
+
+    with fastsafe_open(paths, framework="pt", device="cuda:0", nogds=True) as f:  # nogds: its threaded pinned reader, no GPUDirect
+        kept = [f.get_tensor(name) for name in f.keys()]  # noqa: SIM118
+    del kept
+
+
+def _instanttensor(paths: list[str]) -> None:
+    os.environ.setdefault("INSTANTTENSOR_BACKEND", "BUFFERED")  # the page cache holds the shards: buffered reads, as the profiles load
+    from instanttensor import safe_open as it_open  # optional: only where its wheel is installed
+
+    kept = []
+    with it_open(paths, framework="pt", device=0) as f:
+        kept = [t for _, t in f.tensors()]
+    del kept
+
+
+def _optional(name: str, fn, nbytes: int, repeat: int):
+    try:
+        return _rate(fn, nbytes, repeat)
+    except Exception as error:  # a missing or failing optional loader is a reading, not a crash
+        return f"unavailable: {type(error).__name__}: {str(error)[:200]}"
+
+
 def _h2d(nbytes: int, pinned: bool, repeat: int) -> float:
     host = torch.ones(nbytes, dtype=torch.uint8)  # touched: no page faults inside the timed copies
     host = host.pin_memory() if pinned else host
@@ -141,6 +190,9 @@ def load(gib: float, files: int, repeat: int) -> dict:
                "safe_open_get_tensor_to_cuda": _rate(lambda: _safe_open(paths), nbytes, repeat)}
         for threads in (1, 4, 8, 16, 32):
             out[f"pinned_reader_{threads}_threads"] = _rate(lambda t=threads: _threaded(paths, t), nbytes, repeat)
+        out["manifest_order_16_threads"] = _rate(lambda: _manifest_order(paths, 16), nbytes, repeat)
+        out["fastsafetensors_nogds"] = _optional("fastsafetensors", lambda: _fastsafetensors(paths), nbytes, repeat)
+        out["instanttensor_buffered"] = _optional("instanttensor", lambda: _instanttensor(paths), nbytes, repeat)
     out["h2d_pinned"] = _h2d(4 << 30, True, repeat)
     out["h2d_pageable"] = _h2d(4 << 30, False, repeat)
     return out
@@ -178,6 +230,65 @@ def graphs(layers: int, kernels_per_layer: int, sizes: list[int]) -> dict:
             "first_s": per_size[0], "median_s": statistics.median(per_size[1:] or per_size)}
 
 
+_HOLDER = """
+import sys, torch
+x = torch.empty(int(sys.argv[1]), dtype=torch.uint8, device="cuda")
+x.random_(0, 256)
+def digest():
+    return int(x.view(torch.int32).to(torch.int64).sum().item()) if x.numel() < 2**33 else int(sum(c.view(torch.int32).to(torch.int64).sum().item() for c in x.split(2**32)))
+print("ready", digest(), flush=True)
+sys.stdin.readline()
+print("after", digest(), flush=True)
+"""
+
+
+def _gpu_used_mib() -> int | None:
+    try:
+        return int(subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"], capture_output=True, text=True, check=True).stdout.split()[0])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        return None
+
+
+def checkpoint(tool: str, gib: float) -> dict:
+    """Seconds of each ``cuda-checkpoint`` action on a process holding ``gib`` GiB of GPU memory, and the GB/s of checkpoint and restore."""
+    nbytes = int(gib * 2**30)
+    child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(nbytes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    out: dict = {"gib": gib, "bytes": nbytes}
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        ready = child.stdout.readline().split()
+        out["digest_before"] = int(ready[1])
+        out["gpu_mib_running"] = _gpu_used_mib()
+        for action in ("lock", "checkpoint", "restore", "unlock"):
+            start = time.perf_counter()
+            done = subprocess.run([tool, "--action", action, "--pid", str(child.pid)], capture_output=True, text=True)
+            out[f"{action}_s"] = round(time.perf_counter() - start, 3)
+            if done.returncode:
+                out[f"{action}_error"] = (done.stdout + done.stderr).strip()[:300]
+                return out
+            if action == "checkpoint":
+                out["gpu_mib_checkpointed"] = _gpu_used_mib()
+                with open(f"/proc/{child.pid}/status") as fh:
+                    out["rss_kib_checkpointed"] = next(int(line.split()[1]) for line in fh if line.startswith("VmRSS"))
+        child.stdin.write("\n")
+        child.stdin.flush()
+        out["digest_after"] = int(child.stdout.readline().split()[1])
+        out["same_bytes"] = out["digest_after"] == out["digest_before"]
+        out["checkpoint_gb_per_s"] = round(nbytes / out["checkpoint_s"] / 1e9, 2)
+        out["restore_gb_per_s"] = round(nbytes / out["restore_s"] / 1e9, 2)
+        return out
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _driver() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 VLLM_DEFAULT_SIZES = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
 """vLLM 0.27.1's default capture list for max_num_seqs >= 256 (``VllmConfig._set_cudagraph_sizes``): 51 sizes."""
 
@@ -188,12 +299,32 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=16)
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--skip-graphs", action="store_true", help="leave the CUDA graph capture out")
+    parser.add_argument("--cuda-checkpoint", default=shutil.which("cuda-checkpoint"), help="the cuda-checkpoint binary (default: on PATH)")
+    parser.add_argument("--checkpoint-gib", default="", help="comma-separated GiB held by the checkpointed process (empty: no checkpoint run)")
+    parser.add_argument("--out", default="", help="also write the JSON document here")
     args = parser.parse_args()
-    result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cpus": os.cpu_count(), "load": load(args.gib, args.files, args.repeat)}
-    print(json.dumps(result), flush=True)  # the load figures first, in case the graph part fails
-    result["graphs"] = [graphs(93, k, VLLM_DEFAULT_SIZES) for k in (10, 40)]
-    result["graphs_16_sizes"] = graphs(93, 40, [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384, 512])
-    print(json.dumps(result, indent=1))
+    result = {"gpu": torch.cuda.get_device_name(0), "driver": _driver(), "torch": torch.__version__, "cpus": os.cpu_count(),
+              "criu": shutil.which("criu"), "load": load(args.gib, args.files, args.repeat)}
+
+    def emit(indent: int | None = None) -> None:
+        text = json.dumps(result, indent=indent)
+        print(text, flush=True)
+        if args.out:
+            with open(args.out, "w") as fh:
+                fh.write(text + "\n")
+
+    emit()  # the load figures first, in case a later part fails
+    if args.checkpoint_gib:
+        if not args.cuda_checkpoint:
+            result["checkpoint"] = "unavailable: no cuda-checkpoint binary"
+        else:
+            result["checkpoint"] = [checkpoint(args.cuda_checkpoint, float(g)) for g in args.checkpoint_gib.split(",")]
+        emit()
+    if not args.skip_graphs:
+        result["graphs"] = [graphs(93, k, VLLM_DEFAULT_SIZES) for k in (10, 40)]
+        result["graphs_16_sizes"] = graphs(93, 40, [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384, 512])
+    emit(indent=1)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,21 @@ LOG_DURATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("CUDA graph capture", r"Graph capturing finished in (?P<s>\d+) secs"),
         ("engine init", r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) (?:seconds|s)"),
         ("compile cache restore", r"compile cache \S+: restored \d+ files .*\[(?P<s>[\d.]+) s\]"),
+        # the node sync's last line (kimi_k3.weights.node_sync, NODE_SYNC_SCRIPT): read from the fetch-weights container's log,
+        # the only record of a native sidecar's sync (it keeps running, so its container status has no finishedAt)
+        ("weights sync and verify", r"synced and verified \d+ files from \S+ in (?P<s>\d+) s"),
+        # vLLM 0.27.1 sleep mode (vllm/v1/executor/abstract.py): "It took %.6f seconds to fall asleep." / "... to wake up ..."
+        ("sleep", r"It took (?P<s>[\d.]+) seconds to fall asleep"),
+        ("wake up", r"It took (?P<s>[\d.]+) seconds to wake up"),
+        # the engine snapshot's restore (kimi_k3.weights.engine_snapshot: RESTORE_LOG, VERIFY_LOG)
+        ("engine snapshot verify", r"engine snapshot \S+: verified \d+ files \([\d.]+ GB\) in (?P<s>[\d.]+) s"),
+        ("engine snapshot restore", r"engine snapshot \S+: restored [\d.]+ GB in (?P<s>[\d.]+) s"),
+        # ModelExpress's receive from a serving peer (ai-dynamo/modelexpress modelexpress_client/python/modelexpress/
+        # load_strategy/rdma_strategy.py @ 02d6bd93): "[Worker N] [TIMING] Total receive time: 11.02s"
+        ("peer transfer", r"\[TIMING\] Total receive time: (?P<s>[\d.]+)s"),
+        ("peer transfer (RDMA only)", r"\[TIMING\] RDMA transfer complete: \d+ tensors, [\d.]+ GB, (?P<s>[\d.]+)s"),
+        # the pipelined loader (kimi_k3.weights.pipelined_load: WAIT_LOG): how long it waited for shards still in transfer
+        ("pipelined load wait", r"pipelined load: waited (?P<s>[\d.]+) s for \d+ shards still in transfer"),
     )
 )
 """Log lines that carry a duration, and the step each measures."""
@@ -229,6 +244,14 @@ PHASE_EVIDENCE: Mapping[str, tuple[str, ...]] = {
     "node boot, join and GPUs advertised": ("node registered to Ready",),
     "pod start": ("pod start",),
     "weights sync (S3, CRT)": ("weights sync and verify",),
+    "weights and engine snapshot sync (S3, CRT)": ("weights sync and verify",),
+    "engine snapshot sha256 verify": ("engine snapshot verify",),
+    "engine snapshot restore (CRIU + cuda-checkpoint)": ("engine snapshot restore",),
+    "weights reload into the restored engine (page cache)": ("weights load", "model loading"),
+    "KV cache re-allocated (wake_up)": ("wake up",),
+    "weights from a serving peer (NIXL over EFA)": ("peer transfer", "peer transfer (RDMA only)"),
+    "weights load into GPUs (page cache), each shard once verified": ("model loading", "weights load"),
+    "last shard into the GPUs (pipelined load)": ("pipelined load wait",),
     "weights download (Hugging Face)": ("weights sync and verify",),
     "engine image pull (DaemonSet, beside the sync)": ("image pull",),
     "engine image pull (after the init containers)": ("image pull",),

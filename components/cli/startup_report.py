@@ -4,7 +4,7 @@ Two ways in:
 
 * ``kimi-k3 startup-report STACK``: reads the stack's cluster (the official Kubernetes client, the
   stack's kubeconfig as ``kimi-k3 status`` reads it): the GPU nodes, the serving pods, the events
-  of the serving namespace, the engine container's log (with timestamps) and the cache restore's;
+  of the serving namespace, the engine container's log (with timestamps), the sync's and the cache restore's;
 * ``kimi-k3 startup-report [STACK] --engine-log FILE [--events FILE]``: a saved engine log and,
   optionally, ``kubectl get nodes,pods,events -o json`` saved to a file. Without STACK the
   estimate is the catalog's default (p6-b300, every mechanism on).
@@ -69,7 +69,7 @@ def _cluster_evidence(args: argparse.Namespace, settings: Any) -> tuple[list[str
     lines: list[str] = []
     for pod in pods:
         name = pod["metadata"]["name"]
-        for container in ("restore-compile-cache", "vllm"):
+        for container in ("fetch-weights", "restore-compile-cache", "vllm"):  # the sync's last line times a sidecar's transfer
             lines += reader.log_tail(namespace, name, container, LOG_LINES, timestamps=True)
         break  # one pod's log: the replicas start alike; the objects cover them all
     read = [f"{len(nodes)} GPU nodes, {len(pods)} serving pods and {len(events)} events in {namespace} ({source})"]

@@ -35,6 +35,7 @@ from kimi_k3.serving.args import AWS_CLI_IMAGE, VllmServingArgs
 from kimi_k3.serving.contracts import ServingContract
 from kimi_k3.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
 from kimi_k3.weights import compile_cache, node_local, node_sync, serving_pod
+from kimi_k3.weights.startup_figures import FIGURES
 
 HOME = "/home/vllm"
 """Writable HOME (emptyDir): vLLM, Triton, TorchInductor, FlashInfer, DeepGEMM and CUDA JIT caches."""
@@ -236,7 +237,7 @@ class PodKit:
         startup = args.startup
         weights = args.contract.weights
         assert startup is not None and args.aws_region is not None and weights.s3_uri is not None  # checked by the caller and the args' validation
-        cpus = node_sync.init_cpus(self.instance, args.reserved_cpu)
+        cpus = serving_pod.SIDECAR_SYNC_CPUS if startup.sync_sidecar else node_sync.init_cpus(self.instance, args.reserved_cpu)
         node_local_weights = self.node_local_weights
         env = serving_pod.sync_env(
             startup=startup, weights_s3_uri=weights.s3_uri, mount_path=weights.mount_path, revision=weights.revision,
@@ -248,17 +249,20 @@ class PodKit:
         # The node's share of memory (what the pod's containers add up to, so the pod's request does not grow): the files the
         # sync writes and hashes stay in the page cache, charged to this container, instead of being reclaimed at 64 GiB.
         _, sync_memory_gib, _ = node_share(self.instance, args.reserved_cpu, args.reserved_memory_gib)
+        if startup.sync_sidecar:  # a sidecar's requests add to the engine's: a fixed share, taken out of the engine's
+            sync_memory_gib = serving_pod.sidecar_sync_memory_gib(weights_limit_gb(args.contract))
         resources = {"cpu": str(cpus), "memory": f"{sync_memory_gib}Gi"}
         containers = [
             k8s.core.v1.ContainerArgs(
                 name="fetch-weights",
                 image=args.init_image,
                 image_pull_policy="IfNotPresent",
-                command=["/bin/sh", "-c", serving_pod.sync_script(node_local_weights)],
+                command=["/bin/sh", "-c", serving_pod.sync_script(node_local_weights, sidecar=startup.sync_sidecar)],
                 env=plain_env({**HOME_ENV, **env}),
                 resources=k8s.core.v1.ResourceRequirementsArgs(requests=resources, limits=resources),
                 security_context=container_security_context(),
                 volume_mounts=mounts,
+                **(serving_pod.sidecar_sync_fields() if startup.sync_sidecar else {}),
             )
         ]
         cache_uri = self.compile_cache_uri()
@@ -322,6 +326,9 @@ class PodKit:
             if args.startup is not None and args.startup.warmup:  # the warm-up sidecar's share comes out of the engine's too
                 engine_cpu -= int(serving_pod.WARMUP_RESOURCES["cpu"])
                 engine_memory = f"{int(engine_memory.removesuffix('Mi')) - int(serving_pod.WARMUP_RESOURCES['memory'].removesuffix('Gi')) * 1024}Mi"
+            if args.startup is not None and args.startup.sync_sidecar:  # so is the sync sidecar's
+                engine_cpu -= serving_pod.SIDECAR_SYNC_CPUS
+                engine_memory = f"{int(engine_memory.removesuffix('Mi')) - serving_pod.sidecar_sync_memory_gib(weights_limit_gb(args.contract)) * 1024}Mi"
             resources.update(cpu=str(engine_cpu), memory=engine_memory)
         # Weights on a node-local volume are the claim's, not the pod's ephemeral storage.
         node_local = args.startup is not None and args.startup.node_local_storage_class is not None
@@ -342,7 +349,10 @@ class PodKit:
         readiness = READINESS_SCRIPT.format(port=engine_port, path=api.models_path, name=api.served_model_name)
         if self.args.startup is not None and self.args.startup.warmup:
             readiness = serving_pod.readiness_guard(readiness)
-        # Weight staging runs in the init containers, so the startup budget is the engine's load + warm-up only.
+        # Weight staging runs in the init containers, so the startup budget is the engine's load + warm-up only; beside a
+        # sync sidecar the engine container waits for the weights too: the sync at the S3 rate's low end, plus 5 minutes.
+        if self.args.startup is not None and self.args.startup.sync_sidecar:
+            extra_startup_s += math.ceil(weights_limit_gb(self.args.contract) / FIGURES["s3_node_rate"].lo) + 300
         return api_pod.engine_probes(self.args, readiness, extra_startup_s)
 
     def api_container(self, **overrides: Any) -> k8s.core.v1.ContainerArgs:
@@ -351,6 +361,9 @@ class PodKit:
         contract = args.contract
         # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself (the AOT wrapper execs it).
         command = ["/bin/sh", "-c", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER), "vllm-serve"] if self.compile_cache_uri() else ["vllm", "serve"]
+        if args.startup is not None and args.startup.sync_sidecar:  # the weights are still arriving when this container starts
+            start = command[2] if command[0] == "/bin/sh" else 'exec vllm serve "$@"'
+            command = ["/bin/sh", "-c", serving_pod.wait_for_weights(contract.weights.mount_path, start), "vllm-serve"]
         fields: dict[str, Any] = dict(
             name="vllm",
             image=contract.image.image,

@@ -21,7 +21,7 @@ from kimi_k3.serving.drain import DrainPlan
 from kimi_k3.stack import seam
 from kimi_k3.stack.settings import StackSettings
 from kimi_k3.weights import estimate, image_pull, node_local, node_sync
-from kimi_k3.weights.serving_pod import ServingStartup
+from kimi_k3.weights.serving_pod import SIDECAR_SYNC_CPUS, ServingStartup
 from kimi_k3.weights.time_to_serve import STORAGE_CLASS, TimeToServeArgs
 
 
@@ -45,7 +45,8 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     weights = contract.weights
     s3 = weights.source == "s3"
     verify = ("overlapped" if s3 else "sequential") if weights.sha256_manifest else "none"
-    workers = node_sync.verify_workers(node_sync.init_cpus(settings.instance, 8)) if s3 else 32
+    sync_cpus = SIDECAR_SYNC_CPUS if t.sync_sidecar else node_sync.init_cpus(settings.instance, 8)
+    workers = node_sync.verify_workers(sync_cpus) if s3 else 32
     front = settings.serving.front
     drain = DrainPlan(pre_stop_sleep_s=front.pre_stop_sleep_s, drain_s=front.drain_s, termination_grace_period_s=front.termination_grace_period_s)
     return estimate.inputs_from_settings(
@@ -62,6 +63,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
         sync_page_cache=s3,
         startup_plan="VLLM_ENABLE_STARTUP_PLAN" in contract.vllm_env(),
         capture_sizes=len(contract.engine.cudagraph_capture_sizes),
+        sidecar_sync=t.sync_sidecar,
         drain_s=(drain.engine_pre_stop_s, min(drain.engine_pre_stop_s + drain.drain_s, drain.grace_s)),
     )
 
@@ -101,6 +103,7 @@ def serving_startup(settings: StackSettings, *, multi_node: bool) -> ServingStar
         compile_cache_s3_uri=t.compile_cache_s3_uri,
         ami_release_version=settings.capacity.ami_release_version,
         warmup=True,
+        sync_sidecar=t.sync_sidecar,
     )
 
 

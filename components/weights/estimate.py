@@ -89,6 +89,17 @@ class StartupInputs:
     """vLLM persists the profiled KV-cache size (``VLLM_ENABLE_STARTUP_PLAN``) and a start that finds it skips memory profiling."""
     capture_sizes: int = DEFAULT_CAPTURE_SIZES
     """CUDA graph sizes captured (``--cudagraph-capture-sizes``); the figure is for vLLM's default 51."""
+    sidecar_sync: bool = False
+    """The sync runs as a native sidecar (an init container with ``restartPolicy: Always``): the compile-cache restore runs
+    beside the transfer instead of after it (``weightsSyncSidecar``)."""
+    pipelined_load: bool = False
+    """With :attr:`sidecar_sync`: the engine starts beside the transfer and its loader reads each shard once the sync has
+    verified it (the sync's per-shard markers, :data:`kimi_k3.weights.node_sync.SHARD_MARKERS`); not in vLLM 0.27.1's
+    loaders, which list the shards when the load starts (``DefaultModelLoader._prepare_weights``)."""
+    engine_snapshot: bool = False
+    """Restore instead of rebuild (:mod:`kimi_k3.weights.engine_snapshot`): a CRIU + cuda-checkpoint snapshot of the engine, weights
+    and KV cache released, on the node's NVMe (container restart, re-created pod) and in S3 (a new node of a later block);
+    needs :attr:`node_local_weights`."""
     drain_s: tuple[int, int] = (35, 1835)
     """Seconds from a re-created pod's delete until its engine exits and releases the GPUs: (no request in flight, the longest drain)."""
 
@@ -194,15 +205,17 @@ def _rate_phase(name: str, gb: float, rate, source: str, estimate: bool, **where
     return Phase(name, gb / rate.value / 60, source, estimate, low=gb / rate.hi / 60, high=gb / rate.lo / 60, **where)
 
 
-def _transfer_phases(x: StartupInputs) -> list[Phase]:
-    """Weights onto the node (sync or download) and their verification."""
-    size_gb = x.weights_bytes / 1e9
+def _transfer_phases(x: StartupInputs, extra_gb: float = 0.0) -> list[Phase]:
+    """Weights onto the node (sync or download) and their verification; ``extra_gb`` more (an engine snapshot) share the sync."""
+    size_gb = x.weights_bytes / 1e9 + extra_gb
     if x.weights_source == "huggingface":
+        size_gb -= extra_gb  # the snapshot comes from S3 only
         download = FIGURES["hf_download"]
         transfer = _rate_phase("weights download (Hugging Face)", size_gb, download, download.source, True)
     elif x.crt_target_bandwidth:
         rate = FIGURES["s3_node_rate"]
-        transfer = _rate_phase("weights sync (S3, CRT)", size_gb, rate, rate.source, rate.estimate)
+        name = "weights and engine snapshot sync (S3, CRT)" if extra_gb else "weights sync (S3, CRT)"
+        transfer = _rate_phase(name, size_gb, rate, rate.source, rate.estimate)
     else:
         fallback = catalog.CRT_FALLBACK_GBPS
         transfer = Phase("weights sync (S3, CRT fallback)", size_gb / (fallback.value / 8) / 60, f"CRT fallback {fallback.value:g} Gb/s [{fallback.source}]", False)
@@ -248,10 +261,11 @@ def _load_phase(x: StartupInputs, resident: bool) -> Phase:
     return _rate_phase("weights load into GPUs (from the NVMe)", size_gb, rate, source, True, engine=True)
 
 
-def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool) -> list[Phase]:
-    """The engine container from its start to the first token: ``caches`` = its compile/JIT caches are there (a hit)."""
+def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool, loaded: bool = False) -> list[Phase]:
+    """The engine container from its start to the first token: ``caches`` = its compile/JIT caches are there (a hit);
+    ``loaded``: the engine started and the weights loaded beside the sync (:func:`_pipelined_lanes`), so both are left out."""
     graphs = x.capture_sizes / DEFAULT_CAPTURE_SIZES
-    phases = [_p("engine_start", engine=True), _load_phase(x, resident)]
+    phases = [] if loaded else [_p("engine_start", engine=True), _load_phase(x, resident)]
     if caches:
         phases.append(_p("compile_warm", "compile (cache hit)", engine=True))
     else:
@@ -266,6 +280,56 @@ def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool
     return phases
 
 
+def _last_shard_load(x: StartupInputs) -> Phase:
+    load = FIGURES["weights_load"]
+    gb = catalog.KIMI_K3.largest_shard_gb
+    return _rate_phase("last shard into the GPUs (pipelined load)", gb, load, f"largest shard {gb} GB [{catalog.KIMI_K3_WEIGHTS_SOURCE}] at {load.source}", load.estimate,
+                       block="node-prep", lane="weights", engine=True)
+
+
+def _snapshot_phases(x: StartupInputs, *, block: str = "", lane: str = "") -> list[Phase]:
+    """Verify the snapshot's files against its manifest, then CRIU + cuda-checkpoint restore them (weights and KV cache released)."""
+    state = FIGURES["snapshot_state_gb"]
+    rate = FIGURES["snapshot_restore_rate"]
+    per_core = FIGURES[f"{x.hasher}_per_core"]
+    hash_rate = per_core.value * x.verify_workers
+    verify = Phase("engine snapshot sha256 verify", state.value / hash_rate / 60, f"{state.value:g} GB [{state.source}] / {x.verify_workers} workers x {per_core.value} GB/s [{per_core.source}]",
+                   True, block=block, lane=lane, low=state.lo / hash_rate / 60, high=state.hi / hash_rate / 60, engine=True)
+    restore = Phase("engine snapshot restore (CRIU + cuda-checkpoint)", state.value / rate.value / 60, f"{state.value:g} GB [{state.source}] at {rate.value:.2f} GB/s [{rate.source}]", True,
+                    block=block, lane=lane, low=state.lo / rate.hi / 60, high=state.hi / rate.lo / 60, engine=True)
+    return [verify, restore]
+
+
+def _reload_phase(x: StartupInputs, resident: bool, **where) -> Phase:
+    """The weights back into the restored engine (level 2 sleep released them): a load from the page cache at the loader's rate."""
+    return replace(_load_phase(x, resident), name="weights reload into the restored engine (page cache)", **where)
+
+
+def _restored_engine(x: StartupInputs, resident: bool) -> list[Phase]:
+    return [*_snapshot_phases(x), _reload_phase(x, resident), _p("kv_wake", "KV cache re-allocated (wake_up)", engine=True), _p("first_request", "first request (warm-up before Ready)")]
+
+
+def _sidecar_lanes(x: StartupInputs, *, caches: bool, restored: bool) -> list[Phase]:
+    """The native-sidecar start, block ``node-prep``: the sync in lane ``weights``; in lane ``engine`` the image, then the
+    snapshot's restore or (with :attr:`~StartupInputs.pipelined_load`) the engine's start, the compile-cache restore, and with
+    the pipelined loader the load of every shard as it is verified. That load runs faster than the sync (weights_load >
+    s3_node_rate), so the block ends at the later of the sync's tail plus the last shard's load and the engine's start plus a
+    whole load."""
+    engine = [replace(_image_phase(x), block="node-prep", lane="engine")]
+    if restored:
+        engine += _snapshot_phases(x, block="node-prep", lane="engine")
+    else:
+        if x.pipelined_load:
+            engine.append(_p("engine_start", block="node-prep", lane="engine", engine=True))
+        if caches:
+            engine.append(_p("cache_restore", "compile cache restore", block="node-prep", lane="engine"))
+    if not x.pipelined_load:
+        return engine
+    load = _load_phase(x, resident=True)
+    engine.append(replace(load, name=f"{load.name}, each shard once verified", block="node-prep", lane="engine"))
+    return [*engine, _last_shard_load(x)]
+
+
 def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
     """The phases of ``case`` (one of :data:`CASES`) for inputs ``x``."""
     if x.instance_type not in catalog.STARTUP_FACTS:
@@ -275,15 +339,27 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
     if case not in CASES:
         raise UserError(f"estimate: case {case!r} is not accepted; accepted: {', '.join(CASES)}")
     phases: list[Phase] = []
+    snapshot = x.engine_snapshot and x.node_local_weights
     if case in ("cold", "warm"):
         phases.append(_p("node_boot", "node boot, join and GPUs advertised", node=True))
         phases.append(_p("pod_start", "pod start"))
-        transfer = _transfer_phases(x)
+        hit = case == "warm" and x.compile_cache
+        restored = case == "warm" and snapshot and x.sidecar_sync and x.weights_source == "s3"
+        transfer = _transfer_phases(x, extra_gb=FIGURES["snapshot_state_gb"].value if restored and x.weights_source == "s3" else 0.0)
+        if x.sidecar_sync and x.weights_source == "s3":
+            phases += [replace(p, block="node-prep", lane="weights") for p in transfer]
+            phases += _sidecar_lanes(x, caches=hit, restored=restored)
+            if restored:
+                if not x.pipelined_load:
+                    phases.append(_reload_phase(x, True))
+                phases += [_p("kv_wake", "KV cache re-allocated (wake_up)", engine=True), _p("first_request", "first request (warm-up before Ready)")]
+            else:
+                phases += _engine_phases(x, caches=hit, resident=True, plan=hit and x.startup_plan, loaded=x.pipelined_load)
+            return CaseEstimate(case, tuple(phases))
         if x.image_prepull:
             transfer = [replace(p, block="node-prep", lane="weights") for p in transfer]
         phases += transfer
         phases.append(_image_phase(x))
-        hit = case == "warm" and x.compile_cache
         if hit:
             phases.append(_p("cache_restore", "compile cache restore"))
         resident = x.buffered_load and x.sync_page_cache and x.weights_source == "s3"
@@ -293,15 +369,45 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
         phases.append(_p("pod_start", "pod start"))
         if not x.node_local_weights:
             phases += _transfer_phases(x)
+        resident = x.buffered_load and (x.node_local_weights or x.sync_page_cache)
+        if snapshot:
+            phases += _restored_engine(x, resident)
+            return CaseEstimate(case, tuple(phases), drain_s=x.drain_s)
         if x.compile_cache:
             phases.append(_p("cache_restore", "compile cache restore"))
-        resident = x.buffered_load and (x.node_local_weights or x.sync_page_cache)
         phases += _engine_phases(x, caches=x.compile_cache, resident=resident, plan=x.compile_cache and x.startup_plan)
         return CaseEstimate(case, tuple(phases), drain_s=x.drain_s)
     phases.append(_p("restart_backoff", "restart back-off"))
+    if snapshot:
+        phases += _restored_engine(x, x.buffered_load)
+        return CaseEstimate(case, tuple(phases))
     # HOME (emptyDir) keeps the caches and the startup plan across a container restart; the page cache keeps the weights.
     phases += _engine_phases(x, caches=True, resident=x.buffered_load, plan=x.startup_plan)
     return CaseEstimate(case, tuple(phases))
+
+
+def peer_replacement(x: StartupInputs) -> CaseEstimate:
+    """A node replaced in a block while another replica serves: the weights GPU to GPU from that peer over EFA (NIXL,
+    ModelExpress-style) instead of S3, the engine restored from the S3 copy of its snapshot (else started with the caches)."""
+    restored = x.engine_snapshot and x.node_local_weights
+    size_gb = x.weights_bytes / 1e9
+    peer = FIGURES["peer_transfer_rate"]
+    phases = [_p("node_boot", "node boot, join and GPUs advertised", node=True), _p("pod_start", "pod start")]
+    engine = [replace(_image_phase(x), block="node-prep", lane="engine")]
+    if restored:
+        snapshot_gb = FIGURES["snapshot_state_gb"].value
+        s3 = FIGURES["s3_node_rate"]
+        engine.insert(0, _rate_phase("engine snapshot from S3", snapshot_gb, s3, s3.source, s3.estimate, block="node-prep", lane="snapshot"))
+        engine += _snapshot_phases(x, block="node-prep", lane="engine")
+    else:
+        engine += [_p("engine_start", block="node-prep", lane="engine", engine=True), _p("cache_restore", "compile cache restore", block="node-prep", lane="engine")]
+    phases += engine
+    phases.append(_rate_phase("weights from a serving peer (NIXL over EFA)", size_gb, peer, peer.source, peer.estimate, engine=True))
+    if restored:
+        phases += [_p("kv_wake", "KV cache re-allocated (wake_up)", engine=True), _p("first_request", "first request (warm-up before Ready)")]
+    else:
+        phases += _engine_phases(x, caches=True, resident=True, plan=x.startup_plan, loaded=True)
+    return CaseEstimate("node replaced beside a serving peer", tuple(phases))
 
 
 def estimate_all(x: StartupInputs) -> dict[str, CaseEstimate]:
@@ -451,6 +557,9 @@ TOGGLES = {
     "buffered_load": "weights read through the page cache (FASTSAFETENSORS_ODIRECT=0)",
     "sync_page_cache": "sync container memory that keeps the files in the page cache",
     "startup_plan": "vLLM's persisted startup plan (VLLM_ENABLE_STARTUP_PLAN)",
+    "sidecar_sync": "the sync as a native sidecar (cache restore beside it)",
+    "pipelined_load": "the engine started beside the sync, loading each shard once verified",
+    "engine_snapshot": "an engine snapshot restored instead of rebuilt (CRIU + cuda-checkpoint)",
 }
 """The mechanisms :func:`mechanisms_needed` tries, by :class:`StartupInputs` field."""
 

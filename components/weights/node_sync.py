@@ -73,10 +73,13 @@ marker_holds() {
     done < "$SHA256_MANIFEST"
   } 3< "$marker"
 }
+decided() { [ -z "${SYNC_DECIDED:-}" ] || : > "$SYNC_DECIDED"; }
 if marker_holds; then
-  kimi_progress done "$(landed)" "$total" 0 "$files" "$files"; echo "weights already synced and verified on this node ($files files present at their sizes, marker $marker)"; exit 0
+  decided; kimi_progress done "$(landed)" "$total" 0 "$files" "$files"; echo "weights already synced and verified on this node ($files files present at their sizes, marker $marker)"; exit 0
 fi
 rm -f "$marker"
+[ -z "${SHARD_MARKERS:-}" ] || { rm -rf "$SHARD_MARKERS"; mkdir -p "$SHARD_MARKERS"; }
+decided
 work=$(mktemp -d "${TMPDIR:-/tmp}/weights-sync.XXXXXX")
 reporter_pid=
 trap 'kill "$reporter_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -97,7 +100,7 @@ verify_worker() {
       mkdir "$work/claim.$n" 2>/dev/null || continue
       progress=1
       got=$(digest "$f")
-      if [ "$got" = "$expected" ]; then echo "verified $f"; echo "$f" >> "$work/verified"; else echo "MISMATCH $f: sha256 $got, manifest $expected" >&2; echo "$f" >> "$work/failed"; fi
+      if [ "$got" = "$expected" ]; then echo "verified $f"; echo "$f" >> "$work/verified"; [ -z "${SHARD_MARKERS:-}" ] || printf '%s\n' "$f" > "$SHARD_MARKERS/$n"; else echo "MISMATCH $f: sha256 $got, manifest $expected" >&2; echo "$f" >> "$work/failed"; fi
     done < "$SHA256_MANIFEST"
     [ "$pending" -eq 0 ] && return 0
     if [ -f "$work/sync.rc" ] && [ "$progress" -eq 0 ]; then
@@ -140,6 +143,27 @@ kimi_progress done "$end_bytes" "$total" "$rate" "$files" "$files"
 echo "synced and verified $files files from $WEIGHTS_S3_URI in $(( $(date +%s) - start )) s ($HASHER, $VERIFY_WORKERS workers, target $TARGET_BANDWIDTH B/s)"
 """
 """Shell of the sync init container (POSIX sh; the AWS CLI image has ``aws``, coreutils, ``grep``)."""
+
+
+SIDECAR_KEEPALIVE = r"""
+( %s ) || exit $?
+echo "weights ready; the sync sidecar stays up (a native sidecar that exits is restarted)"
+[ "${SYNC_ONESHOT:-0}" = 1 ] && exit 0
+while :; do sleep 3600; done
+"""
+"""Wraps the sync when it runs as a native sidecar (``restartPolicy: Always``): it must not exit once done (Kubernetes docs,
+"Sidecar Containers": a sidecar that exits is restarted), and a failed sync exits non-zero so the kubelet restarts it.
+``SYNC_ONESHOT=1`` exits once done instead (the script run outside a pod: the tests, a debug shell)."""
+SHARD_MARKERS = ".kimi-k3-shards"
+"""Directory (in the weights directory) where the sync writes one file per verified shard, named by its manifest line: what a
+loader reading shards in manifest order waits for (:mod:`kimi_k3.weights.pipelined_load`)."""
+WEIGHTS_MARKER = ".kimi-k3-verified"
+"""The whole-manifest marker the sync writes last (``marker`` in :data:`NODE_SYNC_SCRIPT`)."""
+
+
+def sidecar_script(script: str) -> str:
+    """``script`` (the sync) run as a native sidecar: it stays up once done, a failure exits (:data:`SIDECAR_KEEPALIVE`)."""
+    return SIDECAR_KEEPALIVE % script
 
 
 HASHERS = ("auto", "openssl", "sha256sum")
@@ -195,4 +219,4 @@ def crt_fallback_minutes(bytes_total: float, efficiency: float = 1.0) -> float:
     return bytes_total / (catalog.CRT_FALLBACK_GBPS.value * 1e9 / 8 * efficiency) / 60
 
 
-__all__ = ["HASHERS", "NODE_SYNC_SCRIPT", "crt_fallback_minutes", "init_cpus", "node_sync_env", "target_bandwidth_bytes_per_s", "verify_workers"]
+__all__ = ["HASHERS", "NODE_SYNC_SCRIPT", "SHARD_MARKERS", "SIDECAR_KEEPALIVE", "WEIGHTS_MARKER", "crt_fallback_minutes", "init_cpus", "node_sync_env", "sidecar_script", "target_bandwidth_bytes_per_s", "verify_workers"]

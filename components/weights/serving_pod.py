@@ -17,6 +17,7 @@ pod:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -51,6 +52,9 @@ class ServingStartup:
     """AMI release of the GPU nodes (the driver: part of the cache key)."""
     warmup: bool = True
     """Run the warm-up sidecar and make readiness wait for its marker."""
+    sync_sidecar: bool = False
+    """Run the sync as a native sidecar (:func:`sidecar_sync_fields`): the compile-cache restore runs beside it, the engine
+    waits for the verified marker (:func:`wait_for_weights`) instead of for the init container."""
 
     def __post_init__(self) -> None:
         if self.verify_hasher not in node_sync.HASHERS:
@@ -75,9 +79,10 @@ def _env(values: Mapping[str, str]) -> list[k8s.core.v1.EnvVarArgs]:
     return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()]
 
 
-def sync_script(node_local_weights: bool) -> str:
-    """The sync container's shell: prune other revisions first when the volume outlives the pod."""
-    return node_local.PRUNE_SCRIPT + node_sync.NODE_SYNC_SCRIPT if node_local_weights else node_sync.NODE_SYNC_SCRIPT
+def sync_script(node_local_weights: bool, sidecar: bool = False) -> str:
+    """The sync container's shell: prune other revisions first when the volume outlives the pod; as a sidecar, stay up once done."""
+    script = node_local.PRUNE_SCRIPT + node_sync.NODE_SYNC_SCRIPT if node_local_weights else node_sync.NODE_SYNC_SCRIPT
+    return node_sync.sidecar_script(script) if sidecar else script
 
 
 def sync_env(*, startup: ServingStartup, weights_s3_uri: str, mount_path: str, revision: str, sha256_manifest: str, instance_type: str, cpus: int, region: str) -> dict[str, str]:
@@ -89,7 +94,46 @@ def sync_env(*, startup: ServingStartup, weights_s3_uri: str, mount_path: str, r
     )}
     if node_local_weights:
         env.update(WEIGHTS_ROOT=WEIGHTS_ROOT, KEEP_REVISION=revision)
+    if startup.sync_sidecar:
+        env.update(SYNC_DECIDED=SYNC_DECIDED, SHARD_MARKERS=node_sync.SHARD_MARKERS)
     return env
+
+
+SIDECAR_SYNC_CPUS = 32
+"""CPUs of the sync as a native sidecar: its requests add to the engine's for the pod's whole life (Kubernetes docs, "Sidecar
+Containers", resource sharing), so it takes 32 of the node's, not all of them; 16 hashing workers at openssl's 1.34 GB/s a
+core (tools/bench_verify.py) outrun the S3 rate."""
+
+
+def sidecar_sync_memory_gib(weights_gb: float) -> int:
+    """Memory of the sync sidecar: the weights it writes stay in the page cache charged to it (within its limit), plus 64 GiB."""
+    return math.ceil(weights_gb * 1e9 / 2**30) + 64
+
+
+SYNC_DECIDED = "/tmp/.kimi-k3-sync-decided"
+"""Written by the sync once it has checked (and, if stale, removed) the verified marker: the sidecar's startup probe, so the
+containers after it never see a marker of other weights (kubelet starts them once a sidecar's startup probe succeeds)."""
+
+
+def sidecar_sync_fields() -> dict:
+    """The fields that make the sync container a native sidecar: ``restartPolicy: Always`` (Kubernetes docs, "Sidecar Containers",
+    stable in 1.33, the project's oldest EKS version) and a startup probe on :data:`SYNC_DECIDED`."""
+    return dict(
+        restart_policy="Always",
+        startup_probe=k8s.core.v1.ProbeArgs(
+            exec_=k8s.core.v1.ExecActionArgs(command=["test", "-f", SYNC_DECIDED]), period_seconds=1, failure_threshold=600, timeout_seconds=1,
+        ),
+    )
+
+
+def wait_for_weights(weights_dir: str, then: str) -> str:
+    """The engine's start beside a sync sidecar: wait for the sync's whole-manifest marker, then ``then`` (an ``exec``).
+
+    vLLM 0.27.1 lists the shards when its load starts (``DefaultModelLoader._prepare_weights``): started before the last shard
+    is verified it would load a subset, so the engine waits here; a loader reading each shard once verified is
+    :mod:`kimi_k3.weights.pipelined_load` (not wired into the engine yet: docs/weights.md)."""
+    marker = f"{weights_dir.rstrip('/')}/{node_sync.WEIGHTS_MARKER}"
+    return f'until [ -f "{marker}" ]; do sleep 1; done; echo "weights verified ({marker}): starting the engine" >&2; {then}'
 
 
 def code_mount() -> k8s.core.v1.VolumeMountArgs:
@@ -162,6 +206,8 @@ WARMUP_CHECKOV_SKIPS = (
 
 __all__ = [
     "CODE_VOLUME",
+    "SIDECAR_SYNC_CPUS",
+    "SYNC_DECIDED",
     "WARMUP_CHECKOV_SKIPS",
     "WARMUP_MARKER",
     "WEIGHTS_ROOT",
@@ -171,7 +217,10 @@ __all__ = [
     "cache_restore_container",
     "code_volume",
     "readiness_guard",
+    "sidecar_sync_fields",
+    "sidecar_sync_memory_gib",
     "sync_env",
     "sync_script",
+    "wait_for_weights",
     "warmup_container",
 ]

@@ -74,9 +74,10 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
     "restart_backoff": _fig(0.17, "min", "kubelet's first container restart back-off, 10 s (Kubernetes docs, pod lifecycle: 'exponential back-off delay (10s, 20s, 40s, …)')"),
     # --- weights onto the node --------------------------------------------------------------------------------------
     "s3_node_rate": _fig(
-        10.0, "GB/s",
-        "run-ai/runai-model-streamer#31 (as cited by issue 26): about 10 GB/s from S3 on a p5 with the AWS CLI; no public single-process "
-        "figure above it was found. High end: the CRT target (aws-c-s3's 350 Gbps for p6-b300) x 0.6, bounded by 8 NVMe x 2 GB/s write (estimate)",
+        13.0, "GB/s",
+        "middle of its range (issue 34: no phase at an end of its range). Low end: run-ai/runai-model-streamer#31 (as cited by issue 26), "
+        "about 10 GB/s from S3 on a p5 with the AWS CLI, the highest public single-process figure found; high end: the CRT target "
+        "(aws-c-s3's 350 Gbps for p6-b300) x 0.6, bounded by 8 NVMe x 2 GB/s write (estimate)",
         low=10.0, high=16.0,
     ),
     "hf_download": _fig(0.5, "GB/s", "estimate: Hugging Face CDN through a NAT gateway; range 0.25-1", low=0.25, high=1.0, estimate=True),
@@ -164,6 +165,35 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
         "estimate: a 2-8 GB compile/JIT archive from in-region S3 with parallel ranged GETs, its sha256, and the untar (the restore logs the size "
         "and seconds: `kimi-k3 startup-report` reads them); range 0.05-0.5",
         low=0.05, high=0.5, estimate=True,
+    ),
+    # --- restore instead of rebuild (issue 34; docs/weights.md "Restore instead of rebuild") ------------------------
+    "snapshot_state_gb": _fig(
+        90.0, "GB",
+        "estimate: what an engine snapshot holds once vLLM's sleep mode level 2 has released the weights and the KV cache "
+        "(docs.vllm.ai/en/latest/features/sleep_mode/, read: level 2 'discards both model weights and KV cache'): per GPU the CUDA graph pool, "
+        "NCCL buffers, workspaces and the allocator's cache (4-16 GB), plus the anonymous memory of 9 processes CRIU dumps "
+        "(file-backed mappings are not dumped); 8 GPUs: 40-160 GB",
+        low=40.0, high=160.0, estimate=True,
+    ),
+    "snapshot_restore_rate": _fig(
+        _median(145 / 41, 31 / 12), "GB/s",
+        "median of two CRIU + cuda-checkpoint restores: ai-dynamo snapshot (as cited by issue 34), a 145 GB engine restored in 41 s; "
+        "llmux 0.7.6 LOG.md on docs.rs (read), a ~31 GB vLLM process restored from disk in ~12 s. The GPU half alone "
+        "(cuda-checkpoint's restore) is what tools/bench_gpu_load.py --checkpoint-gib times; not measured yet (no GPU machine started this session)",
+        low=31 / 12, high=145 / 41,
+    ),
+    "kv_wake": _fig(
+        0.03, "min",
+        "estimate: vLLM wake_up(tags=['kv_cache']) re-allocating the KV cache the snapshot released (allocation only, nothing copied; "
+        "'It took … seconds to wake up', vllm/v1/executor/abstract.py); range 0.01-0.1",
+        low=0.01, high=0.1, estimate=True,
+    ),
+    "peer_transfer_rate": _fig(
+        _median(170.54 / 1.5, 681 / 15), "GB/s",
+        "GPU-to-GPU from a serving peer over RDMA with NIXL (ModelExpress), node-wide: ai-dynamo/modelexpress docs/POC_TRTLLM.md (read), "
+        "Llama-70B TP8 170.54 GB at ~1.5 s a rank; CLAUDE.md of the same repository (read), DeepSeek-V3 681 GB in ~15 s; middle of the two. "
+        "docs/BENCHMARKS.md (read): DeepSeek-V4-Pro weights in 11 s, API ready in 1 min 44 s with kernel artifacts (8 x B200)",
+        low=681 / 15, high=170.54 / 1.5,
     ),
     "nat_data_processing": _fig(0.045, "USD/GB", "Amazon VPC pricing, NAT gateway data processing in us-east-1 (recalled, not re-read here; check the region's price)", estimate=True),
 })

@@ -30,6 +30,8 @@ class TimeToServeSettings:
     """``s3://bucket/prefix/`` of the compile/JIT caches (``compileCacheS3Uri``); ``None``: off."""
     node_local_weights: bool = False
     """StatefulSet + node-local volume instead of the ``emptyDir`` (``nodeLocalWeights``)."""
+    sync_sidecar: bool = False
+    """The node-side sync as a native sidecar, the engine loading each shard once verified (``weightsSyncSidecar``)."""
     node_cleanup_image: str = "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"
     """Image of the node-cleanup controller (``nodeCleanupImage``)."""
     image_prepull: bool = False
@@ -147,6 +149,9 @@ def validate_time_to_serve(
         if contract.engine.pipeline_parallel_size != 1:
             raise SettingsError(full_key("nodeLocalWeights"), True, f"single-node replicas only ({full_key('pipelineParallelSize')} 1): the LeaderWorkerSet path keeps its weights in an emptyDir")
 
+    sidecar = r.get("weightsSyncSidecar")
+    if sidecar and (weights.source != "s3" or contract.engine.pipeline_parallel_size != 1):
+        raise SettingsError(full_key("weightsSyncSidecar"), True, f"needs {full_key('weightsSource')} s3 and single-node replicas ({full_key('pipelineParallelSize')} 1): the sidecar is the node-side sync of one pod")
     cleanup_image = r.get("nodeCleanupImage")
     cleanup_ref = ImageContract.parse(cleanup_image) if _image_like(cleanup_image) else None
     if cleanup_ref is None:
@@ -193,6 +198,7 @@ def validate_time_to_serve(
 
     settings = TimeToServeSettings(
         staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
+        sync_sidecar=sidecar,
         image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
         pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
     )

@@ -1,0 +1,189 @@
+"""Restore instead of rebuild: a CRIU + cuda-checkpoint snapshot of the serving engine (issue 34, docs/weights.md).
+
+After the first healthy start of a key, the engine is put to vLLM's sleep mode level 2 (weights and
+KV cache released: docs.vllm.ai features/sleep_mode, "Level 2 sleep will discard both the model
+weights and the KV cache"), its CUDA state is checkpointed by NVIDIA's ``cuda-checkpoint``
+(github.com/NVIDIA/cuda-checkpoint README: device memory copied to host memory, "all of CUDA's GPU
+resources are released") and the process tree dumped by CRIU onto the node-local NVMe, then
+woken. What the snapshot keeps is what a start rebuilds: compiled kernels, CUDA graphs, the
+allocator's layout, NCCL communicators; what it leaves out is 1.56 TB of weights, which the
+restored engine reloads from the page cache (restoring them from the image instead would read
+~1.6 TB at a CRIU restore's ~3 GB/s: :data:`~kimi_k3.weights.startup_figures.FIGURES`
+``snapshot_restore_rate``).
+
+Mechanism chosen for vLLM 0.27.1, TP8 on B300: Dynamo Snapshot's (docs.nvidia.com/dynamo,
+"Snapshotting GPU Workers", read): CRIU and ``cuda-checkpoint`` driven by a privileged agent
+DaemonSet with the host's PID namespace, the engine container a placeholder the agent restores
+into. What it needs (:data:`REQUIREMENTS`), each checked before a restore, any miss a cold start:
+
+* NVIDIA driver 580 or newer, 590 or newer for multi-GPU snapshots (Dynamo's prerequisites);
+* CRIU 4.0 or newer with its CUDA plugin (cuda-checkpoint README, "integration with CRIU 4.0 or
+  higher, providing process tree support", driver 570 features);
+* the agent privileged with ``hostPID`` (Dynamo: "The snapshot-agent DaemonSet runs in privileged
+  mode to perform CRIU operations");
+* x86-64 nodes (Dynamo's prerequisites; cuda-checkpoint ships ``bin/x86_64_Linux`` only).
+
+A snapshot is only as good as its key: :class:`SnapshotKey` is the image digest, the driver
+version, the GPU model and count, the model revision, the engine's arguments and environment
+(the profile). The dump writes ``SHA256SUMS`` of every file, then ``KEY`` last (atomically): the
+restore side checks the key field by field (:func:`restore_decision`, naming the first field that
+differs), then every file's sha256 against the manifest, as the weights are verified; anything
+short of all of it is a cold start, never a partial restore.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+
+from kimi_k3.errors import UserError
+
+KEY_VERSION = "v1"
+"""Bump when the snapshot layout or the key's fields change."""
+MIN_DRIVER_SINGLE_GPU = 580
+"""Dynamo Snapshot's minimum driver branch (docs.nvidia.com/dynamo, Snapshotting GPU Workers, prerequisites)."""
+MIN_DRIVER_MULTI_GPU = 590
+"""The same page: "590.xx or newer if testing multi-GPU snapshots" (a TP8 engine is one)."""
+MIN_CRIU = (4, 0)
+"""cuda-checkpoint README (driver 570 features): CRIU 4.0 or higher for process trees (vLLM's API server, engine core, 8 workers)."""
+REQUIREMENTS = (
+    f"NVIDIA driver >= {MIN_DRIVER_SINGLE_GPU} (>= {MIN_DRIVER_MULTI_GPU} for multi-GPU snapshots), read by nvidia-smi on the node",
+    f"CRIU >= {MIN_CRIU[0]}.{MIN_CRIU[1]} with its CUDA plugin and the cuda-checkpoint utility in the agent image",
+    "the snapshot agent privileged, with hostPID, the node-local NVMe mounted (CRIU dumps and restores the engine's process tree)",
+    "x86-64 nodes (cuda-checkpoint is built for x86_64 Linux)",
+    "vLLM started with --enable-sleep-mode (level 2 releases the weights and the KV cache before the checkpoint)",
+)
+"""What a restore needs, as ``kimi-k3 plan`` and docs/weights.md print it."""
+SNAPSHOT_MANIFEST = "SHA256SUMS"
+"""sha256sum-format manifest of every file of a snapshot, written by the dump before :data:`KEY_FILE`."""
+KEY_FILE = "KEY"
+"""The snapshot's key (JSON of :class:`SnapshotKey`), written last: a snapshot without it is incomplete."""
+VERIFY_LOG = "engine snapshot {key}: verified {files} files ({gb:.1f} GB) in {seconds:.1f} s"
+"""The restore's verification line (``kimi-k3 startup-report`` reads it: kimi_k3.bringup.startup)."""
+RESTORE_LOG = "engine snapshot {key}: restored {gb:.1f} GB in {seconds:.1f} s"
+"""The restore's line once CRIU and cuda-checkpoint are done (read by ``kimi-k3 startup-report``)."""
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+_DRIVER = re.compile(r"^(\d{3})\.\d+(?:\.\d+)?$")
+
+
+@dataclass(frozen=True)
+class SnapshotKey:
+    """Everything whose change makes a restored engine wrong: any field that differs means a cold start."""
+
+    image: str
+    """Engine image pinned by digest (vLLM, PyTorch, CUDA runtime, NCCL): the restored process runs this image's code."""
+    driver_version: str
+    """NVIDIA driver on the node (``nvidia-smi --query-gpu=driver_version``): cuda-checkpoint restores into the same driver only."""
+    gpu: str
+    """GPU model (``B300``): kernels and CUDA graphs are built for it."""
+    gpus: int
+    """GPUs the engine holds (the tensor-parallel size): one CUDA context per worker."""
+    model_revision: str
+    """The weights' revision the reload reads (their layout in GPU memory is the snapshot's)."""
+    engine_args: tuple[str, ...]
+    """``vllm serve`` arguments (the profile): memory layout, capture sizes, parallelism."""
+    engine_env: tuple[tuple[str, str], ...] = ()
+    """The engine's environment that changes compiled code or memory (sorted name/value pairs)."""
+
+    def __post_init__(self) -> None:
+        if not _DIGEST.search(self.image):
+            raise UserError(f"engine snapshot: image {self.image!r} must be pinned by digest (repo@sha256:<64 hex>): a tag moves and the snapshot would restore other code")
+        if not _DRIVER.match(self.driver_version):
+            raise UserError(f"engine snapshot: driver_version {self.driver_version!r} is not a driver version; expected e.g. 590.48.01")
+        if self.gpus < 1:
+            raise UserError(f"engine snapshot: gpus {self.gpus} must be at least 1")
+
+    def to_json(self) -> str:
+        """The key as written to :data:`KEY_FILE` (sorted, with :data:`KEY_VERSION`)."""
+        return json.dumps({"version": KEY_VERSION, **asdict(self)}, sort_keys=True)
+
+    def digest(self) -> str:
+        """Hex sha256 of :meth:`to_json`: the snapshot's directory name on the node and its object name in S3."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+def requirement_problems(driver_version: str, gpus: int, criu_version: tuple[int, int] | None, arch: str = "x86_64") -> list[str]:
+    """Why a snapshot cannot be taken or restored on this node (empty: it can); read on the node by the agent, each a cold start."""
+    problems = []
+    match = _DRIVER.match(driver_version)
+    floor = MIN_DRIVER_MULTI_GPU if gpus > 1 else MIN_DRIVER_SINGLE_GPU
+    if match is None or int(match.group(1)) < floor:
+        problems.append(f"driver {driver_version} is older than {floor} (Dynamo Snapshot's floor for {'multi-GPU' if gpus > 1 else 'single-GPU'} snapshots)")
+    if criu_version is None or criu_version < MIN_CRIU:
+        problems.append(f"CRIU {'missing' if criu_version is None else '.'.join(map(str, criu_version))}: {MIN_CRIU[0]}.{MIN_CRIU[1]} or newer is needed for a process tree")
+    if arch != "x86_64":
+        problems.append(f"architecture {arch}: cuda-checkpoint is built for x86_64 only")
+    return problems
+
+
+def restore_decision(recorded_key_json: str | None, current: SnapshotKey) -> tuple[bool, str]:
+    """``(restore, reason)``: restore only when the recorded key equals ``current`` in every field; else the first field that differs."""
+    if recorded_key_json is None:
+        return False, f"no snapshot ({KEY_FILE} missing): cold start"
+    try:
+        recorded = json.loads(recorded_key_json)
+    except json.JSONDecodeError:
+        return False, f"{KEY_FILE} is not JSON: cold start"
+    if recorded.get("version") != KEY_VERSION:
+        return False, f"snapshot layout {recorded.get('version')!r}, this engine writes {KEY_VERSION!r}: cold start"
+    now = json.loads(current.to_json())
+    for f in fields(SnapshotKey):
+        if recorded.get(f.name) != now[f.name]:
+            return False, f"snapshot {f.name} {recorded.get(f.name)!r} differs from this pod's {now[f.name]!r}: cold start"
+    return True, f"snapshot {current.digest()[:12]} matches: restore"
+
+
+def manifest_problems(manifest_text: str, actual: Mapping[str, str]) -> list[str]:
+    """Files of a snapshot that do not match its manifest (``sha256  name`` lines) against ``actual`` (name -> sha256 read now)."""
+    problems = []
+    listed = {}
+    for line in manifest_text.splitlines():
+        if not line.strip():
+            continue
+        digest, _, name = line.partition(" ")
+        listed[name.lstrip(" *")] = digest
+    if not listed:
+        problems.append(f"{SNAPSHOT_MANIFEST} lists no file")
+    for name, digest in listed.items():
+        got = actual.get(name)
+        if got is None:
+            problems.append(f"{name} is missing")
+        elif got != digest:
+            problems.append(f"{name}: sha256 {got}, manifest {digest}")
+    return problems
+
+
+def snapshot_env(key: SnapshotKey, snapshot_root: str, s3_uri: str | None) -> dict[str, str]:
+    """Environment of the engine container's snapshot wrapper: the key's digest and JSON, where snapshots live, the S3 copy."""
+    env = {"SNAPSHOT_KEY": key.digest(), "SNAPSHOT_KEY_JSON": key.to_json(), "SNAPSHOT_ROOT": snapshot_root}
+    if s3_uri is not None:
+        env["SNAPSHOT_S3_URI"] = s3_uri
+    return env
+
+
+def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_revision: str, engine_args: Sequence[str], engine_env: Mapping[str, str]) -> SnapshotKey:
+    """The :class:`SnapshotKey` of a serving pod (the env sorted, so the same pod gives the same key)."""
+    return SnapshotKey(image=image, driver_version=driver_version, gpu=gpu, gpus=gpus, model_revision=model_revision,
+                       engine_args=tuple(engine_args), engine_env=tuple(sorted(engine_env.items())))
+
+
+__all__ = [
+    "KEY_FILE",
+    "KEY_VERSION",
+    "MIN_CRIU",
+    "MIN_DRIVER_MULTI_GPU",
+    "MIN_DRIVER_SINGLE_GPU",
+    "REQUIREMENTS",
+    "RESTORE_LOG",
+    "SNAPSHOT_MANIFEST",
+    "VERIFY_LOG",
+    "SnapshotKey",
+    "key_from_pod",
+    "manifest_problems",
+    "requirement_problems",
+    "restore_decision",
+    "snapshot_env",
+]
