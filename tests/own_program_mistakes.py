@@ -142,7 +142,7 @@ MISTAKES: tuple[Mistake, ...] = (
 
 
 def readme_files() -> dict[str, str]:
-    """The README's own-program project: ``Pulumi.yaml``, ``Pulumi.dev.yaml``, ``__main__.py`` and the plan command's argv."""
+    """The README's own-program project: ``Pulumi.yaml``, ``Pulumi.dev.yaml``, ``__main__.py``, the plan command and the install step."""
     section = (ROOT / "README.md").read_text().split("## Using the components in your own Pulumi program", 1)[1].split("\n## ", 1)[0]
     files: dict[str, str] = {}
     for language, text in re.findall(r"```(\w+)\n(.*?)```", section, re.S):
@@ -153,6 +153,8 @@ def readme_files() -> dict[str, str]:
             files["__main__.py"] = text
         elif language == "sh" and "kimi-k3 plan" in text:
             files["command"] = next(line.split("#")[0].strip() for line in text.splitlines() if "kimi-k3 plan" in line)
+        elif language == "sh" and "pip install" in text:
+            files["install"] = text
     return files
 
 

@@ -26,6 +26,7 @@ import yaml
 from kimi_k3.cli import main
 from kimi_k3.core import clock
 from tests.conftest import ROOT
+from tests.own_program_mistakes import readme_files
 from tests.user_project import copy_library_project, library_stack, write_project
 
 NOW = ("--now", "2026-12-01T08:00:00Z")
@@ -33,21 +34,8 @@ SECURE = {"secure": "v1:dGlueS1wbGFjZWhvbGRlcg==:cmVwbGFjZS13aXRoLXB1bHVtaS1jb25
 
 
 def _readme_blocks() -> dict[str, str]:
-    """The README's own-program project: ``Pulumi.yaml``, ``Pulumi.dev.yaml``, ``__main__.py`` and the command."""
-    section = (ROOT / "README.md").read_text().split("## Using the components in your own Pulumi program", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
-    files = {}
-    for language, text in blocks:
-        first = text.splitlines()[0]
-        if language == "yaml" and first.startswith("# Pulumi"):
-            files[first[2:].strip()] = text
-        elif language == "python":
-            files["__main__.py"] = text
-        elif language == "sh" and "kimi-k3 plan" in text:
-            files["command"] = next(line.split("#")[0].strip() for line in text.splitlines() if "kimi-k3 plan" in line)
-        elif language == "sh" and "pip install" in text:
-            files["install"] = text
-    return files
+    """The README's own-program project: one parser, the mistakes table's."""
+    return readme_files()
 
 
 def test_the_readme_program_plans_as_written_in_a_fresh_directory(tmp_path):
