@@ -54,6 +54,7 @@ _EXPORTS = {
     "PodIdentityRoleArgs": "kimi_k3.cluster.pod_identity",
     "VllmServer": "kimi_k3.serving.vllm",
     "VllmServerArgs": "kimi_k3.serving.vllm",
+    "ServingFront": "kimi_k3.serving.front",
     "VllmLeaderWorkerSet": "kimi_k3.serving.lws",
     "VllmLeaderWorkerSetArgs": "kimi_k3.serving.lws",
     "HyperPodInferenceEndpoint": "kimi_k3.hyperpod.endpoint",

@@ -5,6 +5,7 @@ Test modules import from here (and from ``conftest``), never from each other.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,6 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from kimi_k3.capacity.facts import CapacityBlockFacts
+from kimi_k3.serving import nlb
+from kimi_k3.serving.front import ServingFront
 from kimi_k3.serving.contracts import ApiContract, EngineProfile, ImageContract, ServingContract, WeightsContract
 from kimi_k3.stack import settings, wire
 
@@ -95,3 +98,16 @@ def serving_contract(
         revision=revision, source=source, s3_uri=s3_uri if source == "s3" else None, sha256_manifest=sha256_manifest
     )
     return ServingContract(ImageContract.parse(image), weights, ApiContract(), EngineProfile(**engine))
+
+
+FRONT_FIELDS = frozenset(f.name for f in dataclasses.fields(ServingFront) if f.init and f.name != "behind_nlb")
+"""The :class:`ServingFront` fields a test may pass among a serving component's args (:func:`with_front`)."""
+
+
+def with_front(values: dict[str, Any]) -> dict[str, Any]:
+    """Serving args with the front's fields among them (``drain_s=600``) gathered into one ``front=ServingFront(...)``,
+    behind an NLB as ``exposure`` says; call it inside the program, so a refused field stops it before anything is declared."""
+    front = {name: values.pop(name) for name in list(values) if name in FRONT_FIELDS}
+    if front:
+        values["front"] = ServingFront(**front, behind_nlb=values.get("exposure", "cluster") in nlb.EXPOSURE_SCHEMES)
+    return values

@@ -20,7 +20,6 @@ import pytest
 from kimi_k3.serving import api_pod, proxy_edge
 from kimi_k3.serving.api_proxy import ApiProxyConfig, render_nginx_conf
 from kimi_k3.serving.vllm import VllmServerArgs
-from kimi_k3.stack.platform import serving_front_args
 from kimi_k3.stack.settings import load_stack
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.proxy_sandbox import Nginx, PrivateNetwork, require_sandbox
@@ -31,11 +30,11 @@ HOST = "127.0.0.1"
 
 def stack_proxy_config(stack: str) -> ApiProxyConfig:
     """The proxy config the composition builds for a stack: the settings, Platform's mapping onto the serving
-    args (``serving_front_args``, the routing tier with two or more replicas), the components' one builder (``api_pod.proxy_config``)."""
+    args (the settings' ``ServingFront``, the routing tier with two or more replicas), the components' one builder (``api_pod.proxy_config``)."""
     serving = load_stack(stack).serving
     replicas = serving.replicas or 1  # prod names 2; dev 0 (one per node of its one-node block)
     return api_pod.proxy_config(VllmServerArgs(
-        contract=serving.contract, api_key=pulumi.Output.secret("unused"), replicas=replicas, routing=serving.routing_for(replicas), **serving_front_args(serving),
+        contract=serving.contract, api_key=pulumi.Output.secret("unused"), replicas=replicas, routing=serving.routing_for(replicas), front=serving.front,
     ))
 
 

@@ -112,9 +112,9 @@ def test_each_key_has_one_validator_one_section_of_the_settings_reads_it():
 
 
 def test_the_seam_reads_a_component_error_back_as_the_key():
-    """A component refusing ``drain_s`` is reported as ``kimi-k3:servingDrainSeconds``, whatever input raised it."""
-    for input in ("VllmServingArgs", "ApiProxyConfig", "DrainPlan", "check_listener"):
-        assert seam.config_key(input, "drain_s") == "kimi-k3:servingDrainSeconds"
+    """The serving front refusing ``drain_s`` is reported as ``kimi-k3:servingDrainSeconds``: one row, one path into the value."""
+    assert seam.config_key("ServingFront", "drain_s") == "kimi-k3:servingDrainSeconds"
+    assert [feed.input for feed in seam.SEAM if feed.key == "servingDrainSeconds"] == ["ServingFront"]
     error = ComponentInputError("VllmServer", "kimi", [Problem("allowed_cidrs[1]", "allowed_cidrs entry 'x' is not accepted")])
     assert seam.config_key("VllmServingArgs", error.problems[0].path) == "kimi-k3:servingAllowedCidrs"
     assert seam.in_key_terms("ServingContract", "needs engine.pipeline_parallel_size 1") == "needs pipelineParallelSize 1"

@@ -17,10 +17,11 @@ from kimi_k3.errors import UserError
 from kimi_k3.serving import api_pod, drain, nlb
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
 from kimi_k3.serving.drain import ENGINE_LAG_S, MARGIN_S, DrainPlan
+from kimi_k3.serving.front import ServingFront
 from kimi_k3.serving.lws import VllmLeaderWorkerSet, VllmLeaderWorkerSetArgs
 from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
 from tests import k8s_checks
-from tests.builders import in_cluster, serving_contract
+from tests.builders import in_cluster, serving_contract, with_front
 from tests.conftest import NOW
 
 VPC = "10.42.0.0/16"
@@ -36,9 +37,9 @@ def render(kind: str = "deployment", **changes) -> offline.PlanResult:
 
     def program() -> None:
         if kind == "lws":
-            VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**values), opts=in_cluster())
+            VllmLeaderWorkerSet("kimi", VllmLeaderWorkerSetArgs(**with_front(values)), opts=in_cluster())
         else:
-            VllmServer("kimi", VllmServerArgs(**values), opts=in_cluster())
+            VllmServer("kimi", VllmServerArgs(**with_front(values)), opts=in_cluster())
 
     return offline.OfflineEngine(now=NOW).run(program)
 
@@ -160,8 +161,8 @@ def test_the_pod_template_carries_the_configs_checksum_and_a_change_rolls_the_po
 def test_a_refused_route_stops_the_component_before_anything_is_declared():
     engine = offline.OfflineEngine(now=NOW)
     with pytest.raises(UserError, match=r"/invocations is on vLLM's unprotected list") as caught:
-        engine.run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), extra_routes=("POST /invocations",)), opts=in_cluster()))
-    assert [p.path for p in caught.value.problems] == ["extra_routes[0]"]
+        engine.run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), front=ServingFront(extra_routes=("POST /invocations",))), opts=in_cluster()))
+    assert caught.value.field == "extra_routes[0]"
     assert not [r for r in engine.resources if r.type.startswith("kubernetes:")]
 
 
@@ -193,7 +194,7 @@ def test_the_lws_workers_outlive_their_leaders_drain():
 
 def test_the_grace_rule_refuses_a_period_the_drain_does_not_fit():
     with pytest.raises(UserError, match="termination_grace_period_s 600 is not accepted; it must be at least 2015 s"):
-        offline.OfflineEngine(now=NOW).run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), termination_grace_period_s=600), opts=in_cluster()))
+        offline.OfflineEngine(now=NOW).run(lambda: VllmServer("kimi", VllmServerArgs(contract=serving_contract(), api_key=pulumi.Output.secret("k"), front=ServingFront(termination_grace_period_s=600)), opts=in_cluster()))
     assert DrainPlan(pre_stop_sleep_s=10, drain_s=60).minimum_grace_s == 10 + 5 + 60 + 30
     plan = DrainPlan(pre_stop_sleep_s=30, drain_s=600)
     assert [t for t, _ in plan.timeline()] == sorted(t for t, _ in plan.timeline())
@@ -240,7 +241,7 @@ def test_a_tls_listener_refuses_answers_longer_than_its_fixed_idle_timeout():
     tls = dict(exposure="public", vpc_cidr=VPC, allowed_cidrs=("203.0.113.0/24",), tls_certificate_arn=arn)
     with pytest.raises(UserError, match=r"fixed 350 s idle timeout.*Update the TCP idle timeout") as caught:
         render(**tls)
-    assert [p.path for p in caught.value.problems] == ["tls_certificate_arn"]
+    assert caught.value.field == "tls_certificate_arn"
     annotations = obj(render(**tls, max_generation_s=300), "Service", "kimi")["metadata"]["annotations"]
     assert annotations[f"{nlb.LB}ssl-cert"] == arn and not any("listener-attributes" in k for k in annotations)
 
@@ -304,7 +305,8 @@ def test_checkov_finds_nothing_in_the_api_pods(plans, tmp_path):
 
 
 def test_the_proxy_config_is_built_once_from_the_args():
-    args = VllmServerArgs(contract=serving_contract(max_model_len=131_072), api_key=pulumi.Output.secret("k"), extra_routes=("POST /v1/embeddings",), max_generation_s=900, drain_s=600, inline_media_bytes=1024)
+    front = ServingFront(extra_routes=("POST /v1/embeddings",), max_generation_s=900, drain_s=600, inline_media_bytes=1024)
+    args = VllmServerArgs(contract=serving_contract(max_model_len=131_072), api_key=pulumi.Output.secret("k"), front=front)
     config = api_pod.proxy_config(args)
     assert config == ApiProxyConfig(max_model_len=131_072, max_generation_s=900, drain_s=600, inline_media_bytes=1024, extra_routes=(ApiRoute("POST", "/v1/embeddings"),))
 

@@ -14,7 +14,7 @@ from kimi_k3.serving import ImageContract, ServingContract, VllmServer, VllmServ
 from kimi_k3.serving.base import POD_IDENTITY_AGENT_CIDR
 from kimi_k3.serving.pod_kit import AWS_CLI_IMAGE
 from tests import k8s_checks
-from tests.builders import IMAGE, REVISION, S3_URI, in_cluster, serving_contract
+from tests.builders import IMAGE, REVISION, S3_URI, in_cluster, serving_contract, with_front
 from tests.conftest import NOW
 from tests.refusals import assert_refused_before_declaring
 from tests.seed_deployment import SEED_ARGS, SEED_ENV, flag_values
@@ -32,7 +32,7 @@ def contract(source: str = "huggingface", **engine) -> ServingContract:
 def base_args(**changes) -> dict:
     values = dict(contract=contract(), api_key=pulumi.Output.secret(API_KEY))
     values.update(changes)
-    return values
+    return with_front(values)
 
 
 def render(*, lb_status: bool = False, **changes) -> offline.PlanResult:

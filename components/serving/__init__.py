@@ -23,6 +23,7 @@ _EXPORTS = {
     "VllmLeaderWorkerSetArgs": "kimi_k3.serving.lws",
     "VllmServer": "kimi_k3.serving.vllm",
     "VllmServerArgs": "kimi_k3.serving.vllm",
+    "ServingFront": "kimi_k3.serving.front",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports("kimi_k3.serving", _EXPORTS)

@@ -42,7 +42,6 @@ roll the pods.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +49,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from kimi_k3.serving import api_proxy, nlb, proxy_edge, router_edge
-from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute
+from kimi_k3.serving.api_proxy import ApiProxyConfig
 from kimi_k3.serving.block_end import BlockEndPlan, block_end_plan
 from kimi_k3.serving.drain import DrainPlan
+from kimi_k3.serving.front import ServingFront
 
 if TYPE_CHECKING:
     from kimi_k3.serving.args import VllmServingArgs
@@ -84,56 +84,34 @@ except Exception as err:
 """Exec probe: the engine's ``/health`` on loopback (the kubelet cannot reach 127.0.0.1 of the pod)."""
 
 
-def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
-    """The proxy config of a serving component: the one builder the ConfigMap, the pod and the tests use.
+def front(args: VllmServingArgs) -> ServingFront:
+    """The serving front of a component (:mod:`kimi_k3.serving.front`): its ``front``, or the defaults for its exposure."""
+    return args.front if args.front is not None else ServingFront(behind_nlb=args.exposure in nlb.EXPOSURE_SCHEMES)
 
-    :raises UserError: for what the proxy's own rules refuse (a route on vLLM's unprotected list,
-        a drain nginx cannot honour...).
-    """
-    return ApiProxyConfig(
-        **{field: arg(args, path) for field, path in PROXY_ARGS.items()},
-        extra_routes=tuple(ApiRoute.parse(route) for route in args.extra_routes),
-        check_api_key=args.api_key is not None,
-        behind_router=args.routing is not None,
+
+def proxy_config(args: VllmServingArgs) -> ApiProxyConfig:
+    """The proxy config of a serving component: the one builder the ConfigMap, the pod and the tests use (the front's
+    options, the contract's context length and port, a key check when there is a key, the routing tier when there is one)."""
+    return front(args).proxy_config(
+        max_model_len=args.contract.engine.max_model_len, api_port=args.contract.api.port,
+        check_api_key=args.api_key is not None, behind_router=args.routing is not None,
     )
 
 
 def nlb_annotations(args: VllmServingArgs, proxy: ApiProxyConfig, *, pre_stop_sleep_s: int | None = None, **options: Any) -> dict[str, str]:
-    """The NLB annotations of a serving component's Service (:func:`kimi_k3.serving.nlb.nlb_annotations`), fed by :data:`NLB_ARGS`.
+    """The NLB annotations of a serving component's Service (:func:`kimi_k3.serving.nlb.nlb_annotations`), with the front's listener.
 
     ``pre_stop_sleep_s``: the preStop of the pods the Service selects (the router's with the routing tier); ``None``: the API pods'."""
+    listener = front(args)
     return nlb.nlb_annotations(
-        proxy, scheme=nlb.scheme_of(args.exposure), pre_stop_sleep_s=drain_plan(args).pre_stop_sleep_s if pre_stop_sleep_s is None else pre_stop_sleep_s,
-        **{parameter: arg(args, path) for parameter, path in NLB_ARGS.items()}, **options,
+        proxy, scheme=nlb.scheme_of(args.exposure), pre_stop_sleep_s=listener.drain.pre_stop_sleep_s if pre_stop_sleep_s is None else pre_stop_sleep_s,
+        idle_timeout_s=listener.nlb_idle_timeout_s, tls_certificate_arn=listener.tls_certificate_arn, **options,
     )
-
-
-PROXY_ARGS = {
-    "max_model_len": "contract.engine.max_model_len",
-    "max_generation_s": "max_generation_s",
-    "drain_s": "drain_s",
-    "inline_media_bytes": "inline_media_bytes",
-    "api_port": "contract.api.port",
-    "cpu": "proxy_cpu",
-}
-"""Each :class:`ApiProxyConfig` field and the serving args' path that feeds it: the builder reads it forwards, and a
-proxy error on a field is reported on that path (:func:`kimi_k3.serving.validation.validate_serving_args`)."""
-
-NLB_ARGS = {"idle_timeout_s": "nlb_idle_timeout_s", "tls_certificate_arn": "tls_certificate_arn"}
-"""Each :func:`kimi_k3.serving.nlb.nlb_annotations` option and the serving args' field that feeds it (both ways, as :data:`PROXY_ARGS`)."""
-
-
-def arg(args: VllmServingArgs, path: str) -> Any:
-    """The value at ``path`` (``contract.engine.max_model_len``) of the serving args."""
-    return functools.reduce(getattr, path.split("."), args)
 
 
 def drain_plan(args: VllmServingArgs) -> DrainPlan:
-    """The stop sequence of a serving component's API pods (:mod:`kimi_k3.serving.drain`)."""
-    return DrainPlan(
-        pre_stop_sleep_s=args.pre_stop_sleep_s, drain_s=args.drain_s, termination_grace_period_s=args.termination_grace_period_s,
-        behind_nlb=args.exposure in nlb.EXPOSURE_SCHEMES,
-    )
+    """The stop sequence of a serving component's API pods (:mod:`kimi_k3.serving.drain`), the front's."""
+    return front(args).drain
 
 
 def block_end(args: VllmServingArgs) -> BlockEndPlan | None:
@@ -223,7 +201,7 @@ def engine_args(args: VllmServingArgs, model_path: str) -> list[str]:
     """``vllm serve`` arguments behind the proxy: bound to loopback, draining for ``drain_s`` on SIGTERM."""
     config = proxy_config(args)
     host, port = api_proxy.ENGINE_HOST, config.engine_port
-    return args.contract.vllm_args(model_path, bind=(host, port), shutdown_timeout_s=args.drain_s)
+    return args.contract.vllm_args(model_path, bind=(host, port), shutdown_timeout_s=front(args).drain_s)
 
 
 def engine_lifecycle(args: VllmServingArgs) -> k8s.core.v1.LifecycleArgs:
@@ -270,6 +248,7 @@ __all__ = [
     "engine_lifecycle",
     "engine_probes",
     "engine_share",
+    "front",
     "liveness_failure_threshold",
     "proxy_config",
     "scrape_annotations",

@@ -19,7 +19,7 @@ from kimi_k3.core import catalog
 from kimi_k3.serving.api_proxy import PROXY_IMAGE
 from kimi_k3.serving.block_end import BlockEnd
 from kimi_k3.serving.contracts import ServingContract
-from kimi_k3.serving.drain import DEFAULT_PRE_STOP_S
+from kimi_k3.serving.front import ServingFront
 from kimi_k3.serving.router import ConversationRouting
 from kimi_k3.weights.serving_pod import ServingStartup
 
@@ -70,8 +70,6 @@ class VllmServingArgs:
     """Render a ServiceMonitor (Prometheus Operator CRDs must be installed); else ``prometheus.io/*`` pod annotations."""
     service_monitor_labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels on the ServiceMonitor (e.g. ``release: kube-prometheus-stack``)."""
-    tls_certificate_arn: str | None = None
-    """ACM certificate: the NLB listener then terminates TLS (https endpoint)."""
     shm_size_gib: int = 64
     """Size of the ``/dev/shm`` memory volume (counted in the memory limit)."""
     reserved_cpu: int = 8
@@ -82,30 +80,12 @@ class VllmServingArgs:
     """Size limit of the writable HOME (compile and JIT caches)."""
     weights_staging_timeout_s: int = 7200
     """Time allowed to copy and verify the weights (Deployment progress deadline; how long a group leader waits for its workers)."""
-    pre_stop_sleep_s: int = DEFAULT_PRE_STOP_S
-    """Seconds the API proxy keeps serving after the pod leaves the endpoints, before its graceful stop: the NLB keeps
-    sending new connections for about two minutes (behind an NLB at least :data:`kimi_k3.serving.drain.MIN_PRE_STOP_BEHIND_NLB_S`);
-    the engine's preStop is a few seconds longer (:mod:`kimi_k3.serving.drain`)."""
-    drain_s: int = 1800
-    """Seconds in-flight requests may take to finish once the pod stops: the proxy's graceful-stop bound and
-    vLLM's ``--shutdown-timeout`` (vLLM's default, 0, aborts them). Cover the longest generation clients run."""
-    termination_grace_period_s: int | None = None
-    """``terminationGracePeriodSeconds``; ``None`` = the least that covers preStop + drain + margin
-    (:attr:`kimi_k3.serving.drain.DrainPlan.minimum_grace_s`); a smaller value is refused."""
-    max_generation_s: int = 1800
-    """Longest a request may stay silent (a non-streamed answer sends nothing until it is done): the proxy's
-    upstream read timeout and the floor of the NLB's idle timeout."""
-    extra_routes: tuple[str, ...] = ()
-    """Routes the API proxy forwards besides the OpenAI defaults, ``"METHOD /exact/path"`` (vetted by
-    :func:`kimi_k3.serving.api_proxy.check_extra_route`)."""
-    inline_media_bytes: int = 0
-    """Request-body bytes allowed on top of the text bound for inline (base64) media; 0 with text-only serving."""
-    nlb_idle_timeout_s: int | None = None
-    """Idle timeout of the NLB's TCP listener (``None``: :data:`kimi_k3.serving.nlb.DEFAULT_IDLE_TIMEOUT_S`)."""
+    front: ServingFront | None = None
+    """The API proxy's options, the stop sequence and the NLB listener (:class:`kimi_k3.serving.front.ServingFront`,
+    validated when built); ``None``: its defaults for ``exposure``. The component trusts it; only ``behind_nlb`` must agree
+    with ``exposure``."""
     proxy_image: str = PROXY_IMAGE
     """Image of the API proxy sidecar (nginx-unprivileged pinned by digest; mirror it into ECR for production)."""
-    proxy_cpu: int = 1
-    """Whole CPUs of the proxy sidecar (taken from the engine's share of the node)."""
     init_image: str = AWS_CLI_IMAGE
     """Image of the S3 staging init container (needs ``aws``, ``sh``, ``sha256sum``, ``split``)."""
     startup: ServingStartup | None = None

@@ -224,7 +224,7 @@ class VllmServingBase(pulumi.ComponentResource):
         # With the routing tier the Service (and the NLB) reaches the router pods, which reach the replicas.
         self.router = self._declare_router(name, args, foundation, api_selector) if args.routing is not None else None
         front_selector = self.router.selector if self.router is not None else dict(api_selector)
-        front_pre_stop = args.routing.drain_plan(args.drain_s, behind_nlb).pre_stop_sleep_s if args.routing is not None else api_pod.drain_plan(args).pre_stop_sleep_s
+        front_pre_stop = args.routing.drain_plan(api_pod.front(args).drain_s, behind_nlb).pre_stop_sleep_s if args.routing is not None else api_pod.drain_plan(args).pre_stop_sleep_s
         if behind_nlb:
             service_type = "LoadBalancer"
             service_annotations = api_pod.nlb_annotations(args, proxy, pre_stop_sleep_s=front_pre_stop, service_port_name=port_name)
@@ -279,7 +279,7 @@ class VllmServingBase(pulumi.ComponentResource):
                 opts=in_ns,
             )
 
-        scheme = "https" if args.tls_certificate_arn else "http"
+        scheme = "https" if api_pod.front(args).tls_certificate_arn else "http"
         port = contract.api.port
         if behind_nlb:
             self.endpoint_url = self.service.status.apply(lambda status: _nlb_url(status, scheme, port))
@@ -299,7 +299,7 @@ class VllmServingBase(pulumi.ComponentResource):
         behind_nlb = args.exposure in nlb.EXPOSURE_SCHEMES
         config = router.config_for(
             name, args.namespace, routing, routes=(*api_proxy.DEFAULT_ROUTES, *proxy.extra_routes),
-            max_generation_s=args.max_generation_s, drain_s=args.drain_s, api_port=args.contract.api.port,
+            max_generation_s=proxy.max_generation_s, drain_s=proxy.drain_s, api_port=args.contract.api.port,
             check_key=proxy.check_api_key, limits=proxy.limits,
         )
 
@@ -310,7 +310,7 @@ class VllmServingBase(pulumi.ComponentResource):
             return router.ingress_rules(config, peers, health)
 
         return router.declare_router(
-            name, namespace=args.namespace, routing=routing, config=config, plan=routing.drain_plan(args.drain_s, behind_nlb),
+            name, namespace=args.namespace, routing=routing, config=config, plan=routing.drain_plan(proxy.drain_s, behind_nlb),
             api_selector=api_selector, common=foundation.common, ingress=pulumi.Output.from_input(args.vpc_cidr).apply(ingress),
             opts=foundation.in_namespace, await_rollout=args.await_rollout,
             key_secret=api_pod.api_key_secret_name(name) if proxy.check_api_key else None,

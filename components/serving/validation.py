@@ -8,18 +8,17 @@ the args' names. It sits above the args (a leaf) and the builders it asks (:mod:
 from __future__ import annotations
 
 import ipaddress
-import re
 from datetime import datetime
 
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import DNS_LABEL
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.serving import api_pod, nlb
-from kimi_k3.serving.api_proxy import ApiRoute, ProxyConfigError, check_extra_route
 from kimi_k3.serving.args import VllmServingArgs
 from kimi_k3.serving.block_end import BlockEnd
 from kimi_k3.serving.contracts import EXPOSURES, ContractError, ServingContract
 from kimi_k3.serving.drain import DrainError
+from kimi_k3.serving.front import ServingFront
 from kimi_k3.serving.pod_kit import node_share
 from kimi_k3.serving.router import ConversationRouting
 
@@ -89,8 +88,6 @@ def validate_serving_args(name: str, args: VllmServingArgs, problems: Problems) 
             problems.reject(path, ns, "expected a DNS label")
     if args.contract.weights.source == "s3" and (args.cluster_name is None or args.aws_region is None):
         problems.add("cluster_name", "cluster_name and aws_region are required when the weights come from S3 (Pod Identity and the bucket's region)")
-    if args.tls_certificate_arn is not None and not re.match(r"^arn:aws[\w-]*:acm:[\w-]+:\d{12}:certificate/[\w-]+$", args.tls_certificate_arn):
-        problems.reject("tls_certificate_arn", args.tls_certificate_arn, "expected an ACM certificate ARN")
     _front_problems(args, problems)
     _routing_problems(args, problems)
     _startup_problems(args, problems)
@@ -114,7 +111,7 @@ def _routing_problems(args: VllmServingArgs, problems: Problems) -> None:
     if isinstance(args.replicas, int) and args.replicas < 2:
         problems.reject("routing", "ConversationRouting", f"a routing tier needs two or more replicas (replicas is {args.replicas}); leave routing None")
     try:
-        routing.drain_plan(args.drain_s, args.exposure in nlb.EXPOSURE_SCHEMES)
+        routing.drain_plan(api_pod.front(args).drain_s, args.exposure in nlb.EXPOSURE_SCHEMES)
     except DrainError as err:
         problems.reject(f"routing.{err.field}", err.value, err.accepted)
 
@@ -134,32 +131,23 @@ def _startup_problems(args: VllmServingArgs, problems: Problems) -> None:
 
 
 def _front_problems(args: VllmServingArgs, problems: Problems) -> None:
-    """What the API proxy, the stop sequence or the NLB would refuse, in the args' own names (their rules, their words)."""
+    """What the serving front cannot do with these args. The front validated its own fields when it was built
+    (:class:`~kimi_k3.serving.front.ServingFront`); what is left is whether it agrees with the exposure and the contract."""
+    front = args.front
+    if front is not None and not isinstance(front, ServingFront):
+        problems.reject("front", type(front).__name__, "expected a ServingFront or None")
+        return
+    behind_nlb = args.exposure in nlb.EXPOSURE_SCHEMES
+    if front is not None and front.behind_nlb != behind_nlb:
+        problems.reject(
+            "front.behind_nlb", front.behind_nlb,
+            f"exposure {args.exposure} {'puts' if behind_nlb else 'puts no'} NLB in front of the pods: set it to {behind_nlb}",
+        )
+        return
     try:
-        api_pod.drain_plan(args)
-    except DrainError as err:
-        problems.reject(err.field, err.value, err.accepted)  # the drain plan names its fields as these args do
-        return
-    routes = [args.extra_routes] if isinstance(args.extra_routes, str) else list(args.extra_routes)
-    for index, route in enumerate(routes):
-        try:
-            check_extra_route(ApiRoute.parse(route))
-        except UserError as err:
-            problems.adopt(f"extra_routes[{index}]", err)
-            return
-    try:
-        proxy = api_pod.proxy_config(args)
-    except ProxyConfigError as err:
-        problems.adopt(api_pod.PROXY_ARGS.get(err.field, err.field), err)
-        return
-    except UserError as err:  # the proxy's route rules (a repeated route)
-        problems.adopt("extra_routes", err)
-        return
-    if args.exposure in nlb.EXPOSURE_SCHEMES:
-        try:
-            api_pod.nlb_annotations(args, proxy)
-        except nlb.NlbError as err:
-            problems.adopt(api_pod.NLB_ARGS.get(err.field, err.field if hasattr(args, err.field) else "exposure"), err)
+        api_pod.proxy_config(args)
+    except UserError as err:  # the contract bounds the context length as the proxy does; its API port may take one of the proxy's own
+        problems.adopt("contract.api.port", err)
 
 
 __all__ = ["validate_serving_args"]

@@ -6,7 +6,7 @@ resolution) happens before the first resource is declared.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -45,7 +45,7 @@ from kimi_k3.stack import previous_run, time_to_serve
 from kimi_k3.stack import terms as stack_terms
 from kimi_k3.stack.foundation import StackFoundation, availability_zones, existing_private_subnets, secret_input
 from kimi_k3.stack.monitoring import alerts_and_dashboard, dcgm_extra_values, delivery_check_args, serving_scrape_fields
-from kimi_k3.stack.settings import ServingSettings, StackSettings
+from kimi_k3.stack.settings import StackSettings
 from kimi_k3.stack.settings import cluster_name as stack_cluster_name
 from kimi_k3.weights import time_to_serve as tts_component
 
@@ -104,13 +104,6 @@ def resolve_stack(settings: StackSettings, now: datetime, recorded: CapacityBloc
     )
 
 
-def serving_front_args(serving: ServingSettings) -> dict[str, Any]:
-    """The serving components' API-proxy, drain and NLB args from the stack settings (the composition's one mapping;
-    the real-proxy tests build the proxy config through it too)."""
-    front = serving.front
-    return {field.name: getattr(front, field.name) for field in fields(front)}
-
-
 def deploy_runner_name(name: str) -> str:
     """Name of the stack's :class:`DeployRunner` component (``kimi-k3 first-deploy`` finds its URN by it)."""
     return f"{name}-deploy-runner"
@@ -144,27 +137,45 @@ class Platform(pulumi.ComponentResource):
         if settings.hyperpod is not None:
             self._compose_hyperpod(name, settings, now=now, opts=opts)
             return
+        self._resolve(name, settings, now)
+        tags = self._declare_foundation(name, settings, self.resolved, opts)
+        self.gpu_nodes = self._declare_gpu_nodes(name, settings, now, tags)
+        # Every Kubernetes-touching component gets the cluster's provider through its options.
+        in_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider})
+        # The operator's CRDs before anything of its kinds (ServiceMonitors, the PrometheusRule): installed, or read.
+        self.prometheus_operator, operator_deps = self._declare_prometheus_operator(name, in_cluster)
+        serving_deps = self._declare_serving_addons(name, in_cluster, operator_deps, tags)
+        self.time_to_serve = self._declare_time_to_serve(name, in_cluster, tags)
+        if self.time_to_serve is not None:
+            serving_deps.append(self.time_to_serve)
+        self.server = self._declare_server(name, now, pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps)))
+        self._warn_block_end()
+        self.monitoring = self._declare_monitoring(name, pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=operator_deps)))
+        self.delivery_check = self._declare_delivery_check(name, now, tags)
+        self.register_outputs(self.stack_outputs())
+
+    def _resolve(self, name: str, settings: StackSettings, now: datetime) -> None:
+        """The stack as AWS and the previous ``up`` have it: the block, the AZs and the one-off schedules still ahead."""
         previous = previous_run.read_stack_resources()
-        resolved = resolve_stack(settings, now, previous_run.recorded_block(previous, settings.capacity.reservation_id))
-        self.resolved = resolved
+        self.resolved = resolve_stack(settings, now, previous_run.recorded_block(previous, settings.capacity.reservation_id))
         # The one-off schedules a previous `up` created keep a time that lies ahead (kimi_k3.stack.previous_run).
         self.pending = previous_run.pending_schedules(
-            previous, reservation_id=resolved.reservation.reservation_id,
+            previous, reservation_id=self.resolved.reservation.reservation_id,
             alarm=self.delivery_alarm_name(name, pulumi.get_stack()) if settings.monitoring.delivery_check else None,
         )
-        tags = self._declare_foundation(name, settings, resolved, opts)
-        c = settings.cluster
 
+    def _declare_gpu_nodes(self, name: str, settings: StackSettings, now: datetime, tags: dict[str, str]) -> CapacityBlockNodeGroup:
+        """The Capacity Block's GPU node group, scaled on the block's window."""
         cap = settings.capacity
-        self.gpu_nodes = CapacityBlockNodeGroup(
+        return CapacityBlockNodeGroup(
             f"{name}-gpu",
             CapacityBlockNodeGroupArgs(
                 cluster_name=self.cluster.cluster_name,
-                kubernetes_version=c.version,
+                kubernetes_version=settings.cluster.version,
                 subnet_ids_by_az=self.network.private_subnet_ids_by_az,
                 instance_type=cap.instance_type,
                 now=now,
-                reservation=resolved.reservation,
+                reservation=self.resolved.reservation,
                 ami_release_version=cap.ami_release_version,
                 root_volume_gib=cap.root_volume_gib,
                 # FastImagePull writes the image to the root volume on the pinned AMI (kimi_k3.offline.image_store).
@@ -185,11 +196,13 @@ class Platform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
         )
 
-        # Every Kubernetes-touching component gets the cluster's provider through its options.
-        in_cluster = pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.cluster.provider})
-        plugins = settings.plugins
-        # The operator's CRDs before anything of its kinds (ServiceMonitors, the PrometheusRule): installed, or read.
-        self.prometheus_operator, operator_deps = self._declare_prometheus_operator(name, in_cluster)
+    def _declare_serving_addons(
+        self, name: str, in_cluster: pulumi.ResourceOptions, operator_deps: list[pulumi.Resource], tags: dict[str, str]
+    ) -> list[pulumi.Resource]:
+        """The GPU node plugins, the load balancer controller (an NLB exposure) and the LWS controller (a replica across nodes);
+        returns what the serving workload must depend on."""
+        settings = self.settings
+        plugins, cap, serving = settings.plugins, settings.capacity, settings.serving
         self.gpu_plugins = GpuNodePlugins(
             f"{name}-gpu-plugins",
             GpuNodePluginsArgs(
@@ -198,15 +211,13 @@ class Platform(pulumi.ComponentResource):
                 dcgm=DcgmExporterArgs(
                     enabled=plugins.dcgm_exporter_enabled,
                     version=plugins.dcgm_exporter_version,
-                    service_monitor=settings.serving.service_monitor_enabled,
+                    service_monitor=serving.service_monitor_enabled,
                     extra_values=dcgm_extra_values(settings),
-                    depends_on=operator_deps if settings.serving.service_monitor_enabled else (),
+                    depends_on=operator_deps if serving.service_monitor_enabled else (),
                 ),
             ),
             opts=in_cluster,
         )
-
-        serving = settings.serving
         self.load_balancer_controller: LoadBalancerController | None = None
         if serving.exposure != "cluster":
             self.load_balancer_controller = LoadBalancerController(
@@ -214,7 +225,6 @@ class Platform(pulumi.ComponentResource):
                 LoadBalancerControllerArgs(cluster_name=self.cluster.cluster_name, region=settings.region, vpc_id=self.network.vpc_id, tags=tags),
                 opts=in_cluster,
             )
-
         # One node holds a replica: a Deployment. A replica across nodes (TP within a node x PP
         # across nodes): a LeaderWorkerSet, whose controller comes from its Helm chart.
         self.lws_controller: LwsController | None = None
@@ -224,16 +234,20 @@ class Platform(pulumi.ComponentResource):
         if settings.nodes_per_replica > 1:
             self.lws_controller = LwsController(f"{name}-lws", LwsControllerArgs(), opts=in_cluster)
             serving_deps.append(self.lws_controller)
-        self.time_to_serve = self._declare_time_to_serve(name, in_cluster, tags)
-        if self.time_to_serve is not None:
-            serving_deps.append(self.time_to_serve)
-        serving_args: dict[str, Any] = dict(
+        return serving_deps
+
+    def _serving_args(self, now: datetime) -> dict[str, Any]:
+        """The serving component's args: the contract, secrets, replicas, exposure, the time-to-serve wiring, the block's end,
+        the routing tier and the serving front (one value, as the settings built it)."""
+        settings, resolved = self.settings, self.resolved
+        serving = settings.serving
+        return dict(
             contract=resolved.contract,
             api_key=secret_input(serving.api_key),
             hugging_face_token=secret_input(serving.hugging_face_token),
             cluster_name=self.cluster.cluster_name,
             aws_region=settings.region,
-            instance_type=cap.instance_type,
+            instance_type=settings.capacity.instance_type,
             replicas=resolved.replicas,
             exposure=serving.exposure,
             allowed_cidrs=serving.allowed_cidrs,
@@ -245,19 +259,15 @@ class Platform(pulumi.ComponentResource):
             block_end=BlockEnd(ends_at=resolved.reservation.window()[1], now=now),
             # The routing tier (docs/routing.md): with two or more replicas, unless conversationRouting is off.
             routing=serving.routing_for(resolved.replicas),
-            **serving_front_args(serving),
+            front=serving.front,
         )
-        serving_opts = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=serving_deps))
-        self.server: VllmServingBase
-        if self.lws_controller:
-            self.server = VllmLeaderWorkerSet(f"{name}-serving", VllmLeaderWorkerSetArgs(**serving_args), opts=serving_opts)
-        else:
-            self.server = VllmServer(f"{name}-serving", VllmServerArgs(**serving_args), opts=serving_opts)
 
-        self._warn_block_end()
-        self.monitoring = self._declare_monitoring(name, pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=operator_deps)))
-        self.delivery_check = self._declare_delivery_check(name, now, tags)
-        self.register_outputs(self.stack_outputs())
+    def _declare_server(self, name: str, now: datetime, opts: pulumi.ResourceOptions) -> VllmServingBase:
+        """vLLM: a Deployment (a replica on one node) or a LeaderWorkerSet (a replica across nodes)."""
+        serving_args = self._serving_args(now)
+        if self.lws_controller:
+            return VllmLeaderWorkerSet(f"{name}-serving", VllmLeaderWorkerSetArgs(**serving_args), opts=opts)
+        return VllmServer(f"{name}-serving", VllmServerArgs(**serving_args), opts=opts)
 
     def _warn_block_end(self) -> None:
         """Say when this run comes too late for the block-end drain (:mod:`kimi_k3.serving.block_end`)."""

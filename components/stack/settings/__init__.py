@@ -36,7 +36,7 @@ from kimi_k3.stack.settings.hyperpod import EKS_ONLY_KEYS, HYPERPOD_ONLY_KEYS, H
 from kimi_k3.stack.settings.network import NetworkSettings, validate_network
 from kimi_k3.stack.settings.observability import MonitoringSettings, validate_monitoring
 from kimi_k3.stack.settings.reader import INSTANCE_TYPE_RE, SECRET_PLACEHOLDER_PREFIX, Reader, Secret, changed_keys, full_key, one_of
-from kimi_k3.stack.settings.serving import ServingFrontSettings, ServingSettings, validate_serving
+from kimi_k3.stack.settings.serving import ServingSettings, validate_serving
 from kimi_k3.stack.settings.weights import TimeToServeSettings, validate_time_to_serve
 
 ENVIRONMENTS = ("dev", "prod")
@@ -337,7 +337,6 @@ __all__ = [
     "MonitoringSettings",
     "NetworkSettings",
     "Secret",
-    "ServingFrontSettings",
     "ServingSettings",
     "SettingsError",
     "StackSettings",

@@ -24,29 +24,15 @@ from kimi_k3.stack.settings.network import NetworkSettings
 from kimi_k3.stack.settings.reader import Reader, Secret, cidr_list, full_key, in_range, one_of
 
 if TYPE_CHECKING:
+    from kimi_k3.serving.front import ServingFront
     from kimi_k3.serving.router import ConversationRouting
 
 
-@dataclass(frozen=True)
-class ServingFrontSettings:
-    """How the API is fronted and how its pods stop: the proxy's extra routes and sizes, the drain, the NLB.
+def _default_front() -> ServingFront:
+    """The serving front's defaults (no NLB)."""
+    from kimi_k3.serving.front import ServingFront  # the serving components (Pulumi SDKs) load when a stack is validated, not when settings are imported
 
-    Each field has the name of the serving components' arg it becomes (``VllmServerArgs``, ``LwsServerArgs``)."""
-
-    extra_routes: tuple[str, ...] = ()
-    """``METHOD /path`` routes the proxy forwards besides the OpenAI defaults (vetted by the proxy's rules)."""
-    inline_media_bytes: int = 0
-    """Body bytes allowed for inline media on top of the text bound."""
-    max_generation_s: int = 1800
-    """Longest silent wait for an answer (proxy read timeout, NLB idle floor)."""
-    drain_s: int = 1800
-    """Proxy graceful stop and vLLM ``--shutdown-timeout``."""
-    pre_stop_sleep_s: int = 180
-    """preStop sleep while the NLB deregisters the pod (behind an NLB at least ``drain.MIN_PRE_STOP_BEHIND_NLB_S``)."""
-    termination_grace_period_s: int | None = None
-    """``terminationGracePeriodSeconds``; ``None`` = the drain plan's minimum."""
-    nlb_idle_timeout_s: int = 3600
-    """The NLB TCP listener's idle timeout."""
+    return ServingFront()
 
 
 @dataclass(frozen=True)
@@ -67,8 +53,8 @@ class ServingSettings:
     """API key clients send as a Bearer token (``apiKey``, a secret)."""
     hugging_face_token: Secret | None
     """Hugging Face token for gated downloads (``huggingFaceToken``, a secret); ``None``: anonymous."""
-    front: ServingFrontSettings = field(default_factory=ServingFrontSettings)
-    """The API proxy, the drain and the NLB (:func:`_validate_serving_front`)."""
+    front: ServingFront = field(default_factory=_default_front)
+    """The API proxy, the drain and the NLB listener, one value the serving components take as it is (:func:`_validate_serving_front`)."""
     hyperpod_routing: HyperPodRouting = field(default_factory=HyperPodRouting)
     """The HyperPod operator's routing and KV-cache options (``HyperPodRouting``), for ``kimi-k3 hyperpod``."""
     routing: ConversationRouting | None = None
@@ -306,62 +292,33 @@ def _validate_routing(r: Reader, prod: bool, exposure: str) -> ConversationRouti
     return routing
 
 
-def _validate_serving_front(r: Reader, contract: ServingContract, exposure: str, warnings: list[str]) -> ServingFrontSettings:
-    """The API proxy, drain and NLB keys, each checked by the rule that owns it (proxy, drain plan, NLB); the key is named here."""
-    from kimi_k3.serving import api_proxy, drain, nlb  # the serving components (Pulumi SDKs) load when a stack is validated, not when settings are imported
+def _validate_serving_front(r: Reader, contract: ServingContract, exposure: str, warnings: list[str]) -> ServingFront:
+    """The API proxy, drain and NLB keys, built into the one :class:`ServingFront` (its constructor runs each rule); the key
+    of the field it refuses is named here, through the seam."""
+    from kimi_k3.serving import nlb  # the serving components (Pulumi SDKs) load when a stack is validated, not when settings are imported
+    from kimi_k3.serving.front import FrontError, ServingFront  # the serving components (Pulumi SDKs) load when a stack is validated
 
-    routes = r.get("servingExtraRoutes")
-    parsed = []
-    for item in routes:
-        try:
-            route = api_proxy.ApiRoute.parse(item)
-            api_proxy.check_extra_route(route)
-        except UserError as err:
-            raise SettingsError(full_key("servingExtraRoutes"), item, str(err)) from None
-        if route in parsed:
-            raise SettingsError(full_key("servingExtraRoutes"), item, "each route once")
-        parsed.append(route)
     inline_mib = in_range("mediaInlineMiB", r.get("mediaInlineMiB"), 0, 512)
     if inline_mib and contract.api.media == "text-only":
         raise SettingsError(full_key("mediaInlineMiB"), inline_mib, "inline media needs mediaPolicy allowlist (text-only serving refuses media)")
     try:
-        proxy = api_proxy.ApiProxyConfig(
-            max_model_len=contract.engine.max_model_len,
+        front = ServingFront(
+            extra_routes=tuple(r.get("servingExtraRoutes")),
+            inline_media_bytes=inline_mib * 1024 * 1024,
             max_generation_s=r.get("servingMaxGenerationSeconds"),
             drain_s=r.get("servingDrainSeconds"),
-            inline_media_bytes=inline_mib * 1024 * 1024,
-            extra_routes=tuple(parsed),
+            pre_stop_sleep_s=r.get("servingPreStopSeconds"),
+            termination_grace_period_s=r.get("servingTerminationGraceSeconds") or None,
+            behind_nlb=exposure in nlb.EXPOSURE_SCHEMES,
+            nlb_idle_timeout_s=r.get("nlbIdleTimeoutSeconds"),
         )
-    except api_proxy.ProxyConfigError as err:
-        key = seam.key_name("ApiProxyConfig", err.field) or "servingExtraRoutes"
-        raise SettingsError(full_key(key), r.get(key), str(err)) from None
-    except UserError as err:  # the proxy's route rules (a route the defaults already allow)
-        raise SettingsError(full_key("servingExtraRoutes"), list(routes), str(err)) from None
-    grace = r.get("servingTerminationGraceSeconds") or None
-    try:
-        plan = drain.DrainPlan(
-            pre_stop_sleep_s=r.get("servingPreStopSeconds"), drain_s=proxy.drain_s, termination_grace_period_s=grace, behind_nlb=exposure in nlb.EXPOSURE_SCHEMES,
-        )
-    except drain.DrainError as err:
-        raise seam.refused("DrainPlan", err.field, err.value, err.accepted) from None
-    idle = r.get("nlbIdleTimeoutSeconds")
-    if exposure in nlb.EXPOSURE_SCHEMES:
-        try:
-            nlb.check_listener(proxy, pre_stop_sleep_s=plan.pre_stop_sleep_s, idle_timeout_s=idle)
-        except nlb.NlbError as err:
-            key = seam.key_name("check_listener", err.field) or "nlbIdleTimeoutSeconds"
-            raise SettingsError(full_key(key), r.get(key), str(err)) from None
-    if plan.drain_s < proxy.max_generation_s:
+    except FrontError as err:
+        if seam.key_name("ServingFront", err.field) is None:  # a field no key sets (the settings never set it)
+            raise
+        raise seam.refused("ServingFront", err.field, err.value, err.accepted) from None
+    if front.drain_s < front.max_generation_s:
         warnings.append(
-            f"{full_key('servingDrainSeconds')}: {plan.drain_s} s is shorter than servingMaxGenerationSeconds {proxy.max_generation_s} s: "
+            f"{full_key('servingDrainSeconds')}: {front.drain_s} s is shorter than servingMaxGenerationSeconds {front.max_generation_s} s: "
             "a rollout or a node drain cuts requests that run longer"
         )
-    return ServingFrontSettings(
-        extra_routes=tuple(str(route) for route in parsed),
-        inline_media_bytes=proxy.inline_media_bytes,
-        max_generation_s=proxy.max_generation_s,
-        drain_s=plan.drain_s,
-        pre_stop_sleep_s=plan.pre_stop_sleep_s,
-        termination_grace_period_s=grace,
-        nlb_idle_timeout_s=idle,
-    )
+    return front
