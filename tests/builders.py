@@ -14,8 +14,8 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.serving import nlb
-from kimi_k3.serving.front import ServingFront
 from kimi_k3.serving.contracts import ApiContract, EngineProfile, ImageContract, ServingContract, WeightsContract
+from kimi_k3.serving.front import ServingFront
 from kimi_k3.stack import settings, wire
 
 DIGEST = "sha256:" + "ab" * 32

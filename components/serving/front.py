@@ -15,9 +15,12 @@ key (an API key was given) and whether the routing tier sits in front (``routing
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from kimi_k3.core import catalog
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.errors import UserError
 from kimi_k3.serving import nlb
 from kimi_k3.serving.api_proxy import ApiProxyConfig, ApiRoute, ProxyConfigError, check_extra_route
@@ -44,6 +47,7 @@ class FrontError(UserError):
         super().__init__(f"ServingFront: {rule if rule is not None else f'{field} {value!r} is not accepted; {accepted}'}")
 
 
+@checked_args
 @dataclass(frozen=True, kw_only=True)
 class ServingFront:
     """The API proxy's options, the stop sequence and the NLB listener of a serving component; validated when built."""
@@ -75,23 +79,11 @@ class ServingFront:
     """ACM certificate: the NLB listener then terminates TLS (https endpoint; its idle timeout is fixed at 350 s)."""
     proxy_cpu: int = 1
     """Whole CPUs of the proxy sidecar (taken from the engine's share of the node)."""
-    routes: tuple[ApiRoute, ...] = field(init=False, repr=False, compare=False)
-    """:attr:`extra_routes` parsed (set by the constructor)."""
-    drain: DrainPlan = field(init=False, repr=False, compare=False)
-    """The stop sequence of the API pods (set by the constructor)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "routes", self._parsed_routes())
         proxy = self._checked_proxy()
         object.__setattr__(self, "extra_routes", tuple(str(route) for route in self.routes))  # as the proxy writes them: "GET /v1/responses"
-        try:
-            plan = DrainPlan(
-                pre_stop_sleep_s=self.pre_stop_sleep_s, drain_s=self.drain_s, termination_grace_period_s=self.termination_grace_period_s,
-                behind_nlb=self.behind_nlb,
-            )
-        except DrainError as err:
-            raise FrontError(err.field, err.value, err.accepted) from None
-        object.__setattr__(self, "drain", plan)
+        plan = self.drain
         if self.tls_certificate_arn is not None and not (isinstance(self.tls_certificate_arn, str) and TLS_CERTIFICATE_ARN.match(self.tls_certificate_arn)):
             raise FrontError("tls_certificate_arn", self.tls_certificate_arn, "expected an ACM certificate ARN")
         if self.behind_nlb:
@@ -101,8 +93,9 @@ class ServingFront:
                 path = {"idle_timeout_s": "nlb_idle_timeout_s"}.get(err.field, err.field)
                 raise FrontError(path, getattr(self, path, None), str(err), rule=err) from None
 
-    def _parsed_routes(self) -> tuple[ApiRoute, ...]:
-        """:attr:`extra_routes` as routes, each vetted by the proxy's rule and given once."""
+    @functools.cached_property
+    def routes(self) -> tuple[ApiRoute, ...]:
+        """:attr:`extra_routes` as routes, each vetted by the proxy's rule and given once (checked by the constructor)."""
         if isinstance(self.extra_routes, str) or not isinstance(self.extra_routes, (tuple, list)):
             raise FrontError("extra_routes", self.extra_routes, "expected a tuple of 'METHOD /path' strings")
         parsed: list[ApiRoute] = []
@@ -117,8 +110,20 @@ class ServingFront:
             parsed.append(route)
         return tuple(parsed)
 
+    @functools.cached_property
+    def drain(self) -> DrainPlan:
+        """The stop sequence of the API pods (checked by the constructor)."""
+        try:
+            return DrainPlan(
+                pre_stop_sleep_s=self.pre_stop_sleep_s, drain_s=self.drain_s, termination_grace_period_s=self.termination_grace_period_s,
+                behind_nlb=self.behind_nlb,
+            )
+        except DrainError as err:
+            raise FrontError(err.field, err.value, err.accepted) from None
+
     def _checked_proxy(self) -> ApiProxyConfig:
-        """The proxy's rules on the front's own fields (ranges, a route the defaults already allow)."""
+        """The proxy's rules on the front's own fields (ranges, a route the defaults already allow), after each route's own."""
+        self.routes  # noqa: B018 - each route's own rules first, under its index
         try:
             return self.proxy_config(max_model_len=_RULE_CONTEXT_LEN)
         except ProxyConfigError as err:
@@ -127,13 +132,12 @@ class ServingFront:
         except UserError as err:  # the proxy's route rules (a route the defaults already allow)
             raise FrontError("extra_routes", list(self.extra_routes), str(err), rule=err) from None
 
-    def proxy_config(self, *, max_model_len: int, api_port: int | None = None, check_api_key: bool = True, behind_router: bool = False) -> ApiProxyConfig:
+    def proxy_config(self, *, max_model_len: int, api_port: int = catalog.API_PORT, check_api_key: bool = True, behind_router: bool = False) -> ApiProxyConfig:
         """The API proxy's config: this front's options with what the component's other args decide (the contract's context
         length and API port, whether a key is checked, whether the routing tier sends every request)."""
-        ports = {} if api_port is None else {"api_port": api_port}
         return ApiProxyConfig(
             max_model_len=max_model_len, max_generation_s=self.max_generation_s, drain_s=self.drain_s, inline_media_bytes=self.inline_media_bytes,
-            extra_routes=self.routes, cpu=self.proxy_cpu, check_api_key=check_api_key, behind_router=behind_router, **ports,
+            extra_routes=self.routes, api_port=api_port, cpu=self.proxy_cpu, check_api_key=check_api_key, behind_router=behind_router,
         )
 
 
