@@ -17,7 +17,6 @@ from collections.abc import Mapping
 
 import pulumi
 
-from kimi_k3.serving.drain import DrainPlan
 from kimi_k3.stack import seam
 from kimi_k3.stack.settings import StackSettings
 from kimi_k3.weights import estimate, image_pull, node_local, node_sync
@@ -47,8 +46,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     verify = ("overlapped" if s3 else "sequential") if weights.sha256_manifest else "none"
     sync_cpus = SIDECAR_SYNC_CPUS if t.sync_sidecar else node_sync.init_cpus(settings.instance, 8)
     workers = node_sync.verify_workers(sync_cpus) if s3 else 32
-    front = settings.serving.front
-    drain = DrainPlan(pre_stop_sleep_s=front.pre_stop_sleep_s, drain_s=front.drain_s, termination_grace_period_s=front.termination_grace_period_s)
+    drain = settings.serving.front.drain  # the serving front's stop sequence, as the pods get it
     return estimate.inputs_from_settings(
         settings,
         crt_target_bandwidth=s3,
