@@ -8,7 +8,8 @@
 * :func:`args_from_settings` — the args of :class:`~kimi_k3.weights.time_to_serve.TimeToServe`.
 
 :func:`startup_inputs` maps the stack to the estimate's :class:`~kimi_k3.weights.estimate.StartupInputs`
-with the mechanisms the stack actually declares; :func:`estimate_lines` is what ``kimi-k3 plan`` prints.
+with the mechanisms the stack actually declares (the only place settings become the estimate's typed inputs: the
+estimate never sees settings); :func:`estimate_lines` is what ``kimi-k3 plan`` prints.
 """
 
 from __future__ import annotations
@@ -30,6 +31,23 @@ def hasher_of(verify_hasher: str) -> str:
     return "sha256sum" if verify_hasher == "sha256sum" else "openssl"
 
 
+def stack_facts(settings: StackSettings) -> dict[str, object]:
+    """The estimate's inputs that are facts of the stack, not mechanisms: instance type, GPU nodes that start, weights
+    source, whether the image is in the stack's region."""
+    contract = settings.serving.contract
+    return dict(
+        instance_type=settings.capacity.instance_type,
+        nodes=settings.nodes_required,
+        weights_source=contract.weights.source,
+        image_in_region=estimate.image_in_region(contract.image.reference.repository, settings.region),
+    )
+
+
+def baseline_inputs(settings: StackSettings) -> estimate.StartupInputs:
+    """The estimate's inputs of this stack with the pod as it was before the mechanisms (:data:`kimi_k3.weights.estimate.TODAYS_MECHANISMS`)."""
+    return estimate.StartupInputs(**stack_facts(settings), **estimate.TODAYS_MECHANISMS)  # type: ignore[arg-type]  # fields of StartupInputs
+
+
 def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     """The estimate's inputs with the mechanisms this stack declares.
 
@@ -49,8 +67,8 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     workers = node_sync.verify_workers(sync_cpus) if s3 else 32
     front = settings.serving.front
     drain = DrainPlan(pre_stop_sleep_s=front.pre_stop_sleep_s, drain_s=front.drain_s, termination_grace_period_s=front.termination_grace_period_s)
-    return estimate.inputs_from_settings(
-        settings,
+    return estimate.StartupInputs(
+        **stack_facts(settings),
         crt_target_bandwidth=s3,
         verify=verify,
         hasher=hasher_of(t.verify_hasher) if s3 else "sha256sum",
@@ -64,6 +82,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
         startup_plan="VLLM_ENABLE_STARTUP_PLAN" in contract.vllm_env(),
         capture_sizes=len(contract.engine.cudagraph_capture_sizes),
         sidecar_sync=t.sync_sidecar,
+        pipelined_load=t.pipelined_load,
         drain_s=(drain.engine_pre_stop_s, min(drain.engine_pre_stop_s + drain.drain_s, drain.grace_s)),
     )
 
@@ -104,6 +123,7 @@ def serving_startup(settings: StackSettings, *, multi_node: bool) -> ServingStar
         ami_release_version=settings.capacity.ami_release_version,
         warmup=True,
         sync_sidecar=t.sync_sidecar,
+        pipelined_load=t.pipelined_load,
     )
 
 
