@@ -44,9 +44,11 @@ def start_sync(tmp_path: Path, root: Path, delay: float) -> subprocess.Popen:
 
 def test_the_engine_starts_once_its_files_are_verified_and_loads_each_shard_as_the_real_sync_verifies_it(tmp_path):
     root, files = bucket(tmp_path)  # manifest: model-00001, model-00002, sub/config.json, tokenizer.json; the sync lands config first
+    # the sync lands the first shard of the manifest (the largest) before the second, half a second apart
+    (root / ".order").write_text("\n".join(["SHA256SUMS", "sub/config.json", "tokenizer.json", "model-00001.safetensors", "model-00002.safetensors"]))
     code = ship(tmp_path)
     models = tmp_path / "models"
-    sync = start_sync(tmp_path, root, delay=0.3)
+    sync = start_sync(tmp_path, root, delay=0.5)
     # the engine container's start, as the pod runs it, with "vllm serve" replaced by a line that records when it ran
     start = serving_pod.pipelined_engine_start(str(models), "SHA256SUMS", f'date +%s.%N > "{tmp_path}/engine-started"')
     engine = subprocess.run(["sh", "-c", start], env={**os.environ, "PYTHONPATH": str(code), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)

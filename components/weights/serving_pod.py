@@ -97,6 +97,7 @@ def sync_env(*, startup: ServingStartup, weights_s3_uri: str, mount_path: str, r
     weights_dir = node_local.revision_dir(WEIGHTS_ROOT, revision) if node_local_weights else mount_path
     env = {"AWS_REGION": region, **node_sync.node_sync_env(
         weights_s3_uri=weights_s3_uri, weights_dir=weights_dir, sha256_manifest=sha256_manifest, instance_type=instance_type, cpus=cpus, hasher=startup.verify_hasher,
+        streams=node_sync.SYNC_STREAMS,
     )}
     if node_local_weights:
         env.update(WEIGHTS_ROOT=WEIGHTS_ROOT, KEEP_REVISION=revision)

@@ -141,7 +141,9 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
         13.0, "GB/s",
         "middle of its range (issue 34: no phase at an end of its range). Low end: run-ai/runai-model-streamer#31 (as cited by issue 26), "
         "about 10 GB/s from S3 on a p5 with the AWS CLI, the highest public single-process figure found; high end: the CRT target "
-        "(aws-c-s3's 350 Gbps for p6-b300) x 0.6, bounded by 8 NVMe x 2 GB/s write (estimate)",
+        "(aws-c-s3's 350 Gbps for p6-b300) x 0.6, bounded by 8 NVMe x 2 GB/s write (estimate). The sync runs 4 CRT processes over "
+        "disjoint quarters of the manifest (kimi_k3.weights.node_sync.SYNC_STREAMS), which is what lets it pass the single-process "
+        "figure; no multi-stream figure was found or measured, so the value stays the middle of the range",
         low=10.0, high=16.0,
     ),
     "hf_download": _fig(0.5, "GB/s", "estimate: Hugging Face CDN through a NAT gateway; range 0.25-1", low=0.25, high=1.0, estimate=True),
