@@ -14,6 +14,7 @@ estimate never sees settings); :func:`estimate_lines` is what ``kimi-k3 plan`` p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import pulumi
@@ -31,11 +32,11 @@ def hasher_of(verify_hasher: str) -> str:
     return "sha256sum" if verify_hasher == "sha256sum" else "openssl"
 
 
-def stack_facts(settings: StackSettings) -> dict[str, object]:
-    """The estimate's inputs that are facts of the stack, not mechanisms: instance type, GPU nodes that start, weights
-    source, whether the image is in the stack's region."""
+def stack_facts(settings: StackSettings) -> estimate.StartupInputs:
+    """The estimate's inputs that are facts of the stack, not mechanisms (instance type, GPU nodes that start, weights
+    source, whether the image is in the stack's region); every mechanism at its default."""
     contract = settings.serving.contract
-    return dict(
+    return estimate.StartupInputs(
         instance_type=settings.capacity.instance_type,
         nodes=settings.nodes_required,
         weights_source=contract.weights.source,
@@ -45,7 +46,7 @@ def stack_facts(settings: StackSettings) -> dict[str, object]:
 
 def baseline_inputs(settings: StackSettings) -> estimate.StartupInputs:
     """The estimate's inputs of this stack with the pod as it was before the mechanisms (:data:`kimi_k3.weights.estimate.TODAYS_MECHANISMS`)."""
-    return estimate.StartupInputs(**stack_facts(settings), **estimate.TODAYS_MECHANISMS)  # type: ignore[arg-type]  # fields of StartupInputs
+    return dataclasses.replace(stack_facts(settings), **estimate.TODAYS_MECHANISMS)  # type: ignore[arg-type]  # fields of StartupInputs
 
 
 def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
@@ -67,8 +68,8 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     workers = node_sync.verify_workers(sync_cpus) if s3 else 32
     front = settings.serving.front
     drain = DrainPlan(pre_stop_sleep_s=front.pre_stop_sleep_s, drain_s=front.drain_s, termination_grace_period_s=front.termination_grace_period_s)
-    return estimate.StartupInputs(
-        **stack_facts(settings),
+    return dataclasses.replace(
+        stack_facts(settings),
         crt_target_bandwidth=s3,
         verify=verify,
         hasher=hasher_of(t.verify_hasher) if s3 else "sha256sum",

@@ -68,7 +68,7 @@ def register() -> None:
             world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
             size = group_size(inner, world)
             tqdm = self.load_config.use_tqdm_on_load
-            if self.counter_before_loading_weights == 0.0:
+            if self.counter_before_loading_weights == 0.0:  # type: ignore[has-type]  # DefaultModelLoader's field (vLLM not installed here)
                 self.counter_before_loading_weights = time.perf_counter()
             groups = verified_groups(model_config.model, size, os.environ.get(MANIFEST_ENV, "SHA256SUMS"), timeout_s=float(os.environ.get(TIMEOUT_ENV, "3600")))
             for group in groups:
