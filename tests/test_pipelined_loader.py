@@ -130,3 +130,10 @@ def test_the_engine_args_name_the_plugins_load_format():
     assert vllm_loader.LOAD_FORMAT.lower() == vllm_loader.LOAD_FORMAT  # vLLM lowercases --load-format before the registry lookup
     env = serving_pod.pipelined_env("SHA256SUMS", "fastsafetensors")
     assert env["PYTHONPATH"] == pod_files.MOUNT_PATH and env[vllm_loader.INNER_FORMAT_ENV] == "fastsafetensors"
+
+
+def test_a_vllm_plugins_list_without_the_loader_is_refused():
+    """vLLM 0.27.1 loads only the plugins VLLM_PLUGINS names when it is set: without ours, --load-format kimi_k3_pipelined fails at start."""
+    with pytest.raises(UserError, match=r"VLLM_PLUGINS 'other' leaves out 'kimi_k3_pipelined_load'"):
+        serving_pod.pipelined_env("SHA256SUMS", "fastsafetensors", {"VLLM_PLUGINS": "other"})
+    assert serving_pod.pipelined_env("SHA256SUMS", "fastsafetensors", {"VLLM_PLUGINS": f"other,{vllm_loader.ENTRY_POINT}"})

@@ -372,7 +372,7 @@ class PodKit:
                     raise UserError("serving: startup.pipelined_load needs contract.weights.sha256_manifest: the loader waits for the sync's per-shard markers, named by the manifest's lines")
                 wait = serving_pod.pipelined_engine_start(weights.mount_path, weights.sha256_manifest, start)
                 engine_args = serving_pod.pipelined_args(engine_args)
-                env = self.engine_env(serving_pod.pipelined_env(weights.sha256_manifest, contract.engine.load_format))
+                env = self.engine_env(serving_pod.pipelined_env(weights.sha256_manifest, contract.engine.load_format, contract.vllm_env()))
                 mounts = [*mounts, serving_pod.code_mount()]
             else:
                 wait = serving_pod.wait_for_weights(weights.mount_path, start)

@@ -152,10 +152,15 @@ def pipelined_engine_start(weights_dir: str, manifest: str, then: str) -> str:
             f'echo "engine files verified ({weights_dir}): starting the engine, the shards load as the sync verifies them" >&2; {then}')
 
 
-def pipelined_env(manifest: str, inner_load_format: str) -> dict[str, str]:
+def pipelined_env(manifest: str, inner_load_format: str, engine_env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of the engine with the pipelined loader: the pod modules (and the plugin's ``*.dist-info``) on ``PYTHONPATH``,
-    the profile's own load format read per group, the manifest's name."""
+    the profile's own load format read per group, the manifest's name. ``engine_env`` (the contract's): a ``VLLM_PLUGINS`` that
+    leaves the plugin out is refused, since vLLM 0.27.1 then loads only the plugins it names (``vllm/envs.py``: a comma-separated
+    list; ``vllm/plugins/__init__.py`` ``load_plugins_by_group``) and ``--load-format kimi_k3_pipelined`` fails at start."""
     vllm_loader.group_size(inner_load_format, 1)  # refuses a format the loader cannot read with
+    plugins = (engine_env or {}).get("VLLM_PLUGINS")
+    if plugins is not None and vllm_loader.ENTRY_POINT not in plugins.split(","):
+        raise UserError(f"serving startup: VLLM_PLUGINS {plugins!r} leaves out {vllm_loader.ENTRY_POINT!r}, which pipelined_load needs; accepted: unset, or a list naming it")
     return {"PYTHONPATH": pod_files.MOUNT_PATH, vllm_loader.INNER_FORMAT_ENV: inner_load_format, vllm_loader.MANIFEST_ENV: manifest}
 
 
