@@ -1325,6 +1325,8 @@ limit(Limit("engine snapshot GPUs", "min", 1, 0, "gpus 0 must be at least 1", "w
 NOT_LIMITS: dict[str, str] = {
     "offline/image_store.py::root_volume_problem: seconds <= IMAGE_WRITE_BUDGET_S": "an offline apply-time rule on a plan's launch template (tests/test_image_store.py probes its edge: 615 MiB/s accepted, 600 refused), not a value a user sets",
     "weights/pipelined_load.py::verified_shards: clock() - start > timeout_s": "how long the loader waits for the sync (a wait that ends in an error), not a limit of a value",
+    "weights/node_sync.py::sync_streams: 1 <= streams <= 16": "the sync's stream count, a module constant (node_sync.SYNC_STREAMS) no user sets; tests/test_node_sync_streams.py probes 0, 17 and True",
+    "weights/pipelined_load.py::verified_groups: size < 1": "the loader's group size, computed inside the engine from its rank count (vllm_loader.group_size), not a value a user sets",
     "hyperpod/cluster.py::has_efa: known.efa_interfaces > 0": "a catalog fact of the instance type (it has EFA interfaces), not a limit of a value",
     "offline/rules.py::_port_in: low <= port <= high": "whether a security group rule's port range covers 443: a membership, not a limit of a value",
     "serving/block_end.py::BlockEndPlan.late: self.fires_at > self.stop_at": "a warning of the plan about when the run happens (the stop CronJob fires after the drain's start), not a refusal",

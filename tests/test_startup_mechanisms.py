@@ -18,7 +18,7 @@ from kimi_k3.errors import SettingsError
 from kimi_k3.serving import engine_profiles
 from kimi_k3.serving.contracts import ContractError, EngineProfile
 from kimi_k3.serving.pod_kit import CACHE_RESTORED_MARKER, node_share, weights_limit_gb
-from kimi_k3.weights import compile_cache, serving_pod
+from kimi_k3.weights import compile_cache, serving_pod, vllm_loader
 from tests.builders import load_stack_settings
 from tests.conftest import ROOT
 from tests.test_time_to_serve_stack import containers, env, serving_workload
@@ -36,8 +36,10 @@ def memory_gib(quantity: str) -> float:
 def test_prod_forces_the_aot_load_only_after_a_restore(prod_plan):
     pod = serving_workload(prod_plan)["spec"]["template"]["spec"]
     engine = containers(pod)["vllm"]
-    # prod syncs in a native sidecar (weightsSyncSidecar): the engine waits for the verified marker, then the AOT wrapper
-    assert engine["command"] == ["/bin/sh", "-c", serving_pod.wait_for_weights("/models/kimi-k3", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER)), "vllm-serve"]
+    # prod syncs in a native sidecar (weightsSyncSidecar) and loads pipelined (pipelinedWeightsLoad): the engine waits for its
+    # config files only, then the AOT wrapper; its loader waits for each shard
+    start = serving_pod.pipelined_engine_start("/models/kimi-k3", "SHA256SUMS", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER))
+    assert engine["command"] == ["/bin/sh", "-c", start, "vllm-serve"]
     restore = containers(pod, "initContainers")["restore-compile-cache"]
     assert env(restore)["CACHE_RESTORED_MARKER"] == CACHE_RESTORED_MARKER
     assert {"VLLM_FORCE_AOT_LOAD", "VLLM_ENABLE_STARTUP_PLAN"} <= set(VLLM["env_vars"])
@@ -90,7 +92,9 @@ def test_weights_load_through_the_page_cache_the_sync_left_full(prod_plan):
     pod = serving_workload(prod_plan)["spec"]["template"]["spec"]
     engine = containers(pod)["vllm"]
     assert env(engine)["FASTSAFETENSORS_ODIRECT"] == "0" and env(engine)["VLLM_ENABLE_STARTUP_PLAN"] == "1"
-    assert "--load-format" in engine["args"] and engine["args"][engine["args"].index("--load-format") + 1] == "fastsafetensors"
+    # the pipelined loader reads each group of shards with the profile's own fastsafetensors iterator
+    assert "--load-format" in engine["args"] and engine["args"][engine["args"].index("--load-format") + 1] == vllm_loader.LOAD_FORMAT
+    assert env(engine)[vllm_loader.INNER_FORMAT_ENV] == "fastsafetensors"
     fetch = containers(pod, "initContainers")["fetch-weights"]
     instance = catalog.INSTANCE_TYPES[s.capacity.instance_type]
     share = serving_pod.sidecar_sync_memory_gib(weights_limit_gb(s.serving.contract))  # a native sidecar (prod): its own share, the weights + 64 GiB, not the node's

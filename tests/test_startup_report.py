@@ -172,3 +172,35 @@ def test_status_links_to_the_report_once_the_endpoint_is_ready():
     assert not any("startup-report" in line for line in bringup_report.render(ready))  # not ready: no link
     assert ready.to_json()["startup_report"] is None
     assert Path(ROOT / "components/cli/startup_report.py").exists()
+
+
+def test_a_vllm_0_27_1_format_log_gives_every_phase_it_prints_beside_the_prod_estimate():
+    """Issue 34 point 5: every start-up phase vLLM 0.27.1 prints at INFO, and the pipelined loader's, beside the estimate's cold case
+    of the committed prod stack (sidecar sync, pipelined load). The log is composed from 0.27.1's format strings (tests/data/README.md)."""
+    from kimi_k3.stack import settings, time_to_serve
+    from kimi_k3.weights import estimate
+
+    log = startup.parse_engine_log((LOGS / "kimi-k3-tp8-vllm-0.27.1-format-pipelined.log").read_text().splitlines())
+    got = {m.what: m.seconds for m in log.measurements}
+    assert got == {
+        "pipelined load wait": 8.4, "weights load": 64.85, "model loading": 67.012345, "compile": 138.6, "profile run": 6.21,
+        "CUDA graph capture": 29.0, "engine init": 177.4, "sleep": 2.514233, "wake up": 1.201877,
+        "engine start": 44.5, "engine total": 289.5,  # 0.27.1's banner ("vLLM server version") to "Starting to load model" / "Starting vLLM server on"
+    }
+    assert log.cache_hit is None  # 0.27.1 prints neither "Compiling a graph for" nor an AOT load at INFO here
+    prod = time_to_serve.startup_inputs(settings.load_stack("prod"))
+    rows = {r.name: r for r in startup.report(estimate.estimate_case(prod, "cold"), log.measurements).rows}
+    measured = {name for name, r in rows.items() if r.measured_min is not None}
+    assert measured == {
+        "engine start", "weights load into GPUs (page cache), each shard once verified", "last shard into the GPUs (pipelined load)",
+        "compile (cold)", "profile run and KV cache", "CUDA graph capture (51 sizes)",
+    }
+    # what the engine log cannot time: the node and the pod (the cluster's objects), the sync (its own container's log), the kernel
+    # JIT (inside the profile run), memory profiling (0.27.1 logs "Memory profiling takes" at DEBUG: vllm/v1/worker/gpu_worker.py:562)
+    assert set(rows) - measured == {
+        "node boot, join and GPUs advertised", "pod start", "weights sync (S3, CRT)", "sha256 verify (overlapped; tail after the last file)",
+        "engine image pull (DaemonSet, beside the sync)", "kernel JIT and autotune (cold)", "memory profiling", "first request (warm-up before Ready)",
+    }
+    assert rows["compile (cold)"].measured_min == round(138.6 / 60, 2) and rows["last shard into the GPUs (pipelined load)"].measured_min == 0.14
+    text = "\n".join(startup.render(startup.report(estimate.estimate_case(prod, "container restart"), log.measurements)))
+    assert "wake up" in text and "sleep" in text  # sleep mode's lines, which no phase of this case names, are listed as also measured

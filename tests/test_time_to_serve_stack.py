@@ -338,7 +338,8 @@ def test_the_prod_sync_container_prunes_other_revisions_and_a_recreated_pod_skip
     assert {(shards / str(n)).read_text().strip() for n in range(1, len(manifest) + 1)} == {line.split()[-1].lstrip("*") for line in manifest}
     assert not old.exists() and (root / "lost+found").is_dir()  # another revision pruned, nothing else touched
     assert all((root / REVISION / p).read_bytes() == c for p, c in files.items())
-    assert f"configure set default.s3.target_bandwidth {fetch_target(fetch)}" in (tmp_path / "aws.log").read_text()
+    streams = int(env(fetch)["SYNC_STREAMS"])  # the node's target shared by the sync's CRT processes (node_sync.SYNC_STREAMS)
+    assert streams == node_sync.SYNC_STREAMS and f"configure set default.s3.target_bandwidth {int(fetch_target(fetch)) // streams}" in (tmp_path / "aws.log").read_text()
     (tmp_path / "aws.log").write_text("")
     again = subprocess.run(fetch["command"], env=pod_env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "weights already synced and verified on this node" in again.stdout

@@ -150,15 +150,44 @@ def test_bad_inputs_are_one_line_errors():
 
 
 def test_plan_lines_for_the_real_stacks():
+    from kimi_k3.stack import time_to_serve
     from kimi_k3.stack.settings import load_stack
 
     prod = load_stack("prod")
-    lines = est.plan_lines(prod, block_hours=24)
+    lines, warnings = time_to_serve.estimate_lines(prod, block_hours=24)
     assert lines[0].startswith("time to first token: cold ") and "x 2 nodes" in lines[1]
-    assert est.inputs_from_settings(prod).image_in_region  # the prod image is in ECR in us-west-2
-    assert not any(line.startswith("warning: weights come from Hugging Face") for line in lines)
-    dev = est.plan_lines(load_stack("dev"))
-    assert any(line.startswith("warning: weights come from Hugging Face through the NAT gateway: ~") for line in dev)
-    assert est.inputs_from_settings(load_stack("dev")).image_in_region  # Docker Hub through the stack's ECR pull-through cache
-    on = est.inputs_from_settings(prod, **dict.fromkeys(est.TOGGLES, True), verify="overlapped", hasher="openssl", verify_workers=64)
-    assert est.estimate_case(on, "cold").minutes < est.estimate_case(est.inputs_from_settings(prod), "cold").minutes / 1.8
+    assert time_to_serve.baseline_inputs(prod).image_in_region  # the prod image is in ECR in us-west-2
+    assert not any("weights come from Hugging Face" in w for w in warnings)
+    _, dev = time_to_serve.estimate_lines(load_stack("dev"), block_hours=None)
+    assert any("weights come from Hugging Face through the NAT gateway: ~" in w for w in dev)
+    assert time_to_serve.baseline_inputs(load_stack("dev")).image_in_region  # Docker Hub through the stack's ECR pull-through cache
+    base = time_to_serve.baseline_inputs(prod)
+    on = replace(base, **dict.fromkeys(est.TOGGLES, True), verify="overlapped", hasher="openssl", verify_workers=64)
+    assert est.estimate_case(on, "cold").minutes < est.estimate_case(base, "cold").minutes / 1.8
+
+
+def test_the_estimate_never_sees_settings():
+    """Issue 35: components take typed inputs; the stack layer builds StartupInputs from settings."""
+    import ast
+    from pathlib import Path
+
+    source = Path(est.__file__).read_text()
+    imported = {node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not any(m.startswith("kimi_k3.stack") for m in imported)
+    assert not hasattr(est, "inputs_from_settings") and not hasattr(est, "plan_lines")
+
+
+def test_the_snapshot_restore_is_bounded_below_by_cuda_checkpoints_measured_device_half(monkeypatch):
+    """The H100 run: cuda-checkpoint restored 32 GiB in 8.57 s and 4 GiB in 2.43 s; a whole CRIU + cuda-checkpoint restore cannot beat that."""
+    from kimi_k3.weights import startup_figures as sf
+
+    assert sf.device_restore_s(32 * 2**30 / 1e9) == pytest.approx(8.57) and sf.device_restore_s(4 * 2**30 / 1e9) == pytest.approx(2.425)
+    x = replace(PROD, engine_snapshot=True)
+    (restore,) = [p for p in est.estimate_case(x, "container restart").phases if p.name.startswith("engine snapshot restore")]
+    floor = sf.device_restore_s(sf.FIGURES["snapshot_state_gb"].value / sf.SNAPSHOT_GPUS) / 60
+    assert restore.minutes >= floor and restore.lo >= sf.device_restore_s(sf.FIGURES["snapshot_state_gb"].lo / sf.SNAPSHOT_GPUS) / 60
+    fast = {**sf.FIGURES, "snapshot_restore_rate": replace(sf.FIGURES["snapshot_restore_rate"], value=1e6, low=1e6, high=1e6)}
+    monkeypatch.setattr(est, "FIGURES", fast)  # a restore rate no disk could give: the measured device half is what is left
+    (bound,) = [p for p in est.estimate_case(x, "container restart").phases if p.name.startswith("engine snapshot restore")]
+    assert bound.minutes == pytest.approx(floor)
+    assert "CRIU's host half (the processes' pages read back from the NVMe) was not measured" in sf.FIGURES["snapshot_restore_rate"].source

@@ -20,16 +20,17 @@ What the start-up estimate (``components/weights/estimate.py``) needs from a GPU
   GPU bytes checksummed before and after: the device half of a CRIU + cuda-checkpoint snapshot.
   CRIU itself (the host half: the process image to the NVMe) is not installed there and is not timed.
 
-Rerun (the estimate's GPU figures came from the first command on one H200; the second, issue 34's, has not run yet: no GPU
-machine could be started in that session)::
+Rerun (the first command gave the H200 figures; the second ran on one H100 80GB HBM3, driver 580.159.04, torch 2.11, gVisor,
+2026-12-07, its JSON in tools/measurements/gpu-load-h100-2026-12-07.json; both in components/weights/startup_figures.py)::
 
     python3 tools/bench_gpu_load.py --gib 16 --files 4 --repeat 2
-    python3 tools/bench_gpu_load.py --gib 32 --files 8 --repeat 2 --skip-graphs \
+    PYTHONPATH=$PWD/.bench/site python3 tools/bench_gpu_load.py --gib 32 --files 8 --repeat 2 --skip-graphs \
         --cuda-checkpoint .bench/cuda-checkpoint --checkpoint-gib 4,32 --out $OUT/bench.json
 
 The second adds the manifest-order reader (one shard after the other, as a loader that reads each
 shard once the sync has verified it), fastsafetensors and instanttensor where their wheels are
-installed (``PYTHONPATH``), and the checkpoint rates.
+installed (``PYTHONPATH``), and the checkpoint rates. Its fastsafetensors figure (1.45 GB/s, a fifth of one pinned thread) is
+an artefact of that machine's gVisor sandbox, not the library's rate (``startup_figures.FASTSAFETENSORS_ANOMALY``).
 
 Standard library + torch + safetensors (what the GPU machine has); prints one JSON document (the
 load figures first, on their own line). The recorded run opened the shard once per 32 MiB chunk in

@@ -85,8 +85,12 @@ LOG_DURATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 _VLLM_TIME = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG) (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\b")
 _KUBE_TIME = re.compile(r"^(?P<t>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?P<f>\.\d+)?Z ")
-_BANNER = re.compile(r"vLLM API server version|non-default args|Automatically detected platform")
+_BANNER = re.compile(r"vLLM API server version|vLLM server version|non-default args|Automatically detected platform")
 """The first lines of ``vllm serve``: a log that has one starts at the engine's start (an excerpt without it times no start)."""
+_API_UP = re.compile(r"Starting vLLM API server|Starting vLLM server on|Application startup complete")
+"""The API server listening: vLLM <= 0.2x ``Starting vLLM API server``; 0.27.1 ``Starting vLLM server on %s``
+(``vllm/entrypoints/openai/api_server.py``), whose banner is ``vLLM server version %s, serving model %s``
+(``vllm/entrypoints/serve/utils/api_utils.py`` ``log_version_and_model``); uvicorn's ``Application startup complete``."""
 _AOT_HIT = re.compile(r"Directly load AOT compilation from path|Directly load the compiled graph")
 _KV_SUGGESTION = re.compile(r"--kv-cache-memory=(?P<b>-?\d+)` \([^)]*\) to fit into requested memory")
 _PULLED = re.compile(r'Successfully pulled image "(?P<image>[^"]+)" in (?P<d>[\dhms.]+)')
@@ -129,7 +133,7 @@ def parse_engine_log(lines: Iterable[str], year: int = 2000) -> EngineLog:
             first = when
         if "Starting to load model" in line and when is not None and loading is None:
             loading = (when, line)
-        if ("Starting vLLM API server" in line or "Application startup complete" in line) and when is not None and api is None:
+        if _API_UP.search(line) and when is not None and api is None:
             api = (when, line)
         if "Compiling a graph for" in line or "saved AOT compiled function" in line:
             compiled = True

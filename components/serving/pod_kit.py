@@ -30,6 +30,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import catalog, labels
+from kimi_k3.errors import UserError
 from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import AWS_CLI_IMAGE, VllmServingArgs
 from kimi_k3.serving.contracts import ServingContract
@@ -361,21 +362,33 @@ class PodKit:
         contract = args.contract
         # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself (the AOT wrapper execs it).
         command = ["/bin/sh", "-c", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER), "vllm-serve"] if self.compile_cache_uri() else ["vllm", "serve"]
+        engine_args = api_pod.engine_args(args, contract.weights.mount_path)
+        env, mounts = self.engine_env(), self.mounts(shm=True)
         if args.startup is not None and args.startup.sync_sidecar:  # the weights are still arriving when this container starts
             start = command[2] if command[0] == "/bin/sh" else 'exec vllm serve "$@"'
-            command = ["/bin/sh", "-c", serving_pod.wait_for_weights(contract.weights.mount_path, start), "vllm-serve"]
+            weights = contract.weights
+            if args.startup.pipelined_load:  # vLLM starts now; its loader (weights/vllm_loader) reads each shard once verified
+                if weights.sha256_manifest is None:
+                    raise UserError("serving: startup.pipelined_load needs contract.weights.sha256_manifest: the loader waits for the sync's per-shard markers, named by the manifest's lines")
+                wait = serving_pod.pipelined_engine_start(weights.mount_path, weights.sha256_manifest, start)
+                engine_args = serving_pod.pipelined_args(engine_args)
+                env = self.engine_env(serving_pod.pipelined_env(weights.sha256_manifest, contract.engine.load_format, contract.vllm_env()))
+                mounts = [*mounts, serving_pod.code_mount()]
+            else:
+                wait = serving_pod.wait_for_weights(weights.mount_path, start)
+            command = ["/bin/sh", "-c", wait, "vllm-serve"]
         fields: dict[str, Any] = dict(
             name="vllm",
             image=contract.image.image,
             image_pull_policy=contract.image.pull_policy,
             command=command,
-            args=api_pod.engine_args(args, contract.weights.mount_path),
-            env=self.engine_env(),
+            args=engine_args,
+            env=env,
             resources=self.engine_resources(beside_proxy=True),
             **self.probes(),
             lifecycle=api_pod.engine_lifecycle(args),
             security_context=container_security_context(),
-            volume_mounts=self.mounts(shm=True),
+            volume_mounts=mounts,
         )
         fields.update(overrides)
         return k8s.core.v1.ContainerArgs(**fields)

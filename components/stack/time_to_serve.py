@@ -8,11 +8,13 @@
 * :func:`args_from_settings` — the args of :class:`~kimi_k3.weights.time_to_serve.TimeToServe`.
 
 :func:`startup_inputs` maps the stack to the estimate's :class:`~kimi_k3.weights.estimate.StartupInputs`
-with the mechanisms the stack actually declares; :func:`estimate_lines` is what ``kimi-k3 plan`` prints.
+with the mechanisms the stack actually declares (the only place settings become the estimate's typed inputs: the
+estimate never sees settings); :func:`estimate_lines` is what ``kimi-k3 plan`` prints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import pulumi
@@ -27,6 +29,23 @@ from kimi_k3.weights.time_to_serve import STORAGE_CLASS, TimeToServeArgs
 def hasher_of(verify_hasher: str) -> str:
     """The estimate's hasher for ``weightsVerifyHasher`` (``auto`` takes openssl, which the sync prefers when the image has it)."""
     return "sha256sum" if verify_hasher == "sha256sum" else "openssl"
+
+
+def stack_facts(settings: StackSettings) -> estimate.StartupInputs:
+    """The estimate's inputs that are facts of the stack, not mechanisms (instance type, GPU nodes that start, weights
+    source, whether the image is in the stack's region); every mechanism at its default."""
+    contract = settings.serving.contract
+    return estimate.StartupInputs(
+        instance_type=settings.capacity.instance_type,
+        nodes=settings.nodes_required,
+        weights_source=contract.weights.source,
+        image_in_region=estimate.image_in_region(contract.image.reference.repository, settings.region),
+    )
+
+
+def baseline_inputs(settings: StackSettings) -> estimate.StartupInputs:
+    """The estimate's inputs of this stack with the pod as it was before the mechanisms (:data:`kimi_k3.weights.estimate.TODAYS_MECHANISMS`)."""
+    return dataclasses.replace(stack_facts(settings), **estimate.TODAYS_MECHANISMS)  # type: ignore[arg-type]  # fields of StartupInputs
 
 
 def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
@@ -47,8 +66,8 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
     sync_cpus = SIDECAR_SYNC_CPUS if t.sync_sidecar else node_sync.init_cpus(settings.instance, 8)
     workers = node_sync.verify_workers(sync_cpus) if s3 else 32
     drain = settings.serving.front.drain  # the serving front's stop sequence, as the pods get it
-    return estimate.inputs_from_settings(
-        settings,
+    return dataclasses.replace(
+        stack_facts(settings),
         crt_target_bandwidth=s3,
         verify=verify,
         hasher=hasher_of(t.verify_hasher) if s3 else "sha256sum",
@@ -62,6 +81,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
         startup_plan="VLLM_ENABLE_STARTUP_PLAN" in contract.vllm_env(),
         capture_sizes=len(contract.engine.cudagraph_capture_sizes),
         sidecar_sync=t.sync_sidecar,
+        pipelined_load=t.pipelined_load,
         drain_s=(drain.engine_pre_stop_s, min(drain.engine_pre_stop_s + drain.drain_s, drain.grace_s)),
     )
 
@@ -102,6 +122,7 @@ def serving_startup(settings: StackSettings, *, multi_node: bool) -> ServingStar
         ami_release_version=settings.capacity.ami_release_version,
         warmup=True,
         sync_sidecar=t.sync_sidecar,
+        pipelined_load=t.pipelined_load,
     )
 
 

@@ -1,6 +1,7 @@
 """Minutes from a Capacity Block's start to the first token, with their ranges and costs, per start case.
 
-Pure: inputs are settings-like facts (:class:`StartupInputs`), figures come from the catalog or
+Pure: inputs are typed facts (:class:`StartupInputs`, built from a stack's settings by
+``kimi_k3.stack.time_to_serve.startup_inputs``; this module never sees settings), figures come from the catalog or
 from :data:`~kimi_k3.weights.startup_figures.FIGURES`, each cited, measured, or an ``estimate``
 with its range. Four cases:
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from kimi_k3.core import catalog
 from kimi_k3.errors import UserError
-from kimi_k3.weights.startup_figures import DEFAULT_CAPTURE_SIZES, FIGURES
+from kimi_k3.weights.startup_figures import DEFAULT_CAPTURE_SIZES, FIGURES, SNAPSHOT_GPUS, device_restore_s
 
 CASES = ("cold", "warm", "pod re-created", "container restart")
 CASE_MEANINGS = {
@@ -51,7 +52,7 @@ END_BUFFER_MIN = 40
 
 @dataclass(frozen=True)
 class StartupInputs:
-    """What the estimate depends on (from the stack settings and the catalog)."""
+    """What the estimate depends on: typed facts of a stack and its mechanisms (the stack layer builds them from settings)."""
 
     instance_type: str = catalog.DEFAULT_GPU_INSTANCE_TYPE
     """GPU instance type; a key of ``catalog.STARTUP_FACTS`` (NVMe drives, S3 target bandwidth, Capacity Block price)."""
@@ -94,8 +95,8 @@ class StartupInputs:
     beside the transfer instead of after it (``weightsSyncSidecar``)."""
     pipelined_load: bool = False
     """With :attr:`sidecar_sync`: the engine starts beside the transfer and its loader reads each shard once the sync has
-    verified it (the sync's per-shard markers, :data:`kimi_k3.weights.node_sync.SHARD_MARKERS`); not in vLLM 0.27.1's
-    loaders, which list the shards when the load starts (``DefaultModelLoader._prepare_weights``)."""
+    verified it (the sync's per-shard markers, :data:`kimi_k3.weights.node_sync.SHARD_MARKERS`): the project's vLLM loader
+    plugin :mod:`kimi_k3.weights.vllm_loader` (``pipelinedWeightsLoad``)."""
     engine_snapshot: bool = False
     """Restore instead of rebuild (:mod:`kimi_k3.weights.engine_snapshot`): a CRIU + cuda-checkpoint snapshot of the engine, weights
     and KV cache released, on the node's NVMe (container restart, re-created pod) and in S3 (a new node of a later block);
@@ -280,8 +281,15 @@ def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool
     return phases
 
 
+def _pipelined_load(x: StartupInputs) -> Phase:
+    """Every shard into the GPUs as the sync verifies it, at the manifest-order reader's measured rate (``pipelined_load_rate``)."""
+    rate = FIGURES["pipelined_load_rate"]
+    return _rate_phase("weights load into GPUs (page cache), each shard once verified", x.weights_bytes / 1e9, rate, rate.source, rate.estimate,
+                       block="node-prep", lane="engine", engine=True)
+
+
 def _last_shard_load(x: StartupInputs) -> Phase:
-    load = FIGURES["weights_load"]
+    load = FIGURES["pipelined_load_rate"]
     gb = catalog.KIMI_K3.largest_shard_gb
     return _rate_phase("last shard into the GPUs (pipelined load)", gb, load, f"largest shard {gb} GB [{catalog.KIMI_K3_WEIGHTS_SOURCE}] at {load.source}", load.estimate,
                        block="node-prep", lane="weights", engine=True)
@@ -295,8 +303,11 @@ def _snapshot_phases(x: StartupInputs, *, block: str = "", lane: str = "") -> li
     hash_rate = per_core.value * x.verify_workers
     verify = Phase("engine snapshot sha256 verify", state.value / hash_rate / 60, f"{state.value:g} GB [{state.source}] / {x.verify_workers} workers x {per_core.value} GB/s [{per_core.source}]",
                    True, block=block, lane=lane, low=state.lo / hash_rate / 60, high=state.hi / hash_rate / 60, engine=True)
-    restore = Phase("engine snapshot restore (CRIU + cuda-checkpoint)", state.value / rate.value / 60, f"{state.value:g} GB [{state.source}] at {rate.value:.2f} GB/s [{rate.source}]", True,
-                    block=block, lane=lane, low=state.lo / rate.hi / 60, high=state.hi / rate.lo / 60, engine=True)
+    # The whole restore cannot beat its device half, measured: cuda-checkpoint's restore of each GPU's share, the GPUs side by side.
+    device = [device_restore_s(gb / SNAPSHOT_GPUS) / 60 for gb in (state.value, state.lo, state.hi)]
+    whole = [max(gb / r / 60, floor) for gb, r, floor in zip((state.value, state.lo, state.hi), (rate.value, rate.hi, rate.lo), device, strict=True)]
+    restore = Phase("engine snapshot restore (CRIU + cuda-checkpoint)", whole[0], f"{state.value:g} GB [{state.source}] at {rate.value:.2f} GB/s [{rate.source}]", True,
+                    block=block, lane=lane, low=whole[1], high=whole[2], engine=True)
     return [verify, restore]
 
 
@@ -325,9 +336,7 @@ def _sidecar_lanes(x: StartupInputs, *, caches: bool, restored: bool) -> list[Ph
             engine.append(_p("cache_restore", "compile cache restore", block="node-prep", lane="engine"))
     if not x.pipelined_load:
         return engine
-    load = _load_phase(x, resident=True)
-    engine.append(replace(load, name=f"{load.name}, each shard once verified", block="node-prep", lane="engine"))
-    return [*engine, _last_shard_load(x)]
+    return [*engine, _pipelined_load(x), _last_shard_load(x)]
 
 
 def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
@@ -601,21 +610,6 @@ def image_in_region(image_repository: str, region: str) -> bool:
     return host.endswith(f".dkr.ecr.{region}.amazonaws.com")
 
 
-def inputs_from_settings(settings, **mechanisms) -> StartupInputs:
-    """:class:`StartupInputs` of a stack (``kimi_k3.stack.settings.StackSettings``); ``mechanisms`` override
-    the switches (default: :data:`TODAYS_MECHANISMS`, the pod before these mechanisms;
-    ``kimi_k3.stack.time_to_serve.startup_inputs`` passes the ones the stack declares)."""
-    values = dict(
-        instance_type=settings.capacity.instance_type,
-        nodes=settings.nodes_required,
-        weights_source=settings.serving.contract.weights.source,
-        image_in_region=image_in_region(settings.serving.contract.image.reference.repository, settings.region),
-        **TODAYS_MECHANISMS,
-    )
-    values.update(mechanisms)
-    return StartupInputs(**values)
-
-
 STAGED_PATH = dict(weights_source="s3", crt_target_bandwidth=True, verify="overlapped", hasher="openssl")
 """What staging the weights in S3 changes for a Hugging Face stack: the node-side sync of :mod:`.node_sync`."""
 
@@ -642,11 +636,3 @@ def startup_warnings(x: StartupInputs, ready_timeout_s: int, block_hours: float 
             f"and ~{gb:,.0f} GB of NAT data processing per start (~${gb * nat.value:,.0f} at ${nat.value}/GB, estimate); stage them with `kimi-k3 weights stage`",
         ))
     return out
-
-
-def plan_lines(settings, block_hours: float | None = None, **mechanisms) -> list[str]:
-    """The estimate line, the cost line and any warning (``warning: ...``) for a stack."""
-    x = inputs_from_settings(settings, **mechanisms)
-    lines = format_estimates(x)
-    lines += [f"warning: {w}" for _, w in startup_warnings(x, settings.serving.contract.engine.ready_timeout_s, block_hours)]
-    return lines

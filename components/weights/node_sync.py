@@ -50,7 +50,8 @@ HASHER=sha256sum
 if [ "${VERIFY_HASHER:-auto}" != sha256sum ] && command -v openssl >/dev/null 2>&1; then HASHER=openssl; fi
 """ + SHELL_FUNCTIONS + r"""landed() { set -- $(du -sk . 2>/dev/null || echo 0); echo $(( ${1:-0} * 1024 )); }
 aws configure set default.s3.preferred_transfer_client crt
-aws configure set default.s3.target_bandwidth "$TARGET_BANDWIDTH"
+streams=${SYNC_STREAMS:-1}
+aws configure set default.s3.target_bandwidth "$(( TARGET_BANDWIDTH / streams ))"
 aws s3 cp "${WEIGHTS_S3_URI}${SHA256_MANIFEST}" "$SHA256_MANIFEST.new" --only-show-errors
 mv "$SHA256_MANIFEST.new" "$SHA256_MANIFEST"
 want=$(digest "$SHA256_MANIFEST")
@@ -87,7 +88,23 @@ while IFS= read -r line; do f=${line#* }; f=${f#[ *]}; [ -f "$f" ] && printf '%s
 touch "$work/preexisting"
 start=$(date +%s)
 start_bytes=$(landed)
-( if aws s3 sync "$WEIGHTS_S3_URI" . --no-progress --only-show-errors; then echo 0 > "$work/sync.rc"; else echo 1 > "$work/sync.rc"; fi ) &
+sync_part() {
+  [ "$streams" -gt 1 ] || { aws s3 sync "$WEIGHTS_S3_URI" . --no-progress --only-show-errors; return; }
+  part=$1; n=0; set --
+  while IFS= read -r line; do
+    n=$((n + 1)); [ $(( (n - 1) % streams )) -eq "$part" ] || continue
+    f=${line#* }; f=${f#[ *]}
+    case $f in *[][*?]*) echo "weights file name $f has a pattern character: the partitioned sync cannot name it in --include" >&2; return 1 ;; esac
+    set -- "$@" --include "$f"
+  done < "$SHA256_MANIFEST"
+  [ "$#" -eq 0 ] || aws s3 sync "$WEIGHTS_S3_URI" . --no-progress --only-show-errors --exclude "*" "$@"
+}
+(
+  rc=0; parts=; p=0
+  while [ "$p" -lt "$streams" ]; do sync_part "$p" & parts="$parts $!"; p=$((p + 1)); done
+  for part_pid in $parts; do wait "$part_pid" || rc=1; done
+  echo "$rc" > "$work/sync.rc"
+) &
 sync_pid=$!
 verify_worker() {
   while :; do
@@ -140,7 +157,7 @@ mv "$marker.new" "$marker"
 elapsed=$(( $(date +%s) - start )); end_bytes=$(landed); rate=0
 [ "$elapsed" -gt 0 ] && rate=$(( (end_bytes - start_bytes) / elapsed ))
 kimi_progress done "$end_bytes" "$total" "$rate" "$files" "$files"
-echo "synced and verified $files files from $WEIGHTS_S3_URI in $(( $(date +%s) - start )) s ($HASHER, $VERIFY_WORKERS workers, target $TARGET_BANDWIDTH B/s)"
+echo "synced and verified $files files from $WEIGHTS_S3_URI in $(( $(date +%s) - start )) s ($HASHER, $VERIFY_WORKERS workers, target $TARGET_BANDWIDTH B/s over $streams streams)"
 """
 """Shell of the sync init container (POSIX sh; the AWS CLI image has ``aws``, coreutils, ``grep``)."""
 
@@ -182,13 +199,34 @@ def target_bandwidth_bytes_per_s(instance_type: str) -> int:
     return int(facts.s3_target_gbps.value * 1e9 / 8)
 
 
+SYNC_STREAMS = 4
+"""Concurrent ``aws s3 sync`` processes of the node sync, each over a disjoint partition of the manifest (line *n* goes to
+stream (*n* - 1) mod 4: the manifest is written largest first, so each stream gets about a quarter of the bytes, and the
+first shards in manifest order, which the pipelined loader reads first, arrive side by side), each with its own CRT client
+targeting a quarter of the node's ``target_bandwidth``. The AWS CLI's S3 config topic (awscli/topics/s3-config.rst, read):
+``auto`` resolves to ``crt`` only when "there are no other running processes of the AWS CLI using the CRT S3 transfer client.
+To force multiple concurrently running processes of the AWS CLI to use the CRT S3 transfer client, set the
+``preferred_transfer_client`` configuration variable to ``crt``", which the script does; with ``crt`` the CLI ignores
+``max_concurrent_requests``, so processes are how the listing, comparison and file handling of the CLI's Python side run in
+parallel. What several streams reach on a p6-b300 is not measured: the estimate keeps ``s3_node_rate`` at the middle of its
+cited range."""
+
+
+def sync_streams(streams: int) -> int:
+    """``SYNC_STREAMS``: 1 (one sync of the whole prefix) to 16 (the manifest's small files and 96 shards spread over at most 16)."""
+    if isinstance(streams, bool) or not isinstance(streams, int) or not 1 <= streams <= 16:
+        raise UserError(f"node sync: streams {streams!r} is not accepted; accepted: 1 to 16")
+    return streams
+
+
 def verify_workers(cpus: int) -> int:
     """Hashing workers for an init container with ``cpus`` CPUs: half of them (the CRT client needs the rest), 1 to 64."""
     return max(1, min(64, cpus // 2))
 
 
-def node_sync_env(*, weights_s3_uri: str, weights_dir: str, sha256_manifest: str, instance_type: str, cpus: int, hasher: str = "auto") -> dict[str, str]:
-    """Environment of the sync init container (with :data:`NODE_SYNC_SCRIPT` as ``sh -c``)."""
+def node_sync_env(*, weights_s3_uri: str, weights_dir: str, sha256_manifest: str, instance_type: str, cpus: int, hasher: str = "auto",
+                  streams: int = 1) -> dict[str, str]:
+    """Environment of the sync init container (with :data:`NODE_SYNC_SCRIPT` as ``sh -c``); ``streams``: :data:`SYNC_STREAMS`."""
     if hasher not in HASHERS:
         raise UserError(f"node sync: hasher {hasher!r} is not accepted; accepted: {', '.join(HASHERS)}")
     if not weights_s3_uri.endswith("/"):
@@ -201,6 +239,7 @@ def node_sync_env(*, weights_s3_uri: str, weights_dir: str, sha256_manifest: str
         "VERIFY_WORKERS": str(verify_workers(cpus)),
         "VERIFY_HASHER": hasher,
         "PROGRESS_INTERVAL_S": str(DEFAULT_INTERVAL_S),
+        "SYNC_STREAMS": str(sync_streams(streams)),
     }
 
 
@@ -219,4 +258,7 @@ def crt_fallback_minutes(bytes_total: float, efficiency: float = 1.0) -> float:
     return bytes_total / (catalog.CRT_FALLBACK_GBPS.value * 1e9 / 8 * efficiency) / 60
 
 
-__all__ = ["HASHERS", "NODE_SYNC_SCRIPT", "SHARD_MARKERS", "SIDECAR_KEEPALIVE", "WEIGHTS_MARKER", "crt_fallback_minutes", "init_cpus", "node_sync_env", "sidecar_script", "target_bandwidth_bytes_per_s", "verify_workers"]
+__all__ = [
+    "HASHERS", "NODE_SYNC_SCRIPT", "SHARD_MARKERS", "SIDECAR_KEEPALIVE", "SYNC_STREAMS", "WEIGHTS_MARKER", "crt_fallback_minutes", "init_cpus", "node_sync_env",
+    "sidecar_script", "sync_streams", "target_bandwidth_bytes_per_s", "verify_workers",
+]

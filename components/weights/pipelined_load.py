@@ -7,11 +7,12 @@ when the whole-manifest marker holds already, a re-created pod or a restarted co
 *n* to the GPUs while shard *n+1* is still in transfer. A shard the sync reports as failed, or a wait longer than
 ``timeout_s``, raises: the engine exits and the kubelet restarts it, as with any failed load.
 
-vLLM 0.27.1's loaders list the shards when the load starts (``DefaultModelLoader._prepare_weights``), so the engine
-cannot use this without a loader of its own: :func:`safetensors_in_order` is the iterator such a loader hands to
-``model.load_weights`` (what vLLM's ``safetensors_weights_iterator`` yields: ``(name, tensor)`` pairs). It is not wired
-into the engine yet (docs/weights.md, "Start the engine while the weights arrive"); the estimate models it as the
-``pipelined_load`` input, off for every stack.
+vLLM 0.27.1's own loaders list the shards when the load starts (``DefaultModelLoader._prepare_weights``), so the engine
+uses a loader of ours, :mod:`kimi_k3.weights.vllm_loader` (``--load-format kimi_k3_pipelined``, registered through vLLM's
+``vllm.general_plugins`` entry points): it hands :func:`verified_groups` to vLLM's own per-format iterators. Before the
+engine starts, the files it reads at start-up (``config.json``, the tokenizer, remote code: every manifest entry that is
+not a ``.safetensors`` shard) must be verified: :func:`engine_files_ready`, which the engine container's start polls
+(``python3 -m kimi_k3.weights.pipelined_load engine-files-ready DIR MANIFEST``).
 
 Standard library only (``safetensors`` is imported by :func:`safetensors_in_order`, in the engine image).
 """
@@ -19,6 +20,7 @@ Standard library only (``safetensors`` is imported by :func:`safetensors_in_orde
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 
@@ -66,6 +68,45 @@ def verified_shards(weights_dir: str, manifest: str = "SHA256SUMS", *, timeout_s
     log(WAIT_LOG.format(seconds=waited, shards=late))
 
 
+def verified_groups(weights_dir: str, size: int = 1, manifest: str = "SHA256SUMS", **wait) -> Iterator[list[str]]:
+    """:func:`verified_shards` in groups of ``size`` (the last may be shorter), each once all of it is verified.
+
+    The groups depend on the manifest only, never on when a marker appeared, so every tensor-parallel rank calls a
+    collective reader (fastsafetensors' ``ParallelLoader`` spreads a call's files over the ranks) with the same files."""
+    if size < 1:
+        raise WeightsError(f"pipelined load: group size {size} is not accepted; accepted: 1 or more")
+    group: list[str] = []
+    for path in verified_shards(weights_dir, manifest, **wait):
+        group.append(path)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def engine_files_ready(weights_dir: str, manifest: str = "SHA256SUMS") -> bool:
+    """True once the engine may start beside the sync: the manifest is on the node and every entry that is not a
+    ``.safetensors`` shard (config, tokenizer, remote code, the index) is verified, or the whole manifest is."""
+    if os.path.exists(os.path.join(weights_dir, WEIGHTS_MARKER)):
+        return True
+    try:
+        with open(os.path.join(weights_dir, manifest)) as fh:
+            names = manifest_files(fh.read())
+    except FileNotFoundError:
+        return False
+    markers = os.path.join(weights_dir, SHARD_MARKERS)
+    return all(os.path.exists(os.path.join(markers, str(n))) for n, name in enumerate(names, start=1) if not name.endswith(".safetensors"))
+
+
+def main(argv: list[str]) -> int:
+    """``engine-files-ready DIR MANIFEST``: exit 0 when :func:`engine_files_ready`, else 1 (the engine's start polls it)."""
+    if len(argv) != 3 or argv[0] != "engine-files-ready":
+        print("usage: python3 -m kimi_k3.weights.pipelined_load engine-files-ready WEIGHTS_DIR MANIFEST", file=sys.stderr)
+        return 2
+    return 0 if engine_files_ready(argv[1], argv[2]) else 1
+
+
 def safetensors_in_order(weights_dir: str, device: str = "cpu", **wait) -> Iterator[tuple[str, object]]:
     """``(name, tensor)`` of every shard in manifest order as each is verified (for a loader's ``model.load_weights``)."""
     from safetensors import safe_open  # in the engine image
@@ -76,4 +117,11 @@ def safetensors_in_order(weights_dir: str, device: str = "cpu", **wait) -> Itera
                 yield key, f.get_tensor(key)
 
 
-__all__ = ["SHARD_MARKERS", "WAIT_LOG", "WEIGHTS_MARKER", "manifest_files", "safetensors_in_order", "verified_shards"]
+__all__ = [
+    "SHARD_MARKERS", "WAIT_LOG", "WEIGHTS_MARKER", "engine_files_ready", "main", "manifest_files", "safetensors_in_order", "verified_groups",
+    "verified_shards",
+]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

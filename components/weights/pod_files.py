@@ -15,7 +15,7 @@ from importlib import resources
 
 import pulumi_kubernetes as k8s
 
-from kimi_k3.weights import POD_MODULES
+from kimi_k3.weights import POD_MODULES, vllm_loader
 
 MOUNT_PATH = "/opt/kimi-k3"
 """Where the ConfigMap is mounted; ``PYTHONPATH`` of the pod-side containers."""
@@ -29,6 +29,9 @@ def pod_files() -> dict[str, tuple[str, str]]:
     files["weights-init"] = ("kimi_k3/weights/__init__.py", package.joinpath("__init__.py").read_text())
     for name in POD_MODULES:
         files[f"weights-{name}"] = (f"kimi_k3/weights/{name}.py", package.joinpath(f"{name}.py").read_text())
+    # The vLLM loader plugin's distribution metadata: importlib.metadata finds a *.dist-info on PYTHONPATH (vllm_loader).
+    files["plugin-metadata"] = (f"{vllm_loader.DIST_INFO}/METADATA", vllm_loader.METADATA)
+    files["plugin-entry-points"] = (f"{vllm_loader.DIST_INFO}/entry_points.txt", vllm_loader.entry_points_txt())
     return files
 
 
@@ -59,7 +62,8 @@ def content_hash() -> str:
     """
     digest = hashlib.sha256()
     for key, (path, text) in sorted(pod_files().items()):
-        digest.update(f"{key}\0{path}\0{without_docstrings(text)}\0".encode())
+        code = without_docstrings(text) if path.endswith(".py") else text
+        digest.update(f"{key}\0{path}\0{code}\0".encode())
     return digest.hexdigest()
 
 

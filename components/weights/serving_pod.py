@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pulumi_kubernetes as k8s
 
 from kimi_k3.errors import UserError
-from kimi_k3.weights import compile_cache, node_local, node_sync, pod_files
+from kimi_k3.weights import compile_cache, node_local, node_sync, pod_files, vllm_loader
 
 WEIGHTS_ROOT = "/weights"
 """Where the sync container mounts the node-local volume's root (one directory per revision under it)."""
@@ -56,7 +56,13 @@ class ServingStartup:
     """Run the sync as a native sidecar (:func:`sidecar_sync_fields`): the compile-cache restore runs beside it, the engine
     waits for the verified marker (:func:`wait_for_weights`) instead of for the init container."""
 
+    pipelined_load: bool = False
+    """With :attr:`sync_sidecar`: the engine starts once its config files are verified and loads with the pipelined loader
+    (``--load-format`` :data:`kimi_k3.weights.vllm_loader.LOAD_FORMAT`), each shard once verified (:func:`pipelined_engine_start`)."""
+
     def __post_init__(self) -> None:
+        if self.pipelined_load and not self.sync_sidecar:
+            raise UserError("serving startup: pipelined_load needs sync_sidecar: the loader reads the shards the sync sidecar verifies beside it")
         if self.verify_hasher not in node_sync.HASHERS:
             raise UserError(f"serving startup: verify_hasher {self.verify_hasher!r} is not accepted; accepted: {', '.join(node_sync.HASHERS)}")
         if self.compile_cache_s3_uri is not None and not self.warmup:
@@ -65,7 +71,7 @@ class ServingStartup:
     @property
     def needs_code(self) -> bool:
         """The pod runs the project's pod-side modules (a ConfigMap volume)."""
-        return self.warmup or self.compile_cache_s3_uri is not None
+        return self.warmup or self.compile_cache_s3_uri is not None or self.pipelined_load
 
 
 def cache_object_uri(startup: ServingStartup, inputs: compile_cache.CacheKeyInputs) -> str | None:
@@ -91,6 +97,7 @@ def sync_env(*, startup: ServingStartup, weights_s3_uri: str, mount_path: str, r
     weights_dir = node_local.revision_dir(WEIGHTS_ROOT, revision) if node_local_weights else mount_path
     env = {"AWS_REGION": region, **node_sync.node_sync_env(
         weights_s3_uri=weights_s3_uri, weights_dir=weights_dir, sha256_manifest=sha256_manifest, instance_type=instance_type, cpus=cpus, hasher=startup.verify_hasher,
+        streams=node_sync.SYNC_STREAMS,
     )}
     if node_local_weights:
         env.update(WEIGHTS_ROOT=WEIGHTS_ROOT, KEEP_REVISION=revision)
@@ -130,10 +137,39 @@ def wait_for_weights(weights_dir: str, then: str) -> str:
     """The engine's start beside a sync sidecar: wait for the sync's whole-manifest marker, then ``then`` (an ``exec``).
 
     vLLM 0.27.1 lists the shards when its load starts (``DefaultModelLoader._prepare_weights``): started before the last shard
-    is verified it would load a subset, so the engine waits here; a loader reading each shard once verified is
-    :mod:`kimi_k3.weights.pipelined_load` (not wired into the engine yet: docs/weights.md)."""
+    is verified it would load a subset, so the engine waits here unless it loads with the pipelined loader
+    (:attr:`ServingStartup.pipelined_load`, :func:`pipelined_engine_start`)."""
     marker = f"{weights_dir.rstrip('/')}/{node_sync.WEIGHTS_MARKER}"
     return f'until [ -f "{marker}" ]; do sleep 1; done; echo "weights verified ({marker}): starting the engine" >&2; {then}'
+
+
+def pipelined_engine_start(weights_dir: str, manifest: str, then: str) -> str:
+    """The engine's start beside a sync sidecar with the pipelined loader: wait only until the files vLLM reads at start-up
+    are verified (:func:`kimi_k3.weights.pipelined_load.engine_files_ready`), then ``then`` (an ``exec``); the loader waits for each
+    shard itself."""
+    ready = f'python3 -m kimi_k3.weights.pipelined_load engine-files-ready "{weights_dir}" "{manifest}"'
+    return (f"until {ready}; do sleep 1; done; "
+            f'echo "engine files verified ({weights_dir}): starting the engine, the shards load as the sync verifies them" >&2; {then}')
+
+
+def pipelined_env(manifest: str, inner_load_format: str, engine_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of the engine with the pipelined loader: the pod modules (and the plugin's ``*.dist-info``) on ``PYTHONPATH``,
+    the profile's own load format read per group, the manifest's name. ``engine_env`` (the contract's): a ``VLLM_PLUGINS`` that
+    leaves the plugin out is refused, since vLLM 0.27.1 then loads only the plugins it names (``vllm/envs.py``: a comma-separated
+    list; ``vllm/plugins/__init__.py`` ``load_plugins_by_group``) and ``--load-format kimi_k3_pipelined`` fails at start."""
+    vllm_loader.group_size(inner_load_format, 1)  # refuses a format the loader cannot read with
+    plugins = (engine_env or {}).get("VLLM_PLUGINS")
+    if plugins is not None and vllm_loader.ENTRY_POINT not in plugins.split(","):
+        raise UserError(f"serving startup: VLLM_PLUGINS {plugins!r} leaves out {vllm_loader.ENTRY_POINT!r}, which pipelined_load needs; accepted: unset, or a list naming it")
+    return {"PYTHONPATH": pod_files.MOUNT_PATH, vllm_loader.INNER_FORMAT_ENV: inner_load_format, vllm_loader.MANIFEST_ENV: manifest}
+
+
+def pipelined_args(engine_args: Sequence[str]) -> list[str]:
+    """``engine_args`` with ``--load-format`` set to the pipelined loader's."""
+    args = list(engine_args)
+    at = args.index("--load-format")
+    args[at + 1] = vllm_loader.LOAD_FORMAT
+    return args
 
 
 def code_mount() -> k8s.core.v1.VolumeMountArgs:
@@ -216,6 +252,9 @@ __all__ = [
     "cache_object_uri",
     "cache_restore_container",
     "code_volume",
+    "pipelined_args",
+    "pipelined_engine_start",
+    "pipelined_env",
     "readiness_guard",
     "sidecar_sync_fields",
     "sidecar_sync_memory_gib",

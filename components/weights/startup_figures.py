@@ -6,9 +6,11 @@ source), or an ``estimate`` with the range it is known to lie in. Where cited me
 disagree, the value is the middle of them (the median), never the best; an estimate's value is
 the middle of its range unless the source says why not. Upstream threads read with this
 session's search tools are marked *read*; two the issue cites but the stored copy did not hold are
-marked *as cited* (not re-read). ``tools/bench_gpu_load.py`` is the GPU measurement: one H200
-(torch 2.11, safetensors 0.8.0, 16 vCPUs), 17.2 GB in four shards of 8 MiB tensors, page cache warm,
-median of two runs, 2026-12.
+marked *as cited* (not re-read). ``tools/bench_gpu_load.py`` is the GPU measurement, run twice on
+the project's lent machine: one H200 (torch 2.11, safetensors 0.8.0, 16 vCPUs; 17.2 GB in four shards
+of 8 MiB tensors, page cache warm, median of two runs, 2026-12) and one H100 80GB HBM3 (driver
+580.159.04, torch 2.11, 16 vCPUs, gVisor; 34.4 GB in eight shards, median of two runs, 2026-12-07;
+``tools/measurements/gpu-load-h100-2026-12-07.json``), each with its command in :data:`GPU_RUNS`.
 
 The weights' size is the catalog's (``catalog.KIMI_K3``: 1,560.9 GB in 96 shards).
 """
@@ -23,7 +25,17 @@ DATE = "2026-12"
 """When these figures were read, measured or estimated."""
 
 GPU_BENCH = "measured: `python3 tools/bench_gpu_load.py --gib 16 --files 4 --repeat 2` on one H200 (torch 2.11, 16 vCPUs), 2026-12"
-"""How the project's GPU figures were measured."""
+"""How the project's first GPU figures were measured (the H200 run)."""
+GPU_BENCH_H100 = (
+    "measured: `PYTHONPATH=$PWD/.bench/site python3 tools/bench_gpu_load.py --gib 32 --files 8 --repeat 2 --skip-graphs "
+    "--cuda-checkpoint .bench/cuda-checkpoint --checkpoint-gib 4,32` on one H100 80GB HBM3 (driver 580.159.04, torch 2.11.0+cu130, "
+    "16 vCPUs, gVisor), 2026-12-07; tools/measurements/gpu-load-h100-2026-12-07.json"
+)
+"""How the H100 run was measured (the command of tools/measurements/README.md)."""
+H200 = "one H200 (torch 2.11, 16 vCPUs)"
+"""The machine of :data:`GPU_BENCH`."""
+H100 = "one H100 80GB HBM3 (driver 580.159.04, torch 2.11, gVisor)"
+"""The machine of :data:`GPU_BENCH_H100`."""
 
 
 def _fig(value: float, unit: str, source: str, *, low: float | None = None, high: float | None = None, estimate: bool = False) -> Figure:
@@ -34,6 +46,58 @@ def _median(*values: float) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+_H200_LOADS = MappingProxyType({
+    "safetensors.torch.load_file to the GPU": 6.10,
+    "safe_open + get_tensor + .to(cuda) per tensor (vLLM's default lazy loader)": 5.47,
+    "pread into pinned buffers, 1 thread": 4.74,
+    "pread into pinned buffers, 4 threads": 14.68,
+    "pread into pinned buffers, 8 threads": 23.61,
+    "pread into pinned buffers, 16 threads (fastsafetensors' default)": 29.22,
+    "pread into pinned buffers, 32 threads": 23.81,
+    "pinned host -> GPU copy": 55.38,
+    "pageable host -> GPU copy": 5.84,
+})
+_H100_LOADS = MappingProxyType({
+    "safetensors.torch.load_file to the GPU": 6.41,
+    "safe_open + get_tensor + .to(cuda) per tensor (vLLM's default lazy loader)": 4.75,
+    "pread into pinned buffers, 1 thread": 4.0,
+    "pread into pinned buffers, 4 threads": 13.47,
+    "pread into pinned buffers, 8 threads": 21.65,
+    "pread into pinned buffers, 16 threads (fastsafetensors' default)": 29.61,
+    "pread into pinned buffers, 32 threads": 23.17,
+    "pread into pinned buffers, 16 threads, shards one after the other in manifest order (the pipelined loader)": 23.07,
+    "fastsafetensors 0.5.0, nogds (anomalous under gVisor, not its rate: see FASTSAFETENSORS_ANOMALY)": 1.45,
+    "instanttensor 0.2.2, buffered": 33.94,
+    "pinned host -> GPU copy": 54.72,
+    "pageable host -> GPU copy": 6.02,
+})
+MEASURED_ON_GPU = MappingProxyType({H200: _H200_LOADS, H100: _H100_LOADS})
+"""GB/s page cache -> one GPU per mechanism, per machine (:data:`GPU_RUNS` has each run's command): why the profiles keep a
+threaded pinned reader. The two runs agree within 15 % where both measured."""
+GPU_RUNS = MappingProxyType({H200: GPU_BENCH, H100: GPU_BENCH_H100})
+"""The command and machine of each :data:`MEASURED_ON_GPU` run."""
+CUDA_CHECKPOINT_H100 = MappingProxyType({
+    4: MappingProxyType({"checkpoint_s": 7.559, "restore_s": 2.425, "checkpoint_gb_per_s": 0.57, "restore_gb_per_s": 1.77}),
+    32: MappingProxyType({"checkpoint_s": 22.721, "restore_s": 8.57, "checkpoint_gb_per_s": 1.51, "restore_gb_per_s": 4.01}),
+})
+"""cuda-checkpoint (NVIDIA/cuda-checkpoint @6ec728af) on a process holding 4 and 32 GiB of one H100 (:data:`GPU_BENCH_H100`): seconds
+and GB/s of ``--action checkpoint`` (device memory out to host memory) and ``--action restore`` (back), bytes identical after the restore
+(a digest of the buffer before and after). The device half of a snapshot restore only: CRIU, the host half, is not on that machine."""
+
+
+def device_restore_s(gb: float) -> float:
+    """Seconds cuda-checkpoint takes to restore ``gb`` of one GPU's state: the line through the two H100 points
+    (:data:`CUDA_CHECKPOINT_H100`; a fixed ~1.5 s and ~4.9 GB/s beyond it)."""
+    small, large = CUDA_CHECKPOINT_H100[4], CUDA_CHECKPOINT_H100[32]
+    small_gb, large_gb = 4 * 2**30 / 1e9, 32 * 2**30 / 1e9
+    per_gb = (large["restore_s"] - small["restore_s"]) / (large_gb - small_gb)
+    return small["restore_s"] + (gb - small_gb) * per_gb
+
+
+SNAPSHOT_GPUS = 8
+"""GPUs whose state one engine snapshot holds (TP8), each restored by its own worker process side by side."""
 
 
 # --- page cache -> GPU loads of whole large checkpoints (GB/s, 1e9 bytes, every GPU of the node together) -----------
@@ -77,7 +141,9 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
         13.0, "GB/s",
         "middle of its range (issue 34: no phase at an end of its range). Low end: run-ai/runai-model-streamer#31 (as cited by issue 26), "
         "about 10 GB/s from S3 on a p5 with the AWS CLI, the highest public single-process figure found; high end: the CRT target "
-        "(aws-c-s3's 350 Gbps for p6-b300) x 0.6, bounded by 8 NVMe x 2 GB/s write (estimate)",
+        "(aws-c-s3's 350 Gbps for p6-b300) x 0.6, bounded by 8 NVMe x 2 GB/s write (estimate). The sync runs 4 CRT processes over "
+        "disjoint quarters of the manifest (kimi_k3.weights.node_sync.SYNC_STREAMS), which is what lets it pass the single-process "
+        "figure; no multi-stream figure was found or measured, so the value stays the middle of the range",
         low=10.0, high=16.0,
     ),
     "hf_download": _fig(0.5, "GB/s", "estimate: Hugging Face CDN through a NAT gateway; range 0.25-1", low=0.25, high=1.0, estimate=True),
@@ -114,6 +180,14 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
         _median(*LOAD_RATES.values()), "GB/s",
         "median of whole-checkpoint loads measured upstream: " + "; ".join(f"{k} = {v:.1f} GB/s" for k, v in LOAD_RATES.items()),
         low=min(LOAD_RATES.values()), high=max(LOAD_RATES.values()),
+    ),
+    "pipelined_load_rate": _fig(
+        _H100_LOADS["pread into pinned buffers, 16 threads, shards one after the other in manifest order (the pipelined loader)"], "GB/s",
+        f"{GPU_BENCH_H100}: 16 threads reading into pinned buffers, the shards one after the other in manifest order (how the pipelined "
+        "loader of kimi_k3.weights.pipelined_load reads), page cache -> one H100; taken as the node's rate like weights_load (the 8 ranks "
+        "read side by side from one page cache; not measured node-wide). Range from the same run: the 8-thread reader (21.65) to 16 "
+        "threads over every shard at once (29.61)",
+        low=21.65, high=29.61,
     ),
     "compile_cold": _fig(
         _median(118.36, 160.29) / 60, "min",
@@ -178,8 +252,11 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
     "snapshot_restore_rate": _fig(
         _median(145 / 41, 31 / 12), "GB/s",
         "median of two CRIU + cuda-checkpoint restores: ai-dynamo snapshot (as cited by issue 34), a 145 GB engine restored in 41 s; "
-        "llmux 0.7.6 LOG.md on docs.rs (read), a ~31 GB vLLM process restored from disk in ~12 s. The GPU half alone "
-        "(cuda-checkpoint's restore) is what tools/bench_gpu_load.py --checkpoint-gib times; not measured yet (no GPU machine started this session)",
+        "llmux 0.7.6 LOG.md on docs.rs (read), a ~31 GB vLLM process restored from disk in ~12 s. The device half alone is measured: "
+        "cuda-checkpoint's restore of a process holding 32 GiB of one H100, 8.57 s (4.01 GB/s; 4 GiB: 2.43 s, 1.77 GB/s), bytes identical "
+        f"({GPU_BENCH_H100}); the estimate bounds the restore below by that half (the snapshot's GB over {SNAPSHOT_GPUS} GPUs restoring side by side, "
+        "kimi_k3.weights.estimate._snapshot_phases), which it does not reach. "
+        "CRIU's host half (the processes' pages read back from the NVMe) was not measured: CRIU is not on that machine",
         low=31 / 12, high=145 / 41,
     ),
     "kv_wake": _fig(
@@ -199,18 +276,14 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
 })
 """Phase figures not specific to an instance type (minutes unless the unit says otherwise)."""
 
-MEASURED_ON_GPU = MappingProxyType({
-    "safetensors.torch.load_file to the GPU": 6.10,
-    "safe_open + get_tensor + .to(cuda) per tensor (vLLM's default lazy loader)": 5.47,
-    "pread into pinned buffers, 1 thread": 4.74,
-    "pread into pinned buffers, 4 threads": 14.68,
-    "pread into pinned buffers, 8 threads": 23.61,
-    "pread into pinned buffers, 16 threads (fastsafetensors' default)": 29.22,
-    "pread into pinned buffers, 32 threads": 23.81,
-    "pinned host -> GPU copy": 55.38,
-    "pageable host -> GPU copy": 5.84,
-})
-"""GB/s page cache -> one H200 per mechanism (:data:`GPU_BENCH`): why the profiles keep fastsafetensors' threaded pinned reader."""
+FASTSAFETENSORS_ANOMALY = (
+    "fastsafetensors 0.5.0 without GDS read 1.45 GB/s on the H100 run, a fifth of a single pinned thread (4.0) on the same machine: its nogds "
+    "path reads through its own host buffers and threads, which gVisor's file and memory emulation slows (the run was inside gVisor); "
+    "not its rate on a bare node and not cited as one (the upstream 23.7 GB/s of foundation-model-stack/fastsafetensors#55 stays in LOAD_RATES)"
+)
+"""Why the fastsafetensors figure of the H100 run is not used."""
 
-
-__all__ = ["DATE", "DEFAULT_CAPTURE_SIZES", "FIGURES", "GPU_BENCH", "GRAPH_CAPTURES", "LOAD_RATES", "MEASURED_ON_GPU"]
+__all__ = [
+    "CUDA_CHECKPOINT_H100", "DATE", "DEFAULT_CAPTURE_SIZES", "FASTSAFETENSORS_ANOMALY", "FIGURES", "GPU_BENCH", "GPU_BENCH_H100", "GPU_RUNS",
+    "GRAPH_CAPTURES", "H100", "H200", "LOAD_RATES", "MEASURED_ON_GPU", "SNAPSHOT_GPUS", "device_restore_s",
+]

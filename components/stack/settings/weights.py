@@ -32,6 +32,8 @@ class TimeToServeSettings:
     """StatefulSet + node-local volume instead of the ``emptyDir`` (``nodeLocalWeights``)."""
     sync_sidecar: bool = False
     """The node-side sync as a native sidecar, the engine loading each shard once verified (``weightsSyncSidecar``)."""
+    pipelined_load: bool = False
+    """The engine starts beside the sync sidecar and its loader reads each shard once verified (``pipelinedWeightsLoad``)."""
     node_cleanup_image: str = "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"
     """Image of the node-cleanup controller (``nodeCleanupImage``)."""
     image_prepull: bool = False
@@ -46,6 +48,16 @@ class TimeToServeSettings:
     """ECR repository prefix of the pull-through cache rule (``ecrPullThroughPrefix``; default ``<project>-<stack>-docker-hub``)."""
     verify_hasher: str = "auto"
     """Hasher of the node-side sha256 check (``weightsVerifyHasher``)."""
+
+
+def _pipelined_load(r: Reader, *, sidecar: bool, manifest: str | None) -> bool:
+    """``pipelinedWeightsLoad``: needs the sync sidecar (the engine starts beside it) and a sha256 manifest (the per-shard markers)."""
+    pipelined = bool(r.get("pipelinedWeightsLoad"))
+    if pipelined and not sidecar:
+        raise SettingsError(full_key("pipelinedWeightsLoad"), True, f"needs {full_key('weightsSyncSidecar')} true: the engine loads the shards the sync sidecar verifies beside it")
+    if pipelined and not manifest:
+        raise SettingsError(full_key("pipelinedWeightsLoad"), True, f"needs {full_key('weightsSha256Manifest')}: the loader waits for the sync's per-shard markers, named by the manifest's lines")
+    return pipelined
 
 
 def _image_like(ref: str) -> bool:
@@ -152,6 +164,7 @@ def validate_time_to_serve(
     sidecar = r.get("weightsSyncSidecar")
     if sidecar and (weights.source != "s3" or contract.engine.pipeline_parallel_size != 1):
         raise SettingsError(full_key("weightsSyncSidecar"), True, f"needs {full_key('weightsSource')} s3 and single-node replicas ({full_key('pipelineParallelSize')} 1): the sidecar is the node-side sync of one pod")
+    pipelined = _pipelined_load(r, sidecar=sidecar, manifest=weights.sha256_manifest)
     cleanup_image = r.get("nodeCleanupImage")
     cleanup_ref = ImageContract.parse(cleanup_image) if _image_like(cleanup_image) else None
     if cleanup_ref is None:
@@ -198,7 +211,7 @@ def validate_time_to_serve(
 
     settings = TimeToServeSettings(
         staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
-        sync_sidecar=sidecar,
+        sync_sidecar=sidecar, pipelined_load=pipelined,
         image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
         pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
     )
