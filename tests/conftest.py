@@ -38,10 +38,22 @@ def travel_offset(text: str) -> timedelta:
     return timedelta(**{TRAVEL_UNITS[match[2]]: int(match[1])})
 
 
+def travel_destination(text: str, now: datetime) -> datetime:
+    """Where ``--travel`` moves the clock: an offset from ``now`` (``8h``, ``9d``, ``75d``) or an instant (``2026-12-16T03:00Z``).
+
+    An instant reproduces a failure seen at one moment (a block boundary, a month end) on any later day.
+    """
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}T[\d:]+(Z|[+-]\d{2}:\d{2})", text.strip()):
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return moment.astimezone(UTC)
+    return now + travel_offset(text)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--travel", metavar="OFFSET",
-        help="run the suite with the wall clock moved by OFFSET from the real now (e.g. 8h, 9d, 75d): proves no test depends on today's date",
+        help="run the suite with the wall clock moved by OFFSET from the real now (e.g. 8h, 9d, 75d), or to an instant "
+        "(2026-12-16T03:00Z): proves no test depends on today's date",
     )
 
 
@@ -50,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if offset:
         import time_machine
 
-        traveller = time_machine.travel(datetime.now(UTC) + travel_offset(offset), tick=True)
+        traveller = time_machine.travel(travel_destination(offset, datetime.now(UTC)), tick=True)
         traveller.start()
         config.stash[_TRAVELLER] = traveller
 

@@ -44,6 +44,21 @@ def test_every_room_is_placed_in_the_layers_and_documented(graph):
     assert [room for room in sorted(rooms - {"kimi_k3", "errors"}) if f"{room}/" not in architecture] == []
 
 
+def room_edges_drawn(text: str) -> dict[str, set[str]]:
+    """The table between ``<!-- room-edges -->`` and ``<!-- /room-edges -->``: room → the rooms it imports."""
+    table = text.split("<!-- room-edges -->", 1)[1].split("<!-- /room-edges -->", 1)[0]
+    rows = [line.split() for line in table.splitlines() if line.strip() and not line.startswith("```")]
+    return {row[0]: set(row[1:]) for row in rows}
+
+
+def test_the_architecture_page_draws_what_imports_what(graph):
+    """docs/architecture.md's room-to-room table is the import graph's, so the page is the current map."""
+    drawn = room_edges_drawn((ROOT / "docs" / "architecture.md").read_text())
+    fresh = {room: targets for room, targets in graph.room_edges().items() if targets}
+    table = "".join(f"{r:<14} {' '.join(x for x in import_graph.LAYERS if x in fresh[r])}\n" for r in import_graph.LAYERS if r in fresh)
+    assert drawn == fresh, f"docs/architecture.md, 'What imports what': draw it as\n{table}"
+
+
 def test_the_top_level_holds_at_most_twelve_modules(graph):
     assert len(graph.top_level_modules()) <= 12
 

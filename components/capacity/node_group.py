@@ -264,10 +264,9 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
 
         Raises :class:`~kimi_k3.errors.ComponentInputError` (nothing declared) when the args or the block cannot work.
         """
-        now = args.now
         _validate(name, args)
         facts, block_warnings = _block(name, args)
-        plan = scaling_plan(facts, now, args.scale_up_margin, args.pending_scale_up_at)
+        plan = scaling_plan(facts, args.now, args.scale_up_margin, args.pending_scale_up_at)
         super().__init__("kimi-k3:index:CapacityBlockNodeGroup", name, None, opts)
         for warning in block_warnings:
             pulumi.log.warn(warning, resource=self)
@@ -276,21 +275,32 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         tags = {**args.tags, "kimi-k3.io/capacity-reservation": facts.reservation_id}
         self.reservation = facts
         self.scaling = plan
+        self.efa_security_group: aws.ec2.SecurityGroup | None = (
+            self._efa_security_group(name, args, tags, child) if args.efa_enabled else None
+        )
+        self.launch_template = self._launch_template(name, args, tags)
+        node_role_arn = args.node_role_arn if args.node_role_arn is not None else self._node_role(name, tags, child)
+        self.node_group = self._node_group(name, args, node_role_arn, tags)
+        self.asg_name = self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)  # type: ignore[index]  # EKS always reports one ASG
+        self.scale_up = self._scale_up_action(name, child)
+        self.alert_topic = self._alerts(name, args, facts, tags, child)
+        self._expose_block(facts)
+        self.register_outputs(self._outputs())
 
-        self.efa_security_group: aws.ec2.SecurityGroup | None = None
+    def _launch_template(self, name: str, args: CapacityBlockNodeGroupArgs, tags: Mapping[str, str]) -> aws.ec2.LaunchTemplate:
+        """The GPU nodes' launch template: ``capacity-block`` market targeting the block, IMDSv2, encrypted gp3 root,
+        nodeadm user data, and with EFA every EFA interface (in the given groups and the EFA group)."""
         interface_groups = list(args.security_group_ids)
-        if args.efa_enabled:
-            self.efa_security_group = self._efa_security_group(name, args, tags, child)
+        if self.efa_security_group is not None:
             interface_groups.append(self.efa_security_group.id)
-
-        self.launch_template = aws.ec2.LaunchTemplate(
+        return aws.ec2.LaunchTemplate(
             f"{name}-lt",
-            description=f"Kimi K3 GPU nodes on Capacity Block {facts.reservation_id}",
+            description=f"Kimi K3 GPU nodes on Capacity Block {self.reservation.reservation_id}",
             instance_type=args.instance_type,
             instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block"),
             capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                 capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                    capacity_reservation_id=facts.reservation_id,
+                    capacity_reservation_id=self.reservation.reservation_id,
                 ),
             ),
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
@@ -324,18 +334,19 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
                 for kind in ("instance", "volume", "network-interface")
             ],
             tags=tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
-        node_role_arn = args.node_role_arn
-        if node_role_arn is None:
-            node_role_arn = self._node_role(name, tags, child)
-
-        self.node_group = aws.eks.NodeGroup(
+    def _node_group(
+        self, name: str, args: CapacityBlockNodeGroupArgs, node_role_arn: pulumi.Input[str], tags: Mapping[str, str]
+    ) -> aws.eks.NodeGroup:
+        """The EKS managed node group (``CAPACITY_BLOCK``) in the block's AZ, GPU-labelled and tainted, sized by :attr:`scaling`."""
+        plan = self.scaling
+        return aws.eks.NodeGroup(
             f"{name}-ng",
             cluster_name=args.cluster_name,
             node_role_arn=node_role_arn,
-            subnet_ids=[args.subnet_ids_by_az[facts.availability_zone]],
+            subnet_ids=[args.subnet_ids_by_az[self.reservation.availability_zone]],
             capacity_type=CAPACITY_TYPE,
             ami_type=AMI_TYPE,
             version=args.kubernetes_version,
@@ -360,35 +371,37 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
                 )
             ],
             tags=tags,
-            # Before the start the scheduled action below owns the desired size, in the last hour
+            # Before the start the scheduled action (_scale_up_action) owns the desired size, in the last hour
             # EKS's own scale-in does: then a later `pulumi up` must not undo them. While the
             # block serves (and after it) this run sets the size itself (kimi_k3.capacity.scaling).
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=plan.ignore_changes),
         )
-        self.asg_name = self.node_group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)  # type: ignore[index]  # EKS always reports one ASG
 
-        self.scale_up: aws.autoscaling.Schedule | None = None
-        if plan.scale_at is not None:
-            # One-off action (no recurrence) at max(start, now + margin), or the pending action's
-            # time when one already exists and lies ahead (kimi_k3.capacity.scaling). It sets the desired
-            # capacity only (-1: leave min and max alone; the provider sends 0 for an unset
-            # size): EKS's own action scales the group to 0 forty minutes before the block ends
-            # (EC2 terminates the instances from thirty minutes before) and must be able to.
-            self.scale_up = aws.autoscaling.Schedule(
-                f"{name}-scale-at-start",
-                scheduled_action_name=scale_up_action_name(facts.reservation_id),
-                autoscaling_group_name=self.asg_name,
-                start_time=rfc3339(plan.scale_at),
-                min_size=LEAVE_UNCHANGED,
-                max_size=LEAVE_UNCHANGED,
-                desired_capacity=plan.scale_to,
-                opts=child,
-            )
+    def _scale_up_action(self, name: str, child: pulumi.ResourceOptions) -> aws.autoscaling.Schedule | None:
+        """The scheduled action raising the group to the reserved count, when :attr:`scaling` has one (before the start)."""
+        plan = self.scaling
+        if plan.scale_at is None:
+            return None
+        # One-off action (no recurrence) at max(start, now + margin), or the pending action's
+        # time when one already exists and lies ahead (kimi_k3.capacity.scaling). It sets the desired
+        # capacity only (-1: leave min and max alone; the provider sends 0 for an unset
+        # size): EKS's own action scales the group to 0 forty minutes before the block ends
+        # (EC2 terminates the instances from thirty minutes before) and must be able to.
+        return aws.autoscaling.Schedule(
+            f"{name}-scale-at-start",
+            scheduled_action_name=scale_up_action_name(self.reservation.reservation_id),
+            autoscaling_group_name=self.asg_name,
+            start_time=rfc3339(plan.scale_at),
+            min_size=LEAVE_UNCHANGED,
+            max_size=LEAVE_UNCHANGED,
+            desired_capacity=plan.scale_to,
+            opts=child,
+        )
 
-        self.alert_topic = self._alerts(name, args, facts, tags, child)
-
-        self.node_group_name = self.node_group.node_group_name
+    def _expose_block(self, facts: CapacityBlockFacts) -> None:
+        """Set the attributes that describe the block and the declared resources (the registered outputs)."""
         start, end = facts.window()
+        self.node_group_name = self.node_group.node_group_name
         self.availability_zone = facts.availability_zone
         self.start = start.isoformat()
         self.end = end.isoformat()
@@ -396,20 +409,21 @@ class CapacityBlockNodeGroup(pulumi.ComponentResource):
         self.state = facts.state
         self.alert_topic_arn = self.alert_topic.arn
         self.launch_template_id = self.launch_template.id
-        self.register_outputs(
-            {
-                "nodeGroupName": self.node_group_name,
-                "asgName": self.asg_name,
-                "availabilityZone": self.availability_zone,
-                "start": self.start,
-                "end": self.end,
-                "instanceCount": self.instance_count,
-                "state": self.state,
-                "alertTopicArn": self.alert_topic_arn,
-                "launchTemplateId": self.launch_template_id,
-                "scaling": plan.summary(),
-            }
-        )
+
+    def _outputs(self) -> dict[str, object]:
+        """The component's registered outputs, by their camelCase names."""
+        return {
+            "nodeGroupName": self.node_group_name,
+            "asgName": self.asg_name,
+            "availabilityZone": self.availability_zone,
+            "start": self.start,
+            "end": self.end,
+            "instanceCount": self.instance_count,
+            "state": self.state,
+            "alertTopicArn": self.alert_topic_arn,
+            "launchTemplateId": self.launch_template_id,
+            "scaling": self.scaling.summary(),
+        }
 
     def _efa_security_group(
         self, name: str, args: CapacityBlockNodeGroupArgs, tags: Mapping[str, str], child: pulumi.ResourceOptions

@@ -309,6 +309,20 @@ def _access_entry(role_arn: str, policy_arn: str, association: str, tags: Mappin
     )
 
 
+def access_entries(partition: str, args: ClusterArgs) -> dict[str, eks.AccessEntryArgs]:
+    """The EKS access entries: cluster admin for each admin role, read-only view for each viewer role.
+
+    Keyed by account and role name (not position), so reordering either list replaces nothing.
+    """
+    admin_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
+    view_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_VIEW_POLICY}"
+    tags = dict(args.tags)
+    return {
+        **{_access_entry_key(arn): _access_entry(arn, admin_policy, "cluster-admin", tags) for arn in args.admin_role_arns},
+        **{_access_entry_key(arn, "viewer"): _access_entry(arn, view_policy, "cluster-view", tags) for arn in args.viewer_role_arns},
+    }
+
+
 class Cluster(pulumi.ComponentResource):
     """An EKS cluster locked down for GPU serving: see the module docstring for what it holds.
 
@@ -353,6 +367,9 @@ class Cluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         """Validate ``args`` (nothing is declared if they are wrong), then declare the cluster.
 
+        The order of declaration is the order of creation EKS needs: log group and Secrets key, the control plane, the
+        API ingress rules, the add-ons nodes need, the system nodes, the add-ons that need nodes, the Kubernetes provider.
+
         :param name: component name; base of every child's name and, by default, the EKS cluster name.
         :param args: see :class:`ClusterArgs`.
         :param opts: options of the component itself.
@@ -360,44 +377,55 @@ class Cluster(pulumi.ComponentResource):
         cluster_name = validate(name, args)
         super().__init__("kimi-k3:index:Cluster", name, None, opts)
         self._name = name
-        self._tags = tags = dict(args.tags)
-        child = pulumi.ResourceOptions(parent=self)
+        self._tags = dict(args.tags)
         partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
+        self.log_group = self._control_plane_log_group(cluster_name, args)
+        self.encryption_key_arn = self._secrets_encryption_key(cluster_name, args)
+        self.eks = self._control_plane(cluster_name, args, access_entries(partition, args))
+        self._expose_control_plane(cluster_name, args)
+        self.api_ingress_rules = self._api_ingress(cluster_name, args, self._tags)
+        self.addon_versions = self._resolve_addon_versions(args)
+        self.addons = {addon: self._addon(addon, self._tags) for addon in ADDONS_BEFORE_NODES}
+        self.system_node_group = self._system_nodes(cluster_name, args, partition)
+        for addon in ADDONS_AFTER_NODES:
+            self.addons[addon] = self._addon(addon, self._tags, depends_on=[self.system_node_group])
+        self.provider = self._kubernetes_provider()
+        self.register_outputs(self._outputs())
 
-        # EKS would create this log group itself, without retention; owning it first keeps retention managed.
-        self.log_group = aws.cloudwatch.LogGroup(
-            f"{name}-control-plane-logs",
+    def _control_plane_log_group(self, cluster_name: str, args: ClusterArgs) -> aws.cloudwatch.LogGroup:
+        """The log group EKS writes the control-plane logs to, owned here first so its retention is managed.
+
+        (EKS would create ``/aws/eks/<cluster>/cluster`` itself, without retention.)
+        """
+        return aws.cloudwatch.LogGroup(
+            f"{self._name}-control-plane-logs",
             name=f"/aws/eks/{cluster_name}/cluster",
             retention_in_days=args.log_retention_days,
             kms_key_id=args.log_kms_key_arn,
-            tags=tags,
-            opts=child,
+            tags=self._tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
-        if args.encryption_config_key_arn is None:
-            key = aws.kms.Key(
-                f"{name}-secrets-key",
-                description=f"Envelope encryption of Kubernetes Secrets in EKS cluster {cluster_name}",
-                enable_key_rotation=True,
-                deletion_window_in_days=30,
-                tags=tags,
-                opts=child,
-            )
-            aws.kms.Alias(f"{name}-secrets-key-alias", name=f"alias/eks/{cluster_name}-secrets", target_key_id=key.key_id, opts=child)
-            self.encryption_key_arn = key.arn
-        else:
-            self.encryption_key_arn = args.encryption_config_key_arn
+    def _secrets_encryption_key(self, cluster_name: str, args: ClusterArgs) -> pulumi.Input[str]:
+        """The KMS key ARN encrypting Kubernetes Secrets: the one given, or a rotated key (with an alias) created here."""
+        if args.encryption_config_key_arn is not None:
+            return args.encryption_config_key_arn
+        child = pulumi.ResourceOptions(parent=self)
+        key = aws.kms.Key(
+            f"{self._name}-secrets-key",
+            description=f"Envelope encryption of Kubernetes Secrets in EKS cluster {cluster_name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=self._tags,
+            opts=child,
+        )
+        aws.kms.Alias(f"{self._name}-secrets-key-alias", name=f"alias/eks/{cluster_name}-secrets", target_key_id=key.key_id, opts=child)
+        return key.arn
 
-        admin_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
-        view_policy = f"arn:{partition}:eks::aws:cluster-access-policy/{CLUSTER_VIEW_POLICY}"
-        # Keyed by account and role name (not position) so reordering the list replaces nothing.
-        access_entries = {
-            **{_access_entry_key(arn): _access_entry(arn, admin_policy, "cluster-admin", tags) for arn in args.admin_role_arns},
-            **{_access_entry_key(arn, "viewer"): _access_entry(arn, view_policy, "cluster-view", tags) for arn in args.viewer_role_arns},
-        }
-
-        self.eks = eks.Cluster(
-            f"{name}-eks",
+    def _control_plane(self, cluster_name: str, args: ClusterArgs, entries: dict[str, eks.AccessEntryArgs]) -> eks.Cluster:
+        """The ``pulumi_eks.Cluster``: private endpoint, access entries only, every log type, no add-on or node group of its own."""
+        return eks.Cluster(
+            f"{self._name}-eks",
             eks.ClusterArgs(
                 name=cluster_name,
                 version=args.version,
@@ -405,7 +433,7 @@ class Cluster(pulumi.ComponentResource):
                 private_subnet_ids=list(args.private_subnet_ids),
                 public_subnet_ids=list(args.public_subnet_ids) or None,
                 authentication_mode=eks.AuthenticationMode(AUTHENTICATION_MODE),
-                access_entries=access_entries,
+                access_entries=entries,
                 endpoint_private_access=True,
                 endpoint_public_access=args.endpoint_public_access,
                 public_access_cidrs=list(args.public_access_cidrs) if args.endpoint_public_access else None,
@@ -413,7 +441,7 @@ class Cluster(pulumi.ComponentResource):
                 enabled_cluster_log_types=list(CONTROL_PLANE_LOG_TYPES),
                 kubernetes_service_ip_address_range=args.service_cidr,
                 skip_default_node_group=True,
-                # The add-ons are declared below as aws.eks.Addon; neither pulumi-eks nor EKS installs its own.
+                # The add-ons are declared by this component as aws.eks.Addon; neither pulumi-eks nor EKS installs its own.
                 bootstrap_self_managed_addons=False,
                 use_default_vpc_cni=True,
                 coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
@@ -421,7 +449,7 @@ class Cluster(pulumi.ComponentResource):
                 create_oidc_provider=args.create_oidc_provider,
                 provider_credential_opts=eks.KubeconfigOptionsArgs(role_arn=args.kubeconfig_role_arn) if args.kubeconfig_role_arn else None,
                 deletion_protection=args.deletion_protection,
-                tags=tags,
+                tags=self._tags,
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -429,6 +457,9 @@ class Cluster(pulumi.ComponentResource):
                 transforms=[disable_creator_admin_bootstrap],
             ),
         )
+
+    def _expose_control_plane(self, cluster_name: str, args: ClusterArgs) -> None:
+        """Set the control plane's attributes (name, kubeconfig, endpoint, security groups, OIDC) from :attr:`eks`."""
         self.cluster_name = self.eks.oidc_issuer.apply(lambda _: cluster_name)
         versions.remember(self.cluster_name, args.version)  # a node group given this name checks its version against the cluster's
         self.kubeconfig = pulumi.Output.secret(self.eks.kubeconfig_json.apply(spell_kubeconfig_flags))
@@ -437,25 +468,49 @@ class Cluster(pulumi.ComponentResource):
         self.cluster_security_group_id = self.eks.cluster_security_group_id
         self.oidc_provider_arn = self.eks.oidc_provider_arn
         self.oidc_issuer = self.eks.oidc_issuer
-        self.api_ingress_rules = self._api_ingress(cluster_name, args, tags)
 
-        self.addon_versions = {
+    def _resolve_addon_versions(self, args: ClusterArgs) -> dict[str, str]:
+        """Each managed add-on's version: pinned in ``addon_versions``, else the one EKS recommends for ``version``."""
+        return {
             addon: (args.addon_versions or {}).get(addon)
             or aws.eks.get_addon_version(
                 addon_name=addon, kubernetes_version=args.version, most_recent=False, opts=pulumi.InvokeOptions(parent=self)
             ).version
             for addon in MANAGED_ADDONS
         }
-        self.addons = {}
-        for addon in ADDONS_BEFORE_NODES:
-            self.addons[addon] = self._addon(addon, tags)
 
-        node_role = eks_node_role(name, partition=partition, description=f"EKS nodes of {cluster_name}", tags=tags, opts=child)
+    def _system_nodes(self, cluster_name: str, args: ClusterArgs, partition: str) -> aws.eks.NodeGroup:
+        """The on-demand CPU node group (and its node role) for add-ons and controllers, after the add-ons nodes need."""
+        node_role = eks_node_role(
+            self._name, partition=partition, description=f"EKS nodes of {cluster_name}", tags=self._tags, opts=pulumi.ResourceOptions(parent=self)
+        )
         self.node_role = node_role.role
         self.node_role_arn = self.node_role.arn
-        node_policies = list(node_role.attachments)
-        launch_template = aws.ec2.LaunchTemplate(
-            f"{name}-system-nodes",
+        launch_template = self._system_launch_template(cluster_name, args)
+        return aws.eks.NodeGroup(
+            f"{self._name}-system",
+            cluster_name=self.cluster_name,
+            version=args.version,
+            node_role_arn=self.node_role.arn,
+            subnet_ids=list(args.private_subnet_ids),
+            ami_type="AL2023_x86_64_STANDARD",
+            capacity_type="ON_DEMAND",
+            instance_types=[args.system_node_instance_type],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                desired_size=args.system_node_count, min_size=args.system_node_count, max_size=args.system_node_count
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=launch_template.id, version=launch_template.latest_version.apply(str)),
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
+            labels=dict(labels.SYSTEM_NODE_LABELS),
+            tags=self._tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*node_role.attachments, *self.addons.values()]),
+        )
+
+    def _system_launch_template(self, cluster_name: str, args: ClusterArgs) -> aws.ec2.LaunchTemplate:
+        """The system nodes' launch template: IMDSv2 only with hop limit 1, an encrypted gp3 root volume, the node security group."""
+        return aws.ec2.LaunchTemplate(
+            f"{self._name}-system-nodes",
             description=f"System nodes of EKS cluster {cluster_name}",
             update_default_version=True,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
@@ -475,37 +530,17 @@ class Cluster(pulumi.ComponentResource):
             ],
             vpc_security_group_ids=[self.node_security_group_id],
             tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**tags, "Name": f"{cluster_name}-system"})
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**self._tags, "Name": f"{cluster_name}-system"})
                 for kind in ("instance", "volume", "network-interface")
             ],
-            tags=tags,
-            opts=child,
-        )
-        self.system_node_group = aws.eks.NodeGroup(
-            f"{name}-system",
-            cluster_name=self.cluster_name,
-            version=args.version,
-            node_role_arn=self.node_role.arn,
-            subnet_ids=list(args.private_subnet_ids),
-            ami_type="AL2023_x86_64_STANDARD",
-            capacity_type="ON_DEMAND",
-            instance_types=[args.system_node_instance_type],
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                desired_size=args.system_node_count, min_size=args.system_node_count, max_size=args.system_node_count
-            ),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=launch_template.id, version=launch_template.latest_version.apply(str)),
-            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
-            labels=dict(labels.SYSTEM_NODE_LABELS),
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*node_policies, *self.addons.values()]),
+            tags=self._tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
-        for addon in ADDONS_AFTER_NODES:
-            self.addons[addon] = self._addon(addon, tags, depends_on=[self.system_node_group])
-
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
+    def _kubernetes_provider(self) -> k8s.Provider:
+        """The Kubernetes provider (server-side apply), usable once nodes, DNS and the API ingress rules exist."""
+        return k8s.Provider(
+            f"{self._name}-k8s",
             kubeconfig=self.kubeconfig,
             enable_server_side_apply=True,
             # Workloads need nodes and DNS: anything using this provider waits for both.
@@ -513,21 +548,21 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, self.addons["coredns"], *self.api_ingress_rules]),
         )
 
-        self.register_outputs(
-            {
-                "clusterName": self.cluster_name,
-                "endpoint": self.endpoint,
-                "kubeconfig": self.kubeconfig,
-                "nodeSecurityGroupId": self.node_security_group_id,
-                "clusterSecurityGroupId": self.cluster_security_group_id,
-                "oidcProviderArn": self.oidc_provider_arn,
-                "oidcIssuer": self.oidc_issuer,
-                "nodeRoleArn": self.node_role_arn,
-                "encryptionKeyArn": self.encryption_key_arn,
-                "systemNodeGroupName": self.system_node_group.node_group_name,
-                "addonVersions": self.addon_versions,
-            }
-        )
+    def _outputs(self) -> dict[str, Any]:
+        """The component's registered outputs, by their camelCase names."""
+        return {
+            "clusterName": self.cluster_name,
+            "endpoint": self.endpoint,
+            "kubeconfig": self.kubeconfig,
+            "nodeSecurityGroupId": self.node_security_group_id,
+            "clusterSecurityGroupId": self.cluster_security_group_id,
+            "oidcProviderArn": self.oidc_provider_arn,
+            "oidcIssuer": self.oidc_issuer,
+            "nodeRoleArn": self.node_role_arn,
+            "encryptionKeyArn": self.encryption_key_arn,
+            "systemNodeGroupName": self.system_node_group.node_group_name,
+            "addonVersions": self.addon_versions,
+        }
 
     def _api_ingress(self, cluster_name: str, args: ClusterArgs, tags: Mapping[str, str]) -> list[aws.vpc.SecurityGroupIngressRule]:
         """One 443 ingress rule on the cluster security group per admitted CIDR and security group (:data:`API_PORT`)."""
