@@ -39,7 +39,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 
-from kimi_k3.errors import UserError
+try:
+    from kimi_k3.errors import UserError
+except ModuleNotFoundError:  # in a pod (kimi_k3.weights.pod_files ships no kimi_k3.errors: it imports Pulumi); the pod reports a bad key as a cold start
+    UserError = ValueError  # type: ignore[misc, assignment]
 
 KEY_VERSION = "v1"
 """Bump when the snapshot layout or the key's fields change."""
@@ -65,6 +68,10 @@ VERIFY_LOG = "engine snapshot {key}: verified {files} files ({gb:.1f} GB) in {se
 """The restore's verification line (``kimi-k3 startup-report`` reads it: kimi_k3.bringup.startup)."""
 RESTORE_LOG = "engine snapshot {key}: restored {gb:.1f} GB in {seconds:.1f} s"
 """The restore's line once CRIU and cuda-checkpoint are done (read by ``kimi-k3 startup-report``)."""
+DUMP_LOG = "engine snapshot {key}: dumped and sealed {files} files ({gb:.1f} GB) in {seconds:.1f} s"
+"""The dump's line after ``SHA256SUMS`` and ``KEY`` are written (read by ``kimi-k3 startup-report``)."""
+COLD_LOG = "engine snapshot {key}: cold start: {reason}"
+"""The wrapper's line when it does not restore (the reason names the field or the file)."""
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _DRIVER = re.compile(r"^(\d{3})\.\d+(?:\.\d+)?$")
 
@@ -164,6 +171,15 @@ def snapshot_env(key: SnapshotKey, snapshot_root: str, s3_uri: str | None) -> di
     return env
 
 
+def key_from_json(text: str) -> SnapshotKey:
+    """The :class:`SnapshotKey` of :meth:`SnapshotKey.to_json`'s text (lists back to tuples, the version dropped)."""
+    data = json.loads(text)
+    data.pop("version", None)
+    data["engine_args"] = tuple(data.get("engine_args", ()))
+    data["engine_env"] = tuple(tuple(pair) for pair in data.get("engine_env", ()))
+    return SnapshotKey(**data)
+
+
 def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_revision: str, engine_args: Sequence[str], engine_env: Mapping[str, str]) -> SnapshotKey:
     """The :class:`SnapshotKey` of a serving pod (the env sorted, so the same pod gives the same key)."""
     return SnapshotKey(image=image, driver_version=driver_version, gpu=gpu, gpus=gpus, model_revision=model_revision,
@@ -171,6 +187,8 @@ def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_
 
 
 __all__ = [
+    "COLD_LOG",
+    "DUMP_LOG",
     "KEY_FILE",
     "KEY_VERSION",
     "MIN_CRIU",
@@ -181,6 +199,7 @@ __all__ = [
     "SNAPSHOT_MANIFEST",
     "VERIFY_LOG",
     "SnapshotKey",
+    "key_from_json",
     "key_from_pod",
     "manifest_problems",
     "requirement_problems",
