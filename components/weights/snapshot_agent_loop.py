@@ -103,7 +103,23 @@ def handle(request: dict, root: Path, *, driver_version: str, gpus: int, runner:
     if result.returncode != 0:
         last = (result.stderr or result.stdout or "").strip().splitlines()
         return {"ok": False, "error": f"criu {action} exited {result.returncode}: {last[-1] if last else 'no output'}"}
+    if action == "dump":
+        give_to_owner(directory)
     return {"ok": True}
+
+
+def give_to_owner(directory: Path) -> None:
+    """Hand CRIU's image files (written as root, mode 0600) to the owner of ``directory`` (the pod's user), who seals them."""
+    owner = directory.stat()
+    for path in directory.rglob("*"):
+        os.chown(path, owner.st_uid, owner.st_gid)
+
+
+def prepare_root(root: Path) -> None:
+    """The snapshot root and the request/result directories writable by the serving pods' user (sticky, as ``/tmp``)."""
+    for path in (root, root / snapshot_pod.AGENT_DIR, root / snapshot_pod.AGENT_DIR / snapshot_pod.REQUESTS, root / snapshot_pod.AGENT_DIR / snapshot_pod.RESULTS):
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o1777)
 
 
 def serve_once(root: Path, **kwargs) -> int:
@@ -131,6 +147,7 @@ def serve_once(root: Path, **kwargs) -> int:
 def serve_forever(root: Path, gpus: int, poll_s: float = 0.5) -> None:
     """The agent's main loop (the node's driver read once, by nvidia-smi through the host's PID namespace)."""
     driver = snapshot_pod.node_driver_version()
+    prepare_root(root)
     while True:
         serve_once(root, driver_version=driver, gpus=gpus)
         time.sleep(poll_s)
@@ -143,7 +160,9 @@ __all__ = [
     "criu_version",
     "dump_argv",
     "find_pids",
+    "give_to_owner",
     "handle",
+    "prepare_root",
     "restore_argv",
     "run",
     "serve_forever",
