@@ -64,3 +64,47 @@ def test_the_agents_args_are_checked_at_the_door():
         render(sa.SnapshotAgentArgs(image=AGENT_IMAGE, instance_type="p6-b300.48xlarge", gpus=0))
     with pytest.raises(ComponentInputError, match="gpus"):
         sa.SnapshotAgentArgs(image=AGENT_IMAGE, instance_type="p6-b300.48xlarge", gpus="8")  # type: ignore[arg-type]
+
+
+# --- the settings key: engineSnapshot turns both halves on, refused unless the requirements hold -----------------------
+
+PINNED = "210987654321.dkr.ecr.us-west-2.amazonaws.com/vllm-openai@sha256:" + "9b" * 32
+ON = dict(engineSnapshot=True, engineSnapshotAgentImage=AGENT_IMAGE, nodeLocalWeights=True, weightsSource="s3", weightsS3Uri="s3://acme-ml-weights-us-west-2/moonshotai/Kimi-K3/3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20/",
+          nodeCleanupImage="210987654321.dkr.ecr.us-west-2.amazonaws.com/local-volume-node-cleanup@sha256:" + "4c" * 32)
+"""The dev config with S3 weights on the node's NVMe and the snapshot on (prod overrides pin the serving image)."""
+
+
+def test_the_committed_prod_stack_restores_instead_of_rebuilding_and_dev_does_not():
+    from kimi_k3.stack import project, time_to_serve
+    from kimi_k3.stack.settings import load_settings
+    from tests.conftest import ROOT
+
+    prod = load_settings(project.find_project(None, ROOT), "prod")
+    dev = load_settings(project.find_project(None, ROOT), "dev")
+    assert prod.time_to_serve.engine_snapshot and not dev.time_to_serve.engine_snapshot
+    assert time_to_serve.startup_inputs(prod).engine_snapshot is True and time_to_serve.startup_inputs(dev).engine_snapshot is False
+    assert time_to_serve.serving_startup(prod, multi_node=False).engine_snapshot is True
+    assert time_to_serve.args_from_settings(prod, cluster_name="c", node_role_name=None, hugging_face_token=None).snapshot_agent_image == prod.time_to_serve.snapshot_agent_image
+
+
+@pytest.mark.parametrize("env, changes, message", [
+    ("prod", dict(nodeLocalWeights=False), r"kimi-k3:engineSnapshot: True is not accepted; needs node-local weights.* \(kimi-k3:nodeLocalWeights\)"),
+    ("dev", dict(servingImage="vllm/vllm-openai:v0.27.1"), r"kimi-k3:engineSnapshot: True is not accepted; needs the engine image pinned by digest"),
+    ("prod", dict(engineSnapshotAgentImage=""), r"kimi-k3:engineSnapshotAgentImage: '' is not accepted; required with kimi-k3:engineSnapshot"),
+    ("prod", dict(engineSnapshotAgentImage="criu-agent:4.1"), r"kimi-k3:engineSnapshotAgentImage: 'criu-agent:4.1' is not accepted; prod requires an image pinned by digest"),
+])
+def test_the_key_is_refused_unless_the_requirements_hold(env, changes, message):
+    from kimi_k3.errors import SettingsError
+    from tests.builders import load_stack_settings
+
+    with pytest.raises(SettingsError, match=message):
+        load_stack_settings(env, **{**ON, **changes})
+
+
+def test_the_engine_gets_sleep_mode_dev_mode_and_the_wrapper_only_with_the_key():
+    from kimi_k3.weights import engine_snapshot
+    from tests.builders import load_stack_settings
+
+    assert load_stack_settings("prod", **ON).time_to_serve.engine_snapshot  # accepted with every requirement
+    assert engine_snapshot.stack_problems(instance_type="p6e-gb200.36xlarge", node_local_weights=True, image=PINNED, pipeline_parallel_size=1, warmup=True) == [
+        "instance type p6e-gb200.36xlarge is not a known x86-64 instance (p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge): cuda-checkpoint is built for x86_64 only"]

@@ -76,7 +76,8 @@ def agent_thread(root: Path, answer, stop: threading.Event) -> threading.Thread:
             for path in sorted(requests.glob("*.json")) if requests.is_dir() else []:
                 request = json.loads(path.read_text())
                 results.mkdir(parents=True, exist_ok=True)
-                (results / path.name).write_text(json.dumps(answer(request)))
+                (results / f".{path.name}").write_text(json.dumps(answer(request)))
+                os.replace(results / f".{path.name}", results / path.name)  # atomically, as the agent does
                 path.unlink()
             time.sleep(0.01)
 
@@ -234,6 +235,7 @@ def test_the_agent_finds_the_engine_tree_by_its_token_and_refuses_a_node_short_o
             return subprocess.CompletedProcess(argv, 0, "Version: 4.1\n" if argv[1] == "--version" else "", "")
 
         request = {"action": "dump", "directory": KEY.digest(), "token": "pod-d"}
+        (tmp_path / KEY.digest()).mkdir()  # the pod creates it before it asks
         assert snapshot_agent_loop.handle(request, tmp_path, driver_version="590.48.01", gpus=8, runner=criu, arch="x86_64") == {"ok": True}
         assert ran[-1][:4] == ["criu", "dump", "--tree", str(child.pid)] and "--leave-running" in ran[-1]
         old = snapshot_agent_loop.handle(request, tmp_path, driver_version="580.95.05", gpus=8, runner=criu, arch="x86_64")

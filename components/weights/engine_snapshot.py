@@ -60,6 +60,16 @@ REQUIREMENTS = (
     "vLLM started with --enable-sleep-mode (level 2 releases the weights and the KV cache before the checkpoint)",
 )
 """What a restore needs, as ``kimi-k3 plan`` and docs/weights.md print it."""
+SLEEP_MODE_FLAG = "--enable-sleep-mode"
+"""The ``vllm serve`` flag sleep mode needs (docs.vllm.ai features/sleep_mode); ``engineSnapshot`` adds it to the engine's args."""
+DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+"""vLLM serves ``POST /sleep?level=N`` and ``POST /wake_up`` only in dev mode: ``vllm/entrypoints/serve/sleep/api_router.py``,
+``attach_router`` returns ``if not envs.VLLM_SERVER_DEV_MODE`` (docs.vllm.ai/en/v0.14.0/api/vllm/entrypoints/serve/sleep/api_router,
+read; not re-read at 0.27.1, where the module path is the same in the API proxy's unprotected list). They are unprotected by ``--api-key`` (docs/usage/security.md), and the API
+proxy's allowlist never forwards them (kimi_k3.serving.api_proxy.VLLM_UNPROTECTED_PATHS): only the pod's loopback reaches them."""
+INSTANCE_ARCH = {"p6-b300.48xlarge": "x86_64", "p6-b200.48xlarge": "x86_64", "p5en.48xlarge": "x86_64"}
+"""CPU architecture of the catalog's GPU instances (aws.amazon.com/ec2/instance-types/p6 and /p5: Intel Xeon hosts); the Grace-based
+P6e-GB200 would be aarch64, which cuda-checkpoint does not ship for."""
 SNAPSHOT_MANIFEST = "SHA256SUMS"
 """sha256sum-format manifest of every file of a snapshot, written by the dump before :data:`KEY_FILE`."""
 KEY_FILE = "KEY"
@@ -123,6 +133,23 @@ def requirement_problems(driver_version: str, gpus: int, criu_version: tuple[int
         problems.append(f"CRIU {'missing' if criu_version is None else '.'.join(map(str, criu_version))}: {MIN_CRIU[0]}.{MIN_CRIU[1]} or newer is needed for a process tree")
     if arch != "x86_64":
         problems.append(f"architecture {arch}: cuda-checkpoint is built for x86_64 only")
+    return problems
+
+
+def stack_problems(*, instance_type: str, node_local_weights: bool, image: str, pipeline_parallel_size: int, warmup: bool) -> list[str]:
+    """Why a stack cannot turn the engine snapshot on (empty: it can). The node's driver and CRIU are checked on the node by the
+    agent (:func:`requirement_problems`): the repository records no driver version of the pinned AMI release."""
+    problems = []
+    if not node_local_weights:
+        problems.append("needs node-local weights: the snapshot lives beside them on the node's NVMe and the restored engine reloads them from the page cache")
+    if INSTANCE_ARCH.get(instance_type) != "x86_64":
+        problems.append(f"instance type {instance_type} is not a known x86-64 instance ({', '.join(sorted(INSTANCE_ARCH))}): cuda-checkpoint is built for x86_64 only")
+    if not _DIGEST.search(image):
+        problems.append(f"needs the engine image pinned by digest ({image!r}): a snapshot restores the code of exactly one build")
+    if pipeline_parallel_size != 1:
+        problems.append("single-node replicas only: a snapshot holds one node's process tree")
+    if not warmup:
+        problems.append("needs the warm-up sidecar: it takes the snapshot after the engine's first healthy start")
     return problems
 
 
@@ -196,6 +223,9 @@ __all__ = [
     "MIN_DRIVER_SINGLE_GPU",
     "REQUIREMENTS",
     "RESTORE_LOG",
+    "DEV_MODE_ENV",
+    "INSTANCE_ARCH",
+    "SLEEP_MODE_FLAG",
     "SNAPSHOT_MANIFEST",
     "VERIFY_LOG",
     "SnapshotKey",
@@ -205,4 +235,5 @@ __all__ = [
     "requirement_problems",
     "restore_decision",
     "snapshot_env",
+    "stack_problems",
 ]

@@ -3,9 +3,9 @@
 Two halves, both run from the pod-side modules' ConfigMap (:mod:`kimi_k3.weights.pod_files`):
 
 * :func:`snapshot_after_healthy`, in the warm-up sidecar before its warm-up request: once vLLM answers
-  ``/health``, ``POST /sleep?level=2`` (vLLM 0.27.1's dev endpoint, served only with
-  ``VLLM_SERVER_DEV_MODE=1``: docs.vllm.ai features/sleep_mode; level 2 releases the weights and the KV
-  cache), ask the snapshot agent for a dump (:class:`AgentChannel`), write ``SHA256SUMS`` then ``KEY``
+  ``/health``, ``POST /sleep?level=2`` (vLLM's dev endpoint, served only with
+  ``VLLM_SERVER_DEV_MODE=1``: :data:`~kimi_k3.weights.engine_snapshot.DEV_MODE_ENV`; level 2 releases the weights and
+  the KV cache, docs.vllm.ai features/sleep_mode), ask the snapshot agent for a dump (:class:`AgentChannel`), write ``SHA256SUMS`` then ``KEY``
   last (:func:`seal`), and ``POST /wake_up`` whatever happened;
 * :func:`restore_or_cold`, the engine container's start: the recorded key against this pod's
   (:func:`~kimi_k3.weights.engine_snapshot.restore_decision`, naming the first field that differs), every
@@ -134,8 +134,8 @@ class AgentChannel:
             if answer.is_file():
                 try:
                     return json.loads(answer.read_text())
-                except json.JSONDecodeError:
-                    return {"ok": False, "error": f"the agent's answer {answer.name} is not JSON"}
+                except json.JSONDecodeError:  # a writer that does not replace atomically: read again until the deadline
+                    pass
             time.sleep(self.poll_s)
         (requests / f"{ident}.json").unlink(missing_ok=True)
         return {"ok": False, "error": f"the snapshot agent did not answer {action} in {self.timeout_s:.0f} s"}
