@@ -107,4 +107,4 @@ def test_the_engine_gets_sleep_mode_dev_mode_and_the_wrapper_only_with_the_key()
 
     assert load_stack_settings("prod", **ON).time_to_serve.engine_snapshot  # accepted with every requirement
     assert engine_snapshot.stack_problems(instance_type="p6e-gb200.36xlarge", node_local_weights=True, image=PINNED, pipeline_parallel_size=1, warmup=True) == [
-        "instance type p6e-gb200.36xlarge is not a known x86-64 instance (p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge): cuda-checkpoint is built for x86_64 only"]
+        ("instance_type", "instance type p6e-gb200.36xlarge is not a known x86-64 instance (p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge): cuda-checkpoint is built for x86_64 only")]

@@ -46,7 +46,11 @@ class FakeVllm:
                 self._answer(503 if owner.down and self.path == "/health" else 200 if self.path == "/health" else 404)
 
             def do_POST(self) -> None:
-                self._answer(200 if self.path in ("/sleep?level=2", "/wake_up") else 404)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if self.path == "/collective_rpc":
+                    owner.calls.append(f"rpc {json.loads(body)['method']}")
+                self._answer(200 if self.path in ("/sleep?level=2", "/wake_up?tags=weights", "/wake_up?tags=kv_cache", "/collective_rpc") else 404)
 
             def log_message(self, *args) -> None:
                 pass
@@ -112,7 +116,8 @@ def take_snapshot(root: Path, vllm: FakeVllm, log: list[str]) -> list[dict]:
 def test_a_snapshot_sleeps_the_engine_dumps_writes_the_manifest_then_the_key_and_wakes_it(tmp_path, vllm):
     log: list[str] = []
     seen = take_snapshot(tmp_path, vllm, log)
-    assert [c for c in vllm.calls if c != "GET /health"] == ["POST /sleep?level=2", "POST /wake_up"]
+    assert [c for c in vllm.calls if c != "GET /health"] == [  # level 2 discards the weights: they are reloaded before the KV cache
+        "POST /sleep?level=2", "POST /wake_up?tags=weights", "rpc reload_weights", "POST /collective_rpc", "POST /wake_up?tags=kv_cache"]
     assert seen[0]["action"] == "dump" and seen[0]["token"] == "pod-a" and seen[0]["directory"] == KEY.digest()
     directory = tmp_path / KEY.digest()
     assert engine_snapshot.key_from_json((directory / "KEY").read_text()) == KEY
@@ -130,7 +135,7 @@ def test_a_failed_dump_leaves_no_key_and_still_wakes_the_engine(tmp_path, vllm):
         assert not snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(vllm.url), snapshot_pod.AgentChannel(tmp_path, poll_s=0.01), tmp_path, KEY, log.append, "pod-a")
     finally:
         stop.set()
-    assert vllm.calls[-1] == "POST /wake_up"
+    assert vllm.calls[-1] == "POST /wake_up?tags=kv_cache"
     assert not (tmp_path / KEY.digest() / "KEY").exists()
     assert "dump failed: criu dump exited 1: vdso" in log[0]
 
@@ -188,9 +193,12 @@ def test_a_restored_engine_that_stops_answering_loses_its_key(tmp_path, vllm):
     assert not (directory / "KEY").exists() and "KEY removed" in log[0]
     vllm.down = False
     take_snapshot(tmp_path, vllm, [])
-    stops = iter([False, False, True])
-    assert snapshot_pod.hold_restored(snapshot_pod.Engine(vllm.url), directory, [].append, poll_s=0.01, stop=lambda: next(stops)) == 0
-    assert (directory / "KEY").exists()
+    stops = iter([False] * 50)
+    marker = tmp_path / ".kimi-k3-verified"
+    threading.Timer(0.2, marker.touch).start()  # the sync verifies the weights a little later
+    vllm.calls.clear()
+    assert snapshot_pod.hold_restored(snapshot_pod.Engine(vllm.url), directory, [].append, poll_s=0.05, stop=lambda: next(stops, True), weights_marker=marker) == 0
+    assert (directory / "KEY").exists() and vllm.calls[:3] == ["POST /wake_up?tags=weights", "rpc reload_weights", "POST /collective_rpc"]
 
 
 def test_startup_report_reads_the_lines_the_wrapper_writes(tmp_path, vllm):

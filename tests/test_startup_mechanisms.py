@@ -37,7 +37,9 @@ def test_prod_forces_the_aot_load_only_after_a_restore(prod_plan):
     pod = serving_workload(prod_plan)["spec"]["template"]["spec"]
     engine = containers(pod)["vllm"]
     # prod syncs in a native sidecar (weightsSyncSidecar): the engine waits for the verified marker, then the AOT wrapper
-    assert engine["command"] == ["/bin/sh", "-c", serving_pod.wait_for_weights("/models/kimi-k3", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER)), "vllm-serve"]
+    # and engineSnapshot puts the restore-or-cold wrapper in front of that cold command
+    assert engine["command"] == serving_pod.engine_start_command(
+        ["/bin/sh", "-c", serving_pod.wait_for_weights("/models/kimi-k3", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER)), "vllm-serve"])
     restore = containers(pod, "initContainers")["restore-compile-cache"]
     assert env(restore)["CACHE_RESTORED_MARKER"] == CACHE_RESTORED_MARKER
     assert {"VLLM_FORCE_AOT_LOAD", "VLLM_ENABLE_STARTUP_PLAN"} <= set(VLLM["env_vars"])

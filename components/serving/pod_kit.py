@@ -309,7 +309,8 @@ class PodKit:
         contract = self.args.contract
         fields = serving_pod.snapshot_key_fields(image=contract.image.image, gpu=self.instance.gpu, gpus=self.instance.gpus, model_revision=contract.weights.revision,
                                                  engine_args=self.engine_args(), engine_env=self.vllm_env())
-        return serving_pod.snapshot_env(fields, f"http://127.0.0.1:{api_pod.proxy_config(self.args).engine_port}")
+        env = serving_pod.snapshot_env(fields, f"http://127.0.0.1:{api_pod.proxy_config(self.args).engine_port}")
+        return {**env, "WEIGHTS_MARKER": f"{contract.weights.mount_path.rstrip('/')}/{node_sync.WEIGHTS_MARKER}"}
 
     def warmup_sidecar(self) -> k8s.core.v1.ContainerArgs | None:
         """The warm-up-then-save sidecar (``args.startup.warmup``), else ``None``."""

@@ -136,20 +136,21 @@ def requirement_problems(driver_version: str, gpus: int, criu_version: tuple[int
     return problems
 
 
-def stack_problems(*, instance_type: str, node_local_weights: bool, image: str, pipeline_parallel_size: int, warmup: bool) -> list[str]:
-    """Why a stack cannot turn the engine snapshot on (empty: it can). The node's driver and CRIU are checked on the node by the
-    agent (:func:`requirement_problems`): the repository records no driver version of the pinned AMI release."""
+def stack_problems(*, instance_type: str, node_local_weights: bool, image: str, pipeline_parallel_size: int, warmup: bool) -> list[tuple[str, str]]:
+    """``(input, why)`` for each reason a stack cannot turn the engine snapshot on (empty: it can), the input named as this
+    function's argument. The node's driver and CRIU are checked on the node by the agent (:func:`requirement_problems`): the
+    repository records no driver version of the pinned AMI release."""
     problems = []
     if not node_local_weights:
-        problems.append("needs node-local weights: the snapshot lives beside them on the node's NVMe and the restored engine reloads them from the page cache")
+        problems.append(("node_local_weights", "needs node-local weights: the snapshot lives beside them on the node's NVMe and the restored engine reloads them from the page cache"))
     if INSTANCE_ARCH.get(instance_type) != "x86_64":
-        problems.append(f"instance type {instance_type} is not a known x86-64 instance ({', '.join(sorted(INSTANCE_ARCH))}): cuda-checkpoint is built for x86_64 only")
+        problems.append(("instance_type", f"instance type {instance_type} is not a known x86-64 instance ({', '.join(sorted(INSTANCE_ARCH))}): cuda-checkpoint is built for x86_64 only"))
     if not _DIGEST.search(image):
-        problems.append(f"needs the engine image pinned by digest ({image!r}): a snapshot restores the code of exactly one build")
+        problems.append(("image", f"needs the engine image pinned by digest ({image!r}): a snapshot restores the code of exactly one build"))
     if pipeline_parallel_size != 1:
-        problems.append("single-node replicas only: a snapshot holds one node's process tree")
+        problems.append(("pipeline_parallel_size", "single-node replicas only: a snapshot holds one node's process tree"))
     if not warmup:
-        problems.append("needs the warm-up sidecar: it takes the snapshot after the engine's first healthy start")
+        problems.append(("warmup", "needs the warm-up sidecar: it takes the snapshot after the engine's first healthy start"))
     return problems
 
 
@@ -215,7 +216,9 @@ def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_
 
 __all__ = [
     "COLD_LOG",
+    "DEV_MODE_ENV",
     "DUMP_LOG",
+    "INSTANCE_ARCH",
     "KEY_FILE",
     "KEY_VERSION",
     "MIN_CRIU",
@@ -223,8 +226,6 @@ __all__ = [
     "MIN_DRIVER_SINGLE_GPU",
     "REQUIREMENTS",
     "RESTORE_LOG",
-    "DEV_MODE_ENV",
-    "INSTANCE_ARCH",
     "SLEEP_MODE_FLAG",
     "SNAPSHOT_MANIFEST",
     "VERIFY_LOG",

@@ -14,7 +14,8 @@ comes from the environment the pod spec sets:
   the engine answers, marks the pod ready-to-serve, saves the caches, then watches the engine
   and warms it up again after a container restart.
 
-* ``engine-start CMD…`` (the engine container with ``SNAPSHOT_ROOT``, ``SNAPSHOT_KEY_FIELDS``, ``VLLM_URL``): restore
+* ``engine-start CMD…`` (the engine container with ``SNAPSHOT_ROOT``, ``SNAPSHOT_KEY_FIELDS``, ``VLLM_URL``, optional
+  ``WEIGHTS_MARKER``): restore
   the engine snapshot of this pod's key (:mod:`.snapshot_pod`) and stay as its placeholder, else ``exec CMD`` (cold);
   ``warmup-then-save`` with ``SNAPSHOT_ROOT`` snapshots the engine after its first healthy start, before the warm-up;
 * ``snapshot-agent`` (the agent DaemonSet, ``SNAPSHOT_ROOT``, ``SNAPSHOT_GPUS``): answer the pods' dump/restore requests.
@@ -118,7 +119,9 @@ def _engine_start(command: list[str]) -> int:
     if key is not None and snapshot_pod.restore_or_cold(snapshot_pod.AgentChannel(root), root, key, _log, token):
         stopped = []
         signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
-        return snapshot_pod.hold_restored(snapshot_pod.Engine(_env("VLLM_URL")), snapshot_pod.snapshot_dir(root, key), _log, stop=lambda: bool(stopped))
+        marker = os.environ.get("WEIGHTS_MARKER")
+        return snapshot_pod.hold_restored(snapshot_pod.Engine(_env("VLLM_URL")), snapshot_pod.snapshot_dir(root, key), _log, stop=lambda: bool(stopped),
+                                          weights_marker=Path(marker) if marker else None)
     os.execvp(command[0], command)
     return 1  # pragma: no cover  (execvp does not return)
 

@@ -148,8 +148,9 @@ class Engine:
         """``url``: ``http://127.0.0.1:<engine port>``; ``timeout_s``: per request (a level-2 sleep of a TP8 engine takes seconds)."""
         self.url, self.timeout_s = url.rstrip("/"), timeout_s
 
-    def _call(self, method: str, path: str) -> int:
-        request = urllib.request.Request(self.url + path, method=method, data=b"" if method == "POST" else None)
+    def _call(self, method: str, path: str, body: dict | None = None) -> int:
+        data = json.dumps(body).encode() if body is not None else b"" if method == "POST" else None
+        request = urllib.request.Request(self.url + path, method=method, data=data, headers={"Content-Type": "application/json"} if body is not None else {})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return response.status
@@ -176,8 +177,12 @@ class Engine:
         return self._call("POST", f"/sleep?level={level}") == 200
 
     def wake_up(self) -> bool:
-        """``POST /wake_up``; True on 200."""
-        return self._call("POST", "/wake_up") == 200
+        """Wake a level-2 sleeper with its weights read again: ``POST /wake_up?tags=weights`` (the weights' memory back),
+        ``POST /collective_rpc`` ``{"method": "reload_weights"}`` (the weights loaded in place, from the node's page cache),
+        ``POST /wake_up?tags=kv_cache`` (the KV cache re-allocated). Level 2 discards the weights' content (docs.vllm.ai
+        features/sleep_mode), so a plain ``/wake_up`` would serve garbage. True when every call answered 200."""
+        steps = (("/wake_up?tags=weights", None), ("/collective_rpc", {"method": "reload_weights"}), ("/wake_up?tags=kv_cache", None))
+        return all(self._call("POST", path, body) == 200 for path, body in steps)
 
 
 def snapshot_dir(root: Path, key: engine_snapshot.SnapshotKey) -> Path:
@@ -238,12 +243,23 @@ def restore_or_cold(agent: AgentChannel, root: Path, key: engine_snapshot.Snapsh
 
 
 def hold_restored(engine: Engine, directory: Path, log: Callable[[str], None], *, start_timeout_s: float = 600.0, unhealthy_s: float = 60.0,
-                  poll_s: float = 5.0, stop: Callable[[], bool] = lambda: False) -> int:
-    """The placeholder's life after a restore: wait for ``/health``, then watch it; ``stop()`` (SIGTERM) ends it with 0.
+                  poll_s: float = 5.0, stop: Callable[[], bool] = lambda: False, weights_marker: Path | None = None) -> int:
+    """The placeholder's life after a restore: (``weights_marker``: wait for the sync's verified marker,) wake the restored
+    engine with its weights reloaded (:meth:`Engine.wake_up`: it was dumped asleep), wait for ``/health``, then watch it;
+    ``stop()`` (SIGTERM) ends it with 0.
 
     A restored engine that never answers, or stops answering for ``unhealthy_s``, loses its ``KEY`` (the next start is
     cold, not the same bad restore again) and the container exits 1, so the kubelet restarts it.
     """
+    if weights_marker is not None:
+        while not weights_marker.exists():  # the reload reads the weights: the sync must have verified them
+            if stop():
+                return 0
+            time.sleep(poll_s)
+    if not engine.wake_up():
+        (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
+        log(f"engine snapshot {directory.name[:12]}: the restored engine refused wake_up/reload_weights: KEY removed, the next start is cold")
+        return 1
     if not engine.wait_healthy(start_timeout_s, poll_s=min(poll_s, 2.0)):
         (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
         log(f"engine snapshot {directory.name[:12]}: the restored engine never answered /health: KEY removed, the next start is cold")
