@@ -88,8 +88,6 @@ class SnapshotAgent(pulumi.ComponentResource):
             problems.add("image", f"image {args.image!r} is not accepted; expected repo@sha256:<64 hex> (the image CRIU restores with must not move), or allow_floating_tag outside prod")
         elif "@sha256:" not in args.image and ":" not in args.image.rsplit("/", 1)[-1]:
             problems.add("image", f"image {args.image!r} is not accepted; expected repo:tag or repo@sha256:<64 hex>")
-        if args.gpus < 1:
-            problems.add("gpus", f"gpus {args.gpus} is not accepted; expected at least 1 (the engine's tensor-parallel size)")
         problems.raise_any()
         super().__init__("kimi-k3:index:SnapshotAgent", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)

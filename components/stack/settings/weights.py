@@ -166,9 +166,7 @@ def validate_time_to_serve(
             pipeline_parallel_size=contract.engine.pipeline_parallel_size, warmup=True,
         )
         if problems:
-            arg, why = problems[0]
-            key = {"node_local_weights": "nodeLocalWeights", "instance_type": "gpuInstanceType", "image": "servingImage", "pipeline_parallel_size": "pipelineParallelSize"}[arg]
-            raise SettingsError(full_key("engineSnapshot"), True, f"{why} ({full_key(key)})")
+            raise SettingsError(full_key("engineSnapshot"), True, problems[0][1])
         if agent_image is None:
             raise SettingsError(full_key("engineSnapshotAgentImage"), "", f"required with {full_key('engineSnapshot')}: an image with CRIU 4.0+ and its CUDA plugin, cuda-checkpoint, nsenter and python3")
         if not _image_like(agent_image):
