@@ -126,7 +126,7 @@ class AgentChannel:
         requests, results = self.root / AGENT_DIR / REQUESTS, self.root / AGENT_DIR / RESULTS
         requests.mkdir(parents=True, exist_ok=True)
         results.mkdir(parents=True, exist_ok=True)
-        ident = f"{action}-{os.getpid()}-{time.time_ns()}"
+        ident = f"{action}-{os.getpid()}-{time.monotonic_ns()}"  # unique per process, no wall clock
         _atomic_write(requests / f"{ident}.json", json.dumps({"id": ident, "action": action, **fields}, sort_keys=True))
         answer = results / f"{ident}.json"
         deadline = time.monotonic() + self.timeout_s
