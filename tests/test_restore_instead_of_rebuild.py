@@ -107,7 +107,7 @@ def test_the_sidecar_puts_the_cache_restore_beside_the_sync_and_the_pipelined_lo
 
 
 def test_prod_against_issue_34s_targets_each_miss_names_the_phase_in_its_way():
-    every = replace(PROD, pipelined_load=True, engine_snapshot=True)
+    every = replace(PROD, pipelined_load=True, engine_snapshot=True, engine_snapshot_s3=True)
     results = {case: e.minutes for case, e in est.estimate_all(every).items()}
     assert results["warm"] <= TARGETS["warm"]
     # what stands in the way with every mechanism on (docs/weights.md, "Findings"): the weights into the GPUs at the cited
@@ -121,10 +121,10 @@ def test_prod_against_issue_34s_targets_each_miss_names_the_phase_in_its_way():
 
 
 def test_a_node_replaced_beside_a_serving_peer_takes_the_weights_over_efa():
-    peer = est.peer_replacement(replace(PROD, engine_snapshot=True))
+    peer = est.peer_replacement(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True))
     transfer = next(p for p in peer.phases if p.name.startswith("weights from a serving peer"))
     assert transfer.minutes == pytest.approx(1560.9 / FIGURES["peer_transfer_rate"].value / 60)
-    assert peer.minutes < minutes(replace(PROD, engine_snapshot=True, pipelined_load=True), "warm")
+    assert peer.minutes < minutes(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True, pipelined_load=True), "warm")
 
 
 # --- the sidecar and the pipelined loader ------------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def test_the_report_reads_every_new_phase_from_real_format_lines_beside_the_esti
     assert rows["KV cache re-allocated (wake_up)"].measured_min == pytest.approx(1.734902 / 60, abs=0.01)
     peer = {r.name: r for r in startup.report(est.peer_replacement(PROD), log.measurements).rows}
     assert peer["weights from a serving peer (NIXL over EFA)"].measured_min == pytest.approx(18.44 / 60, abs=0.01)
-    warm = {r.name: r for r in startup.report(est.estimate_case(replace(PROD, engine_snapshot=True), "warm"), log.measurements).rows}
+    warm = {r.name: r for r in startup.report(est.estimate_case(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True), "warm"), log.measurements).rows}
     assert warm["weights and engine snapshot sync (S3, CRT)"].measured_min == pytest.approx(131 / 60, abs=0.01)
     lines = startup.render(restart)
     assert any(line.split() [:6] == ["engine", "snapshot", "restore", "(CRIU", "+", "cuda-checkpoint)"] and "measured   0.53" in line for line in lines), lines

@@ -37,9 +37,10 @@ def test_prod_forces_the_aot_load_only_after_a_restore(prod_plan):
     pod = serving_workload(prod_plan)["spec"]["template"]["spec"]
     engine = containers(pod)["vllm"]
     # prod syncs in a native sidecar (weightsSyncSidecar) and loads pipelined (pipelinedWeightsLoad): the engine waits for its
-    # config files only, then the AOT wrapper; its loader waits for each shard
+    # config files only, then the AOT wrapper; its loader waits for each shard; engineSnapshot puts the restore-or-cold
+    # wrapper in front of that cold command
     start = serving_pod.pipelined_engine_start("/models/kimi-k3", "SHA256SUMS", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER))
-    assert engine["command"] == ["/bin/sh", "-c", start, "vllm-serve"]
+    assert engine["command"] == serving_pod.engine_start_command(["/bin/sh", "-c", start, "vllm-serve"])
     restore = containers(pod, "initContainers")["restore-compile-cache"]
     assert env(restore)["CACHE_RESTORED_MARKER"] == CACHE_RESTORED_MARKER
     assert {"VLLM_FORCE_AOT_LOAD", "VLLM_ENABLE_STARTUP_PLAN"} <= set(VLLM["env_vars"])

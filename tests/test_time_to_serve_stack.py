@@ -93,8 +93,9 @@ def test_prod_serves_from_a_stateful_set_on_node_local_volumes(prod_plan):
     assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
     assert "models" not in {v["name"] for v in pod["volumes"]}  # the claim, not an emptyDir
     engine = containers(pod)["vllm"]
-    (models,) = [m for m in engine["volumeMounts"] if m["name"] == "models"]
+    models, snapshots = [m for m in engine["volumeMounts"] if m["name"] == "models"]
     assert models == {"name": "models", "mountPath": catalog.MODEL_MOUNT_PATH, "subPath": REVISION}  # one directory per revision
+    assert snapshots == {"name": "models", "mountPath": "/snapshots", "subPath": ".engine-snapshots"}  # engineSnapshot: beside them, apart
     assert not objects(prod_plan, "Deployment", "kimi-k3-serving")
     # The weights are the claim's: the engine's ephemeral storage is its caches and scratch only.
     claim_gb = int(claim["spec"]["resources"]["requests"]["storage"].removesuffix("G"))

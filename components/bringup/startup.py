@@ -73,6 +73,7 @@ LOG_DURATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # the engine snapshot's restore (kimi_k3.weights.engine_snapshot: RESTORE_LOG, VERIFY_LOG)
         ("engine snapshot verify", r"engine snapshot \S+: verified \d+ files \([\d.]+ GB\) in (?P<s>[\d.]+) s"),
         ("engine snapshot restore", r"engine snapshot \S+: restored [\d.]+ GB in (?P<s>[\d.]+) s"),
+        ("engine snapshot dump", r"engine snapshot \S+: dumped and sealed \d+ files \([\d.]+ GB\) in (?P<s>[\d.]+) s"),  # DUMP_LOG
         # ModelExpress's receive from a serving peer (ai-dynamo/modelexpress modelexpress_client/python/modelexpress/
         # load_strategy/rdma_strategy.py @ 02d6bd93): "[Worker N] [TIMING] Total receive time: 11.02s"
         ("peer transfer", r"\[TIMING\] Total receive time: (?P<s>[\d.]+)s"),

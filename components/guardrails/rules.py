@@ -100,9 +100,10 @@ DIGEST_PINNED_KINDS = (
 )
 """Workloads whose images must be pinned by digest (the serving workloads)."""
 
-DEFAULT_PRIVILEGED_NAMESPACES = ("kube-system", "gpu-plugins")
-"""Namespaces where hostNetwork/privileged pods are accepted by default: EKS add-ons
-and the GPU node plugins (``kimi_k3.addons.gpu_plugins.DEFAULT_NAMESPACE``)."""
+DEFAULT_PRIVILEGED_NAMESPACES = ("kube-system", "gpu-plugins", "kimi-engine-snapshot")
+"""Namespaces where hostNetwork/privileged pods are accepted by default: EKS add-ons,
+the GPU node plugins (``kimi_k3.addons.gpu_plugins.DEFAULT_NAMESPACE``) and the engine snapshot
+agent (``kimi_k3.weights.snapshot_agent.NAMESPACE``: CRIU runs privileged with hostPID, ``engineSnapshot``)."""
 
 # --- reading properties ------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import AWS_CLI_IMAGE, VllmServingArgs
 from kimi_k3.serving.contracts import ServingContract
 from kimi_k3.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
-from kimi_k3.weights import compile_cache, node_local, node_sync, serving_pod
+from kimi_k3.weights import compile_cache, engine_snapshot, node_local, node_sync, serving_pod
 from kimi_k3.weights.startup_figures import FIGURES
 
 HOME = "/home/vllm"
@@ -286,10 +286,55 @@ class PodKit:
             return None
         contract = args.contract
         inputs = compile_cache.CacheKeyInputs(
-            image=contract.image.image, model_revision=contract.weights.revision, engine_args=tuple(api_pod.engine_args(args, contract.weights.mount_path)),
-            engine_env=contract.vllm_env(), gpu=self.instance.gpu, ami_release_version=args.startup.ami_release_version,
+            image=contract.image.image, model_revision=contract.weights.revision, engine_args=tuple(self.engine_args()),
+            engine_env=self.vllm_env(), gpu=self.instance.gpu, ami_release_version=args.startup.ami_release_version,
         )
         return serving_pod.cache_object_uri(args.startup, inputs)
+
+    @property
+    def engine_snapshot(self) -> bool:
+        """Restore instead of rebuild is on (``args.startup.engine_snapshot``)."""
+        return self.args.startup is not None and self.args.startup.engine_snapshot
+
+    @property
+    def pipelined_load(self) -> bool:
+        """vLLM starts beside the sync and loads each shard once verified (``args.startup.pipelined_load``, with the sync sidecar)."""
+        startup = self.args.startup
+        return startup is not None and startup.sync_sidecar and startup.pipelined_load
+
+    def pipelined_manifest(self) -> str:
+        """The manifest whose per-shard markers the pipelined loader waits for; refused when the contract names none."""
+        manifest = self.args.contract.weights.sha256_manifest
+        if manifest is None:
+            raise UserError("serving: startup.pipelined_load needs contract.weights.sha256_manifest: the loader waits for the sync's per-shard markers, named by the manifest's lines")
+        return manifest
+
+    def pipelined_env(self) -> dict[str, str]:
+        """The pipelined loader's environment (:func:`kimi_k3.weights.serving_pod.pipelined_env`), else nothing."""
+        if not self.pipelined_load:
+            return {}
+        contract = self.args.contract
+        return serving_pod.pipelined_env(self.pipelined_manifest(), contract.engine.load_format, contract.vllm_env())
+
+    def engine_args(self) -> list[str]:
+        """``vllm serve`` arguments (:func:`kimi_k3.serving.api_pod.engine_args`), with the pipelined loader's load format and
+        sleep mode when the engine is snapshotted."""
+        engine = api_pod.engine_args(self.args, self.args.contract.weights.mount_path)
+        if self.pipelined_load:
+            engine = serving_pod.pipelined_args(engine)
+        return [*engine, engine_snapshot.SLEEP_MODE_FLAG] if self.engine_snapshot and engine_snapshot.SLEEP_MODE_FLAG not in engine else engine
+
+    def vllm_env(self) -> dict[str, str]:
+        """The contract's vLLM environment, with the dev mode that serves ``/sleep`` and ``/wake_up`` when the engine is snapshotted."""
+        return {**self.args.contract.vllm_env(), **(engine_snapshot.DEV_MODE_ENV if self.engine_snapshot else {})}
+
+    def snapshot_env(self) -> dict[str, str]:
+        """``SNAPSHOT_*`` of the engine container and the warm-up sidecar (the key's plan-time fields, the root, the engine's URL)."""
+        contract = self.args.contract
+        fields = serving_pod.snapshot_key_fields(image=contract.image.image, gpu=self.instance.gpu, gpus=self.instance.gpus, model_revision=contract.weights.revision,
+                                                 engine_args=self.engine_args(), engine_env={**self.vllm_env(), **self.pipelined_env()})
+        env = serving_pod.snapshot_env(fields, f"http://127.0.0.1:{api_pod.proxy_config(self.args).engine_port}")
+        return {**env, "WEIGHTS_MARKER": f"{contract.weights.mount_path.rstrip('/')}/{node_sync.WEIGHTS_MARKER}"}
 
     def warmup_sidecar(self) -> k8s.core.v1.ContainerArgs | None:
         """The warm-up-then-save sidecar (``args.startup.warmup``), else ``None``."""
@@ -303,12 +348,13 @@ class PodKit:
             engine_url=f"http://127.0.0.1:{api_pod.proxy_config(args).engine_port}", served_model_name=api.served_model_name,
             region=str(args.aws_region or ""), home_env=HOME_ENV, cache_uri=self.compile_cache_uri(), cache_dirs=self.cache_dirs(),
             api_key_env=secret_env("VLLM_API_KEY", key) if key else None,
-            mounts=[m for m in self.mounts() if m.name in ("home", "tmp")], security_context=container_security_context(),
+            mounts=[m for m in self.mounts() if m.name in ("home", "tmp")] + ([serving_pod.snapshot_mount("models")] if self.engine_snapshot else []),
+            security_context=container_security_context(), snapshot_env=self.snapshot_env() if self.engine_snapshot else None,
         )
 
     def engine_env(self, extra: Mapping[str, str] | None = None, *, with_api_key: bool = True) -> list[k8s.core.v1.EnvVarArgs]:
         """Environment of a container running vLLM code: writable caches, the contract's env, ``extra``, the API key (secretKeyRef)."""
-        env = plain_env({**HOME_ENV, **SERVER_CACHE_ENV, **self.args.contract.vllm_env(), **(extra or {})})
+        env = plain_env({**HOME_ENV, **SERVER_CACHE_ENV, **self.vllm_env(), **(extra or {})})
         if with_api_key and "VLLM_API_KEY" in self.secret_names:
             env.append(secret_env("VLLM_API_KEY", self.secret_names["VLLM_API_KEY"]))
         return env
@@ -362,28 +408,24 @@ class PodKit:
         contract = args.contract
         # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself (the AOT wrapper execs it).
         command = ["/bin/sh", "-c", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER), "vllm-serve"] if self.compile_cache_uri() else ["vllm", "serve"]
-        engine_args = api_pod.engine_args(args, contract.weights.mount_path)
-        env, mounts = self.engine_env(), self.mounts(shm=True)
         if args.startup is not None and args.startup.sync_sidecar:  # the weights are still arriving when this container starts
             start = command[2] if command[0] == "/bin/sh" else 'exec vllm serve "$@"'
-            weights = contract.weights
-            if args.startup.pipelined_load:  # vLLM starts now; its loader (weights/vllm_loader) reads each shard once verified
-                if weights.sha256_manifest is None:
-                    raise UserError("serving: startup.pipelined_load needs contract.weights.sha256_manifest: the loader waits for the sync's per-shard markers, named by the manifest's lines")
-                wait = serving_pod.pipelined_engine_start(weights.mount_path, weights.sha256_manifest, start)
-                engine_args = serving_pod.pipelined_args(engine_args)
-                env = self.engine_env(serving_pod.pipelined_env(weights.sha256_manifest, contract.engine.load_format, contract.vllm_env()))
-                mounts = [*mounts, serving_pod.code_mount()]
-            else:
-                wait = serving_pod.wait_for_weights(weights.mount_path, start)
+            wait = serving_pod.pipelined_engine_start(contract.weights.mount_path, self.pipelined_manifest(), start) if self.pipelined_load \
+                else serving_pod.wait_for_weights(contract.weights.mount_path, start)
             command = ["/bin/sh", "-c", wait, "vllm-serve"]
+        mounts = self.mounts(shm=True)
+        if self.pipelined_load or self.engine_snapshot:  # the loader plugin (weights/vllm_loader), the restore wrapper: pod modules
+            mounts = [*mounts, serving_pod.code_mount()]
+        if self.engine_snapshot:  # restore the snapshot of this pod's key into this container, else the command above (cold)
+            command = serving_pod.engine_start_command(command)
+            mounts = [*mounts, serving_pod.snapshot_mount("models")]
         fields: dict[str, Any] = dict(
             name="vllm",
             image=contract.image.image,
             image_pull_policy=contract.image.pull_policy,
             command=command,
-            args=engine_args,
-            env=env,
+            args=self.engine_args(),
+            env=self.engine_env({**self.pipelined_env(), **(self.snapshot_env() if self.engine_snapshot else {})}),
             resources=self.engine_resources(beside_proxy=True),
             **self.probes(),
             lifecycle=api_pod.engine_lifecycle(args),

@@ -82,6 +82,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
         capture_sizes=len(contract.engine.cudagraph_capture_sizes),
         sidecar_sync=t.sync_sidecar,
         pipelined_load=t.pipelined_load,
+        engine_snapshot=t.engine_snapshot,
         drain_s=(drain.engine_pre_stop_s, min(drain.engine_pre_stop_s + drain.drain_s, drain.grace_s)),
     )
 
@@ -123,6 +124,7 @@ def serving_startup(settings: StackSettings, *, multi_node: bool) -> ServingStar
         warmup=True,
         sync_sidecar=t.sync_sidecar,
         pipelined_load=t.pipelined_load,
+        engine_snapshot=t.engine_snapshot,
     )
 
 
@@ -137,6 +139,7 @@ def args_from_settings(settings: StackSettings, *, cluster_name: pulumi.Input[st
         bucket_name=t.bucket_name, kms_key_arn=settings.deployment.weights_kms_key_arn, staging_job=t.staging_job, allow_floating_tag=not settings.production,
         hugging_face_token=hugging_face_token, node_local_weights=t.node_local_weights, node_cleanup_image=t.node_cleanup_image, image_prepull=t.image_prepull,
         pull_through_secret_arn=t.pull_through_secret_arn, pull_through_prefix=t.pull_through_prefix, node_role_name=node_role_name, tags=dict(tags or {}),
+        snapshot_agent_image=t.snapshot_agent_image, gpus=settings.instance.gpus,
     )
 
 

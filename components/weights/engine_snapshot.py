@@ -39,7 +39,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 
-from kimi_k3.errors import UserError
+try:
+    from kimi_k3.errors import UserError
+except ModuleNotFoundError:  # in a pod (kimi_k3.weights.pod_files ships no kimi_k3.errors: it imports Pulumi); the pod reports a bad key as a cold start
+    UserError = ValueError  # type: ignore[misc, assignment]
 
 KEY_VERSION = "v1"
 """Bump when the snapshot layout or the key's fields change."""
@@ -57,6 +60,16 @@ REQUIREMENTS = (
     "vLLM started with --enable-sleep-mode (level 2 releases the weights and the KV cache before the checkpoint)",
 )
 """What a restore needs, as ``kimi-k3 plan`` and docs/weights.md print it."""
+SLEEP_MODE_FLAG = "--enable-sleep-mode"
+"""The ``vllm serve`` flag sleep mode needs (docs.vllm.ai features/sleep_mode); ``engineSnapshot`` adds it to the engine's args."""
+DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+"""vLLM serves ``POST /sleep?level=N`` and ``POST /wake_up`` only in dev mode: ``vllm/entrypoints/serve/sleep/api_router.py``,
+``attach_router`` returns ``if not envs.VLLM_SERVER_DEV_MODE`` (docs.vllm.ai/en/v0.14.0/api/vllm/entrypoints/serve/sleep/api_router,
+read; not re-read at 0.27.1, where the module path is the same in the API proxy's unprotected list). They are unprotected by ``--api-key`` (docs/usage/security.md), and the API
+proxy's allowlist never forwards them (kimi_k3.serving.api_proxy.VLLM_UNPROTECTED_PATHS): only the pod's loopback reaches them."""
+INSTANCE_ARCH = {"p6-b300.48xlarge": "x86_64", "p6-b200.48xlarge": "x86_64", "p5en.48xlarge": "x86_64"}
+"""CPU architecture of the catalog's GPU instances (aws.amazon.com/ec2/instance-types/p6 and /p5: Intel Xeon hosts); the Grace-based
+P6e-GB200 would be aarch64, which cuda-checkpoint does not ship for."""
 SNAPSHOT_MANIFEST = "SHA256SUMS"
 """sha256sum-format manifest of every file of a snapshot, written by the dump before :data:`KEY_FILE`."""
 KEY_FILE = "KEY"
@@ -65,6 +78,10 @@ VERIFY_LOG = "engine snapshot {key}: verified {files} files ({gb:.1f} GB) in {se
 """The restore's verification line (``kimi-k3 startup-report`` reads it: kimi_k3.bringup.startup)."""
 RESTORE_LOG = "engine snapshot {key}: restored {gb:.1f} GB in {seconds:.1f} s"
 """The restore's line once CRIU and cuda-checkpoint are done (read by ``kimi-k3 startup-report``)."""
+DUMP_LOG = "engine snapshot {key}: dumped and sealed {files} files ({gb:.1f} GB) in {seconds:.1f} s"
+"""The dump's line after ``SHA256SUMS`` and ``KEY`` are written (read by ``kimi-k3 startup-report``)."""
+COLD_LOG = "engine snapshot {key}: cold start: {reason}"
+"""The wrapper's line when it does not restore (the reason names the field or the file)."""
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _DRIVER = re.compile(r"^(\d{3})\.\d+(?:\.\d+)?$")
 
@@ -119,6 +136,24 @@ def requirement_problems(driver_version: str, gpus: int, criu_version: tuple[int
     return problems
 
 
+def stack_problems(*, instance_type: str, node_local_weights: bool, image: str, pipeline_parallel_size: int, warmup: bool) -> list[tuple[str, str]]:
+    """``(input, why)`` for each reason a stack cannot turn the engine snapshot on (empty: it can), the input named as this
+    function's argument. The node's driver and CRIU are checked on the node by the agent (:func:`requirement_problems`): the
+    repository records no driver version of the pinned AMI release."""
+    problems = []
+    if not node_local_weights:
+        problems.append(("node_local_weights", "needs node-local weights: the snapshot lives beside them on the node's NVMe and the restored engine reloads them from the page cache"))
+    if INSTANCE_ARCH.get(instance_type) != "x86_64":
+        problems.append(("instance_type", f"instance type {instance_type} is not a known x86-64 instance ({', '.join(sorted(INSTANCE_ARCH))}): cuda-checkpoint is built for x86_64 only"))
+    if not _DIGEST.search(image):
+        problems.append(("image", f"needs the engine image pinned by digest ({image!r}): a snapshot restores the code of exactly one build"))
+    if pipeline_parallel_size != 1:
+        problems.append(("pipeline_parallel_size", "single-node replicas only: a snapshot holds one node's process tree"))
+    if not warmup:
+        problems.append(("warmup", "needs the warm-up sidecar: it takes the snapshot after the engine's first healthy start"))
+    return problems
+
+
 def restore_decision(recorded_key_json: str | None, current: SnapshotKey) -> tuple[bool, str]:
     """``(restore, reason)``: restore only when the recorded key equals ``current`` in every field; else the first field that differs."""
     if recorded_key_json is None:
@@ -164,6 +199,15 @@ def snapshot_env(key: SnapshotKey, snapshot_root: str, s3_uri: str | None) -> di
     return env
 
 
+def key_from_json(text: str) -> SnapshotKey:
+    """The :class:`SnapshotKey` of :meth:`SnapshotKey.to_json`'s text (lists back to tuples, the version dropped)."""
+    data = json.loads(text)
+    data.pop("version", None)
+    data["engine_args"] = tuple(data.get("engine_args", ()))
+    data["engine_env"] = tuple(tuple(pair) for pair in data.get("engine_env", ()))
+    return SnapshotKey(**data)
+
+
 def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_revision: str, engine_args: Sequence[str], engine_env: Mapping[str, str]) -> SnapshotKey:
     """The :class:`SnapshotKey` of a serving pod (the env sorted, so the same pod gives the same key)."""
     return SnapshotKey(image=image, driver_version=driver_version, gpu=gpu, gpus=gpus, model_revision=model_revision,
@@ -171,6 +215,10 @@ def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_
 
 
 __all__ = [
+    "COLD_LOG",
+    "DEV_MODE_ENV",
+    "DUMP_LOG",
+    "INSTANCE_ARCH",
     "KEY_FILE",
     "KEY_VERSION",
     "MIN_CRIU",
@@ -178,12 +226,15 @@ __all__ = [
     "MIN_DRIVER_SINGLE_GPU",
     "REQUIREMENTS",
     "RESTORE_LOG",
+    "SLEEP_MODE_FLAG",
     "SNAPSHOT_MANIFEST",
     "VERIFY_LOG",
     "SnapshotKey",
+    "key_from_json",
     "key_from_pod",
     "manifest_problems",
     "requirement_problems",
     "restore_decision",
     "snapshot_env",
+    "stack_problems",
 ]

@@ -99,8 +99,10 @@ class StartupInputs:
     plugin :mod:`kimi_k3.weights.vllm_loader` (``pipelinedWeightsLoad``)."""
     engine_snapshot: bool = False
     """Restore instead of rebuild (:mod:`kimi_k3.weights.engine_snapshot`): a CRIU + cuda-checkpoint snapshot of the engine, weights
-    and KV cache released, on the node's NVMe (container restart, re-created pod) and in S3 (a new node of a later block);
-    needs :attr:`node_local_weights`."""
+    and KV cache released, on the node's NVMe (container restart, re-created pod); needs :attr:`node_local_weights`."""
+    engine_snapshot_s3: bool = False
+    """The snapshot's copy in S3 restores a new node of a later block (warm) and a node replaced beside a peer; with
+    :attr:`engine_snapshot`. Not deployed: ``engineSnapshot`` keeps the snapshot on the node only."""
     drain_s: tuple[int, int] = (35, 1835)
     """Seconds from a re-created pod's delete until its engine exits and releases the GPUs: (no request in flight, the longest drain)."""
 
@@ -353,7 +355,7 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
         phases.append(_p("node_boot", "node boot, join and GPUs advertised", node=True))
         phases.append(_p("pod_start", "pod start"))
         hit = case == "warm" and x.compile_cache
-        restored = case == "warm" and snapshot and x.sidecar_sync and x.weights_source == "s3"
+        restored = case == "warm" and snapshot and x.engine_snapshot_s3 and x.sidecar_sync and x.weights_source == "s3"
         transfer = _transfer_phases(x, extra_gb=FIGURES["snapshot_state_gb"].value if restored and x.weights_source == "s3" else 0.0)
         if x.sidecar_sync and x.weights_source == "s3":
             phases += [replace(p, block="node-prep", lane="weights") for p in transfer]
@@ -398,7 +400,7 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
 def peer_replacement(x: StartupInputs) -> CaseEstimate:
     """A node replaced in a block while another replica serves: the weights GPU to GPU from that peer over EFA (NIXL,
     ModelExpress-style) instead of S3, the engine restored from the S3 copy of its snapshot (else started with the caches)."""
-    restored = x.engine_snapshot and x.node_local_weights
+    restored = x.engine_snapshot and x.engine_snapshot_s3 and x.node_local_weights
     size_gb = x.weights_bytes / 1e9
     peer = FIGURES["peer_transfer_rate"]
     phases = [_p("node_boot", "node boot, join and GPUs advertised", node=True), _p("pod_start", "pod start")]
@@ -569,6 +571,7 @@ TOGGLES = {
     "sidecar_sync": "the sync as a native sidecar (cache restore beside it)",
     "pipelined_load": "the engine started beside the sync, loading each shard once verified",
     "engine_snapshot": "an engine snapshot restored instead of rebuilt (CRIU + cuda-checkpoint)",
+    "engine_snapshot_s3": "the engine snapshot's S3 copy restored on a new node",
 }
 """The mechanisms :func:`mechanisms_needed` tries, by :class:`StartupInputs` field."""
 

@@ -14,6 +14,12 @@ comes from the environment the pod spec sets:
   the engine answers, marks the pod ready-to-serve, saves the caches, then watches the engine
   and warms it up again after a container restart.
 
+* ``engine-start CMD…`` (the engine container with ``SNAPSHOT_ROOT``, ``SNAPSHOT_KEY_FIELDS``, ``VLLM_URL``, optional
+  ``WEIGHTS_MARKER``): restore
+  the engine snapshot of this pod's key (:mod:`.snapshot_pod`) and stay as its placeholder, else ``exec CMD`` (cold);
+  ``warmup-then-save`` with ``SNAPSHOT_ROOT`` snapshots the engine after its first healthy start, before the warm-up;
+* ``snapshot-agent`` (the agent DaemonSet, ``SNAPSHOT_ROOT``, ``SNAPSHOT_GPUS``): answer the pods' dump/restore requests.
+
 Exit status: 0 done, 1 failed (the message is on stderr). ``cache-*`` and the sidecar never
 fail the pod: a cache problem costs start-up time, not serving.
 """
@@ -87,8 +93,64 @@ def _cache(action: str) -> int:
     return 0
 
 
+def _snapshot_key(log):
+    from kimi_k3.weights import snapshot_pod  # the pod's entry point: each subcommand loads only its own modules
+
+    try:
+        return snapshot_pod.pod_key(_env("SNAPSHOT_KEY_FIELDS"), snapshot_pod.node_driver_version())
+    except (ValueError, TypeError, KeyError) as err:  # a driver nvidia-smi does not report, a malformed key: no snapshot, a cold start
+        log(f"engine snapshot: no key for this pod ({err}): cold start")
+        return None
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _engine_start(command: list[str]) -> int:
+    from pathlib import Path  # the pod's entry point: each subcommand loads only its own modules
+
+    from kimi_k3.weights import snapshot_agent_loop, snapshot_pod  # the pod's entry point: each subcommand loads only its own modules
+
+    token = os.environ.get("HOSTNAME") or os.uname().nodename
+    os.environ[snapshot_agent_loop.TOKEN_ENV] = token  # marks this placeholder and the engine it execs for the agent
+    root = Path(_env("SNAPSHOT_ROOT"))
+    key = _snapshot_key(_log)
+    if key is not None and snapshot_pod.restore_or_cold(snapshot_pod.AgentChannel(root), root, key, _log, token):
+        stopped = []
+        signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
+        marker = os.environ.get("WEIGHTS_MARKER")
+        return snapshot_pod.hold_restored(snapshot_pod.Engine(_env("VLLM_URL")), snapshot_pod.snapshot_dir(root, key), _log, stop=lambda: bool(stopped),
+                                          weights_marker=Path(marker) if marker else None)
+    os.execvp(command[0], command)
+    return 1  # pragma: no cover  (execvp does not return)
+
+
+def _snapshot_after_healthy() -> None:
+    from pathlib import Path  # the pod's entry point: each subcommand loads only its own modules
+
+    from kimi_k3.weights import snapshot_pod  # the pod's entry point: each subcommand loads only its own modules
+
+    root = Path(_env("SNAPSHOT_ROOT"))
+    key = _snapshot_key(_log)
+    if key is not None:
+        snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(_env("VLLM_URL")), snapshot_pod.AgentChannel(root), root, key, _log, os.environ.get("HOSTNAME") or os.uname().nodename)
+
+
+def _snapshot_agent() -> int:
+    from pathlib import Path  # the pod's entry point: each subcommand loads only its own modules
+
+    from kimi_k3.weights import snapshot_agent_loop  # the pod's entry point: each subcommand loads only its own modules
+
+    snapshot_agent_loop.serve_forever(Path(_env("SNAPSHOT_ROOT")), int(_env("SNAPSHOT_GPUS")))
+    return 0
+
+
 def _warmup_then_save() -> int:
     from kimi_k3.weights import compile_cache, warmup  # the pod's entry point: each subcommand loads only its own modules
+
+    if os.environ.get("SNAPSHOT_ROOT"):
+        _snapshot_after_healthy()
 
     warmup.warm_up_and_mark(
         _env("VLLM_URL"), _env("SERVED_MODEL_NAME"), _env("WARMUP_MARKER"), api_key=os.environ.get("VLLM_API_KEY") or None
@@ -100,14 +162,17 @@ def _warmup_then_save() -> int:
     return 0
 
 
-ACTIONS = {"stage": _stage, "cache-restore": lambda: _cache("cache-restore"), "cache-save": lambda: _cache("cache-save"), "warmup-then-save": _warmup_then_save}
+ACTIONS = {"stage": _stage, "cache-restore": lambda: _cache("cache-restore"), "cache-save": lambda: _cache("cache-save"), "warmup-then-save": _warmup_then_save,
+           "snapshot-agent": _snapshot_agent}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one action; see the module docstring."""
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) > 1 and argv[0] == "engine-start":
+        return _engine_start(argv[1:])
     if len(argv) != 1 or argv[0] not in ACTIONS:
-        print(f"usage: python3 -m kimi_k3.weights.podmain {{{'|'.join(ACTIONS)}}}", file=sys.stderr)
+        print(f"usage: python3 -m kimi_k3.weights.podmain {{{'|'.join(ACTIONS)}}} | engine-start CMD...", file=sys.stderr)
         return 2
     return ACTIONS[argv[0]]()
 

@@ -17,6 +17,7 @@ pod:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import pulumi_kubernetes as k8s
 
 from kimi_k3.errors import UserError
-from kimi_k3.weights import compile_cache, node_local, node_sync, pod_files, vllm_loader
+from kimi_k3.weights import compile_cache, node_local, node_sync, pod_files, snapshot_agent, vllm_loader
 
 WEIGHTS_ROOT = "/weights"
 """Where the sync container mounts the node-local volume's root (one directory per revision under it)."""
@@ -55,6 +56,11 @@ class ServingStartup:
     sync_sidecar: bool = False
     """Run the sync as a native sidecar (:func:`sidecar_sync_fields`): the compile-cache restore runs beside it, the engine
     waits for the verified marker (:func:`wait_for_weights`) instead of for the init container."""
+    engine_snapshot: bool = False
+    """Restore instead of rebuild (:mod:`kimi_k3.weights.snapshot_pod`): the engine container starts through ``podmain
+    engine-start`` (restore the snapshot of its key, else cold), vLLM gets ``--enable-sleep-mode`` and ``VLLM_SERVER_DEV_MODE=1``,
+    the warm-up sidecar takes the snapshot after the first healthy start. Needs node-local weights and the warm-up sidecar,
+    and the snapshot agent on the nodes (:class:`kimi_k3.weights.snapshot_agent.SnapshotAgent`)."""
 
     pipelined_load: bool = False
     """With :attr:`sync_sidecar`: the engine starts once its config files are verified and loads with the pipelined loader
@@ -67,11 +73,13 @@ class ServingStartup:
             raise UserError(f"serving startup: verify_hasher {self.verify_hasher!r} is not accepted; accepted: {', '.join(node_sync.HASHERS)}")
         if self.compile_cache_s3_uri is not None and not self.warmup:
             raise UserError("serving startup: compile_cache_s3_uri needs warmup: the sidecar saves the caches once the replica is warmed up")
+        if self.engine_snapshot and (self.node_local_storage_class is None or not self.warmup):
+            raise UserError("serving startup: engine_snapshot needs node_local_storage_class and warmup: the snapshot lives on the node's volume and the warm-up sidecar takes it")
 
     @property
     def needs_code(self) -> bool:
         """The pod runs the project's pod-side modules (a ConfigMap volume)."""
-        return self.warmup or self.compile_cache_s3_uri is not None or self.pipelined_load
+        return self.warmup or self.compile_cache_s3_uri is not None or self.pipelined_load or self.engine_snapshot
 
 
 def cache_object_uri(startup: ServingStartup, inputs: compile_cache.CacheKeyInputs) -> str | None:
@@ -204,9 +212,11 @@ def cache_restore_container(*, image: str, pull_policy: str, cache_uri: str, cac
 
 
 def warmup_container(*, image: str, pull_policy: str, engine_url: str, served_model_name: str, region: str, home_env: Mapping[str, str], cache_uri: str | None, cache_dirs: Sequence[str],
-                     api_key_env: k8s.core.v1.EnvVarArgs | None, mounts: Sequence[k8s.core.v1.VolumeMountArgs], security_context: k8s.core.v1.SecurityContextArgs) -> k8s.core.v1.ContainerArgs:
-    """The sidecar: wait for ``/health``, send the warm-up completion, write :data:`WARMUP_MARKER`, save the caches, then unmark and re-warm after each engine restart."""
-    env = {**home_env, "AWS_REGION": region, "VLLM_URL": engine_url, "SERVED_MODEL_NAME": served_model_name, "WARMUP_MARKER": WARMUP_MARKER}
+                     api_key_env: k8s.core.v1.EnvVarArgs | None, mounts: Sequence[k8s.core.v1.VolumeMountArgs], security_context: k8s.core.v1.SecurityContextArgs,
+                     snapshot_env: Mapping[str, str] | None = None) -> k8s.core.v1.ContainerArgs:
+    """The sidecar: wait for ``/health``, (``snapshot_env``: snapshot the engine once per key,) send the warm-up completion, write
+    :data:`WARMUP_MARKER`, save the caches, then unmark and re-warm after each engine restart."""
+    env = {**home_env, **(snapshot_env or {}), "AWS_REGION": region, "VLLM_URL": engine_url, "SERVED_MODEL_NAME": served_model_name, "WARMUP_MARKER": WARMUP_MARKER}
     if cache_uri is not None:
         env.update(CACHE_S3_URI=cache_uri, CACHE_DIRS=":".join(cache_dirs))
     return _python_container(
@@ -226,6 +236,27 @@ def aot_load_wrapper(marker: str) -> str:
         f'if [ -f "{marker}" ]; then rm -f "{marker}"; export VLLM_FORCE_AOT_LOAD=1; '
         'echo "compile cache restored: VLLM_FORCE_AOT_LOAD=1" >&2; fi; exec vllm serve "$@"'
     )
+
+
+def engine_start_command(cold: Sequence[str]) -> list[str]:
+    """The engine container's command with an engine snapshot: ``podmain engine-start`` restores, else execs ``cold`` (the args follow)."""
+    return ["python3", "-m", "kimi_k3.weights.podmain", "engine-start", *cold]
+
+
+def snapshot_key_fields(*, image: str, gpu: str, gpus: int, model_revision: str, engine_args: Sequence[str], engine_env: Mapping[str, str]) -> str:
+    """``SNAPSHOT_KEY_FIELDS``: the :class:`~kimi_k3.weights.engine_snapshot.SnapshotKey` fields the plan knows (the pod adds the node's driver)."""
+    return json.dumps({"image": image, "gpu": gpu, "gpus": gpus, "model_revision": model_revision, "engine_args": list(engine_args),
+                       "engine_env": sorted([k, v] for k, v in engine_env.items())}, sort_keys=True)
+
+
+def snapshot_env(key_fields: str, engine_url: str) -> dict[str, str]:
+    """Environment of the engine container and the warm-up sidecar with an engine snapshot (plus :data:`POD_ENV` for the code)."""
+    return {**pod_files.POD_ENV, "SNAPSHOT_ROOT": snapshot_agent.MOUNT_PATH, "SNAPSHOT_KEY_FIELDS": key_fields, "VLLM_URL": engine_url}
+
+
+def snapshot_mount(volume: str) -> k8s.core.v1.VolumeMountArgs:
+    """The snapshot root: the node-local weights volume's :data:`~kimi_k3.weights.snapshot_agent.SNAPSHOT_SUBPATH`, where the agent mounts it from the host."""
+    return k8s.core.v1.VolumeMountArgs(name=volume, mount_path=snapshot_agent.MOUNT_PATH, sub_path=snapshot_agent.SNAPSHOT_SUBPATH)
 
 
 def readiness_guard(script: str) -> str:
@@ -252,12 +283,16 @@ __all__ = [
     "cache_object_uri",
     "cache_restore_container",
     "code_volume",
+    "engine_start_command",
     "pipelined_args",
     "pipelined_engine_start",
     "pipelined_env",
     "readiness_guard",
     "sidecar_sync_fields",
     "sidecar_sync_memory_gib",
+    "snapshot_env",
+    "snapshot_key_fields",
+    "snapshot_mount",
     "sync_env",
     "sync_script",
     "wait_for_weights",

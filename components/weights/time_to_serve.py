@@ -24,6 +24,7 @@ from kimi_k3.errors import Problems
 from kimi_k3.weights import image_pull, node_local
 from kimi_k3.weights.bucket import WeightsBucket, WeightsBucketArgs
 from kimi_k3.weights.image_pull import FLOATING_TAG_SKIP
+from kimi_k3.weights.snapshot_agent import SnapshotAgent, SnapshotAgentArgs
 from kimi_k3.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs
 
 STORAGE_CLASS = "kimi-local-weights"
@@ -108,18 +109,23 @@ class TimeToServeArgs:
     """Name of the GPU nodes' IAM role (gets the pull-through policy)."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on the ``WeightsBucket``; the other resources declared here get none of them."""
+    snapshot_agent_image: str | None = None
+    """Declare the engine snapshot agent (:class:`~kimi_k3.weights.snapshot_agent.SnapshotAgent`) with this image on the GPU nodes of
+    ``instance_type``; ``None``: no agent (the serving pods' ``ServingStartup.engine_snapshot`` needs one)."""
+    gpus: int = 8
+    """GPUs of an engine (the agent's driver floor: multi-GPU from 2); read only with ``snapshot_agent_image``."""
 
 
 def declares_anything(args: TimeToServeArgs) -> bool:
     """Whether :class:`TimeToServe` would declare a resource."""
-    return bool(args.bucket_name or args.staging_job or args.node_local_weights or args.image_prepull or args.pull_through_secret_arn)
+    return bool(args.bucket_name or args.staging_job or args.node_local_weights or args.image_prepull or args.pull_through_secret_arn or args.snapshot_agent_image)
 
 
 class TimeToServe(pulumi.ComponentResource):
     """The stack-level time-to-serve resources (see the module docstring). Kubernetes provider through ``opts``.
 
     Attributes: ``bucket``, ``staging_job``, ``storage_class``, ``provisioner``, ``node_cleanup``,
-    ``prepull``, ``pull_through_rule`` (each ``None`` when off).
+    ``snapshot_agent``, ``prepull``, ``pull_through_rule`` (each ``None`` when off).
     """
 
     def __init__(self, name: str, args: TimeToServeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -153,6 +159,12 @@ class TimeToServe(pulumi.ComponentResource):
         self.node_cleanup: k8s.apps.v1.Deployment | None = None
         if args.node_local_weights:
             self._node_local_storage(name, args.node_cleanup_image)
+        self.snapshot_agent: SnapshotAgent | None = None
+        if args.snapshot_agent_image:
+            self.snapshot_agent = SnapshotAgent(
+                f"{name}-snapshot-agent",
+                SnapshotAgentArgs(image=args.snapshot_agent_image, instance_type=args.instance_type, gpus=args.gpus, allow_floating_tag=args.allow_floating_tag), opts=child,
+            )
         self.prepull: k8s.apps.v1.DaemonSet | None = None
         if args.image_prepull:
             pod_labels = {"app.kubernetes.io/name": PREPULL_NAME, "app.kubernetes.io/part-of": "kimi-k3"}

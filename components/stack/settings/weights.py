@@ -34,6 +34,10 @@ class TimeToServeSettings:
     """The node-side sync as a native sidecar, the engine loading each shard once verified (``weightsSyncSidecar``)."""
     pipelined_load: bool = False
     """The engine starts beside the sync sidecar and its loader reads each shard once verified (``pipelinedWeightsLoad``)."""
+    engine_snapshot: bool = False
+    """Restore instead of rebuild: the snapshot agent and the engine's restore-or-cold wrapper (``engineSnapshot``)."""
+    snapshot_agent_image: str | None = None
+    """Image of the snapshot agent (``engineSnapshotAgentImage``); set when ``engine_snapshot`` is."""
     node_cleanup_image: str = "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"
     """Image of the node-cleanup controller (``nodeCleanupImage``)."""
     image_prepull: bool = False
@@ -58,6 +62,29 @@ def _pipelined_load(r: Reader, *, sidecar: bool, manifest: str | None) -> bool:
     if pipelined and not manifest:
         raise SettingsError(full_key("pipelinedWeightsLoad"), True, f"needs {full_key('weightsSha256Manifest')}: the loader waits for the sync's per-shard markers, named by the manifest's lines")
     return pipelined
+
+
+def _engine_snapshot(r: Reader, *, instance_type: str, node_local: bool, image: str, pipeline_parallel_size: int, prod: bool) -> tuple[bool, str | None]:
+    """``engineSnapshot`` and ``engineSnapshotAgentImage``: the restore's stack requirements (``engine_snapshot.stack_problems``)
+    and the agent's image, required with the key and pinned by digest in prod."""
+    snapshot = bool(r.get("engineSnapshot"))
+    agent_image = r.get("engineSnapshotAgentImage") or None
+    if not snapshot:
+        return False, None
+    from kimi_k3.weights import engine_snapshot  # the weights components (Pulumi SDKs) load when a stack is validated, not when settings are imported
+
+    problems = engine_snapshot.stack_problems(
+        instance_type=instance_type, node_local_weights=node_local, image=image, pipeline_parallel_size=pipeline_parallel_size, warmup=True,
+    )
+    if problems:
+        raise SettingsError(full_key("engineSnapshot"), True, problems[0][1])
+    if agent_image is None:
+        raise SettingsError(full_key("engineSnapshotAgentImage"), "", f"required with {full_key('engineSnapshot')}: an image with CRIU 4.0+ and its CUDA plugin, cuda-checkpoint, nsenter and python3")
+    if not _image_like(agent_image):
+        raise SettingsError(full_key("engineSnapshotAgentImage"), agent_image, "expected repo:tag or repo@sha256:<64 hex>")
+    if prod and "@sha256:" not in agent_image:
+        raise SettingsError(full_key("engineSnapshotAgentImage"), agent_image, "prod requires an image pinned by digest (repo@sha256:<64 hex>): the agent runs privileged on the GPU nodes")
+    return True, agent_image
 
 
 def _image_like(ref: str) -> bool:
@@ -165,6 +192,8 @@ def validate_time_to_serve(
     if sidecar and (weights.source != "s3" or contract.engine.pipeline_parallel_size != 1):
         raise SettingsError(full_key("weightsSyncSidecar"), True, f"needs {full_key('weightsSource')} s3 and single-node replicas ({full_key('pipelineParallelSize')} 1): the sidecar is the node-side sync of one pod")
     pipelined = _pipelined_load(r, sidecar=sidecar, manifest=weights.sha256_manifest)
+    snapshot, agent_image = _engine_snapshot(r, instance_type=capacity.instance_type, node_local=bool(node_local), image=contract.image.image,
+                                             pipeline_parallel_size=contract.engine.pipeline_parallel_size, prod=prod)
     cleanup_image = r.get("nodeCleanupImage")
     cleanup_ref = ImageContract.parse(cleanup_image) if _image_like(cleanup_image) else None
     if cleanup_ref is None:
@@ -211,7 +240,7 @@ def validate_time_to_serve(
 
     settings = TimeToServeSettings(
         staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
-        sync_sidecar=sidecar, pipelined_load=pipelined,
+        sync_sidecar=sidecar, pipelined_load=pipelined, engine_snapshot=snapshot, snapshot_agent_image=agent_image,
         image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
         pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
     )

@@ -1,0 +1,315 @@
+"""The engine's side of restore instead of rebuild (pod side, standard library only; docs/weights.md).
+
+Two halves, both run from the pod-side modules' ConfigMap (:mod:`kimi_k3.weights.pod_files`):
+
+* :func:`snapshot_after_healthy`, in the warm-up sidecar before its warm-up request: once vLLM answers
+  ``/health``, ``POST /sleep?level=2`` (vLLM's dev endpoint, served only with
+  ``VLLM_SERVER_DEV_MODE=1``: :data:`~kimi_k3.weights.engine_snapshot.DEV_MODE_ENV`; level 2 releases the weights and
+  the KV cache, docs.vllm.ai features/sleep_mode), ask the snapshot agent for a dump (:class:`AgentChannel`), write ``SHA256SUMS`` then ``KEY``
+  last (:func:`seal`), and ``POST /wake_up`` whatever happened;
+* :func:`restore_or_cold`, the engine container's start: the recorded key against this pod's
+  (:func:`~kimi_k3.weights.engine_snapshot.restore_decision`, naming the first field that differs), every
+  file's sha256 against ``SHA256SUMS``, then the agent's restore into this container; anything short of
+  all of it is a cold start (``exec vllm serve``).
+
+Every step logs one line of :mod:`kimi_k3.weights.engine_snapshot` (``VERIFY_LOG``, ``RESTORE_LOG``,
+``DUMP_LOG``, ``COLD_LOG``), the lines ``kimi-k3 startup-report`` reads.
+
+The agent protocol is files on the snapshot volume (the node-local NVMe, which the privileged agent
+mounts from the host): a request ``.agent/requests/<id>.json`` written atomically, answered by
+``.agent/results/<id>.json`` (``{"ok": true}`` or ``{"ok": false, "error": ...}``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kimi_k3.weights import engine_snapshot
+
+AGENT_DIR = ".agent"
+"""Directory of the agent's requests and results under the snapshot root."""
+REQUESTS = "requests"
+"""Requests from the pods (``<id>.json``), under :data:`AGENT_DIR`."""
+RESULTS = "results"
+"""The agent's answers (``<id>.json``), under :data:`AGENT_DIR`."""
+SLEEP_LEVEL = 2
+"""vLLM sleep level before a dump: "Level 2 sleep will discard both the model weights and the KV cache" (docs.vllm.ai features/sleep_mode)."""
+_CHUNK = 8 << 20
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def file_sums(directory: Path) -> dict[str, str]:
+    """``name -> sha256`` of every file of a snapshot (relative names; the manifest, the key and temporary files left out)."""
+    sums: dict[str, str] = {}
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        name = path.relative_to(directory).as_posix()
+        if name in (engine_snapshot.SNAPSHOT_MANIFEST, engine_snapshot.KEY_FILE) or path.name.startswith("."):
+            continue
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(_CHUNK):
+                digest.update(block)
+        sums[name] = digest.hexdigest()
+    return sums
+
+
+def _size(directory: Path, names: list[str]) -> int:
+    return sum((directory / n).stat().st_size for n in names)
+
+
+def seal(directory: Path, key: engine_snapshot.SnapshotKey) -> tuple[int, int]:
+    """Write ``SHA256SUMS`` of every file, then ``KEY`` last (each atomically): ``(files, bytes)``. A snapshot without ``KEY`` is incomplete."""
+    (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
+    sums = file_sums(directory)
+    _atomic_write(directory / engine_snapshot.SNAPSHOT_MANIFEST, "".join(f"{digest}  {name}\n" for name, digest in sums.items()))
+    _atomic_write(directory / engine_snapshot.KEY_FILE, key.to_json())
+    return len(sums), _size(directory, list(sums))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`check` found: restore or not, why, and what was verified."""
+
+    restore: bool
+    """Every field of the key and every file's sha256 match."""
+    reason: str
+    """The decision in words (the first field or file that differs)."""
+    files: int = 0
+    """Files verified."""
+    bytes: int = 0
+    """Bytes verified."""
+
+
+def check(directory: Path, current: engine_snapshot.SnapshotKey) -> Verdict:
+    """The snapshot in ``directory`` against this pod's key, then every file against ``SHA256SUMS``."""
+    key_path = directory / engine_snapshot.KEY_FILE
+    recorded = key_path.read_text() if key_path.is_file() else None
+    ok, reason = engine_snapshot.restore_decision(recorded, current)
+    if not ok:
+        return Verdict(False, reason)
+    manifest = directory / engine_snapshot.SNAPSHOT_MANIFEST
+    if not manifest.is_file():
+        return Verdict(False, f"{engine_snapshot.SNAPSHOT_MANIFEST} missing: cold start")
+    actual = file_sums(directory)
+    problems = engine_snapshot.manifest_problems(manifest.read_text(), actual)
+    if problems:
+        return Verdict(False, f"snapshot file {problems[0]}: cold start")
+    return Verdict(True, reason, len(actual), _size(directory, list(actual)))
+
+
+class AgentChannel:
+    """Requests to the snapshot agent as files on the shared snapshot volume (see the module docstring)."""
+
+    def __init__(self, root: Path, timeout_s: float = 900.0, poll_s: float = 0.2) -> None:
+        """``root``: the snapshot root both sides mount; ``timeout_s``: how long to wait for an answer; ``poll_s``: how often to look."""
+        self.root, self.timeout_s, self.poll_s = root, timeout_s, poll_s
+
+    def ask(self, action: str, **fields: str | int) -> dict:
+        """Write a request for ``action`` (``dump`` or ``restore``) with ``fields``; the agent's answer, or ``ok: false`` on a timeout."""
+        requests, results = self.root / AGENT_DIR / REQUESTS, self.root / AGENT_DIR / RESULTS
+        requests.mkdir(parents=True, exist_ok=True)
+        results.mkdir(parents=True, exist_ok=True)
+        ident = f"{action}-{os.getpid()}-{time.monotonic_ns()}"  # unique per process, no wall clock
+        _atomic_write(requests / f"{ident}.json", json.dumps({"id": ident, "action": action, **fields}, sort_keys=True))
+        answer = results / f"{ident}.json"
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            if answer.is_file():
+                try:
+                    return json.loads(answer.read_text())
+                except json.JSONDecodeError:  # a writer that does not replace atomically: read again until the deadline
+                    pass
+            time.sleep(self.poll_s)
+        (requests / f"{ident}.json").unlink(missing_ok=True)
+        return {"ok": False, "error": f"the snapshot agent did not answer {action} in {self.timeout_s:.0f} s"}
+
+
+class Engine:
+    """vLLM's HTTP endpoints on loopback: ``/health``, and the dev endpoints ``/sleep`` and ``/wake_up`` (``VLLM_SERVER_DEV_MODE=1``)."""
+
+    def __init__(self, url: str, timeout_s: float = 600.0) -> None:
+        """``url``: ``http://127.0.0.1:<engine port>``; ``timeout_s``: per request (a level-2 sleep of a TP8 engine takes seconds)."""
+        self.url, self.timeout_s = url.rstrip("/"), timeout_s
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> int:
+        data = json.dumps(body).encode() if body is not None else b"" if method == "POST" else None
+        request = urllib.request.Request(self.url + path, method=method, data=data, headers={"Content-Type": "application/json"} if body is not None else {})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return response.status
+        except urllib.error.HTTPError as err:
+            return err.code
+        except (urllib.error.URLError, OSError):
+            return 0
+
+    def healthy(self) -> bool:
+        """``GET /health`` answers 200."""
+        return self._call("GET", "/health") == 200
+
+    def wait_healthy(self, timeout_s: float, poll_s: float = 2.0) -> bool:
+        """Poll ``/health`` until 200 or ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.healthy():
+                return True
+            time.sleep(poll_s)
+        return False
+
+    def sleep(self, level: int = SLEEP_LEVEL) -> bool:
+        """``POST /sleep?level=N``; True on 200."""
+        return self._call("POST", f"/sleep?level={level}") == 200
+
+    def wake_up(self) -> bool:
+        """Wake a level-2 sleeper with its weights read again: ``POST /wake_up?tags=weights`` (the weights' memory back),
+        ``POST /collective_rpc`` ``{"method": "reload_weights"}`` (the weights loaded in place, from the node's page cache),
+        ``POST /wake_up?tags=kv_cache`` (the KV cache re-allocated). Level 2 discards the weights' content (docs.vllm.ai
+        features/sleep_mode), so a plain ``/wake_up`` would serve garbage. True when every call answered 200."""
+        steps = (("/wake_up?tags=weights", None), ("/collective_rpc", {"method": "reload_weights"}), ("/wake_up?tags=kv_cache", None))
+        return all(self._call("POST", path, body) == 200 for path, body in steps)
+
+
+def snapshot_dir(root: Path, key: engine_snapshot.SnapshotKey) -> Path:
+    """Where a key's snapshot lives: ``<root>/<key digest>``."""
+    return root / key.digest()
+
+
+def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key: engine_snapshot.SnapshotKey, log: Callable[[str], None], token: str,
+                           *, health_timeout_s: float = 3600.0) -> bool:
+    """Snapshot a healthy engine once per key: sleep level 2, the agent's dump, ``SHA256SUMS`` then ``KEY``, wake up (always). True: sealed.
+
+    ``token`` is the value of ``KIMI_K3_SNAPSHOT_TOKEN`` in the engine's environment, by which the agent finds its process tree.
+    """
+    directory = snapshot_dir(root, key)
+    short = key.digest()[:12]
+    if directory.is_dir() and check(directory, key).restore:
+        log(f"engine snapshot {short}: a verified snapshot of this key is on the node: no dump")
+        return True
+    if not engine.wait_healthy(health_timeout_s):
+        log(engine_snapshot.COLD_LOG.format(key=short, reason="the engine never answered /health: no snapshot"))
+        return False
+    start = time.monotonic()
+    if not engine.sleep():
+        log(engine_snapshot.COLD_LOG.format(key=short, reason=f"POST /sleep?level={SLEEP_LEVEL} refused (needs --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1): no snapshot"))
+        return False
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
+        answer = agent.ask("dump", key=key.digest(), directory=key.digest(), token=token)
+        if not answer.get("ok"):
+            log(engine_snapshot.COLD_LOG.format(key=short, reason=f"dump failed: {answer.get('error', 'no reason given')}: no snapshot"))
+            return False
+        files, size = seal(directory, key)
+        log(engine_snapshot.DUMP_LOG.format(key=short, files=files, gb=size / 1e9, seconds=time.monotonic() - start))
+        return True
+    finally:
+        woke = engine.wake_up()
+        log(f"engine snapshot {short}: wake_up {'done' if woke else 'FAILED'}")
+
+
+def restore_or_cold(agent: AgentChannel, root: Path, key: engine_snapshot.SnapshotKey, log: Callable[[str], None], token: str) -> bool:
+    """True when the agent restored the snapshot of ``key`` into this container (``token``: ``KIMI_K3_SNAPSHOT_TOKEN`` of this placeholder); False: cold start."""
+    directory = snapshot_dir(root, key)
+    short = key.digest()[:12]
+    start = time.monotonic()
+    verdict = check(directory, key)
+    if not verdict.restore:
+        log(engine_snapshot.COLD_LOG.format(key=short, reason=verdict.reason))
+        return False
+    log(engine_snapshot.VERIFY_LOG.format(key=short, files=verdict.files, gb=verdict.bytes / 1e9, seconds=time.monotonic() - start))
+    start = time.monotonic()
+    answer = agent.ask("restore", key=key.digest(), directory=key.digest(), token=token)
+    if not answer.get("ok"):
+        log(engine_snapshot.COLD_LOG.format(key=short, reason=f"restore failed: {answer.get('error', 'no reason given')}"))
+        return False
+    log(engine_snapshot.RESTORE_LOG.format(key=short, gb=verdict.bytes / 1e9, seconds=time.monotonic() - start))
+    return True
+
+
+def hold_restored(engine: Engine, directory: Path, log: Callable[[str], None], *, start_timeout_s: float = 600.0, unhealthy_s: float = 60.0,
+                  poll_s: float = 5.0, stop: Callable[[], bool] = lambda: False, weights_marker: Path | None = None) -> int:
+    """The placeholder's life after a restore: (``weights_marker``: wait for the sync's verified marker,) wake the restored
+    engine with its weights reloaded (:meth:`Engine.wake_up`: it was dumped asleep), wait for ``/health``, then watch it;
+    ``stop()`` (SIGTERM) ends it with 0.
+
+    A restored engine that never answers, or stops answering for ``unhealthy_s``, loses its ``KEY`` (the next start is
+    cold, not the same bad restore again) and the container exits 1, so the kubelet restarts it.
+    """
+    if weights_marker is not None:
+        while not weights_marker.exists():  # the reload reads the weights: the sync must have verified them
+            if stop():
+                return 0
+            time.sleep(poll_s)
+    if not engine.wake_up():
+        (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
+        log(f"engine snapshot {directory.name[:12]}: the restored engine refused wake_up/reload_weights: KEY removed, the next start is cold")
+        return 1
+    if not engine.wait_healthy(start_timeout_s, poll_s=min(poll_s, 2.0)):
+        (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
+        log(f"engine snapshot {directory.name[:12]}: the restored engine never answered /health: KEY removed, the next start is cold")
+        return 1
+    log(f"engine snapshot {directory.name[:12]}: the restored engine answers /health")
+    down_since: float | None = None
+    while not stop():
+        if engine.healthy():
+            down_since = None
+        elif down_since is None:
+            down_since = time.monotonic()
+        elif time.monotonic() - down_since > unhealthy_s:
+            (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
+            log(f"engine snapshot {directory.name[:12]}: the restored engine stopped answering /health: KEY removed, the next start is cold")
+            return 1
+        time.sleep(poll_s)
+    return 0
+
+
+def node_driver_version() -> str:
+    """The node's NVIDIA driver (``nvidia-smi --query-gpu=driver_version --format=csv,noheader``, first GPU); ``""`` when unreadable."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.splitlines()[0].strip() if out.strip() else ""
+
+
+def pod_key(plan_fields_json: str, driver_version: str) -> engine_snapshot.SnapshotKey:
+    """This pod's key: the fields the plan knows (``SNAPSHOT_KEY_FIELDS``: image, GPU, args, env…) plus the node's driver."""
+    fields = json.loads(plan_fields_json)
+    fields["driver_version"] = driver_version
+    return engine_snapshot.key_from_json(json.dumps(fields))
+
+
+__all__ = [
+    "AGENT_DIR",
+    "REQUESTS",
+    "RESULTS",
+    "SLEEP_LEVEL",
+    "AgentChannel",
+    "Engine",
+    "Verdict",
+    "check",
+    "file_sums",
+    "hold_restored",
+    "node_driver_version",
+    "pod_key",
+    "restore_or_cold",
+    "seal",
+    "snapshot_after_healthy",
+    "snapshot_dir",
+]
