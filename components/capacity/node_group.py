@@ -581,8 +581,8 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
         problems.reject("instance_type", args.instance_type, type_problem)
     if not args.subnet_ids_by_az:
         problems.reject("subnet_ids_by_az", dict(args.subnet_ids_by_az), "the node group needs the subnet of the Capacity Block's AZ")
-    if not 100 <= args.root_volume_gib <= 2000:
-        problems.reject("root_volume_gib", args.root_volume_gib, "expected 100..2000 GiB (gp3; images and weights live on the NVMe RAID0)")
+    if not rules.ROOT_VOLUME_GIB[0] <= args.root_volume_gib <= rules.ROOT_VOLUME_GIB[1]:
+        problems.reject("root_volume_gib", args.root_volume_gib, "expected {}..{} GiB (gp3; images and weights live on the NVMe RAID0)".format(*rules.ROOT_VOLUME_GIB))
     low, high = GP3_THROUGHPUT_RANGE_MIBPS
     throughput = args.root_volume_throughput_mibps
     if throughput is not None and not low <= throughput <= high:

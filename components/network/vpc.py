@@ -27,6 +27,7 @@ import pulumi_aws as aws
 
 from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import AVAILABILITY_ZONE, LOG_RETENTION_DAYS, SUBNET_ID, VPC_ID
+from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets, vpc_cidr_problem
@@ -112,7 +113,7 @@ def _validate(name: str, args: NetworkArgs) -> SubnetPlan:
     if args.nat_mode not in NAT_MODES:
         problems.reject("nat_mode", args.nat_mode, f"one of {', '.join(NAT_MODES)}")
     if args.flow_log_retention_days not in LOG_RETENTION_DAYS:
-        problems.reject("flow_log_retention_days", args.flow_log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))} (the retention periods CloudWatch Logs accepts)")
+        problems.reject("flow_log_retention_days", args.flow_log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))} (the retention periods CloudWatch Logs accepts){did_you_mean(args.flow_log_retention_days, LOG_RETENTION_DAYS)}")
     for problem in endpoint_problems(args.interface_endpoint_services):
         problems.add("interface_endpoint_services", f"interface_endpoint_services: {problem}")
     if not args.cluster_name:

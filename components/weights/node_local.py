@@ -217,6 +217,18 @@ def provisioner_values(storage_class: str = "kimi-local-weights", node_selector:
 
 
 NODE_CLEANUP_IMAGE = "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"
+
+
+def cleanup_image_problem(image: str) -> str | None:
+    """What is accepted instead of ``image`` as the node-cleanup controller's image (``TimeToServeArgs.node_cleanup_image``,
+    the settings' ``nodeCleanupImage``); ``None``: accepted. prod's digest pin is the stack's rule (its environment)."""
+    from kimi_k3.serving.contracts import ContractError, ImageContract  # the contract's parser: the one home of an image reference
+
+    try:
+        ImageContract.parse(image)
+    except ContractError:
+        return "expected repo:tag or repo@sha256:<64 hex>"
+    return None
 """Release image of the node-cleanup controller (``REGISTRY ?= registry.k8s.io/sig-storage`` and
 ``local-volume-node-cleanup`` in the repository's Makefile and hack/release.sh at
 local-static-provisioner-2.9.0); pin it by digest when integrating (not resolvable offline)."""

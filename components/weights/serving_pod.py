@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pulumi_kubernetes as k8s
 
+from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import UserError
 from kimi_k3.weights import compile_cache, node_local, node_sync, pod_files
 
@@ -58,7 +59,10 @@ class ServingStartup:
 
     def __post_init__(self) -> None:
         if self.verify_hasher not in node_sync.HASHERS:
-            raise UserError(f"serving startup: verify_hasher {self.verify_hasher!r} is not accepted; accepted: {', '.join(node_sync.HASHERS)}")
+            raise UserError(f"serving startup: verify_hasher {self.verify_hasher!r} is not accepted; accepted: {', '.join(node_sync.HASHERS)}{did_you_mean(self.verify_hasher, node_sync.HASHERS)}")
+        cache_problem = compile_cache.cache_uri_problem(self.compile_cache_s3_uri) if self.compile_cache_s3_uri is not None else None
+        if cache_problem:
+            raise UserError(f"serving startup: compile_cache_s3_uri {self.compile_cache_s3_uri!r} is not accepted; {cache_problem}")
         if self.compile_cache_s3_uri is not None and not self.warmup:
             raise UserError("serving startup: compile_cache_s3_uri needs warmup: the sidecar saves the caches once the replica is warmed up")
 

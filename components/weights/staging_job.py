@@ -116,6 +116,21 @@ class WeightsStagingJobArgs:
     """Extra labels on every object."""
 
 
+def image_problem(image: str, allow_floating_tag: bool) -> str | None:
+    """What is wrong with ``image`` as the staging Job's image (``WeightsStagingJobArgs.image``, the settings'
+    ``weightsStagingImage``), as the end of a sentence about it; ``None``: accepted. An image reference with a tag or a
+    digest (the serving contract's parser), pinned by digest unless ``allow_floating_tag`` (outside prod)."""
+    from kimi_k3.serving.contracts import ContractError, ImageContract  # the contract's parser: the one home of an image reference
+
+    try:
+        ImageContract.parse(image)
+    except ContractError:
+        return "is not accepted; expected repo:tag or repo@sha256:<64 hex>"
+    if "@sha256:" not in image and not allow_floating_tag:
+        return "is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)"
+    return None
+
+
 def check_inputs(*, s3_uri: str, revision: str, image: str, allow_floating_tag: bool) -> None:
     """The staging Job's rules on what it copies and with which image (the one home: :func:`validate` and the settings call it)."""
     what = "weights staging job"
@@ -125,8 +140,9 @@ def check_inputs(*, s3_uri: str, revision: str, image: str, allow_floating_tag: 
         raise UserError(f"{what}: s3_uri {s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)") from None
     if not GIT_REVISION.fullmatch(revision or ""):
         raise UserError(f"{what}: revision {revision!r} is not accepted; expected the 40-hex commit SHA")
-    if "@sha256:" not in image and not allow_floating_tag:
-        raise UserError(f"{what}: image {image!r} is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)")
+    problem = image_problem(image, allow_floating_tag)
+    if problem:
+        raise UserError(f"{what}: image {image!r} {problem}")
 
 
 def validate(args: WeightsStagingJobArgs) -> None:
