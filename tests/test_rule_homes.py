@@ -50,13 +50,13 @@ from kimi_k3 import (
     lookup_capacity_block,
     offline,
 )
+from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.hyperpod.cluster import HyperPodCluster, HyperPodClusterArgs
 from kimi_k3.hyperpod.rules import EksForHyperPod
 from kimi_k3.observability.alerts import AlertRulesArgs, AlertThresholds, BlockWindow
 from kimi_k3.observability.dashboard import DashboardArgs
-from kimi_k3.weights.serving_pod import ServingStartup
-from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.stack import settings
+from kimi_k3.weights.serving_pod import ServingStartup
 from tests.builders import BLOCK_START, DIGEST, REVISION, block_facts, in_cluster, serving_contract, stack_config
 from tests.conftest import NOW, ROOT
 from tests.hyperpod_builders import EKS_ARN, NODE_SG, PLAN, REGION, SUBNET, providers

@@ -47,7 +47,7 @@ from kimi_k3.capacity.scaling import SCALE_UP_MARGIN, ScalingPlan, scaling_plan
 from kimi_k3.cluster import versions
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import EMAIL_LETTER_TLD
 from kimi_k3.errors import Problems
 
@@ -249,6 +249,7 @@ class CapacityBlockNodeGroupArgs:
     """Extra ``(content type, body)`` MIME parts of the launch template's user data (:func:`nodeadm_user_data`)."""
 
 
+@checked_component
 class CapacityBlockNodeGroup(pulumi.ComponentResource):
     """GPU nodes backed by one EC2 Capacity Block, sized to the block across its life.
 

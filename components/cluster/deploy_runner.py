@@ -38,7 +38,7 @@ import pulumi_aws as aws
 import yaml
 
 from kimi_k3.cluster.deploy_source import source_url_problem
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import LOG_RETENTION_DAYS, ROLE_ARN, SECRET_ARN
 from kimi_k3.core.names import fit
 from kimi_k3.core.suggest import did_you_mean
@@ -212,6 +212,7 @@ def trust_policy(account: str, partition: str, region: str, project_name: str) -
     }
 
 
+@checked_component
 class DeployRunner(pulumi.ComponentResource):
     """A CodeBuild project in the stack's VPC that runs ``pulumi up`` (see the module docstring).
 

@@ -49,7 +49,7 @@ from kimi_k3.cluster.access import roles_in_both
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.core import labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import EKS_ADDON_VERSION, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
 from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import Problems
@@ -310,6 +310,7 @@ def _access_entry(role_arn: str, policy_arn: str, association: str, tags: Mappin
     )
 
 
+@checked_component
 class Cluster(pulumi.ComponentResource):
     """An EKS cluster locked down for GPU serving: see the module docstring for what it holds.
 

@@ -71,7 +71,7 @@ import yaml
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod import rules as hyperpod_rules
 from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
@@ -343,6 +343,7 @@ def execution_role_policy(bucket: str, prefix: str, partition: str = "aws") -> s
     )
 
 
+@checked_component
 class HyperPodCluster(pulumi.ComponentResource):
     """The HyperPod cluster of a ``hyperpod`` stack: see the module docstring for what it declares.
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import AVAILABILITY_ZONE, LOG_RETENTION_DAYS, SUBNET_ID, VPC_ID
 from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import Problems, UserError
@@ -156,6 +156,7 @@ def _validate_existing(name: str, args: ExistingNetworkArgs) -> None:
     problems.raise_any()
 
 
+@checked_component
 class Network(pulumi.ComponentResource):
     """A VPC for EKS with Capacity Block GPU nodes; :meth:`from_existing` for one someone else manages.
 
@@ -389,6 +390,7 @@ class Network(pulumi.ComponentResource):
         )
 
 
+@checked_component(called="Network.from_existing")
 class ExistingNetwork(Network):
     """A VPC someone else manages: its ids as :class:`Network` outputs; nothing declared, nothing destroyed.
 

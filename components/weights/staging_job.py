@@ -35,7 +35,7 @@ from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import DNS_LABEL, GIT_REVISION
 from kimi_k3.core.s3 import S3Prefix
 from kimi_k3.errors import Problems, UserError
@@ -221,6 +221,7 @@ def job_spec(args: WeightsStagingJobArgs, service_account: str, config_map: str,
     )
 
 
+@checked_component
 class WeightsStagingJob(pulumi.ComponentResource):
     """Copy ``model_id@revision`` into ``s3_uri`` from the system nodes, with a role that writes only that prefix.
 

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 from kimi_k3.addons.gpu_plugins import PRIVILEGED_NAMESPACE_LABELS
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
 from kimi_k3.weights import image_pull, node_local
 from kimi_k3.weights.bucket import WeightsBucket, WeightsBucketArgs
@@ -127,6 +127,7 @@ def declares_anything(args: TimeToServeArgs) -> bool:
     return bool(args.bucket_name or args.staging_job or args.node_local_weights or args.image_prepull or args.pull_through_secret_arn)
 
 
+@checked_component
 class TimeToServe(pulumi.ComponentResource):
     """The stack-level time-to-serve resources (see the module docstring). Kubernetes provider through ``opts``.
 
