@@ -261,8 +261,8 @@ limit(
           "weights/system_disk.py DiskVerdict.fits, LIMIT_PERCENT (kubelet imageGCHighThresholdPercent 85, evictionHard imagefs.available 15%): 6 + 2 + 12 + 24 GiB = 44 GiB, ceil(44 / 0.85) = 52",
           key("systemNodeDiskGiB", **STAGING), ("weights/system_disk.py::DiskVerdict.fits: self.percent <= LIMIT_PERCENT",), "systemNodeDiskGiB"),
     Limit("weightsStagingImage tag length", "max", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "expected repo:tag or repo@sha256",
-          "stack/settings/weights.py _image_like, serving/contracts.py IMAGE_RE (OCI distribution spec: tags of at most 128)", key("weightsStagingImage", **STAGING),
-          ("serving/contracts.py::IMAGE_RE{0,127}",), "weightsStagingImage"),
+          "stack/settings/weights.py _image_like, cluster/image_reference.py IMAGE_RE (OCI distribution spec: tags of at most 128)", key("weightsStagingImage", **STAGING),
+          ("cluster/image_reference.py::IMAGE_RE{0,127}",), "weightsStagingImage"),
     *(Limit("ecrPullThroughPrefix length", edge, at, beyond, "2-30 lower-case letters, digits and . _ -",
             "weights/image_pull.py valid_prefix (ECR CreatePullThroughCacheRule ecrRepositoryPrefix: length 2 to 30)", key("ecrPullThroughPrefix"),
             ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",), "ecrPullThroughPrefix")
@@ -1261,8 +1261,8 @@ length_row("training plan offering id", "o" * 256, "o" * 257, "is not accepted",
            pattern("hyperpod.training_plans", "OFFERING_ID", "offering"), "hyperpod/training_plans.py::OFFERING_ID{1,256}")
 length_row("media domain label", ["d" * 63 + ".example.com"], ["d" * 64 + ".example.com"], "mediaAllowedDomains", "serving/contracts.py HOSTNAME_RE (DNS: labels of at most 63, names of at most 253)",
            key("mediaAllowedDomains", mediaPolicy="allowlist"), "serving/contracts.py::HOSTNAME_RE{1,253}{0,61}{2,63}", "mediaAllowedDomains")
-length_row("image tag", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "servingImage", "serving/contracts.py IMAGE_RE (OCI distribution spec: tags of at most 128)",
-           key("servingImage"), "serving/contracts.py::IMAGE_RE{0,127}", "servingImage")
+length_row("image tag", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "servingImage", "cluster/image_reference.py IMAGE_RE (OCI distribution spec: tags of at most 128)",
+           key("servingImage"), "cluster/image_reference.py::IMAGE_RE{0,127}", "servingImage")
 
 
 def _s3_location(uri: str) -> object:

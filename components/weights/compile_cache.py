@@ -73,18 +73,6 @@ class CacheKeyInputs:
     """Anything else the caller wants in the key."""
 
 
-def cache_uri_problem(uri: str) -> str | None:
-    """What is accepted instead of ``uri`` as the caches' prefix (``ServingStartup.compile_cache_s3_uri``, the settings'
-    ``compileCacheS3Uri``); ``None``: accepted. The caches' role reads and writes only that prefix, so it is a non-empty one."""
-    try:
-        location = S3Location.parse(uri)
-    except WeightsError:
-        return "expected s3://bucket/prefix/ with a trailing slash (the caches' role reads and writes only that prefix)"
-    if not location.prefix:
-        return "expected a non-empty prefix, s3://bucket/prefix/: the caches' role reads and writes only that prefix"
-    return None
-
-
 def cache_key(inputs: CacheKeyInputs) -> str:
     """A stable key for ``inputs``: ``v1-<gpu>-<revision 12>-<sha256 of the canonical inputs, 24 hex>``.
 

@@ -31,6 +31,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from kimi_k3.cluster.image_reference import image_reference_problem
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
@@ -120,11 +121,7 @@ def image_problem(image: str, allow_floating_tag: bool) -> str | None:
     """What is wrong with ``image`` as the staging Job's image (``WeightsStagingJobArgs.image``, the settings'
     ``weightsStagingImage``), as the end of a sentence about it; ``None``: accepted. An image reference with a tag or a
     digest (the serving contract's parser), pinned by digest unless ``allow_floating_tag`` (outside prod)."""
-    from kimi_k3.serving.contracts import ContractError, ImageContract  # the contract's parser: the one home of an image reference
-
-    try:
-        ImageContract.parse(image)
-    except ContractError:
+    if image_reference_problem(image):
         return "is not accepted; expected repo:tag or repo@sha256:<64 hex>"
     if "@sha256:" not in image and not allow_floating_tag:
         return "is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)"

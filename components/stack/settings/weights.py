@@ -111,15 +111,15 @@ def _staging_job(r: Reader, prod: bool, serving: ServingSettings, system_disk_gi
 
 
 def _compile_cache(r: Reader, capacity: CapacitySettings, serving: ServingSettings) -> str | None:
-    """``compileCacheS3Uri`` (rules: :func:`kimi_k3.weights.compile_cache.cache_uri_problem`, its key's digest pin)."""
-    from kimi_k3.weights import WeightsError, compile_cache  # the weights components (Pulumi SDKs) load when a stack is validated
+    """``compileCacheS3Uri`` (rules: :func:`kimi_k3.weights.serving_pod.cache_uri_problem`, its key's digest pin)."""
+    from kimi_k3.weights import WeightsError, compile_cache, serving_pod  # the weights components (Pulumi SDKs) load when a stack is validated
 
     contract = serving.contract
     weights = contract.weights
     cache_uri = r.get("compileCacheS3Uri") or None
     if cache_uri is None:
         return None
-    problem = compile_cache.cache_uri_problem(cache_uri)  # the rule's home: ServingStartup.compile_cache_s3_uri
+    problem = serving_pod.cache_uri_problem(cache_uri)  # the rule's home: ServingStartup.compile_cache_s3_uri
     if problem:
         raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, problem)
     if weights.source != "s3":
@@ -143,7 +143,7 @@ def _compile_cache(r: Reader, capacity: CapacitySettings, serving: ServingSettin
 def _bucket(r: Reader, serving: ServingSettings, cache_uri: str | None) -> str | None:
     """``weightsBucketName`` (rule: :func:`kimi_k3.weights.bucket.validate`), which must be a bucket the stack names."""
     from kimi_k3.weights import bucket  # the weights components (Pulumi SDKs) load when a stack is validated
-    from kimi_k3.weights.s3store import S3Location
+    from kimi_k3.weights.s3store import S3Location  # the weights components (Pulumi SDKs) load when a stack is validated
 
     bucket_name = r.get("weightsBucketName") or None
     if bucket_name is None:
@@ -205,7 +205,7 @@ def _pull_through(
     """``dockerHubPullThroughSecretArn`` and ``ecrPullThroughPrefix`` (rules: :mod:`kimi_k3.weights.image_pull`): the secret, the
     prefix, the Docker Hub image as configured when it was rewritten to the cache, and the serving settings (rewritten)."""
     from kimi_k3.weights import image_pull  # the weights components (Pulumi SDKs) load when a stack is validated
-    from kimi_k3.weights.estimate import image_in_region
+    from kimi_k3.weights.estimate import image_in_region  # the weights components (Pulumi SDKs) load when a stack is validated
 
     secret_arn = r.get("dockerHubPullThroughSecretArn") or None
     prefix = r.get("ecrPullThroughPrefix") or default_prefix
