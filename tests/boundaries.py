@@ -261,8 +261,8 @@ limit(
           "weights/system_disk.py DiskVerdict.fits, LIMIT_PERCENT (kubelet imageGCHighThresholdPercent 85, evictionHard imagefs.available 15%): 6 + 2 + 12 + 24 GiB = 44 GiB, ceil(44 / 0.85) = 52",
           key("systemNodeDiskGiB", **STAGING), ("weights/system_disk.py::DiskVerdict.fits: self.percent <= LIMIT_PERCENT",), "systemNodeDiskGiB"),
     Limit("weightsStagingImage tag length", "max", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "expected repo:tag or repo@sha256",
-          "stack/settings/weights.py _image_like, serving/contracts.py IMAGE_RE (OCI distribution spec: tags of at most 128)", key("weightsStagingImage", **STAGING),
-          ("serving/contracts.py::IMAGE_RE{0,127}",), "weightsStagingImage"),
+          "stack/settings/weights.py _image_like, cluster/image_reference.py IMAGE_RE (OCI distribution spec: tags of at most 128)", key("weightsStagingImage", **STAGING),
+          ("cluster/image_reference.py::IMAGE_RE{0,127}",), "weightsStagingImage"),
     *(Limit("ecrPullThroughPrefix length", edge, at, beyond, "2-30 lower-case letters, digits and . _ -",
             "weights/image_pull.py valid_prefix (ECR CreatePullThroughCacheRule ecrRepositoryPrefix: length 2 to 30)", key("ecrPullThroughPrefix"),
             ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",), "ecrPullThroughPrefix")
@@ -405,8 +405,8 @@ def _cluster(**changes: Any) -> object:
 SUBNETS = ("subnet-0aaa0000000000001", "subnet-0bbb0000000000002", "subnet-0ccc0000000000003")
 limit(Limit("EKS private subnets", "min", SUBNETS[:2], SUBNETS[:1], "at least two private subnets in different AZs", "cluster/eks.py validate (EKS: subnets in two AZs)",
             lambda ids: _cluster(private_subnet_ids=ids), ("cluster/eks.py::validate: len(args.private_subnet_ids) < 2",)))
-component("EKS system node count", 2, 10, "a whole number from 2 to 10", "cluster/eks.py validate (two or more for multi-AZ; systemNodeCount's range)", lambda n: _cluster(system_node_count=n), "cluster/eks.py::validate: 2 <= args.system_node_count <= 10")
-component("EKS system node disk GiB", 20, 1000, "20 to 1000 GiB", "cluster/eks.py validate", lambda n: _cluster(system_node_disk_gib=n), "cluster/eks.py::validate: 20 <= args.system_node_disk_gib <= 1000")
+component("EKS system node count", 2, 10, "a whole number from 2 to 10", "cluster/eks.py validate (two or more for multi-AZ; systemNodeCount's range)", lambda n: _cluster(system_node_count=n), "cluster/eks.py::validate: system_nodes.COUNT[0] <= args.system_node_count <= system_nodes.COUNT[1]")
+component("EKS system node disk GiB", 20, 1000, "20 to 1000 GiB", "cluster/eks.py validate", lambda n: _cluster(system_node_disk_gib=n), "cluster/eks.py::validate: system_nodes.DISK_GIB[0] <= args.system_node_disk_gib <= system_nodes.DISK_GIB[1]")
 limit(
     Limit("EKS service CIDR prefix", "min", "172.16.0.0/12", "10.128.0.0/11", "between /12 and /24", "cluster/eks.py _validate_service_cidr (EKS serviceIpv4Cidr /12 to /24)",
           lambda cidr: _cluster(service_cidr=cidr), ("cluster/eks.py::_validate_service_cidr: 12 <= network.prefixlen <= 24",)),
@@ -450,7 +450,7 @@ def _node_group(**changes: Any) -> object:
 
 
 component("GPU node root volume GiB", 100, 2000, "expected 100..2000 GiB (gp3", "capacity/node_group.py _validate (gpuRootVolumeGiB's range: images and weights live on the NVMe RAID0)", lambda n: _node_group(root_volume_gib=n),
-          "capacity/node_group.py::_validate: 100 <= args.root_volume_gib <= 2000")
+          "capacity/node_group.py::_validate: rules.ROOT_VOLUME_GIB[0] <= args.root_volume_gib <= rules.ROOT_VOLUME_GIB[1]")
 component("GPU node root volume throughput MiB/s", 125, 1000, "expected 125..1000 MiB/s (gp3)",
           "capacity/node_group.py _validate (EC2 LaunchTemplateEbsBlockDeviceRequest Throughput: 125 to 1,000)",
           lambda n: _node_group(root_volume_throughput_mibps=n, root_volume_iops=16_000), "capacity/node_group.py::_validate: low <= throughput <= high")
@@ -699,7 +699,7 @@ def _hyperpod_cluster(**changes: Any) -> object:
 H = "hyperpod/cluster.py::"
 component("HyperPod instance count", 1, None, "a whole number of at least 1", "hyperpod/cluster.py validate", lambda n: _hyperpod_cluster(instance_count=n), H + "validate: args.instance_count < 1")
 component("HyperPod EBS volume GiB", 1, 16_384, "1 to 16384 GiB (ClusterEbsVolumeSizeInGB)", "hyperpod/cluster.py validate (SageMaker ClusterEbsVolumeConfig)", lambda n: _hyperpod_cluster(ebs_volume_size_gib=n),
-          H + "validate: 1 <= args.ebs_volume_size_gib <= 16384")
+          H + "validate: hyperpod_rules.EBS_VOLUME_GIB[0] <= args.ebs_volume_size_gib <= hyperpod_rules.EBS_VOLUME_GIB[1]")
 limit(Limit("HyperPod instance count against the training plan", "max", 4, 5, "at most 4, what training plan kimi-k3-p6 reserves in us-east-1a", "hyperpod/cluster.py _plan_problems (a plan backs what it reserves)",
             lambda n: _hyperpod_cluster(instance_count=n), (H + "_plan_problems: args.instance_count > reserved",)))
 
@@ -1116,8 +1116,11 @@ limit(
     Limit("alert rules: KV cache usage", "min", 0.01, 0, "expected a fraction in (0, 1]", "observability/alerts.py validate", lambda u: _alerts(kv_cache_usage=u), (AL + "0 < t.kv_cache_usage <= 1",)),
     Limit("alert rules: throttle fractions", "max", 1, 1.01, "expected a fraction of time in (0, 1]", "observability/alerts.py validate (DCGM throttle reasons)",
           lambda u: _alerts(gpu_thermal_throttle_fraction=u), (AL + "0 < getattr(t, key) <= 1",)),
-    Limit("alert rules: requests waiting", "min", 1, 0, "requests_waiting at least 1", "observability/alerts.py validate", lambda n: _alerts(requests_waiting=n), (AL + "t.requests_waiting < 1",)),
-    Limit("alert rules: TTFT p99 seconds", "min", 0.001, 0, "ttft_p99_s must be a positive number of seconds", "observability/alerts.py validate", lambda s: _alerts(ttft_p99_s=s), (AL + "t.ttft_p99_s > 0",)),
+    Limit("alert rules: requests waiting", "min", 1, 0, "requests_waiting 0 is not accepted; expected at least 1", "observability/alerts.py validate", lambda n: _alerts(requests_waiting=n), (AL + "t.requests_waiting < 1",)),
+    Limit("alert rules: TTFT p99 seconds", "min", 1, 0.999, "expected 1 to 600 seconds", "observability/alerts.py validate (alertTtftP99Seconds's range)", lambda s: _alerts(ttft_p99_s=s),
+          (AL + "TTFT_P99_SECONDS[0] <= t.ttft_p99_s <= TTFT_P99_SECONDS[1]",)),
+    Limit("alert rules: TTFT p99 seconds", "max", 600, 600.001, "expected 1 to 600 seconds", "observability/alerts.py validate (alertTtftP99Seconds's range)", lambda s: _alerts(ttft_p99_s=s),
+          (AL + "TTFT_P99_SECONDS[0] <= t.ttft_p99_s <= TTFT_P99_SECONDS[1]",)),
     Limit("alert rules: weights budget seconds", "min", 1, 0, "weights_budget_s and startup_budget_s must be positive seconds", "observability/alerts.py validate",
           lambda s: _alerts(weights_budget_s=s), (AL + "args.weights_budget_s <= 0",)),
     Limit("alert rules: startup budget seconds", "min", 1, 0, "weights_budget_s and startup_budget_s must be positive seconds", "observability/alerts.py validate",
@@ -1258,8 +1261,8 @@ length_row("training plan offering id", "o" * 256, "o" * 257, "is not accepted",
            pattern("hyperpod.training_plans", "OFFERING_ID", "offering"), "hyperpod/training_plans.py::OFFERING_ID{1,256}")
 length_row("media domain label", ["d" * 63 + ".example.com"], ["d" * 64 + ".example.com"], "mediaAllowedDomains", "serving/contracts.py HOSTNAME_RE (DNS: labels of at most 63, names of at most 253)",
            key("mediaAllowedDomains", mediaPolicy="allowlist"), "serving/contracts.py::HOSTNAME_RE{1,253}{0,61}{2,63}", "mediaAllowedDomains")
-length_row("image tag", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "servingImage", "serving/contracts.py IMAGE_RE (OCI distribution spec: tags of at most 128)",
-           key("servingImage"), "serving/contracts.py::IMAGE_RE{0,127}", "servingImage")
+length_row("image tag", "vllm/vllm-openai:" + "t" * 128, "vllm/vllm-openai:" + "t" * 129, "servingImage", "cluster/image_reference.py IMAGE_RE (OCI distribution spec: tags of at most 128)",
+           key("servingImage"), "cluster/image_reference.py::IMAGE_RE{0,127}", "servingImage")
 
 
 def _s3_location(uri: str) -> object:

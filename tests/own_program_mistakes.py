@@ -6,7 +6,8 @@ row through ``kimi-k3 plan dev --program DIR`` (in-process, :func:`kimi_k3.cli.m
 mock engine the command uses) and asserts exit 2, one line, the argument named, no traceback.
 
 ``python -m tests.own_program_mistakes`` prints, per class, how many rows are refused cleanly,
-accepted, crash (a traceback) or are refused without naming the argument.
+accepted, crash (a traceback) or are refused without naming the argument, beside what the library at
+:data:`BEFORE_COMMIT` did with the same rows (:data:`BEFORE`, measured there).
 """
 
 from __future__ import annotations
@@ -61,10 +62,23 @@ _KEY = 'api_key=pulumi.Config().require_secret("apiKey"),'
 _VPC = 'cluster_name="llm", vpc_cidr="10.50.0.0/16", availability_zones=azs))'
 _ROLE = "node_role_arn=cluster.node_role_arn))"
 _LOOKUP = 'lookup_capacity_block("cr-0a1b2c3d4e5f60718")'
+_LOOKUP_LINE = 'block = lookup_capacity_block("cr-0a1b2c3d4e5f60718")'
 _NEEDS = 'BlockNeeds("p6-b300.48xlarge", availability_zones=azs)'
 _REVISION = 'WeightsContract(revision="3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20")'
 _IMAGE = 'ImageContract.parse("vllm/vllm-openai@sha256:" + "0" * 64)'
 _PLUGINS = "GpuNodePluginsArgs()"
+_NETWORK = 'network = Network("llm-net", NetworkArgs('
+_SERVER = 'server = VllmServer("kimi-k3", VllmServerArgs('
+_PLUGINS_CALL = 'GpuNodePlugins("llm-gpu-plugins", GpuNodePluginsArgs(), opts=in_cluster)'
+
+
+def _facts(**changes: str) -> str:
+    """The README's look-up replaced by a hand-built ``CapacityBlockFacts`` (one line), its fields as Python source with ``changes``."""
+    fields = {
+        "reservation_id": '"cr-0a1b2c3d4e5f60718"', "availability_zone": '"us-east-1a"', "instance_type": '"p6-b300.48xlarge"', "instance_count": "2",
+        "state": '"active"', "start": "now", "end": "now + datetime.timedelta(days=7)", **changes,
+    }
+    return "import datetime; from kimi_k3 import CapacityBlockFacts; block = CapacityBlockFacts(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")"
 
 MISTAKES: tuple[Mistake, ...] = (
     # --- types: a value of the wrong Python type, caught where it is constructed
@@ -91,6 +105,12 @@ MISTAKES: tuple[Mistake, ...] = (
     _m("revision-an-int", "types", _REVISION, "WeightsContract(revision=0x3f7c2a91d0b84e65a1c9f02e7d4b8a6c5e3f1d20)", "revision"),
     _m("keyword-misspelt", "types", _REPLICAS, "replica=block.instance_count, reservation=block),", "replica"),
     _m("required-arg-left-out", "types", "instance_type=block.instance_type, now=now,", "instance_type=block.instance_type,", "now"),
+    _m("network-args-a-dict", "types", _NETWORK, 'network = Network("llm-net", dict(', "args"),
+    _m("server-args-a-dict", "types", _SERVER, 'server = VllmServer("kimi-k3", dict(', "args"),
+    _m("plugin-args-none", "types", _PLUGINS_CALL, 'GpuNodePlugins("llm-gpu-plugins", None, opts=in_cluster)', "args"),
+    _m("plugin-args-left-out", "types", _PLUGINS_CALL, 'GpuNodePlugins("llm-gpu-plugins", opts=in_cluster)', "args"),
+    _m("opts-a-dict", "types", _PLUGINS_CALL, 'GpuNodePlugins("llm-gpu-plugins", GpuNodePluginsArgs(), opts={"providers": {"kubernetes": cluster.provider}})', "opts"),
+    _m("component-name-an-int", "types", _SERVER, "server = VllmServer(3, VllmServerArgs(", "name"),
     # --- secrets: the API key and the Hugging Face token are Pulumi secrets
     _m("api-key-plain-text", "secrets", _KEY, 'api_key="sk-0123456789abcdef0123456789abcdef",', "api_key"),
     _m("api-key-plain-config", "secrets", _KEY, 'api_key=pulumi.Config().get("apiKey"),', "api_key"),
@@ -126,6 +146,10 @@ MISTAKES: tuple[Mistake, ...] = (
     _m("offering-id-looked-up", "block facts", _LOOKUP, 'lookup_capacity_block("cb-0a1b2c3d4e5f60718")', "reservation_id"),
     _m("malformed-id-looked-up", "block facts", _LOOKUP, 'lookup_capacity_block("cr-12345")', "reservation_id"),
     _m("needs-another-type", "block facts", _NEEDS, 'BlockNeeds("p5.48xlarge", availability_zones=azs)', "instance_type"),
+    _m("hand-built-facts-count-a-string", "block facts", _LOOKUP_LINE, _facts(instance_count='"2"'), "instance_count"),
+    _m("hand-built-facts-float-dates", "block facts", _LOOKUP_LINE, _facts(start="1764577800.0", end="1765182600.0"), "start"),
+    _m("hand-built-facts-naive-datetime", "block facts", _LOOKUP_LINE, _facts(start="datetime.datetime(2026, 12, 1, 11, 30)"), "start"),
+    _m("hand-built-facts-unknown-type", "block facts", _LOOKUP_LINE, _facts(instance_type='"p6-b300"'), "instance_type"),
     _m("server-type-not-the-block", "block facts", _REPLICAS, 'replicas=block.instance_count, reservation=block, instance_type="p5en.48xlarge"),', "instance_type"),
     # --- names: identifiers AWS, EKS or Kubernetes refuse
     _m("cluster-name-with-space", "names", _VERSION, 'cluster_name="my llm", version="1.34",', "cluster_name"),
@@ -139,6 +163,21 @@ MISTAKES: tuple[Mistake, ...] = (
     _m("namespace-not-a-dns-label", "names", _REPLICAS, 'replicas=block.instance_count, reservation=block, namespace="Kimi Serving"),', "namespace"),
 )
 """Every mistake of the table (ids are unique; ``tests/test_own_program_mistakes.py`` checks the count per class)."""
+
+
+BEFORE_COMMIT = "42198d2"
+"""The commit the "before" column was measured on: this table run against that commit's library (``git worktree add DIR 42198d2``,
+this file copied in, ``python -m tests.own_program_mistakes`` there)."""
+BEFORE: dict[str, dict[str, int]] = {
+    "types": {"refused": 23, "crash": 6},
+    "secrets": {"refused": 4},
+    "ranges": {"refused": 11},
+    "combinations": {"refused": 7},
+    "block facts": {"refused": 9, "crash": 3},
+    "names": {"refused": 9},
+}
+"""Per class, what the library at :data:`BEFORE_COMMIT` did with these rows (measured, not derived): a row added here is measured there
+too (``tests/test_own_program_mistakes.py`` holds the per-class row counts equal)."""
 
 
 def readme_files() -> dict[str, str]:
@@ -222,10 +261,15 @@ def counts() -> dict[str, Counter[str]]:
     return table
 
 
+def _row(kind: str, found: Counter[str], before: Counter[str]) -> str:
+    verdicts = ("refused", "accepted", "crash", "unclear")
+    return f"{kind:13} {sum(found.values()):4}  " + " ".join(f"{before[v]:>4} -> {found[v]:<4}" for v in verdicts)
+
+
 if __name__ == "__main__":
     table = counts()
-    print(f"{'class':13} {'rows':>4} {'refused':>8} {'accepted':>8} {'crash':>6} {'unclear':>8}")
+    print(f"per class, before (the library at {BEFORE_COMMIT}) -> now")
+    print(f"{'class':13} {'rows':>4}  {'refused':^12} {'accepted':^12} {'crash':^12} {'unclear':^12}")
     for kind, found in table.items():
-        print(f"{kind:13} {sum(found.values()):4} {found['refused']:8} {found['accepted']:8} {found['crash']:6} {found['unclear']:8}")
-    total: Counter[str] = sum(table.values(), Counter())
-    print(f"{'all':13} {sum(total.values()):4} {total['refused']:8} {total['accepted']:8} {total['crash']:6} {total['unclear']:8}")
+        print(_row(kind, found, Counter(BEFORE[kind])))
+    print(_row("all", sum(table.values(), Counter()), sum((Counter(b) for b in BEFORE.values()), Counter())))

@@ -4,15 +4,21 @@ the args check of every public args class, the example-value warning's one home,
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import sys
+import typing
+from datetime import UTC, datetime
 
+import pulumi
 import pytest
 
 import kimi_k3
-from kimi_k3 import ClusterArgs, NetworkArgs
+from kimi_k3 import CapacityBlockFacts, ClusterArgs, NetworkArgs, offline
 from kimi_k3.core import example_values
 from kimi_k3.core.args_check import example_value_warnings
 from kimi_k3.errors import ComponentInputError
 from kimi_k3.stack import lint
+from tests.conftest import NOW
 
 PUBLIC_ARGS = sorted(name for name in kimi_k3.__all__ if name.endswith("Args") or name in ("BlockNeeds", "ServingContract", "WeightsContract", "ApiContract", "EngineProfile", "ImageContract"))
 
@@ -51,3 +57,76 @@ def test_the_example_value_rule_has_one_home_for_stack_files_and_args():
 def test_the_stack_path_does_not_warn_for_its_args_again(dev_plan):
     """The stack file is linted (kimi-k3 plan); the args the platform builds from it are not warned a second time."""
     assert not [w for w in dev_plan.warnings if "left in the program" in w]
+
+
+PUBLIC_COMPONENTS = sorted(
+    name for name in kimi_k3.__all__ if isinstance(getattr(kimi_k3, name), type) and issubclass(getattr(kimi_k3, name), pulumi.ComponentResource)
+)
+"""Every component ``kimi_k3`` exports (``Network.from_existing``'s ``ExistingNetwork`` is walked through its caller below)."""
+
+
+def _refusal(build) -> str:
+    """The one line a program building ``build()`` is refused with, under the offline engine, before anything is declared."""
+    engine = offline.OfflineEngine(now=NOW)
+    with pytest.raises(ComponentInputError) as caught:
+        engine.run(build)
+    assert [r.type for r in engine.resources if not r.type.startswith("pulumi:providers:")] == []
+    message = str(caught.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_every_public_component_is_one_the_walk_knows():
+    assert len(PUBLIC_COMPONENTS) >= 20 and {"Cluster", "VllmServer", "Network", "CapacityBlockNodeGroup", "Platform"} <= set(PUBLIC_COMPONENTS)
+
+
+@pytest.mark.parametrize("name", PUBLIC_COMPONENTS)
+@pytest.mark.parametrize("given", ["notargs", {}, None], ids=["str", "dict", "None"])
+def test_something_other_than_the_args_class_is_one_line_naming_the_component_the_argument_its_type_and_the_class(name, given):
+    component = getattr(kimi_k3, name)
+    parameter = list(inspect.signature(component.__init__).parameters)[2]  # (self, name, args)
+    expected = typing.get_type_hints(component.__init__, vars(sys.modules[component.__module__]))[parameter].__name__
+    message = _refusal(lambda: component("x", given, now=NOW) if name == "Platform" else component("x", given))
+    shown = "None" if given is None else f"{given!r} ({type(given).__name__})"
+    assert message.startswith(f"{name} 'x': {parameter} {shown} is not accepted; expected a{'n' if expected[0] in 'AEIOU' else ''} {expected}"), message
+
+
+def test_the_args_left_out_or_by_keyword_none_and_the_existing_network_are_named_too():
+    assert _refusal(lambda: kimi_k3.Cluster("c")) == "Cluster 'c': args is required: a ClusterArgs, as in Cluster(name, ...)"  # type: ignore[call-arg]
+    assert _refusal(lambda: kimi_k3.VllmServer("x", args=None)).startswith("VllmServer 'x': args None is not accepted; expected a VllmServerArgs")  # type: ignore[arg-type]
+    net = NetworkArgs(cluster_name="c")
+    assert "Network.from_existing 'n': args NetworkArgs(" in _refusal(lambda: kimi_k3.Network.from_existing("n", net))  # type: ignore[arg-type]
+    assert _refusal(lambda: kimi_k3.Network(3, net)) == "Network: name 3 (int) is not accepted; expected a str"  # type: ignore[arg-type]
+
+
+def test_opts_that_are_not_resource_options_are_named_without_an_address():
+    message = _refusal(lambda: kimi_k3.WeightsBucket("w", kimi_k3.WeightsBucketArgs(bucket_name="kimi-weights"), opts={"provider": pulumi.ResourceOptions()}))  # type: ignore[arg-type]
+    assert message.startswith("WeightsBucket 'w': opts {'provider': <ResourceOptions>} (dict) is not accepted; expected a ResourceOptions or None"), message
+
+
+_FACTS = {"reservation_id": "cr-0a1b2c3d4e5f60718", "availability_zone": "us-east-1a", "instance_type": "p6-b300.48xlarge", "instance_count": 2, "state": "active",
+          "start": datetime(2026, 12, 1, 11, 30, tzinfo=UTC), "end": datetime(2026, 12, 8, 11, 30, tzinfo=UTC)}
+
+
+@pytest.mark.parametrize(("change", "line"), [
+    ({"instance_count": "2"}, "CapacityBlockFacts: instance_count '2' (str) is not accepted; expected an int (a whole number)"),
+    ({"instance_count": 2.0}, "CapacityBlockFacts: instance_count 2.0 (float) is not accepted; expected an int (a whole number)"),
+    ({"start": 1764577800.0}, "CapacityBlockFacts: start 1764577800.0 (float) is not accepted; expected a datetime or None"),
+    ({"end": datetime(2026, 12, 8, 11, 30)}, "CapacityBlockFacts: end 2026-12-08T11:30:00 has no timezone; expected a UTC datetime such as datetime(2026, 12, 1, 11, 30, tzinfo=UTC)"),
+    ({"instance_type": "p6-b300"}, "CapacityBlockFacts: instance_type 'p6-b300' is not accepted; expected an EC2 instance type such as p6-b300.48xlarge; did you mean p6-b300.48xlarge?"),
+    ({"instance_count": -1}, "CapacityBlockFacts: instance_count -1 is not accepted; expected 0 or more instances"),
+    ({"tags": {"team": "llm"}}, "CapacityBlockFacts: tags {'team': 'llm'} (dict) is not accepted; expected a sequence of tuple (str, str) (a list or tuple, not a str)"),
+    ({"reservation_idd": "cr-0a1b2c3d4e5f60718"}, "CapacityBlockFacts: reservation_idd is not an argument of CapacityBlockFacts; did you mean reservation_id?"),
+])
+def test_hand_built_capacity_block_facts_are_refused_at_construction(change, line):
+    with pytest.raises(ComponentInputError) as caught:
+        CapacityBlockFacts(**{**_FACTS, **change})
+    assert str(caught.value) == line
+
+
+def test_the_facts_ec2_answers_map_into_are_accepted():
+    facts = CapacityBlockFacts.from_ec2({
+        "CapacityReservationId": "cr-0a1b2c3d4e5f60718", "AvailabilityZone": "us-east-1a", "InstanceType": "p6-b300.48xlarge", "TotalInstanceCount": 2,
+        "State": "scheduled", "StartDate": _FACTS["start"], "EndDate": _FACTS["end"], "Tags": [{"Key": "team", "Value": "llm"}],
+    })
+    assert (facts.instance_count, facts.start, facts.tags) == (2, _FACTS["start"], (("team", "llm"),))

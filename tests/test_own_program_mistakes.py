@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from tests.own_program_mistakes import CLASSES, MISTAKES, plan_mutated, write_mutated
+from tests.own_program_mistakes import BEFORE, CLASSES, MISTAKES, plan_mutated, write_mutated
 
 
 def test_the_table_has_forty_mistakes_or_more_over_every_class():
@@ -20,6 +20,10 @@ def test_the_table_has_forty_mistakes_or_more_over_every_class():
     assert sum(per_class.values()) >= 40 and set(per_class) == set(CLASSES), per_class
     assert all(count >= 4 for count in per_class.values()), per_class
     assert len({m.id for m in MISTAKES}) == len(MISTAKES)
+
+
+def test_the_before_column_counts_every_row_of_its_class():
+    assert {kind: sum(found.values()) for kind, found in BEFORE.items()} == dict(Counter(m.kind for m in MISTAKES))
 
 
 def test_the_readme_program_itself_plans(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from kimi_k3.cli import main
 from kimi_k3.core.suggest import nearest
+from kimi_k3.errors import SettingsError
 from kimi_k3.guardrails.rules import ALL_POLICIES
 from kimi_k3.guardrails.verdict import resolve_policy_config
 from tests.cli_helpers import assert_one_line_error, one_line_error
@@ -62,3 +63,36 @@ def test_nearest_compares_in_lower_case_and_answers_as_spelt():
     assert nearest("MaxModelLength", keys) == "maxModelLen"
     assert nearest("REPLICAS", keys) == "replicas"
     assert nearest("zzz", keys) is None
+
+
+def test_an_integer_enum_suggests_the_accepted_values_next_to_the_value():
+    from kimi_k3.core.formats import LOG_RETENTION_DAYS
+    from kimi_k3.core.suggest import did_you_mean, nearest_numbers
+
+    assert nearest_numbers(45, LOG_RETENTION_DAYS) == (30, 60)
+    assert nearest_numbers(0, LOG_RETENTION_DAYS) == (1,) and nearest_numbers(4000, LOG_RETENTION_DAYS) == (3653,)
+    assert nearest_numbers(30, LOG_RETENTION_DAYS) == () and nearest_numbers(True, LOG_RETENTION_DAYS) == ()
+    assert did_you_mean(45, LOG_RETENTION_DAYS) == "; did you mean 30 or 60?" and did_you_mean("opensll", ("openssl", "sha256sum")) == "; did you mean openssl?"
+
+
+@pytest.mark.parametrize("key", ["flowLogRetentionDays", "clusterLogRetentionDays"])
+def test_a_log_retention_key_off_cloudwatchs_set_names_the_nearest_accepted_days(key):
+    from tests.builders import load_stack_settings
+
+    with pytest.raises(SettingsError, match=r"did you mean 30 or 60\?$"):
+        load_stack_settings(**{key: 45})
+
+
+def test_the_components_log_retention_args_name_the_nearest_accepted_days_too():
+    from kimi_k3 import Cluster, ClusterArgs, Network, NetworkArgs, offline
+    from kimi_k3.errors import UserError
+    from tests.conftest import NOW
+
+    builds = {
+        "flow_log_retention_days": lambda: Network("n", NetworkArgs(cluster_name="c", flow_log_retention_days=45)),
+        "log_retention_days": lambda: Cluster("c", ClusterArgs(version="1.34", vpc_id="vpc-0a1b2c3d4e5f67890", private_subnet_ids=["subnet-1", "subnet-2"],
+                                                            admin_role_arns=["arn:aws:iam::111122223333:role/admin"], log_retention_days=45)),
+    }
+    for arg, build in builds.items():
+        with pytest.raises(UserError, match=rf"{arg} 45 is not accepted; .*did you mean 30 or 60\?"):
+            offline.OfflineEngine(now=NOW).run(build)

@@ -34,7 +34,7 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.image_registries import registry_for
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import CHART_VERSION, DNS_LABEL
 from kimi_k3.errors import Problems
 
@@ -218,6 +218,7 @@ def dcgm_values(args: GpuNodePluginsArgs) -> dict[str, Any]:
     return deep_merge(ours, args.dcgm.extra_values)
 
 
+@checked_component
 class GpuNodePlugins(pulumi.ComponentResource):
     """NVIDIA device plugin, EFA device plugin and DCGM exporter on the GPU nodes, from pinned Helm charts.
 

@@ -33,7 +33,7 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.releases import controller_release
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.catalog import AWS_LOAD_BALANCER_CONTROLLER_CHART
 from kimi_k3.core.formats import CHART_VERSION, REGION, VPC_ID
 from kimi_k3.core.labels import SYSTEM_NODE_LABELS
@@ -145,6 +145,7 @@ def controller_values(args: LoadBalancerControllerArgs, image_tag: str) -> dict[
     return deep_merge(values, args.extra_values)
 
 
+@checked_component
 class LoadBalancerController(pulumi.ComponentResource):
     """AWS Load Balancer Controller (Helm release in ``kube-system``) with an EKS Pod Identity IAM role.
 

@@ -33,7 +33,7 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.releases import check_release_args, controller_namespace, controller_release, register_release_outputs
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
 
 CHART, REPOSITORY, DEFAULT_VERSION = catalog.LWS_CHART.name, catalog.LWS_CHART.repository, catalog.LWS_CHART.version
@@ -88,6 +88,7 @@ def validate(args: LwsControllerArgs, name: str = "lws", opts: pulumi.ResourceOp
     problems.raise_any()
 
 
+@checked_component
 class LwsController(pulumi.ComponentResource):
     """The LeaderWorkerSet controller (CRD + manager + webhooks), pinned, on the system nodes.
 

@@ -36,7 +36,7 @@ from kimi_k3.addons.helm_values import deep_merge
 from kimi_k3.addons.releases import check_release_args, controller_namespace, controller_release, register_release_outputs
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
 
 CHART, REPOSITORY, DEFAULT_VERSION = (
@@ -94,6 +94,7 @@ def validate(args: PrometheusOperatorArgs, name: str = "prometheus-operator", op
     problems.raise_any()
 
 
+@checked_component
 class PrometheusOperator(pulumi.ComponentResource):
     """The namespace and the kube-prometheus-stack release (CRDs, operator, Prometheus, Alertmanager, Grafana).
 

@@ -69,7 +69,7 @@ import pulumi
 import pulumi_aws as aws
 
 from kimi_k3.capacity.scaling import EKS_SCALEDOWN_BEFORE_END, SCALE_UP_MARGIN, keep_pending
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.clock import utc
 from kimi_k3.errors import Problems
 
@@ -333,6 +333,7 @@ def _scheduler_policy(partition: str, region: str, account: str, asg_name: str, 
     })
 
 
+@checked_component
 class DeliveryCheck(pulumi.ComponentResource):
     """Alarm when fewer GPU instances than reserved are in service after the block's start.
 

@@ -12,13 +12,17 @@ commands) both map into :class:`CapacityBlockFacts` (:meth:`CapacityBlockFacts.f
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from kimi_k3.core import catalog
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.clock import utc
-from kimi_k3.errors import UserError
+from kimi_k3.core.suggest import nearest
+from kimi_k3.errors import ComponentInputError, Problem, UserError
 
 
 def parse_aws_time(value: str) -> datetime:
@@ -26,6 +30,11 @@ def parse_aws_time(value: str) -> datetime:
     return utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
 
 
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\d[a-z0-9-]*\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
+"""An EC2 instance type's shape (``p6-b300.48xlarge``, ``m7i.xlarge``): family with its generation, a dot, a size."""
+
+
+@checked_args
 @dataclass(frozen=True)
 class CapacityBlockFacts:
     """What the library knows about one Capacity Block reservation."""
@@ -56,6 +65,24 @@ class CapacityBlockFacts:
     """Id of the block behind the reservation (``describe_capacity_block_status``), when reported."""
     tags: tuple[tuple[str, str], ...] = ()
     """Tags of the reservation, as (key, value) pairs."""
+
+    def __post_init__(self) -> None:
+        """Refuse, as the record is built, what no EC2 answer holds (the field types are checked before, at the door):
+        a window in naive local time, a count below 0, a string that is not an instance type."""
+        problems = []
+        for field in ("start", "end"):
+            moment = getattr(self, field)
+            if moment is not None and moment.utcoffset() is None:
+                problems.append(Problem(field, f"{field} {moment.isoformat()} has no timezone; expected a UTC datetime such as datetime(2026, 12, 1, 11, 30, tzinfo=UTC)"))
+        for field in ("instance_count", "available_instances"):
+            if getattr(self, field) < 0:
+                problems.append(Problem(field, f"{field} {getattr(self, field)} is not accepted; expected 0 or more instances"))
+        if not _INSTANCE_TYPE.fullmatch(self.instance_type) and self.instance_type:
+            near = nearest(self.instance_type, catalog.INSTANCE_TYPES)
+            hint = f"; did you mean {near}?" if near else ""
+            problems.append(Problem("instance_type", f"instance_type {self.instance_type!r} is not accepted; expected an EC2 instance type such as p6-b300.48xlarge{hint}"))
+        if problems:
+            raise ComponentInputError("CapacityBlockFacts", None, problems)
 
     @classmethod
     def from_ec2(cls, item: Mapping[str, Any]) -> CapacityBlockFacts:

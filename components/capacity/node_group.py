@@ -47,7 +47,7 @@ from kimi_k3.capacity.scaling import SCALE_UP_MARGIN, ScalingPlan, scaling_plan
 from kimi_k3.cluster import versions
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import EMAIL_LETTER_TLD
 from kimi_k3.errors import Problems
 
@@ -249,6 +249,7 @@ class CapacityBlockNodeGroupArgs:
     """Extra ``(content type, body)`` MIME parts of the launch template's user data (:func:`nodeadm_user_data`)."""
 
 
+@checked_component
 class CapacityBlockNodeGroup(pulumi.ComponentResource):
     """GPU nodes backed by one EC2 Capacity Block, sized to the block across its life.
 
@@ -595,8 +596,8 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
         problems.reject("instance_type", args.instance_type, type_problem)
     if not args.subnet_ids_by_az:
         problems.reject("subnet_ids_by_az", dict(args.subnet_ids_by_az), "the node group needs the subnet of the Capacity Block's AZ")
-    if not 100 <= args.root_volume_gib <= 2000:
-        problems.reject("root_volume_gib", args.root_volume_gib, "expected 100..2000 GiB (gp3; images and weights live on the NVMe RAID0)")
+    if not rules.ROOT_VOLUME_GIB[0] <= args.root_volume_gib <= rules.ROOT_VOLUME_GIB[1]:
+        problems.reject("root_volume_gib", args.root_volume_gib, "expected {}..{} GiB (gp3; images and weights live on the NVMe RAID0)".format(*rules.ROOT_VOLUME_GIB))
     low, high = GP3_THROUGHPUT_RANGE_MIBPS
     throughput = args.root_volume_throughput_mibps
     if throughput is not None and not low <= throughput <= high:

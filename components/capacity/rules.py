@@ -14,6 +14,9 @@ from kimi_k3.capacity.facts import CapacityBlockFacts
 from kimi_k3.core import catalog
 from kimi_k3.core.formats import CAPACITY_BLOCK_OFFERING_ID, CAPACITY_RESERVATION_ID
 
+ROOT_VOLUME_GIB = (100, 2000)
+"""Encrypted gp3 root volume of each GPU node, GiB, ``(low, high)``: images and weights live on the NVMe RAID0, not here."""
+
 _FAMILY = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
 _AMI_RELEASE = re.compile(r"\d+\.\d+\.\d+-\d{8}")
 
@@ -67,4 +70,4 @@ def block_count_problem(block: CapacityBlockFacts, nodes_required: int) -> str |
     return f"at most {block.instance_count}: the Capacity Block {block.reservation_id} reserves {block.instance_count} {block.instance_type} nodes"
 
 
-__all__ = ["ami_release_problem", "block_count_problem", "block_type_problem", "gpu_instance_type_problem", "reservation_id_problem"]
+__all__ = ["ROOT_VOLUME_GIB", "ami_release_problem", "block_count_problem", "block_type_problem", "gpu_instance_type_problem", "reservation_id_problem"]

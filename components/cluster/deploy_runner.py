@@ -37,9 +37,11 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.cluster.deploy_source import source_url_problem
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import LOG_RETENTION_DAYS, ROLE_ARN, SECRET_ARN
 from kimi_k3.core.names import fit
+from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import Problems
 
 PULUMI_CLI_VERSION = "3.272.0"
@@ -80,7 +82,6 @@ def role_name(project_name: str) -> str:
     return f"{project_name}-runner"
 
 _STACK = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-_GIT_HTTPS_URL = re.compile(r"^https://[a-z0-9.-]+(:\d+)?/[\w.-]+(/[\w.-]+)+?(\.git)?$")
 
 
 @checked_args
@@ -123,10 +124,11 @@ def validate(name: str, args: DeployRunnerArgs) -> None:
         problems.reject("deploy_role_arn", args.deploy_role_arn, "an IAM role ARN such as arn:aws:iam::123456789012:role/deploy")
     if not SECRET_ARN.match(args.secret_arn):
         problems.reject("secret_arn", args.secret_arn, "a Secrets Manager secret ARN")
-    if not _GIT_HTTPS_URL.match(args.source_url):
-        problems.reject("source_url", args.source_url, "an HTTPS repository URL such as https://github.com/acme/kimi-k3-aws.git")
+    source_problem = source_url_problem(args.source_url)
+    if source_problem:
+        problems.reject("source_url", args.source_url, source_problem)
     if args.log_retention_days not in LOG_RETENTION_DAYS:
-        problems.reject("log_retention_days", args.log_retention_days, "a CloudWatch Logs retention value")
+        problems.reject("log_retention_days", args.log_retention_days, f"a CloudWatch Logs retention value{did_you_mean(args.log_retention_days, LOG_RETENTION_DAYS)}")
     problems.raise_any()
 
 
@@ -210,6 +212,7 @@ def trust_policy(account: str, partition: str, region: str, project_name: str) -
     }
 
 
+@checked_component
 class DeployRunner(pulumi.ComponentResource):
     """A CodeBuild project in the stack's VPC that runs ``pulumi up`` (see the module docstring).
 

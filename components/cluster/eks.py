@@ -49,8 +49,9 @@ from kimi_k3.cluster.access import roles_in_both
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.core import labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import EKS_ADDON_VERSION, LOG_RETENTION_DAYS, ROLE_ARN, SECURITY_GROUP_ID
+from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import Problems
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -171,14 +172,14 @@ def validate(name: str, args: ClusterArgs) -> str:
     if args.service_cidr is not None:
         _validate_service_cidr(args.service_cidr, problems)
     if args.log_retention_days not in LOG_RETENTION_DAYS:
-        reject("log_retention_days", args.log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
+        reject("log_retention_days", args.log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))}{did_you_mean(args.log_retention_days, LOG_RETENTION_DAYS)}")
     system_type = system_nodes.instance_type_problem(args.system_node_instance_type)
     if system_type:
         reject("system_node_instance_type", args.system_node_instance_type, system_type)
-    if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not 2 <= args.system_node_count <= 10:
-        reject("system_node_count", args.system_node_count, "a whole number from 2 to 10 (two or more for multi-AZ)")
-    if not 20 <= args.system_node_disk_gib <= 1000:
-        reject("system_node_disk_gib", args.system_node_disk_gib, "20 to 1000 GiB")
+    if isinstance(args.system_node_count, bool) or not isinstance(args.system_node_count, int) or not system_nodes.COUNT[0] <= args.system_node_count <= system_nodes.COUNT[1]:
+        reject("system_node_count", args.system_node_count, "a whole number from {} to {} (two or more for multi-AZ)".format(*system_nodes.COUNT))
+    if not system_nodes.DISK_GIB[0] <= args.system_node_disk_gib <= system_nodes.DISK_GIB[1]:
+        reject("system_node_disk_gib", args.system_node_disk_gib, "{} to {} GiB".format(*system_nodes.DISK_GIB))
     if isinstance(args.encryption_config_key_arn, str) and not _KMS_KEY_ARN.match(args.encryption_config_key_arn):
         reject("encryption_config_key_arn", args.encryption_config_key_arn, "a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
     if isinstance(args.log_kms_key_arn, str) and not _KMS_KEY_ARN.match(args.log_kms_key_arn):
@@ -323,6 +324,7 @@ def access_entries(partition: str, args: ClusterArgs) -> dict[str, eks.AccessEnt
     }
 
 
+@checked_component
 class Cluster(pulumi.ComponentResource):
     """An EKS cluster locked down for GPU serving: see the module docstring for what it holds.
 

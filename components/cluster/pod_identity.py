@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import DNS_LABEL
 from kimi_k3.errors import Problems
 
@@ -51,6 +51,7 @@ class PodIdentityRoleArgs:
     """Tags on the role."""
 
 
+@checked_component
 class PodIdentityRole(pulumi.ComponentResource):
     """An IAM role assumable only through EKS Pod Identity, bound to one ServiceAccount."""
 

@@ -11,6 +11,11 @@ import re
 
 from kimi_k3.core import catalog
 
+COUNT = (2, 10)
+"""Nodes in the system node group, ``(low, high)``: two or more spread the add-ons over two AZs."""
+DISK_GIB = (20, 1000)
+"""Root volume of each system node, GiB, ``(low, high)`` (gp3)."""
+
 _INSTANCE_TYPE = re.compile(r"^([a-z]+)(\d+)([a-z0-9-]*)\.(\d*x?large|metal[-\w]*|medium|small|micro|nano)$")
 
 
@@ -21,4 +26,4 @@ def instance_type_problem(instance_type: str) -> str | None:
     return None
 
 
-__all__ = ["instance_type_problem"]
+__all__ = ["COUNT", "DISK_GIB", "instance_type_problem"]

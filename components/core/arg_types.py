@@ -49,6 +49,29 @@ def _annotations(cls: type) -> dict[str, Any]:
     return {f.name: found.get(f.name, _UNCHECKED) for f in dataclasses.fields(cls)}
 
 
+def parameter_types(func: Any, module: str) -> dict[str, Any]:
+    """``{parameter: annotation}`` of ``func`` (a component's ``__init__``), each string annotation evaluated in the module
+    ``module`` (unresolvable: unchecked); ``self`` is left out. Evaluated once per function, at its first call."""
+    if func in _PARAMETER_TYPES:
+        return _PARAMETER_TYPES[func]
+    namespace = vars(sys.modules[module]) if module in sys.modules else {}
+    found: dict[str, Any] = {}
+    for name, annotation in getattr(func, "__annotations__", {}).items():
+        if name in ("self", "return"):
+            continue
+        if isinstance(annotation, str):
+            try:
+                annotation = eval(annotation, dict(namespace), {})  # the component's own annotation, in its own module
+            except Exception:  # a name imported only under TYPE_CHECKING: not checked
+                annotation = _UNCHECKED
+        found[name] = annotation
+    _PARAMETER_TYPES[func] = found
+    return found
+
+
+_PARAMETER_TYPES: dict[Any, dict[str, Any]] = {}
+
+
 def describe(annotation: Any) -> str:
     """What an annotation accepts, in words a user reads (``a str``, ``a sequence of str``, ``None``)."""
     if annotation is _UNCHECKED or annotation is Any:
@@ -63,9 +86,11 @@ def describe(annotation: Any) -> str:
         else:
             text = " or ".join(dict.fromkeys(describe(a) for a in members))
         return f"{text} or None" if len(members) < len(args) else text
+    if origin is tuple and args and args[-1] is not Ellipsis:  # a fixed-length tuple: a pair, a triple
+        return f"a tuple ({', '.join(_bare(_plain(describe(a))) for a in args)})"
     if origin in _SEQUENCES:
         inner = args[0] if args else Any
-        return f"a sequence of {_bare(describe(inner))} (a list or tuple, not a str)"
+        return f"a sequence of {_bare(_plain(describe(inner)))} (a list or tuple, not a str)"
     if origin in _MAPPINGS:
         key, value = args if len(args) == 2 else (Any, Any)
         return f"a mapping of {_bare(describe(key))} to {_bare(describe(value))}"
@@ -78,6 +103,11 @@ def describe(annotation: Any) -> str:
     if isinstance(annotation, type):
         return _article("int (a whole number)" if annotation is int else annotation.__name__)
     return "anything"
+
+
+def _plain(text: str) -> str:
+    """A nested description without its own "(a list or tuple, not a str)": the outer one says it once."""
+    return text.replace(" (a list or tuple, not a str)", "")
 
 
 def _bare(text: str) -> str:
@@ -180,6 +210,8 @@ def _shown(value: Any) -> str:
     """``repr`` with every Pulumi Output as ``<Output>`` (its repr holds a memory address: never the same twice)."""
     if type(value).__name__ == "Output":
         return "<Output>"
+    if " object at 0x" in object.__repr__(value) and type(value).__repr__ is object.__repr__:  # a resource, a provider: no address in a message
+        return f"<{type(value).__name__}>"
     if isinstance(value, (list, tuple)):
         inner = ", ".join(map(_shown, value))
         return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
@@ -188,9 +220,14 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
+def value_shown(value: Any) -> str:
+    """The value as a refusal shows it: its ``repr``, Outputs as ``<Output>``, cut at 80 characters."""
+    return _short(value)
+
+
 def _short(value: Any, limit: int = 80) -> str:
     text = _shown(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-__all__ = ["describe", "field_types", "mismatch", "type_name", "type_problems"]
+__all__ = ["describe", "field_types", "mismatch", "parameter_types", "type_name", "type_problems", "value_shown"]

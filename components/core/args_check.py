@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from kimi_k3.core.arg_types import type_problems
+from kimi_k3.core.arg_types import describe, mismatch, parameter_types, type_name, type_problems, value_shown
 from kimi_k3.core.example_values import example_findings
 from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import ComponentInputError, Problem, warn
@@ -63,6 +63,67 @@ def checked_args(cls: _Args | None = None, *, secrets: tuple[str, ...] = ()) -> 
     return decorate if cls is None else decorate(cls)
 
 
+def checked_component(cls: _Args | None = None, *, called: str | None = None) -> Any:
+    """Class decorator of a public component: what its constructor is given, checked against its ``__init__``'s annotations.
+
+    ``Cluster("c", "notargs")``, ``VllmServer("x", {})``, ``args=None``, a name that is not a ``str`` or ``opts`` that are
+    not ``pulumi.ResourceOptions`` raise :class:`ComponentInputError` naming the component (``called``, where the user
+    calls it by another name: ``Network.from_existing``), the parameter, the value's type and what is accepted (the args
+    class), before the component reads an arg: one line, no ``AttributeError`` traceback further in.
+    """
+
+    def decorate(klass: _Args) -> _Args:
+        original: Callable[..., None] = klass.__init__  # type: ignore[misc]
+        signature = inspect.signature(original)
+        component = called or klass.__name__
+
+        @functools.wraps(original)
+        def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            found = _constructor_problems(klass, original, signature, component, (self, *args), kwargs)
+            if found:
+                name = kwargs.get("name", args[0] if args else None)
+                raise ComponentInputError(component, name if isinstance(name, str) else None, found)
+            original(self, *args, **kwargs)
+
+        klass.__init__ = checked_init  # type: ignore[misc]
+        return klass
+
+    return decorate if cls is None else decorate(cls)
+
+
+def _constructor_problems(
+    klass: type, original: Callable[..., None], signature: inspect.Signature, component: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+) -> list[Problem]:
+    """The problems of one constructor call: its binding, then each parameter's type."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as err:
+        message = str(err)
+        missing = re.search(r"missing a required (?:keyword-only )?argument: '(\w+)'", message)
+        if missing:
+            expected = describe(parameter_types(original, klass.__module__).get(missing[1], Any))
+            return [Problem(missing[1], f"{missing[1]} is required: {expected}, as in {component}(name, ...)")]
+        return [Problem("args", f"{message} ({component} takes {', '.join(p for p in signature.parameters if p != 'self')})")]
+    annotations = parameter_types(original, klass.__module__)
+    found = []
+    for parameter, value in bound.arguments.items():
+        if parameter == "self" or parameter not in annotations:
+            continue
+        wrong = mismatch(value, annotations[parameter], parameter)
+        if wrong is None:
+            continue
+        _, _, expected = wrong
+        shown = "None" if value is None else f"{value_shown(value)} ({type_name(value)})"
+        build = f": {component}(name, {_bare_name(expected)}(...))" if parameter == "args" else ""
+        found.append(Problem(parameter, f"{parameter} {shown} is not accepted; expected {describe(annotations[parameter])}{build}"))
+    return found
+
+
+def _bare_name(annotation: Any) -> str:
+    """The class name of an annotation that is one class (``ClusterArgs``); else its description."""
+    return annotation.__name__ if isinstance(annotation, type) else describe(annotation)
+
+
 def _caller(frame: Any) -> str:
     """The module that built the args (past ``dataclasses.replace``, which builds them for its own caller)."""
     while frame is not None and frame.f_globals.get("__name__") == "dataclasses":
@@ -108,4 +169,4 @@ def example_value_warnings(args: Any, secrets: tuple[str, ...] = ()) -> list[str
     return warnings
 
 
-__all__ = ["SECRET_FIX", "checked_args", "example_value_warnings"]
+__all__ = ["SECRET_FIX", "checked_args", "checked_component", "example_value_warnings"]

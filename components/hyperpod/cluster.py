@@ -71,7 +71,7 @@ import yaml
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod import rules as hyperpod_rules
 from kimi_k3.hyperpod.training_plan_check import TrainingPlanFacts
@@ -240,8 +240,8 @@ def validate(name: str, args: HyperPodClusterArgs, opts: pulumi.ResourceOptions 
         reject("security_group_ids", list(args.security_group_ids), "at least the EKS node security group")
     if not isinstance(args.lifecycle_prefix, str) or not _PREFIX.match(args.lifecycle_prefix):
         reject("lifecycle_prefix", args.lifecycle_prefix, "lowercase path segments without leading or trailing '/', e.g. lifecycle/base-config")
-    if isinstance(args.ebs_volume_size_gib, bool) or not isinstance(args.ebs_volume_size_gib, int) or not 1 <= args.ebs_volume_size_gib <= 16384:
-        reject("ebs_volume_size_gib", args.ebs_volume_size_gib, "1 to 16384 GiB (ClusterEbsVolumeSizeInGB)")
+    if isinstance(args.ebs_volume_size_gib, bool) or not isinstance(args.ebs_volume_size_gib, int) or not hyperpod_rules.EBS_VOLUME_GIB[0] <= args.ebs_volume_size_gib <= hyperpod_rules.EBS_VOLUME_GIB[1]:
+        reject("ebs_volume_size_gib", args.ebs_volume_size_gib, "{} to {} GiB (ClusterEbsVolumeSizeInGB)".format(*hyperpod_rules.EBS_VOLUME_GIB))
     if args.threads_per_core not in (None, 1, 2):
         reject("threads_per_core", args.threads_per_core, "1, 2 or None")
     if args.node_recovery not in ("Automatic", "None"):
@@ -343,6 +343,7 @@ def execution_role_policy(bucket: str, prefix: str, partition: str = "aws") -> s
     )
 
 
+@checked_component
 class HyperPodCluster(pulumi.ComponentResource):
     """The HyperPod cluster of a ``hyperpod`` stack: see the module docstring for what it declares.
 

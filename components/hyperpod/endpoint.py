@@ -55,7 +55,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod.routing import HyperPodRouting
@@ -378,6 +378,7 @@ class HyperPodInferenceEndpointArgs:
     """Declare ``namespace`` too (a stack that owns its serving namespace); ``False``: it must exist."""
 
 
+@checked_component
 class HyperPodInferenceEndpoint(pulumi.ComponentResource):
     """Kimi K3 on a SageMaker HyperPod cluster: one ``InferenceEndpointConfig`` custom resource.
 

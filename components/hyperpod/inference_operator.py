@@ -41,7 +41,7 @@ import pulumi
 import pulumi_aws as aws
 
 from kimi_k3.addons.load_balancer_controller import iam_policy_document as alb_policy_document
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import EKS_ADDON_VERSION
 from kimi_k3.errors import UserError
 from kimi_k3.weights.secure_bucket import SecureBucket, SecureBucketArgs
@@ -244,6 +244,7 @@ def addon_configuration(execution_role_arn: str, tls_bucket: str, hyperpod_clust
     )
 
 
+@checked_component
 class HyperPodInferenceOperator(pulumi.ComponentResource):
     """The Inference Operator add-on, its dependency add-ons, its roles and its TLS bucket.
 

@@ -148,6 +148,8 @@ def check_names(cluster_name: str, instance_group_names: tuple[str, ...]) -> Non
         raise UserError(f"instance group names {list(instance_group_names)} are not unique")
 
 
+EBS_VOLUME_GIB = (1, 16384)
+"""Extra EBS volume per instance, GiB, ``(low, high)``: CreateCluster's ``ClusterEbsVolumeConfig.VolumeSizeInGB`` range."""
 CONTINUOUS = "Continuous"
 """``NodeProvisioningMode`` of continuous provisioning (CreateCluster; aws-native ``ClusterNodeProvisioningMode``)."""
 CREATE_HANDLER_TIMEOUT = timedelta(minutes=720)
@@ -208,6 +210,7 @@ __all__ = [
     "CONTINUOUS",
     "CREATE_HANDLER_TIMEOUT",
     "DEPENDENCIES_NAMESPACE",
+    "EBS_VOLUME_GIB",
     "MIN_VPC_CNI_VERSION",
     "PROVISIONING_SOURCE",
     "SAGEMAKER_NAME",

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import AVAILABILITY_ZONE, LOG_RETENTION_DAYS, SUBNET_ID, VPC_ID
+from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.network.endpoints import DEFAULT_INTERFACE_ENDPOINTS, endpoint_problems
 from kimi_k3.network.subnets import NAT_MODES, SubnetPlan, plan_subnets, vpc_cidr_problem
@@ -112,7 +113,7 @@ def _validate(name: str, args: NetworkArgs) -> SubnetPlan:
     if args.nat_mode not in NAT_MODES:
         problems.reject("nat_mode", args.nat_mode, f"one of {', '.join(NAT_MODES)}")
     if args.flow_log_retention_days not in LOG_RETENTION_DAYS:
-        problems.reject("flow_log_retention_days", args.flow_log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))} (the retention periods CloudWatch Logs accepts)")
+        problems.reject("flow_log_retention_days", args.flow_log_retention_days, f"one of {', '.join(map(str, LOG_RETENTION_DAYS))} (the retention periods CloudWatch Logs accepts){did_you_mean(args.flow_log_retention_days, LOG_RETENTION_DAYS)}")
     for problem in endpoint_problems(args.interface_endpoint_services):
         problems.add("interface_endpoint_services", f"interface_endpoint_services: {problem}")
     if not args.cluster_name:
@@ -155,6 +156,7 @@ def _validate_existing(name: str, args: ExistingNetworkArgs) -> None:
     problems.raise_any()
 
 
+@checked_component
 class Network(pulumi.ComponentResource):
     """A VPC for EKS with Capacity Block GPU nodes; :meth:`from_existing` for one someone else manages.
 
@@ -388,6 +390,7 @@ class Network(pulumi.ComponentResource):
         )
 
 
+@checked_component(called="Network.from_existing")
 class ExistingNetwork(Network):
     """A VPC someone else manages: its ids as :class:`Network` outputs; nothing declared, nothing destroyed.
 

@@ -49,6 +49,11 @@ class BlockWindow:
     """Instances the block reserves (the node group scales to this many at the start)."""
 
 
+TTFT_P99_SECONDS = (1, 600)
+"""What :attr:`AlertThresholds.ttft_p99_s` accepts, seconds, ``(low, high)``: below 1 s pages on a chat burst's prefill, above
+10 minutes no client is still waiting (``alertTtftP99Seconds`` reads the same range)."""
+
+
 @dataclass(frozen=True)
 class AlertThresholds:
     """Alert thresholds. Defaults are for one Kimi K3 replica per p6-b300 node (TP=8)."""
@@ -151,8 +156,10 @@ def validate(args: AlertRulesArgs) -> None:
     for key in ("gpu_thermal_throttle_fraction", "gpu_power_throttle_fraction"):
         if not 0 < getattr(t, key) <= 1:
             raise UserError(f"{key} {getattr(t, key)} is not accepted; expected a fraction of time in (0, 1]")
-    if not (t.ttft_p99_s > 0 and math.isfinite(t.ttft_p99_s)) or t.requests_waiting < 1:
-        raise UserError("ttft_p99_s must be a positive number of seconds and requests_waiting at least 1")
+    if not (math.isfinite(t.ttft_p99_s) and TTFT_P99_SECONDS[0] <= t.ttft_p99_s <= TTFT_P99_SECONDS[1]):
+        raise UserError("ttft_p99_s {!r} is not accepted; expected {} to {} seconds".format(t.ttft_p99_s, *TTFT_P99_SECONDS))
+    if t.requests_waiting < 1:
+        raise UserError(f"requests_waiting {t.requests_waiting!r} is not accepted; expected at least 1")
     if args.weights_budget_s <= 0 or args.startup_budget_s <= 0:
         raise UserError("weights_budget_s and startup_budget_s must be positive seconds")
     if not args.weights_init_containers:

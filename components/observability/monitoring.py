@@ -20,7 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.observability.alerts import AlertRulesArgs, prometheus_rule
 from kimi_k3.observability.dashboard import DashboardArgs, dashboard_configmap
@@ -37,6 +37,7 @@ class ServingMonitoringArgs:
     """The dashboard's inputs (block end, reserved count, namespace)."""
 
 
+@checked_component
 class ServingMonitoring(pulumi.ComponentResource):
     """A ``PrometheusRule`` with the stack's alerts and the Grafana dashboard ConfigMap.
 

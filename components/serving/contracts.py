@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from kimi_k3.cluster.image_reference import IMAGE_RE  # the one grammar of an image reference (its home: kimi_k3.cluster.image_reference)
 from kimi_k3.core import catalog
 from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.formats import ABSOLUTE_PATH, GIT_REVISION
@@ -58,11 +59,6 @@ MODEL_ID_RE = re.compile(r"^[\w.-]+/[\w.-]+$")
 """A Hugging Face model id, ``org/name``."""
 S3_URI_RE = S3_PREFIX_URI
 """``s3://bucket/prefix/``: a trailing slash and no wildcard, so IAM can be scoped to exactly the prefix (:mod:`kimi_k3.core.s3`, the one regex)."""
-IMAGE_RE = re.compile(
-    r"^(?P<repository>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
-)
-"""A container image reference ``repo[:tag][@sha256:…]`` (the OCI distribution grammar, lower-case repository)."""
 
 _NAME_RE = re.compile(r"^[\w.:-]+$")
 

@@ -70,7 +70,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
 from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import VllmServingArgs
@@ -162,6 +162,7 @@ class VllmLeaderWorkerSetArgs(VllmServingArgs):
     """Extra or overriding NCCL/libfabric variables (e.g. ``NCCL_DEBUG=INFO``), merged over :data:`EFA_ENV`."""
 
 
+@checked_component
 class VllmLeaderWorkerSet(VllmServingBase):
     """Kimi K3 behind vLLM's OpenAI-compatible API, each replica a LeaderWorkerSet group of whole GPU nodes.
 

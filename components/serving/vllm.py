@@ -25,7 +25,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
 from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import VllmServingArgs
@@ -59,6 +59,7 @@ class VllmServerArgs(VllmServingArgs):
     """Inputs of :class:`VllmServer` (single-node replicas; see :class:`~kimi_k3.serving.args.VllmServingArgs` for every field)."""
 
 
+@checked_component
 class VllmServer(VllmServingBase):
     """Kimi K3 behind vLLM's OpenAI-compatible API on the Capacity Block GPU nodes, one pod per replica.
 

@@ -31,6 +31,7 @@ from kimi_k3.capacity.node_group import (
 from kimi_k3.cluster.deploy_runner import DeployRunner, DeployRunnerArgs
 from kimi_k3.cluster.deploy_runner import project_name_for as deploy_project_name
 from kimi_k3.cluster.eks import Cluster, ClusterArgs
+from kimi_k3.core.args_check import checked_component
 from kimi_k3.core.names import fit
 from kimi_k3.errors import UserError
 from kimi_k3.network.vpc import ExistingNetworkArgs, Network, NetworkArgs
@@ -109,6 +110,7 @@ def deploy_runner_name(name: str) -> str:
     return f"{name}-deploy-runner"
 
 
+@checked_component
 class Platform(pulumi.ComponentResource):
     """Kimi K3 on AWS for one stack: network, EKS, Capacity Block GPU nodes, plugins, vLLM.
 

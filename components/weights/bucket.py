@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import UserError
 from kimi_k3.weights.secure_bucket import tls_only_policy
 
@@ -51,6 +51,7 @@ def validate(args: WeightsBucketArgs) -> None:
         raise UserError("weights bucket: abort_incomplete_days must be 1-365 and noncurrent_version_days 1-3650")
 
 
+@checked_component
 class WeightsBucket(pulumi.ComponentResource):
     """The bucket the weights and compile caches live in. Outputs: ``bucket_name``, ``bucket_arn``."""
 

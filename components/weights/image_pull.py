@@ -130,6 +130,10 @@ DOCKER_HUB_URL = "registry-1.docker.io"
 _PREFIX = re.compile(r"^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*$")
 
 
+PREFIX_ACCEPTED = "2-30 lower-case letters, digits and . _ - (/ between parts), as ECR's ecrRepositoryPrefix"
+"""What :func:`valid_prefix` accepts, in the words of a refusal."""
+
+
 def valid_prefix(ecr_repository_prefix: str) -> bool:
     """Whether ECR accepts ``ecr_repository_prefix`` as a pull-through cache rule's prefix (CreatePullThroughCacheRule:
     2-30 characters, ``(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*``)."""

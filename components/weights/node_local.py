@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import pulumi_kubernetes as k8s
 
+from kimi_k3.cluster.image_reference import image_reference_problem
 from kimi_k3.core.formats import GIT_REVISION, systemd_mount_unit
 from kimi_k3.errors import UserError
 
@@ -217,6 +218,14 @@ def provisioner_values(storage_class: str = "kimi-local-weights", node_selector:
 
 
 NODE_CLEANUP_IMAGE = "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"
+
+
+def cleanup_image_problem(image: str) -> str | None:
+    """What is accepted instead of ``image`` as the node-cleanup controller's image (``TimeToServeArgs.node_cleanup_image``,
+    the settings' ``nodeCleanupImage``); ``None``: accepted. prod's digest pin is the stack's rule (its environment)."""
+    if image_reference_problem(image):
+        return "expected repo:tag or repo@sha256:<64 hex>"
+    return None
 """Release image of the node-cleanup controller (``REGISTRY ?= registry.k8s.io/sig-storage`` and
 ``local-volume-node-cleanup`` in the repository's Makefile and hack/release.sh at
 local-static-provisioner-2.9.0); pin it by digest when integrating (not resolvable offline)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import UserError
 
 _PREFIX = re.compile(r"^[a-z0-9][a-z0-9.-]{0,36}$")
@@ -62,6 +62,7 @@ def tls_only_policy(bucket_arn: str) -> str:
     )
 
 
+@checked_component
 class SecureBucket(pulumi.ComponentResource):
     """A private, encrypted, versioned, TLS-only S3 bucket.
 

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 
 import pulumi_kubernetes as k8s
 
+from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import UserError
-from kimi_k3.weights import compile_cache, node_local, node_sync, pod_files, snapshot_agent, vllm_loader
+from kimi_k3.weights import WeightsError, compile_cache, node_local, node_sync, pod_files, snapshot_agent, vllm_loader
+from kimi_k3.weights.s3store import S3Location
 
 WEIGHTS_ROOT = "/weights"
 """Where the sync container mounts the node-local volume's root (one directory per revision under it)."""
@@ -37,6 +39,19 @@ WARMUP_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 """Requests = limits of the warm-up sidecar (it tars a few GB of caches once); taken from the engine's share."""
 RESTORE_RESOURCES = {"cpu": "4", "memory": "8Gi"}
 """Requests = limits of the cache restore init container (an init container's request does not add to the pod's)."""
+
+
+def cache_uri_problem(uri: str) -> str | None:
+    """What is accepted instead of ``uri`` as the caches' prefix (``ServingStartup.compile_cache_s3_uri``, the settings'
+    ``compileCacheS3Uri``); ``None``: accepted. The caches' role reads and writes only that prefix, so it is a non-empty one."""
+    try:
+        location = S3Location.parse(uri)
+    except WeightsError:
+        return "expected s3://bucket/prefix/ with a trailing slash (the caches' role reads and writes only that prefix)"
+    if not location.prefix:
+        return "expected a non-empty prefix, s3://bucket/prefix/: the caches' role reads and writes only that prefix"
+    return None
+
 
 
 @dataclass(frozen=True)
@@ -70,7 +85,10 @@ class ServingStartup:
         if self.pipelined_load and not self.sync_sidecar:
             raise UserError("serving startup: pipelined_load needs sync_sidecar: the loader reads the shards the sync sidecar verifies beside it")
         if self.verify_hasher not in node_sync.HASHERS:
-            raise UserError(f"serving startup: verify_hasher {self.verify_hasher!r} is not accepted; accepted: {', '.join(node_sync.HASHERS)}")
+            raise UserError(f"serving startup: verify_hasher {self.verify_hasher!r} is not accepted; accepted: {', '.join(node_sync.HASHERS)}{did_you_mean(self.verify_hasher, node_sync.HASHERS)}")
+        cache_problem = cache_uri_problem(self.compile_cache_s3_uri) if self.compile_cache_s3_uri is not None else None
+        if cache_problem:
+            raise UserError(f"serving startup: compile_cache_s3_uri {self.compile_cache_s3_uri!r} is not accepted; {cache_problem}")
         if self.compile_cache_s3_uri is not None and not self.warmup:
             raise UserError("serving startup: compile_cache_s3_uri needs warmup: the sidecar saves the caches once the replica is warmed up")
         if self.engine_snapshot and (self.node_local_storage_class is None or not self.warmup):

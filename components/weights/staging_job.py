@@ -31,11 +31,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from kimi_k3.cluster.image_reference import image_reference_problem
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.cluster.pod_identity import PodIdentityRole, PodIdentityRoleArgs
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import DNS_LABEL, GIT_REVISION
 from kimi_k3.core.s3 import S3Prefix
 from kimi_k3.errors import Problems, UserError
@@ -116,6 +117,17 @@ class WeightsStagingJobArgs:
     """Extra labels on every object."""
 
 
+def image_problem(image: str, allow_floating_tag: bool) -> str | None:
+    """What is wrong with ``image`` as the staging Job's image (``WeightsStagingJobArgs.image``, the settings'
+    ``weightsStagingImage``), as the end of a sentence about it; ``None``: accepted. An image reference with a tag or a
+    digest (the serving contract's parser), pinned by digest unless ``allow_floating_tag`` (outside prod)."""
+    if image_reference_problem(image):
+        return "is not accepted; expected repo:tag or repo@sha256:<64 hex>"
+    if "@sha256:" not in image and not allow_floating_tag:
+        return "is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)"
+    return None
+
+
 def check_inputs(*, s3_uri: str, revision: str, image: str, allow_floating_tag: bool) -> None:
     """The staging Job's rules on what it copies and with which image (the one home: :func:`validate` and the settings call it)."""
     what = "weights staging job"
@@ -125,8 +137,9 @@ def check_inputs(*, s3_uri: str, revision: str, image: str, allow_floating_tag: 
         raise UserError(f"{what}: s3_uri {s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)") from None
     if not GIT_REVISION.fullmatch(revision or ""):
         raise UserError(f"{what}: revision {revision!r} is not accepted; expected the 40-hex commit SHA")
-    if "@sha256:" not in image and not allow_floating_tag:
-        raise UserError(f"{what}: image {image!r} is not pinned by digest; expected repo@sha256:<64 hex> (or allow_floating_tag=True outside prod)")
+    problem = image_problem(image, allow_floating_tag)
+    if problem:
+        raise UserError(f"{what}: image {image!r} {problem}")
 
 
 def validate(args: WeightsStagingJobArgs) -> None:
@@ -205,6 +218,7 @@ def job_spec(args: WeightsStagingJobArgs, service_account: str, config_map: str,
     )
 
 
+@checked_component
 class WeightsStagingJob(pulumi.ComponentResource):
     """Copy ``model_id@revision`` into ``s3_uri`` from the system nodes, with a role that writes only that prefix.
 

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 from kimi_k3.addons.gpu_plugins import PRIVILEGED_NAMESPACE_LABELS
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
 from kimi_k3.weights import image_pull, node_local
 from kimi_k3.weights.bucket import WeightsBucket, WeightsBucketArgs
@@ -116,11 +116,24 @@ class TimeToServeArgs:
     """GPUs of an engine (the agent's driver floor: multi-GPU from 2); read only with ``snapshot_agent_image``."""
 
 
+def check_args(problems: Problems, args: TimeToServeArgs) -> None:
+    """Add to ``problems`` what :class:`TimeToServe` cannot declare with ``args`` (its parts' own rules: the staging Job's prefix,
+    the node-cleanup image, the pull-through rule's prefix), before anything is declared."""
+    if args.staging_job and args.weights_s3_uri is None:
+        problems.add("weights_s3_uri", "weights_s3_uri is required for the staging Job (a declared bucket_name does not say which prefix to write)")
+    cleanup_problem = node_local.cleanup_image_problem(args.node_cleanup_image)
+    if cleanup_problem:
+        problems.reject("node_cleanup_image", args.node_cleanup_image, cleanup_problem)
+    if args.pull_through_secret_arn and not image_pull.valid_prefix(args.pull_through_prefix):
+        problems.reject("pull_through_prefix", args.pull_through_prefix, image_pull.PREFIX_ACCEPTED)
+
+
 def declares_anything(args: TimeToServeArgs) -> bool:
     """Whether :class:`TimeToServe` would declare a resource."""
     return bool(args.bucket_name or args.staging_job or args.node_local_weights or args.image_prepull or args.pull_through_secret_arn or args.snapshot_agent_image)
 
 
+@checked_component
 class TimeToServe(pulumi.ComponentResource):
     """The stack-level time-to-serve resources (see the module docstring). Kubernetes provider through ``opts``.
 
@@ -133,8 +146,7 @@ class TimeToServe(pulumi.ComponentResource):
         ``opts`` the usual resource options (a Kubernetes provider is required)."""
         problems = Problems("TimeToServe", name)
         require_kubernetes_provider(problems, opts)
-        if args.staging_job and args.weights_s3_uri is None:
-            problems.add("weights_s3_uri", "weights_s3_uri is required for the staging Job (a declared bucket_name does not say which prefix to write)")
+        check_args(problems, args)
         problems.raise_any()
         super().__init__("kimi-k3:index:TimeToServe", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -254,6 +266,7 @@ __all__ = [
     "STORAGE_CLASS",
     "TimeToServe",
     "TimeToServeArgs",
+    "check_args",
     "declares_anything",
     "prepull_annotations",
 ]

@@ -71,7 +71,7 @@ def validate_capacity(r: Reader, prod: bool, *, hyperpod: bool = False) -> Capac
         reservation_id=reservation,
         instance_type=_gpu_instance_type(r.get("gpuInstanceType")),
         ami_release_version=ami,
-        root_volume_gib=in_range("gpuRootVolumeGiB", r.get("gpuRootVolumeGiB"), 100, 2000),
+        root_volume_gib=in_range("gpuRootVolumeGiB", r.get("gpuRootVolumeGiB"), *rules.ROOT_VOLUME_GIB),
         efa_enabled=r.get("efaEnabled"),
         alert_email=email,
     )

@@ -6,10 +6,9 @@ A section of :mod:`kimi_k3.stack.settings` (the only reader of stack config).
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 
-from kimi_k3.cluster import system_nodes, versions
+from kimi_k3.cluster import deploy_source, system_nodes, versions
 from kimi_k3.cluster.access import kubeconfig_role, roles_in_both
 from kimi_k3.core.formats import (
     KMS_KEY_ARN,
@@ -133,8 +132,8 @@ def validate_cluster(r: Reader, prod: bool, network: NetworkSettings) -> Cluster
         service_cidr=str(service),
         log_retention_days=one_of("clusterLogRetentionDays", r.get("clusterLogRetentionDays"), LOG_RETENTION_DAYS),
         system_node_instance_type=system_type,
-        system_node_count=in_range("systemNodeCount", r.get("systemNodeCount"), 2, 10),
-        system_node_disk_gib=in_range("systemNodeDiskGiB", r.get("systemNodeDiskGiB"), 20, 1000),
+        system_node_count=in_range("systemNodeCount", r.get("systemNodeCount"), *system_nodes.COUNT),
+        system_node_disk_gib=in_range("systemNodeDiskGiB", r.get("systemNodeDiskGiB"), *system_nodes.DISK_GIB),
         api_ingress_cidrs=ingress_cidrs,
         api_ingress_security_group_ids=ingress_groups,
     )
@@ -202,9 +201,6 @@ def _require_api_path(cluster: ClusterSettings, runner: DeployRunnerSettings | N
     )
 
 
-_GIT_HTTPS_URL = re.compile(r"^https://[a-z0-9.-]+(:\d+)?/[\w.-]+(/[\w.-]+)+?(\.git)?$")
-
-
 def _validate_deploy_runner(r: Reader, region: str, cluster: ClusterSettings) -> DeployRunnerSettings | None:
     """``deployRunner`` and its three keys (each only with it)."""
     kind = one_of("deployRunner", r.get("deployRunner"), DEPLOY_RUNNERS)
@@ -222,7 +218,8 @@ def _validate_deploy_runner(r: Reader, region: str, cluster: ClusterSettings) ->
         raise SettingsError(full_key("deployRunnerSecretArn"), secret or "", "required with deployRunner: a Secrets Manager secret ARN such as arn:aws:secretsmanager:us-west-2:123456789012:secret:kimi-k3/prod/deploy-AbCdEf")
     if match.group(2) != region:
         raise SettingsError(full_key("deployRunnerSecretArn"), secret, f"expected a secret in the stack's region {region} (CodeBuild reads secrets of its own region)")
-    if not _GIT_HTTPS_URL.fullmatch(source or ""):
-        raise SettingsError(full_key("deployRunnerSourceUrl"), source or "", "required with deployRunner: the repository's HTTPS URL such as https://github.com/acme/kimi-k3-aws.git")
+    source_problem = deploy_source.source_url_problem(source or "")  # the rule's home: the runner's (DeployRunnerArgs.source_url)
+    if source_problem:
+        raise SettingsError(full_key("deployRunnerSourceUrl"), source or "", f"required with deployRunner: {source_problem}")
     return DeployRunnerSettings(kind=kind, deploy_role_arn=role, secret_arn=secret, source_url=source)
 

@@ -128,5 +128,5 @@ def validate_hyperpod(
         training_plan=plan,
         cluster_name=cluster_name,
         instance_type=instance_type,
-        ebs_volume_gib=in_range("hyperpodEbsVolumeGiB", r.get("hyperpodEbsVolumeGiB"), 1, 16384),
+        ebs_volume_gib=in_range("hyperpodEbsVolumeGiB", r.get("hyperpodEbsVolumeGiB"), *hyperpod_rules.EBS_VOLUME_GIB),
     )

@@ -14,6 +14,7 @@ from kimi_k3.core.formats import (
     LABEL_VALUE,
 )
 from kimi_k3.errors import SettingsError
+from kimi_k3.observability import alerts
 from kimi_k3.stack.settings.capacity import chart_version
 from kimi_k3.stack.settings.reader import Reader, full_key, in_range
 
@@ -67,7 +68,7 @@ def validate_monitoring(r: Reader) -> MonitoringSettings:
         selector_labels=tuple(pairs),
         namespace=namespaces["monitoringNamespace"],
         dashboard_namespace=namespaces["grafanaDashboardNamespace"] or namespaces["monitoringNamespace"],
-        ttft_p99_s=in_range("alertTtftP99Seconds", r.get("alertTtftP99Seconds"), 1, 600),
+        ttft_p99_s=in_range("alertTtftP99Seconds", r.get("alertTtftP99Seconds"), *alerts.TTFT_P99_SECONDS),
         delivery_check=r.get("deliveryCheckEnabled"),
         install_operator=r.get("prometheusOperatorInstall"),
         operator_chart_version=chart_version("prometheusOperatorChartVersion", r.get("prometheusOperatorChartVersion")),

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kimi_k3.core.suggest import nearest
+from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack.config_keys import CONFIG_KEYS, ConfigKey
 from kimi_k3.stack.seam import full_key
@@ -110,8 +110,7 @@ def one_of(name: str, value: Any, accepted: Iterable[Any]) -> Any:
     """``value`` when it is one of ``accepted``; else the key ``name`` refused with what is accepted and the nearest spelling."""
     accepted = tuple(accepted)
     if value not in accepted:
-        near = nearest(str(value), [str(a) for a in accepted if str(a)]) if isinstance(value, str) else None
-        raise SettingsError(full_key(name), value, f"accepted: {', '.join(map(str, accepted))}{f'; did you mean {near}?' if near else ''}")
+        raise SettingsError(full_key(name), value, f"accepted: {', '.join(map(str, accepted))}{did_you_mean(value, accepted)}")
     return value
 
 

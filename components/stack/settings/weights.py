@@ -109,97 +109,136 @@ def validate_time_to_serve(
     Returns the settings and the serving settings, whose contract image is rewritten to the ECR pull-through
     cache when ``dockerHubPullThroughSecretArn`` is set.
     """
-    from kimi_k3.weights import (  # the weights components (Pulumi SDKs) load when a stack is validated, not when settings are imported
-        WeightsError,
-        bucket,
-        compile_cache,
-        image_pull,
-        node_sync,
-        staging_job,
-        system_disk,
+    from kimi_k3.weights import node_sync  # the weights components (Pulumi SDKs) load when a stack is validated, not when settings are imported
+
+    hasher = one_of("weightsVerifyHasher", r.get("weightsVerifyHasher"), node_sync.HASHERS)  # the rule's home: ServingStartup.verify_hasher
+    staging, staging_image = _staging_job(r, prod, serving, system_disk_gib)
+    cache_uri = _compile_cache(r, capacity, serving)
+    bucket_name = _bucket(r, serving, cache_uri)
+    node_local, sidecar, cleanup_image = _node_local(r, prod, serving)
+    contract = serving.contract
+    pipelined = _pipelined_load(r, sidecar=sidecar, manifest=contract.weights.sha256_manifest)
+    snapshot, agent_image = _engine_snapshot(r, instance_type=capacity.instance_type, node_local=bool(node_local), image=contract.image.image,
+                                             pipeline_parallel_size=contract.engine.pipeline_parallel_size, prod=prod)
+    fast = _fast_image_pull(r, capacity, warnings)
+    secret_arn, prefix, upstream, serving = _pull_through(r, region, serving, warnings, default_prefix)
+    settings = TimeToServeSettings(
+        staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
+        sync_sidecar=sidecar, pipelined_load=pipelined, engine_snapshot=snapshot, snapshot_agent_image=agent_image,
+        image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
+        pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
     )
-    from kimi_k3.weights.estimate import image_in_region  # the weights components (Pulumi SDKs) load when a stack is validated, not when settings are imported
-    from kimi_k3.weights.s3store import S3Location  # the weights components (Pulumi SDKs) load when a stack is validated, not when settings are imported
+    return settings, serving
+
+
+def _staging_job(r: Reader, prod: bool, serving: ServingSettings, system_disk_gib: int) -> tuple[bool, str | None]:
+    """``weightsStagingJob`` and ``weightsStagingImage`` (rules: :mod:`kimi_k3.weights.staging_job`, :mod:`kimi_k3.weights.system_disk`)."""
+    from kimi_k3.weights import staging_job, system_disk  # the weights components (Pulumi SDKs) load when a stack is validated
 
     contract = serving.contract
     weights = contract.weights
-    hasher = one_of("weightsVerifyHasher", r.get("weightsVerifyHasher"), node_sync.HASHERS)
-
     staging = r.get("weightsStagingJob")
     staging_image = r.get("weightsStagingImage") or None
-    if staging:
-        if weights.source != "s3" or weights.s3_uri is None:
-            raise SettingsError(full_key("weightsStagingJob"), True, f"needs {full_key('weightsSource')} s3 and {full_key('weightsS3Uri')}: the Job stages the revision into that prefix")
-        if staging_image is not None:
-            if not _image_like(staging_image):
-                raise SettingsError(full_key("weightsStagingImage"), staging_image, "expected repo:tag or repo@sha256:<64 hex>")
-            if prod and "@sha256:" not in staging_image:
-                raise SettingsError(full_key("weightsStagingImage"), staging_image, "prod requires an image pinned by digest: build images/weights-staging, push it to ECR and use repo@sha256:<64 hex>")
-        try:
-            staging_job.check_inputs(s3_uri=weights.s3_uri, revision=weights.revision, image=staging_image or contract.image.image, allow_floating_tag=not prod)
-        except UserError as err:
-            raise SettingsError(full_key("weightsStagingJob"), True, f"accepted only when the staging Job can run: {err}") from None
-        verdict = system_disk.check(system_disk_gib, system_disk.STAGING_IMAGE if staging_image else system_disk.ENGINE_IMAGE)
-        if not verdict.fits:
-            fix = "" if staging_image else f", or set {full_key('weightsStagingImage')} to the small image (images/weights-staging)"
-            raise SettingsError(
-                full_key("systemNodeDiskGiB"), system_disk_gib,
-                f"the staging Job ({full_key('weightsStagingJob')}) runs on the system nodes: {system_disk.refusal(verdict)}{fix}",
-            )
+    if not staging:
+        return staging, staging_image
+    if weights.source != "s3" or weights.s3_uri is None:
+        raise SettingsError(full_key("weightsStagingJob"), True, f"needs {full_key('weightsSource')} s3 and {full_key('weightsS3Uri')}: the Job stages the revision into that prefix")
+    if staging_image is not None:
+        if staging_job.image_problem(staging_image, allow_floating_tag=True):  # the rule's home: WeightsStagingJobArgs.image
+            raise SettingsError(full_key("weightsStagingImage"), staging_image, "expected repo:tag or repo@sha256:<64 hex>")
+        if prod and "@sha256:" not in staging_image:
+            raise SettingsError(full_key("weightsStagingImage"), staging_image, "prod requires an image pinned by digest: build images/weights-staging, push it to ECR and use repo@sha256:<64 hex>")
+    try:
+        staging_job.check_inputs(s3_uri=weights.s3_uri, revision=weights.revision, image=staging_image or contract.image.image, allow_floating_tag=not prod)
+    except UserError as err:
+        raise SettingsError(full_key("weightsStagingJob"), True, f"accepted only when the staging Job can run: {err}") from None
+    verdict = system_disk.check(system_disk_gib, system_disk.STAGING_IMAGE if staging_image else system_disk.ENGINE_IMAGE)
+    if not verdict.fits:
+        fix = "" if staging_image else f", or set {full_key('weightsStagingImage')} to the small image (images/weights-staging)"
+        raise SettingsError(
+            full_key("systemNodeDiskGiB"), system_disk_gib,
+            f"the staging Job ({full_key('weightsStagingJob')}) runs on the system nodes: {system_disk.refusal(verdict)}{fix}",
+        )
+    return staging, staging_image
+
+
+def _compile_cache(r: Reader, capacity: CapacitySettings, serving: ServingSettings) -> str | None:
+    """``compileCacheS3Uri`` (rules: :func:`kimi_k3.weights.serving_pod.cache_uri_problem`, its key's digest pin)."""
+    from kimi_k3.weights import WeightsError, compile_cache, serving_pod  # the weights components (Pulumi SDKs) load when a stack is validated
+
+    contract = serving.contract
+    weights = contract.weights
+    cache_uri = r.get("compileCacheS3Uri") or None
+    if cache_uri is None:
+        return None
+    problem = serving_pod.cache_uri_problem(cache_uri)  # the rule's home: ServingStartup.compile_cache_s3_uri
+    if problem:
+        raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, problem)
+    if weights.source != "s3":
+        raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"only with {full_key('weightsSource')} s3: the serving pods' Pod Identity role (which reads and writes the caches) exists for S3 weights")
+    if contract.engine.pipeline_parallel_size != 1:
+        raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"single-node replicas only ({full_key('pipelineParallelSize')} 1): each rank of a LeaderWorkerSet compiles its own cache")
+    if weights.s3_uri and (cache_uri.startswith(weights.s3_uri) or weights.s3_uri.startswith(cache_uri)):
+        raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"a prefix apart from {full_key('weightsS3Uri')} {weights.s3_uri}: the serving pods write caches there, and must not write weights")
+    try:
+        compile_cache.cache_key(compile_cache.CacheKeyInputs(
+            image=contract.image.image, model_revision=weights.revision, engine_args=(), engine_env={}, gpu="gpu", ami_release_version=capacity.ami_release_version,
+        ))
+    except WeightsError:
+        raise SettingsError(
+            full_key("compileCacheS3Uri"), cache_uri,
+            f"accepted only with {full_key('servingImage')} pinned by digest (repo@sha256:<64 hex>): caches are keyed on the exact build, and a tag moves",
+        ) from None
+    return cache_uri
+
+
+def _bucket(r: Reader, serving: ServingSettings, cache_uri: str | None) -> str | None:
+    """``weightsBucketName`` (rule: :func:`kimi_k3.weights.bucket.validate`), which must be a bucket the stack names."""
+    from kimi_k3.weights import bucket  # the weights components (Pulumi SDKs) load when a stack is validated
+    from kimi_k3.weights.s3store import S3Location  # the weights components (Pulumi SDKs) load when a stack is validated
 
     bucket_name = r.get("weightsBucketName") or None
-    cache_uri = r.get("compileCacheS3Uri") or None
-    if cache_uri is not None:
-        try:
-            location = S3Location.parse(cache_uri)
-        except WeightsError:
-            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, "expected s3://bucket/prefix/ with a trailing slash (the caches' role reads and writes only that prefix)") from None
-        if not location.prefix:
-            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, "expected a non-empty prefix, s3://bucket/prefix/: the caches' role reads and writes only that prefix")
-        if weights.source != "s3":
-            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"only with {full_key('weightsSource')} s3: the serving pods' Pod Identity role (which reads and writes the caches) exists for S3 weights")
-        if contract.engine.pipeline_parallel_size != 1:
-            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"single-node replicas only ({full_key('pipelineParallelSize')} 1): each rank of a LeaderWorkerSet compiles its own cache")
-        if weights.s3_uri and (cache_uri.startswith(weights.s3_uri) or weights.s3_uri.startswith(cache_uri)):
-            raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"a prefix apart from {full_key('weightsS3Uri')} {weights.s3_uri}: the serving pods write caches there, and must not write weights")
-        try:
-            compile_cache.cache_key(compile_cache.CacheKeyInputs(
-                image=contract.image.image, model_revision=weights.revision, engine_args=(), engine_env={}, gpu="gpu", ami_release_version=capacity.ami_release_version,
-            ))
-        except WeightsError:
-            raise SettingsError(
-                full_key("compileCacheS3Uri"), cache_uri,
-                f"accepted only with {full_key('servingImage')} pinned by digest (repo@sha256:<64 hex>): caches are keyed on the exact build, and a tag moves",
-            ) from None
-    if bucket_name is not None:
-        try:
-            bucket.validate(bucket.WeightsBucketArgs(bucket_name=bucket_name))
-        except UserError as err:
-            raise SettingsError(full_key("weightsBucketName"), bucket_name, f"expected an S3 bucket name ({err})") from None
-        buckets = [b for b in (weights.s3_bucket, S3Location.parse(cache_uri).bucket if cache_uri else None) if b]
-        if bucket_name not in buckets:
-            named = " or ".join(dict.fromkeys(buckets)) or f"none yet: set {full_key('weightsS3Uri')} or {full_key('compileCacheS3Uri')}"
-            raise SettingsError(full_key("weightsBucketName"), bucket_name, f"the bucket {full_key('weightsS3Uri')} or {full_key('compileCacheS3Uri')} names ({named})")
+    if bucket_name is None:
+        return None
+    try:
+        bucket.validate(bucket.WeightsBucketArgs(bucket_name=bucket_name))  # the rule's home: WeightsBucketArgs.bucket_name
+    except UserError as err:
+        raise SettingsError(full_key("weightsBucketName"), bucket_name, f"expected an S3 bucket name ({err})") from None
+    buckets = [b for b in (serving.contract.weights.s3_bucket, S3Location.parse(cache_uri).bucket if cache_uri else None) if b]
+    if bucket_name not in buckets:
+        named = " or ".join(dict.fromkeys(buckets)) or f"none yet: set {full_key('weightsS3Uri')} or {full_key('compileCacheS3Uri')}"
+        raise SettingsError(full_key("weightsBucketName"), bucket_name, f"the bucket {full_key('weightsS3Uri')} or {full_key('compileCacheS3Uri')} names ({named})")
+    return bucket_name
 
+
+def _node_local(r: Reader, prod: bool, serving: ServingSettings) -> tuple[bool, bool, str]:
+    """``nodeLocalWeights``, ``weightsSyncSidecar`` and ``nodeCleanupImage`` (rule: :func:`kimi_k3.weights.node_local.cleanup_image_problem`;
+    prod's digest pin is the stack's environment)."""
+    from kimi_k3.weights import node_local as node_local_rules  # the weights components (Pulumi SDKs) load when a stack is validated
+
+    contract = serving.contract
+    single_node_s3 = contract.weights.source == "s3" and contract.engine.pipeline_parallel_size == 1
     node_local = r.get("nodeLocalWeights")
     if node_local:
-        if weights.source != "s3":
+        if contract.weights.source != "s3":
             raise SettingsError(full_key("nodeLocalWeights"), True, f"needs {full_key('weightsSource')} s3: the node-side sync keeps its verified marker and one directory per revision on the node's volume")
         if contract.engine.pipeline_parallel_size != 1:
             raise SettingsError(full_key("nodeLocalWeights"), True, f"single-node replicas only ({full_key('pipelineParallelSize')} 1): the LeaderWorkerSet path keeps its weights in an emptyDir")
-
     sidecar = r.get("weightsSyncSidecar")
-    if sidecar and (weights.source != "s3" or contract.engine.pipeline_parallel_size != 1):
+    if sidecar and not single_node_s3:
         raise SettingsError(full_key("weightsSyncSidecar"), True, f"needs {full_key('weightsSource')} s3 and single-node replicas ({full_key('pipelineParallelSize')} 1): the sidecar is the node-side sync of one pod")
-    pipelined = _pipelined_load(r, sidecar=sidecar, manifest=weights.sha256_manifest)
-    snapshot, agent_image = _engine_snapshot(r, instance_type=capacity.instance_type, node_local=bool(node_local), image=contract.image.image,
-                                             pipeline_parallel_size=contract.engine.pipeline_parallel_size, prod=prod)
     cleanup_image = r.get("nodeCleanupImage")
-    cleanup_ref = ImageContract.parse(cleanup_image) if _image_like(cleanup_image) else None
-    if cleanup_ref is None:
-        raise SettingsError(full_key("nodeCleanupImage"), cleanup_image, "expected repo:tag or repo@sha256:<64 hex>")
-    if node_local and prod and not cleanup_ref.pinned:
+    problem = node_local_rules.cleanup_image_problem(cleanup_image)  # the rule's home: TimeToServeArgs.node_cleanup_image
+    if problem:
+        raise SettingsError(full_key("nodeCleanupImage"), cleanup_image, problem)
+    if node_local and prod and not ImageContract.parse(cleanup_image).pinned:
         raise SettingsError(full_key("nodeCleanupImage"), cleanup_image, "prod requires an image pinned by digest: mirror it (e.g. into ECR) and use repo@sha256:<64 hex>")
+    return node_local, sidecar, cleanup_image
+
+
+def _fast_image_pull(r: Reader, capacity: CapacitySettings, warnings: list[str]) -> bool:
+    """``fastImagePull`` against ``gpuAmiReleaseVersion`` (rule: :func:`kimi_k3.weights.image_pull.check_fast_image_pull`)."""
+    from kimi_k3.weights import image_pull  # the weights components (Pulumi SDKs) load when a stack is validated
 
     fast = r.get("fastImagePull")
     try:
@@ -209,39 +248,41 @@ def validate_time_to_serve(
         raise SettingsError(
             full_key("fastImagePull"), True, f"with {full_key('gpuAmiReleaseVersion')} {capacity.ami_release_version or '(unset)'}: {reason}",
         ) from None
+    return fast
+
+
+def _pull_through(
+    r: Reader, region: str, serving: ServingSettings, warnings: list[str], default_prefix: str,
+) -> tuple[str | None, str, str | None, ServingSettings]:
+    """``dockerHubPullThroughSecretArn`` and ``ecrPullThroughPrefix`` (rules: :mod:`kimi_k3.weights.image_pull`): the secret, the
+    prefix, the Docker Hub image as configured when it was rewritten to the cache, and the serving settings (rewritten)."""
+    from kimi_k3.weights import image_pull  # the weights components (Pulumi SDKs) load when a stack is validated
+    from kimi_k3.weights.estimate import image_in_region  # the weights components (Pulumi SDKs) load when a stack is validated
 
     secret_arn = r.get("dockerHubPullThroughSecretArn") or None
-    upstream = None
     prefix = r.get("ecrPullThroughPrefix") or default_prefix
-    if (secret_arn is not None or r.get("ecrPullThroughPrefix")) and not image_pull.valid_prefix(prefix):  # the default only where a rule uses it
+    if (secret_arn is not None or r.get("ecrPullThroughPrefix")) and not image_pull.valid_prefix(prefix):  # the rule's home: TimeToServeArgs.pull_through_prefix
         where = "" if r.get("ecrPullThroughPrefix") else f" (the default <project>-<stack>-docker-hub is too long here: set {full_key('ecrPullThroughPrefix')})"
-        raise SettingsError(full_key("ecrPullThroughPrefix"), prefix, f"2-30 lower-case letters, digits and . _ - (/ between parts), as ECR's ecrRepositoryPrefix{where}")
-    if secret_arn is not None:
-        try:
-            image_pull.pull_through_cache_rule_args(secret_arn, prefix)
-        except UserError as err:
-            raise SettingsError(full_key("dockerHubPullThroughSecretArn"), secret_arn, f"expected a Secrets Manager secret ARN ({err})") from None
-        match = _SECRET_ARN.match(secret_arn)
-        assert match is not None  # pull_through_cache_rule_args checked the shape
-        if match.group(1) != region:
-            raise SettingsError(full_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region} (aws:region): ECR reads the credentials of a pull-through cache rule in the rule's own region")
-        try:
-            rewritten = image_pull.through_cache(contract.image.image, match.group(2), region, prefix)
-        except UserError:
-            if not image_in_region(contract.image.reference.repository, region):
-                warnings.append(
-                    f"{full_key('dockerHubPullThroughSecretArn')}: {full_key('servingImage')} {contract.image.image} is neither a Docker Hub image nor in ECR in {region}, "
-                    "so it is pulled as it is, from outside the region; the pull-through cache rule serves Docker Hub images only"
-                )
-        else:
-            upstream = contract.image.image
-            contract = dataclasses.replace(contract, image=ImageContract.parse(rewritten))
-            serving = dataclasses.replace(serving, contract=contract)
-
-    settings = TimeToServeSettings(
-        staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
-        sync_sidecar=sidecar, pipelined_load=pipelined, engine_snapshot=snapshot, snapshot_agent_image=agent_image,
-        image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
-        pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
-    )
-    return settings, serving
+        raise SettingsError(full_key("ecrPullThroughPrefix"), prefix, f"{image_pull.PREFIX_ACCEPTED}{where}")
+    if secret_arn is None:
+        return None, prefix, None, serving
+    try:
+        image_pull.pull_through_cache_rule_args(secret_arn, prefix)
+    except UserError as err:
+        raise SettingsError(full_key("dockerHubPullThroughSecretArn"), secret_arn, f"expected a Secrets Manager secret ARN ({err})") from None
+    match = _SECRET_ARN.match(secret_arn)
+    assert match is not None  # pull_through_cache_rule_args checked the shape
+    if match.group(1) != region:
+        raise SettingsError(full_key("dockerHubPullThroughSecretArn"), secret_arn, f"a secret in the stack's region {region} (aws:region): ECR reads the credentials of a pull-through cache rule in the rule's own region")
+    contract = serving.contract
+    try:
+        rewritten = image_pull.through_cache(contract.image.image, match.group(2), region, prefix)
+    except UserError:
+        if not image_in_region(contract.image.reference.repository, region):
+            warnings.append(
+                f"{full_key('dockerHubPullThroughSecretArn')}: {full_key('servingImage')} {contract.image.image} is neither a Docker Hub image nor in ECR in {region}, "
+                "so it is pulled as it is, from outside the region; the pull-through cache rule serves Docker Hub images only"
+            )
+        return secret_arn, prefix, None, serving
+    contract = dataclasses.replace(contract, image=ImageContract.parse(rewritten))
+    return secret_arn, prefix, serving.contract.image.image, dataclasses.replace(serving, contract=contract)
