@@ -71,6 +71,8 @@ _EXPORTS = {
     "HyperPodInferenceOperatorArgs": "kimi_k3.hyperpod.inference_operator",
     "TimeToServe": "kimi_k3.weights.time_to_serve",
     "TimeToServeArgs": "kimi_k3.weights.time_to_serve",
+    "SnapshotAgent": "kimi_k3.weights.snapshot_agent",
+    "SnapshotAgentArgs": "kimi_k3.weights.snapshot_agent",
     "WeightsBucket": "kimi_k3.weights.bucket",
     "WeightsBucketArgs": "kimi_k3.weights.bucket",
     "WeightsStagingJob": "kimi_k3.weights.staging_job",

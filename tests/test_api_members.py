@@ -38,6 +38,8 @@ def shape(service: str, name: str) -> Any:
 
 SAMPLES = {"string": "x", "integer": 1, "long": 1, "float": 1.0, "double": 1.0, "boolean": True,
            "timestamp": datetime(2026, 12, 1, tzinfo=UTC), "list": [], "map": {}, "structure": {}}
+MEMBER_SAMPLES = {"InstanceType": "p6-b300.48xlarge"}
+"""Members whose record checks the value's shape at construction (CapacityBlockFacts refuses an instance type like 'x')."""
 
 
 class ModelAnswer(Mapping[str, Any]):
@@ -51,7 +53,7 @@ class ModelAnswer(Mapping[str, Any]):
         self.read.add(key)
         if key not in self.members:
             raise KeyError(key)
-        return SAMPLES[self.members[key].type_name]
+        return MEMBER_SAMPLES.get(key, SAMPLES[self.members[key].type_name])
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.members)

@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 from kimi_k3.addons.gpu_plugins import PRIVILEGED_NAMESPACE_LABELS
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import labels
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
 from kimi_k3.weights import node_local, pod_files
 
@@ -74,6 +74,7 @@ class SnapshotAgentArgs:
     """Accept an image pinned by tag (outside prod)."""
 
 
+@checked_component
 class SnapshotAgent(pulumi.ComponentResource):
     """The agent's Namespace (privileged), ServiceAccount (no token, no role), code ConfigMap, a deny-all NetworkPolicy and DaemonSet. Kubernetes provider through ``opts``.
 
