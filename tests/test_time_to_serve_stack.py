@@ -349,3 +349,35 @@ def test_the_prod_sync_container_prunes_other_revisions_and_a_recreated_pod_skip
 
 def fetch_target(fetch: dict) -> str:
     return env(fetch)["TARGET_BANDWIDTH"]
+
+
+def test_the_stack_hands_weights_s3_uri_down_as_the_contracts_parsed_prefix(prod_plan, monkeypatch):
+    """``weightsS3Uri`` is parsed once, by the serving contract (issue 35): the TimeToServe args and the staging Job's args hold
+    that same :class:`S3Prefix`, and declaring the Job parses nothing again (a parse now fails the test)."""
+    from kimi_k3.core.s3 import S3Prefix
+    from tests.builders import in_cluster
+
+    weights = prod_plan.settings.serving.contract.weights
+    args = time_to_serve.args_from_settings(prod_plan.settings, cluster_name="c", node_role_name=None, hugging_face_token=None)
+    assert args.weights_s3_uri is weights.s3_location and isinstance(weights.s3_location, S3Prefix)
+
+    def no_parse(uri: object) -> S3Prefix:
+        raise AssertionError(f"weightsS3Uri parsed again: {uri!r}")
+
+    monkeypatch.setattr(S3Prefix, "parse", no_parse)
+    declared: list[tts_component.TimeToServe] = []
+    plan = offline.OfflineEngine(now=NOW).run(lambda: declared.append(tts_component.TimeToServe("tts", args, opts=in_cluster())))
+    assert declared[0].staging_job is not None
+    (job,) = objects(plan, "Job")
+    assert env(job["spec"]["template"]["spec"]["containers"][0])["WEIGHTS_S3_URI"] == weights.s3_uri
+
+
+def test_time_to_serve_from_ones_own_program_parses_the_uri_once_in_its_args():
+    """A ``str`` from one's own program becomes the ``S3Prefix`` in the args' constructor; a bad one is refused there, naming the arg."""
+    from kimi_k3.core.s3 import S3Prefix
+    from kimi_k3.errors import UserError
+
+    base = dict(region="us-west-2", cluster_name="c", engine_image="i@sha256:" + "a" * 64, instance_type="p6-b300.48xlarge", model_id="m", revision=REVISION, staging_job=True)
+    assert tts_component.TimeToServeArgs(**base, weights_s3_uri="s3://b-b/p/").weights_s3_uri == S3Prefix("b-b", "p/")
+    with pytest.raises(UserError, match=r"^time to serve: weights_s3_uri 's3://b-b/' is not accepted; expected s3://bucket/prefix/ with a non-empty prefix"):
+        tts_component.TimeToServeArgs(**base, weights_s3_uri="s3://b-b/")

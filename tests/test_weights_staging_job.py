@@ -135,3 +135,15 @@ def test_the_shipped_files_alone_stage_the_revision(plan, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RC 0 7" in proc.stdout  # 5 files + SHA256SUMS + the JSON manifest
     assert "complete, 5 files" in proc.stdout
+
+
+def test_the_prefix_is_typed_once_built_and_a_str_is_parsed_in_the_args():
+    """``s3_uri`` takes the stack's :class:`S3Prefix` as it is, or a ``str`` parsed once by the args' constructor (the same parser);
+    both declare the same Job."""
+    from kimi_k3.core.s3 import S3Prefix
+
+    parsed = S3Prefix.parse(URI)
+    assert args().s3_uri == parsed and args(s3_uri=parsed).s3_uri is parsed
+    assert render(s3_uri=parsed).kubernetes_objects() == render().kubernetes_objects()
+    with pytest.raises(UserError, match=r"^weights staging job: s3_uri 's3://b-b/\*/' is not accepted; expected s3://bucket/prefix/ with a non-empty prefix"):
+        args(s3_uri="s3://b-b/*/")

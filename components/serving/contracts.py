@@ -190,11 +190,14 @@ class WeightsContract:
         if self.source == "s3":
             # '*' is legal in an S3 key but would widen the IAM resource scoped to the prefix (S3Prefix refuses it).
             try:
-                S3Prefix.parse(self.s3_uri)
+                location: S3Prefix | None = S3Prefix.parse(self.s3_uri)
             except ValueError:
                 raise ContractError("weights contract", "weights.s3_uri", self.s3_uri, "required when weights.source is s3: s3://bucket/prefix/ in the stack's region (trailing slash, no wildcards)") from None
         elif self.s3_uri is not None:
             raise ContractError("weights contract", "weights.s3_uri", self.s3_uri, "it is only used when weights.source is s3")
+        else:
+            location = None
+        object.__setattr__(self, "_location", location)  # the URI's one parse: every layer below takes this S3Prefix (not a field: plans and keys see s3_uri only)
         if not ABSOLUTE_PATH.match(self.mount_path or "") or self.mount_path.rstrip("/") == "" or ".." in self.mount_path.split("/"):
             raise ContractError("weights contract", "weights.mount_path", self.mount_path, "expected an absolute directory such as /models/kimi-k3")
         if isinstance(self.expected_size_gb, bool) or not isinstance(self.expected_size_gb, int) or not 1 <= self.expected_size_gb <= 20_000:
@@ -205,8 +208,10 @@ class WeightsContract:
 
     @property
     def s3_location(self) -> S3Prefix | None:
-        """:attr:`s3_uri` as the typed :class:`~kimi_k3.core.s3.S3Prefix` every layer passes on (``None`` for Hugging Face)."""
-        return S3Prefix.parse(self.s3_uri) if self.source == "s3" else None
+        """:attr:`s3_uri` as the typed :class:`~kimi_k3.core.s3.S3Prefix` every layer passes on (``None`` for Hugging Face),
+        parsed once, when the contract was built."""
+        location: S3Prefix | None = self.__dict__["_location"]
+        return location
 
     @property
     def s3_bucket(self) -> str | None:

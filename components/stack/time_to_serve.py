@@ -135,7 +135,7 @@ def args_from_settings(settings: StackSettings, *, cluster_name: pulumi.Input[st
     contract = settings.serving.contract
     return TimeToServeArgs(
         region=settings.region, cluster_name=cluster_name, engine_image=contract.image.image, staging_image=t.staging_image, instance_type=settings.capacity.instance_type,
-        model_id=contract.weights.model_id, revision=contract.weights.revision, weights_s3_uri=contract.weights.s3_uri, sha256_manifest=contract.weights.sha256_manifest,
+        model_id=contract.weights.model_id, revision=contract.weights.revision, weights_s3_uri=contract.weights.s3_location, sha256_manifest=contract.weights.sha256_manifest,
         bucket_name=t.bucket_name, kms_key_arn=settings.deployment.weights_kms_key_arn, staging_job=t.staging_job, allow_floating_tag=not settings.production,
         hugging_face_token=hugging_face_token, node_local_weights=t.node_local_weights, node_cleanup_image=t.node_cleanup_image, image_prepull=t.image_prepull,
         pull_through_secret_arn=t.pull_through_secret_arn, pull_through_prefix=t.pull_through_prefix, node_role_name=node_role_name, tags=dict(tags or {}),

@@ -83,8 +83,9 @@ class WeightsStagingJobArgs:
     """Hugging Face model id."""
     revision: str
     """40-hex commit SHA to stage."""
-    s3_uri: str
-    """``s3://bucket/prefix/`` to stage into (the stack's ``weightsS3Uri``)."""
+    s3_uri: S3Prefix | str
+    """Where to stage into (the stack's ``weightsS3Uri``): the :class:`~kimi_k3.core.s3.S3Prefix` the stack passes (parsed once, by the
+    serving contract), or ``s3://bucket/prefix/`` from one's own program, parsed once here by the same parser; an ``S3Prefix`` once built."""
     cluster_name: pulumi.Input[str]
     """EKS cluster (Pod Identity association)."""
     aws_region: str
@@ -116,6 +117,21 @@ class WeightsStagingJobArgs:
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels on every object."""
 
+    def __post_init__(self) -> None:
+        if isinstance(self.s3_uri, str):  # one's own program: the URI's one parse, refused in the args' words
+            try:
+                object.__setattr__(self, "s3_uri", S3Prefix.parse(self.s3_uri))
+            except ValueError:
+                raise UserError(
+                    f"weights staging job: s3_uri {self.s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)",
+                ) from None
+
+    @property
+    def location(self) -> S3Prefix:
+        """:attr:`s3_uri` as parsed (the constructor made it an :class:`~kimi_k3.core.s3.S3Prefix`)."""
+        assert isinstance(self.s3_uri, S3Prefix)
+        return self.s3_uri
+
 
 def image_problem(image: str, allow_floating_tag: bool) -> str | None:
     """What is wrong with ``image`` as the staging Job's image (``WeightsStagingJobArgs.image``, the settings'
@@ -128,13 +144,10 @@ def image_problem(image: str, allow_floating_tag: bool) -> str | None:
     return None
 
 
-def check_inputs(*, s3_uri: str, revision: str, image: str, allow_floating_tag: bool) -> None:
-    """The staging Job's rules on what it copies and with which image (the one home: :func:`validate` and the settings call it)."""
+def check_inputs(*, revision: str, image: str, allow_floating_tag: bool) -> None:
+    """The staging Job's rules on what it copies and with which image (the one home: :func:`validate` and the settings call it).
+    The prefix is typed: :class:`WeightsStagingJobArgs` holds an :class:`~kimi_k3.core.s3.S3Prefix`, parsed once."""
     what = "weights staging job"
-    try:
-        S3Prefix.parse(s3_uri)
-    except ValueError:
-        raise UserError(f"{what}: s3_uri {s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)") from None
     if not GIT_REVISION.fullmatch(revision or ""):
         raise UserError(f"{what}: revision {revision!r} is not accepted; expected the 40-hex commit SHA")
     problem = image_problem(image, allow_floating_tag)
@@ -145,7 +158,7 @@ def check_inputs(*, s3_uri: str, revision: str, image: str, allow_floating_tag: 
 def validate(args: WeightsStagingJobArgs) -> None:
     """Refuse what cannot work, before anything is declared (one line naming the field)."""
     what = "weights staging job"
-    check_inputs(s3_uri=args.s3_uri, revision=args.revision, image=args.image, allow_floating_tag=args.allow_floating_tag)
+    check_inputs(revision=args.revision, image=args.image, allow_floating_tag=args.allow_floating_tag)
     if not DNS_LABEL.match(args.namespace):
         raise UserError(f"{what}: namespace {args.namespace!r} is not a DNS label")
     if not 1 <= args.workers <= 64:
@@ -162,7 +175,7 @@ def stage_container(args: WeightsStagingJobArgs, token_secret: str | None) -> k8
         "AWS_REGION": args.aws_region,
         "MODEL_ID": args.model_id,
         "MODEL_REVISION": args.revision,
-        "WEIGHTS_S3_URI": args.s3_uri,
+        "WEIGHTS_S3_URI": args.location.uri,
         "SHA256_MANIFEST": args.sha256_manifest,
         "STAGE_WORKERS": str(args.workers),
         "HF_HUB_DISABLE_TELEMETRY": "1",
@@ -233,8 +246,7 @@ class WeightsStagingJob(pulumi.ComponentResource):
         require_kubernetes_provider(problems, opts)
         problems.raise_any()
         super().__init__("kimi-k3:index:WeightsStagingJob", name, None, opts)
-        location = S3Prefix.parse(args.s3_uri)  # validate() refused anything else
-        bucket, prefix = location.bucket, location.prefix
+        bucket, prefix = args.location.bucket, args.location.prefix
         common = {"app.kubernetes.io/part-of": "kimi-k3", "app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/name": "weights-stage", **args.labels}
         ns = args.namespace
         k8s_opts = pulumi.ResourceOptions(parent=self)

@@ -20,7 +20,8 @@ from kimi_k3.addons.gpu_plugins import PRIVILEGED_NAMESPACE_LABELS
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
 from kimi_k3.core.args_check import checked_args, checked_component
-from kimi_k3.errors import Problems
+from kimi_k3.core.s3 import S3Prefix
+from kimi_k3.errors import Problems, UserError
 from kimi_k3.weights import image_pull, node_local
 from kimi_k3.weights.bucket import WeightsBucket, WeightsBucketArgs
 from kimi_k3.weights.image_pull import FLOATING_TAG_SKIP
@@ -79,8 +80,10 @@ class TimeToServeArgs:
     """Hugging Face model id the staging Job copies (``modelId``); read only when ``staging_job`` is on."""
     revision: str
     """40-hex commit SHA the staging Job copies (``modelRevision``); its first 12 characters name the Job, so a new revision is a new Job."""
-    weights_s3_uri: str | None = None
-    """``s3://bucket/prefix/`` the staging Job writes into and its role may write (``weightsS3Uri``); required with ``staging_job``, unused otherwise."""
+    weights_s3_uri: S3Prefix | str | None = None
+    """Where the staging Job writes and its role may write (``weightsS3Uri``): the :class:`~kimi_k3.core.s3.S3Prefix` the stack passes (the
+    serving contract's, parsed once), or ``s3://bucket/prefix/`` from one's own program, parsed once here by the same parser and handed to
+    the Job as that ``S3Prefix``; required with ``staging_job``, unused otherwise."""
     sha256_manifest: str | None = None
     """Name of the ``sha256sum`` manifest the staging Job writes at the prefix's root (``weightsSha256Manifest``); ``None`` or ``""``: ``SHA256SUMS``."""
     bucket_name: str | None = None
@@ -114,6 +117,15 @@ class TimeToServeArgs:
     ``instance_type``; ``None``: no agent (the serving pods' ``ServingStartup.engine_snapshot`` needs one)."""
     gpus: int = 8
     """GPUs of an engine (the agent's driver floor: multi-GPU from 2); read only with ``snapshot_agent_image``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.weights_s3_uri, str):  # one's own program: the URI's one parse, refused in the args' words
+            try:
+                object.__setattr__(self, "weights_s3_uri", S3Prefix.parse(self.weights_s3_uri))
+            except ValueError:
+                raise UserError(
+                    f"time to serve: weights_s3_uri {self.weights_s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the staging Job's role writes only that prefix)",
+                ) from None
 
 
 def check_args(problems: Problems, args: TimeToServeArgs) -> None:

@@ -149,7 +149,7 @@ def _staging_job(r: Reader, prod: bool, serving: ServingSettings, system_disk_gi
         if prod and "@sha256:" not in staging_image:
             raise SettingsError(full_key("weightsStagingImage"), staging_image, "prod requires an image pinned by digest: build images/weights-staging, push it to ECR and use repo@sha256:<64 hex>")
     try:
-        staging_job.check_inputs(s3_uri=weights.s3_uri, revision=weights.revision, image=staging_image or contract.image.image, allow_floating_tag=not prod)
+        staging_job.check_inputs(revision=weights.revision, image=staging_image or contract.image.image, allow_floating_tag=not prod)
     except UserError as err:
         raise SettingsError(full_key("weightsStagingJob"), True, f"accepted only when the staging Job can run: {err}") from None
     verdict = system_disk.check(system_disk_gib, system_disk.STAGING_IMAGE if staging_image else system_disk.ENGINE_IMAGE)
