@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kimi_k3.errors import UserError
+
 S3_PREFIX_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.'()/=]+/)$")
 """``s3://bucket/prefix/``: an S3 bucket name, then a non-empty key prefix with a trailing slash and no wildcards."""
 
@@ -39,4 +41,15 @@ class S3Prefix:
         return f"s3://{self.bucket}/{self.prefix}"
 
 
-__all__ = ["S3_PREFIX_URI", "S3Prefix"]
+def as_prefix(value: S3Prefix | str, *, owner: str, field: str, role: str) -> S3Prefix:
+    """``value`` as an :class:`S3Prefix`: one's own program may pass the URI as a string, parsed here once and refused in the
+    args' words (``owner``: the component's name in messages, ``field``: the arg, ``role``: whose role writes only that prefix)."""
+    if isinstance(value, S3Prefix):
+        return value
+    try:
+        return S3Prefix.parse(value)
+    except ValueError:
+        raise UserError(f"{owner}: {field} {value!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix ({role} writes only that prefix)") from None
+
+
+__all__ = ["S3_PREFIX_URI", "S3Prefix", "as_prefix"]

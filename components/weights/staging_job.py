@@ -38,7 +38,7 @@ from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import labels
 from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.formats import DNS_LABEL, GIT_REVISION
-from kimi_k3.core.s3 import S3Prefix
+from kimi_k3.core.s3 import S3Prefix, as_prefix
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.weights import pod_files
 from kimi_k3.weights.manifest import DEFAULT_SHA256SUMS
@@ -118,13 +118,7 @@ class WeightsStagingJobArgs:
     """Extra labels on every object."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.s3_uri, str):  # one's own program: the URI's one parse, refused in the args' words
-            try:
-                object.__setattr__(self, "s3_uri", S3Prefix.parse(self.s3_uri))
-            except ValueError:
-                raise UserError(
-                    f"weights staging job: s3_uri {self.s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the role writes only that prefix)",
-                ) from None
+        object.__setattr__(self, "s3_uri", as_prefix(self.s3_uri, owner="weights staging job", field="s3_uri", role="the role"))
 
     @property
     def location(self) -> S3Prefix:

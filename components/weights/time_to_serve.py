@@ -20,8 +20,8 @@ from kimi_k3.addons.gpu_plugins import PRIVILEGED_NAMESPACE_LABELS
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog, labels
 from kimi_k3.core.args_check import checked_args, checked_component
-from kimi_k3.core.s3 import S3Prefix
-from kimi_k3.errors import Problems, UserError
+from kimi_k3.core.s3 import S3Prefix, as_prefix
+from kimi_k3.errors import Problems
 from kimi_k3.weights import image_pull, node_local
 from kimi_k3.weights.bucket import WeightsBucket, WeightsBucketArgs
 from kimi_k3.weights.image_pull import FLOATING_TAG_SKIP
@@ -119,13 +119,8 @@ class TimeToServeArgs:
     """GPUs of an engine (the agent's driver floor: multi-GPU from 2); read only with ``snapshot_agent_image``."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.weights_s3_uri, str):  # one's own program: the URI's one parse, refused in the args' words
-            try:
-                object.__setattr__(self, "weights_s3_uri", S3Prefix.parse(self.weights_s3_uri))
-            except ValueError:
-                raise UserError(
-                    f"time to serve: weights_s3_uri {self.weights_s3_uri!r} is not accepted; expected s3://bucket/prefix/ with a non-empty prefix (the staging Job's role writes only that prefix)",
-                ) from None
+        if self.weights_s3_uri is not None:
+            object.__setattr__(self, "weights_s3_uri", as_prefix(self.weights_s3_uri, owner="time to serve", field="weights_s3_uri", role="the staging Job's role"))
 
 
 def check_args(problems: Problems, args: TimeToServeArgs) -> None:
