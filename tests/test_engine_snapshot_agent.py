@@ -106,3 +106,27 @@ def test_the_engine_gets_sleep_mode_dev_mode_and_the_wrapper_only_with_the_key()
     assert load_stack_settings("prod", **ON).time_to_serve.engine_snapshot  # accepted with every requirement
     assert engine_snapshot.stack_problems(instance_type="p6e-gb200.36xlarge", node_local_weights=True, image=PINNED, pipeline_parallel_size=1, warmup=True) == [
         ("instance_type", "instance type p6e-gb200.36xlarge is not a known x86-64 instance (p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge): cuda-checkpoint is built for x86_64 only")]
+
+
+def _engine_container(plan) -> dict:
+    pods = [o for o in plan.kubernetes_objects() if o.get("kind") in ("Deployment", "LeaderWorkerSet", "StatefulSet")]
+    for obj in pods:
+        spec = obj["spec"].get("template") or obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+        for container in spec["spec"]["containers"]:
+            if "vllm" in " ".join(container.get("command", []) + container.get("args", [])):
+                return container
+    raise AssertionError("no engine container in the plan")
+
+
+def test_a_snapshotted_engine_has_no_gpu_memory_the_checkpoint_cannot_move(prod_plan, dev_plan):
+    """cuda-checkpoint moves no CUDA IPC memory and vLLM 0.27.1's checkpoint hooks release only FlashInfer's all-reduce:
+    prod's engine (engineSnapshot on) runs without the custom and symmetric-memory all-reduce, dev's keeps vLLM's defaults."""
+    from kimi_k3.weights import engine_snapshot
+
+    prod, dev = _engine_container(prod_plan), _engine_container(dev_plan)
+    words = lambda c: " ".join(c.get("command", []) + c.get("args", []))  # noqa: E731
+    env = lambda c: {e["name"]: e.get("value") for e in c.get("env", [])}  # noqa: E731
+    for flag in (engine_snapshot.SLEEP_MODE_FLAG, *engine_snapshot.CHECKPOINTABLE_FLAGS):
+        assert flag in words(prod) and flag not in words(dev)
+    assert env(prod)["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0" and "VLLM_ALLREDUCE_USE_SYMM_MEM" not in env(dev)
+    assert env(prod)["VLLM_ALLREDUCE_USE_FLASHINFER"] == "1"  # the all-reduce checkpoint_prepare does release

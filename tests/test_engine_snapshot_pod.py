@@ -33,6 +33,7 @@ class FakeVllm:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.down = False
+        self.refused: set[str] = set()  # collective_rpc methods answered 500
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -49,7 +50,10 @@ class FakeVllm:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if self.path == "/collective_rpc":
-                    owner.calls.append(f"rpc {json.loads(body)['method']}")
+                    method = json.loads(body)["method"]
+                    owner.calls.append(f"rpc {method}")
+                    if method in owner.refused:
+                        return self._answer(500)
                 self._answer(200 if self.path in ("/sleep?level=2", "/wake_up?tags=weights", "/wake_up?tags=kv_cache", "/collective_rpc") else 404)
 
             def log_message(self, *args) -> None:
@@ -117,7 +121,8 @@ def test_a_snapshot_sleeps_the_engine_dumps_writes_the_manifest_then_the_key_and
     log: list[str] = []
     seen = take_snapshot(tmp_path, vllm, log)
     assert [c for c in vllm.calls if c != "GET /health"] == [  # level 2 discards the weights: they are reloaded before the KV cache
-        "POST /sleep?level=2", "POST /wake_up?tags=weights", "rpc reload_weights", "POST /collective_rpc", "POST /wake_up?tags=kv_cache"]
+        "POST /sleep?level=2", "rpc checkpoint_prepare", "POST /collective_rpc", "rpc checkpoint_restore", "POST /collective_rpc",
+        "POST /wake_up?tags=weights", "rpc reload_weights", "POST /collective_rpc", "POST /wake_up?tags=kv_cache"]
     assert seen[0]["action"] == "dump" and seen[0]["token"] == "pod-a" and seen[0]["directory"] == KEY.digest()
     directory = tmp_path / KEY.digest()
     assert engine_snapshot.key_from_json((directory / "KEY").read_text()) == KEY
@@ -150,6 +155,65 @@ def restore(root: Path, key=KEY) -> tuple[bool, list[str], list[dict]]:
     finally:
         stop.set()
     return ok, log, seen
+
+
+def test_an_engine_that_refuses_checkpoint_prepare_is_not_dumped_and_is_woken(tmp_path, vllm):
+    vllm.refused = {"checkpoint_prepare"}
+    log: list[str] = []
+    seen: list[dict] = []
+    stop = threading.Event()
+    agent_thread(tmp_path, fake_dump(tmp_path, seen), stop)
+    try:
+        assert not snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(vllm.url), snapshot_pod.AgentChannel(tmp_path, poll_s=0.01), tmp_path, KEY, log.append, "pod-a")
+    finally:
+        stop.set()
+    assert seen == [] and "checkpoint_prepare refused" in log[0]
+    assert "rpc checkpoint_restore" not in vllm.calls and vllm.calls[-1] == "POST /wake_up?tags=kv_cache"
+    assert not (tmp_path / KEY.digest() / "KEY").exists()
+
+
+def test_a_restored_engine_whose_communicators_cannot_be_rebuilt_loses_its_key(tmp_path, vllm):
+    take_snapshot(tmp_path, vllm, [])
+    directory = tmp_path / KEY.digest()
+    vllm.refused = {"checkpoint_restore"}
+    log: list[str] = []
+    assert snapshot_pod.hold_restored(snapshot_pod.Engine(vllm.url), directory, log.append, start_timeout_s=0.2, poll_s=0.05) == 1
+    assert not (directory / "KEY").exists() and "KEY removed" in log[0]
+
+
+SURFACE = json.loads((Path(__file__).parent / "data" / "vllm-0.27.1-names.json").read_text())
+
+
+def test_every_call_the_snapshot_makes_exists_in_vllm_0_27_1(tmp_path, vllm):
+    """The dump and the restore call only routes, query parameters, wake-up tags and worker methods the 0.27.1 wheel has."""
+    take_snapshot(tmp_path, vllm, [])
+    snapshot_pod.hold_restored(snapshot_pod.Engine(vllm.url), tmp_path / KEY.digest(), [].append, poll_s=0.05, stop=lambda: True)
+    dev = SURFACE["dev_endpoints"]
+    methods = [c.removeprefix("rpc ") for c in vllm.calls if c.startswith("rpc ")]
+    assert methods and set(methods) <= set(dev["worker"]["methods"])
+    for call in (c for c in vllm.calls if not c.startswith("rpc ") and c != "GET /health"):
+        verb, _, target = call.partition(" ")
+        path, _, query = target.partition("?")
+        route = dev["routes"][f"{verb} {path}"]
+        for name, _, value in (q.partition("=") for q in query.split("&") if q):
+            assert name in route["query"], call
+            if name == "tags":
+                assert value in dev["worker"]["wake_up_tags"], call
+    assert set(engine_snapshot.DEV_MODE_ENV) == {dev["gate_env"]}
+    assert set(engine_snapshot.CHECKPOINTABLE_ENV) <= set(SURFACE["env_vars"])
+    assert set(engine_snapshot.CHECKPOINTABLE_FLAGS) <= set(SURFACE["flags"]) and engine_snapshot.SLEEP_MODE_FLAG in SURFACE["flags"]
+
+
+def test_startup_report_reads_vllm_0_27_1s_sleep_wake_and_reload_lines():
+    """Each of the wheel's sleep, wake-up and in-place reload log formats, filled, is read as its step."""
+    from kimi_k3.bringup import startup
+    filled = {fmt: fmt.replace("%.6f", "12.5").replace("%.2f", "12.5").replace("%s", "['weights']") for fmt in SURFACE["dev_endpoints"]["log_formats"]}
+    read = {}
+    for fmt, line in filled.items():
+        found = [what for what, pattern in startup.LOG_DURATIONS if (m := pattern.search(line)) and float(m["s"]) == 12.5]
+        read[fmt] = found[0] if found else None
+    assert read == {"It took %.6f seconds to fall asleep.": "sleep", "It took %.6f seconds to wake up tags %s.": "wake up",
+                    "Reloading and processing weights took %.2f seconds": "weights reload"}
 
 
 def test_a_matching_snapshot_is_verified_then_restored_into_the_placeholder(tmp_path, vllm):
@@ -198,7 +262,8 @@ def test_a_restored_engine_that_stops_answering_loses_its_key(tmp_path, vllm):
     threading.Timer(0.2, marker.touch).start()  # the sync verifies the weights a little later
     vllm.calls.clear()
     assert snapshot_pod.hold_restored(snapshot_pod.Engine(vllm.url), directory, [].append, poll_s=0.05, stop=lambda: next(stops, True), weights_marker=marker) == 0
-    assert (directory / "KEY").exists() and vllm.calls[:3] == ["POST /wake_up?tags=weights", "rpc reload_weights", "POST /collective_rpc"]
+    assert (directory / "KEY").exists() and vllm.calls[:5] == [  # the restored engine was dumped prepared and asleep
+        "rpc checkpoint_restore", "POST /collective_rpc", "POST /wake_up?tags=weights", "rpc reload_weights", "POST /collective_rpc"]
 
 
 def test_startup_report_reads_the_lines_the_wrapper_writes(tmp_path, vllm):

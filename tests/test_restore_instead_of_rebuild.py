@@ -178,6 +178,8 @@ def test_the_loader_takes_everything_at_once_when_the_whole_manifest_is_verified
 NEW_PHASE_LINES = [
     # vLLM 0.27.1 vllm/v1/executor/abstract.py (logger.info "It took %.6f seconds to fall asleep." / "... to wake up tags %s.")
     "(EngineCore_DP0 pid=212) INFO 12-07 05:01:02 [abstract.py:304] It took 2.514233 seconds to fall asleep.",
+    # vLLM 0.27.1 vllm/v1/worker/gpu_model_runner.py reload_weights (logger.info_once "Reloading and processing weights took %.2f seconds")
+    "(Worker_TP0 pid=371) INFO 12-07 05:03:07 [gpu_model_runner.py:5605] Reloading and processing weights took 58.31 seconds",
     "(EngineCore_DP0 pid=212) INFO 12-07 05:03:09 [abstract.py:322] It took 1.734902 seconds to wake up tags ['kv_cache'].",
     # ai-dynamo/modelexpress load_strategy/rdma_strategy.py (f-strings of _receive_from_peer)
     "(Worker_TP3 pid=380) INFO 12-07 05:02:40 [rdma_strategy.py:512] [Worker 3] [TIMING] RDMA transfer complete: 1811 tensors, 195.11 GB, 17.902s, 87.2 Gbps",
@@ -192,13 +194,14 @@ NEW_PHASE_LINES = [
 def test_the_report_reads_every_new_phase_from_real_format_lines_beside_the_estimate():
     log = startup.parse_engine_log(NEW_PHASE_LINES)
     seen = {m.what: m.seconds for m in log.measurements}
-    assert seen == {"sleep": 2.514233, "wake up": 1.734902, "peer transfer (RDMA only)": 17.902, "peer transfer": 18.44,
+    assert seen == {"sleep": 2.514233, "wake up": 1.734902, "weights reload": 58.31, "peer transfer (RDMA only)": 17.902, "peer transfer": 18.44,
                     "engine snapshot verify": 1.2, "engine snapshot restore": 31.7, "weights sync and verify": 131.0}
     restart = startup.report(est.estimate_case(replace(PROD, engine_snapshot=True), "container restart"), log.measurements)
     rows = {r.name: r for r in restart.rows}
     assert rows["engine snapshot restore (CRIU + cuda-checkpoint)"].measured_min == pytest.approx(31.7 / 60, abs=0.01)
     assert rows["engine snapshot sha256 verify"].measured_min == pytest.approx(1.2 / 60, abs=0.01)
     assert rows["KV cache re-allocated (wake_up)"].measured_min == pytest.approx(1.734902 / 60, abs=0.01)
+    assert rows["weights reload into the restored engine (page cache)"].measured_min == pytest.approx(58.31 / 60, abs=0.01)
     peer = {r.name: r for r in startup.report(est.peer_replacement(PROD), log.measurements).rows}
     assert peer["weights from a serving peer (NIXL over EFA)"].measured_min == pytest.approx(18.44 / 60, abs=0.01)
     warm = {r.name: r for r in startup.report(est.estimate_case(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True), "warm"), log.measurements).rows}

@@ -26,7 +26,16 @@ torch and a GPU stack), with :mod:`ast`:
   the fields of ``AttentionConfig`` (``vllm/config/attention.py``, the keys of
   ``--attention-config``) and of ``CompilationConfig`` (``vllm/config/compilation.py``, the keys
   of ``--compilation-config``), and the tool-call and reasoning parser names registered in
-  ``vllm/tool_parsers/__init__.py`` and ``vllm/reasoning/__init__.py``.
+  ``vllm/tool_parsers/__init__.py`` and ``vllm/reasoning/__init__.py``;
+* the sleep-mode surface the engine snapshot drives (``dev_endpoints``): each route of the
+  dev routers ``vllm/entrypoints/serve/dev/{sleep,rpc}/api_router.py`` with its method, the
+  query parameters it reads (``query_params.get``/``getlist``) and the JSON body keys
+  (``body.get``); the environment variable that gates their registration in
+  ``vllm/entrypoints/openai/api_server.py`` (``if envs.X: register_vllm_dev_api_routers``);
+  the tags the worker's ``wake_up`` acts on and its public methods a ``collective_rpc``
+  may name (``Worker`` in ``vllm/v1/worker/gpu_worker.py``); and the log format strings of a
+  sleep, a wake-up and an in-place reload (``vllm/v1/executor/abstract.py``,
+  ``vllm/v1/worker/gpu_model_runner.py``).
 
 The output records the wheel's name and sha256 and each source file's sha256.
 """
@@ -56,6 +65,11 @@ ENUMS = {
     "mla_prefill_backend": ("vllm/v1/attention/backends/mla/prefill/registry.py", "MLAPrefillBackendEnum"),
 }
 CONFIG_FIELDS = {"attention_config": ("vllm/config/attention.py", "AttentionConfig"), "compilation_config": ("vllm/config/compilation.py", "CompilationConfig")}
+DEV_ROUTERS = ("vllm/entrypoints/serve/dev/sleep/api_router.py", "vllm/entrypoints/serve/dev/rpc/api_router.py")
+API_SERVER = "vllm/entrypoints/openai/api_server.py"
+WORKER = ("vllm/v1/worker/gpu_worker.py", "Worker")
+SLEEP_LOG_FILES = ("vllm/v1/executor/abstract.py", "vllm/v1/worker/gpu_model_runner.py")
+SLEEP_LOG_WORDS = ("fall asleep", "to wake up", "Reloading and processing weights")
 PARSER_REGISTRIES = {"tool_call_parser": "vllm/tool_parsers/__init__.py", "reasoning_parser": "vllm/reasoning/__init__.py"}
 
 
@@ -145,11 +159,78 @@ def _registry_keys(source: str) -> list[str]:
     return sorted(keys)
 
 
+def _routes(source: str) -> dict[str, dict[str, Any]]:
+    """``"POST /sleep"`` → the query parameters and JSON body keys the route's function reads."""
+    routes: dict[str, dict[str, Any]] = {}
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.AsyncFunctionDef | ast.FunctionDef):
+            continue
+        for dec in fn.decorator_list:
+            if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.args and isinstance(dec.args[0], ast.Constant):
+                query: set[str] = set()
+                body: set[str] = set()
+                for call in ast.walk(fn):
+                    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.args):
+                        continue
+                    key, owner = call.args[0], call.func.value
+                    if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                        continue
+                    if call.func.attr in ("get", "getlist") and isinstance(owner, ast.Attribute) and owner.attr == "query_params":
+                        query.add(key.value)
+                    elif call.func.attr == "get" and isinstance(owner, ast.Name) and owner.id == "body":
+                        body.add(key.value)
+                routes[f"{dec.func.attr.upper()} {dec.args[0].value!s}"] = {"query": sorted(query), "body": sorted(body)}
+    return routes
+
+
+def _dev_gate(source: str) -> str:
+    """The ``envs.X`` whose truth registers the dev routers."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Attribute) and any(
+            isinstance(n, ast.Name) and n.id == "register_vllm_dev_api_routers" for s in node.body for n in ast.walk(s)
+        ):
+            return node.test.attr
+    raise SystemExit(f"{API_SERVER}: no `if envs.X:` registers the dev routers")
+
+
+def _worker(source: str, cls: str) -> dict[str, list[str]]:
+    """The worker's public methods, and the tags its ``wake_up`` tests with ``"<tag>" in tags``."""
+    worker = _class(ast.parse(source), cls)
+    methods = sorted(f.name for f in worker.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_"))
+    wake = next(f for f in worker.body if isinstance(f, ast.FunctionDef) and f.name == "wake_up")
+    tags = sorted({
+        str(c.left.value) for c in ast.walk(wake)
+        if isinstance(c, ast.Compare) and isinstance(c.left, ast.Constant) and isinstance(c.left.value, str)
+        and isinstance(c.ops[0], ast.In) and isinstance(c.comparators[0], ast.Name) and c.comparators[0].id == "tags"
+    })
+    return {"methods": methods, "wake_up_tags": tags}
+
+
+def _log_formats(sources: dict[str, str]) -> list[str]:
+    """The string constants of the sleep, wake-up and reload log calls."""
+    found = set()
+    for path in SLEEP_LOG_FILES:
+        for node in ast.walk(ast.parse(sources[path])):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and any(w in node.value for w in SLEEP_LOG_WORDS):
+                found.add(node.value)
+    return sorted(found)
+
+
+def dev_endpoints(sources: dict[str, str]) -> dict[str, Any]:
+    """The sleep-mode surface: routes, their registration gate, the worker's tags and methods, the log formats."""
+    routes: dict[str, dict[str, Any]] = {}
+    for path in DEV_ROUTERS:
+        routes.update(_routes(sources[path]))
+    return {"routes": routes, "gate_env": _dev_gate(sources[API_SERVER]), "worker": _worker(sources[WORKER[0]], WORKER[1]),
+            "log_formats": _log_formats(sources)}
+
+
 def names(wheel: Path) -> dict[str, Any]:
     """The whole document written to ``tests/data``."""
     with zipfile.ZipFile(wheel) as zf:
         wanted = {*FLAG_FILES, ENVS_FILE, *(p for p, _ in LITERALS.values()), *(p for p, _ in ENUMS.values()),
-                  *(p for p, _ in CONFIG_FIELDS.values()), *PARSER_REGISTRIES.values()}
+                  *(p for p, _ in CONFIG_FIELDS.values()), *PARSER_REGISTRIES.values(),
+                  *DEV_ROUTERS, API_SERVER, WORKER[0], *SLEEP_LOG_FILES}
         sources = {path: zf.read(path).decode() for path in sorted(wanted)}
         version = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = zf.read(version).decode()
@@ -171,6 +252,7 @@ def names(wheel: Path) -> dict[str, Any]:
         "flags": flags(sources),
         "env_vars": env_vars(sources[ENVS_FILE]),
         "choices": choices,
+        "dev_endpoints": dev_endpoints(sources),
     }
 
 

@@ -70,6 +70,9 @@ LOG_DURATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # vLLM 0.27.1 sleep mode (vllm/v1/executor/abstract.py): "It took %.6f seconds to fall asleep." / "... to wake up ..."
         ("sleep", r"It took (?P<s>[\d.]+) seconds to fall asleep"),
         ("wake up", r"It took (?P<s>[\d.]+) seconds to wake up"),
+        # the in-place reload after a level-2 wake-up (vllm/v1/worker/gpu_model_runner.py reload_weights, 0.27.1):
+        # "Reloading and processing weights took %.2f seconds"
+        ("weights reload", r"Reloading and processing weights took (?P<s>[\d.]+) seconds"),
         # the engine snapshot's restore (kimi_k3.weights.engine_snapshot: RESTORE_LOG, VERIFY_LOG)
         ("engine snapshot verify", r"engine snapshot \S+: verified \d+ files \([\d.]+ GB\) in (?P<s>[\d.]+) s"),
         ("engine snapshot restore", r"engine snapshot \S+: restored [\d.]+ GB in (?P<s>[\d.]+) s"),
@@ -252,7 +255,7 @@ PHASE_EVIDENCE: Mapping[str, tuple[str, ...]] = {
     "weights and engine snapshot sync (S3, CRT)": ("weights sync and verify",),
     "engine snapshot sha256 verify": ("engine snapshot verify",),
     "engine snapshot restore (CRIU + cuda-checkpoint)": ("engine snapshot restore",),
-    "weights reload into the restored engine (page cache)": ("weights load", "model loading"),
+    "weights reload into the restored engine (page cache)": ("weights reload",),
     "KV cache re-allocated (wake_up)": ("wake up",),
     "weights from a serving peer (NIXL over EFA)": ("peer transfer", "peer transfer (RDMA only)"),
     "weights load into GPUs (page cache), each shard once verified": ("model loading", "weights load"),

@@ -322,11 +322,15 @@ class PodKit:
         engine = api_pod.engine_args(self.args, self.args.contract.weights.mount_path)
         if self.pipelined_load:
             engine = serving_pod.pipelined_args(engine)
-        return [*engine, engine_snapshot.SLEEP_MODE_FLAG] if self.engine_snapshot and engine_snapshot.SLEEP_MODE_FLAG not in engine else engine
+        if not self.engine_snapshot:
+            return engine
+        return [*engine, *(f for f in (engine_snapshot.SLEEP_MODE_FLAG, *engine_snapshot.CHECKPOINTABLE_FLAGS) if f not in engine)]
 
     def vllm_env(self) -> dict[str, str]:
-        """The contract's vLLM environment, with the dev mode that serves ``/sleep`` and ``/wake_up`` when the engine is snapshotted."""
-        return {**self.args.contract.vllm_env(), **(engine_snapshot.DEV_MODE_ENV if self.engine_snapshot else {})}
+        """The contract's vLLM environment, with the dev mode that serves ``/sleep`` and ``/wake_up`` and no all-reduce the
+        checkpoint cannot move (:data:`~kimi_k3.weights.engine_snapshot.CHECKPOINTABLE_ENV`) when the engine is snapshotted."""
+        snapshot = {**engine_snapshot.DEV_MODE_ENV, **engine_snapshot.CHECKPOINTABLE_ENV} if self.engine_snapshot else {}
+        return {**self.args.contract.vllm_env(), **snapshot}
 
     def snapshot_env(self) -> dict[str, str]:
         """``SNAPSHOT_*`` of the engine container and the warm-up sidecar (the key's plan-time fields, the root, the engine's URL)."""

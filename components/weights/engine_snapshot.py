@@ -58,15 +58,34 @@ REQUIREMENTS = (
     "the snapshot agent privileged, with hostPID, the node-local NVMe mounted (CRIU dumps and restores the engine's process tree)",
     "x86-64 nodes (cuda-checkpoint is built for x86_64 Linux)",
     "vLLM started with --enable-sleep-mode (level 2 releases the weights and the KV cache before the checkpoint)",
+    "no GPU memory the checkpoint cannot move: vLLM's custom all-reduce and symmetric-memory all-reduce off "
+    "(--disable-custom-all-reduce, VLLM_ALLREDUCE_USE_SYMM_MEM=0); FlashInfer's all-reduce and all2all are released by "
+    "vLLM's checkpoint_prepare before the dump and rebuilt by checkpoint_restore after it",
 )
 """What a restore needs, as ``kimi-k3 plan`` and docs/weights.md print it."""
 SLEEP_MODE_FLAG = "--enable-sleep-mode"
 """The ``vllm serve`` flag sleep mode needs (docs.vllm.ai features/sleep_mode); ``engineSnapshot`` adds it to the engine's args."""
 DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
-"""vLLM serves ``POST /sleep?level=N`` and ``POST /wake_up`` only in dev mode: ``vllm/entrypoints/serve/sleep/api_router.py``,
-``attach_router`` returns ``if not envs.VLLM_SERVER_DEV_MODE`` (docs.vllm.ai/en/v0.14.0/api/vllm/entrypoints/serve/sleep/api_router,
-read; not re-read at 0.27.1, where the module path is the same in the API proxy's unprotected list). They are unprotected by ``--api-key`` (docs/usage/security.md), and the API
-proxy's allowlist never forwards them (kimi_k3.serving.api_proxy.VLLM_UNPROTECTED_PATHS): only the pod's loopback reaches them."""
+"""vLLM serves ``POST /sleep?level=N``, ``POST /wake_up?tags=…`` and ``POST /collective_rpc`` only in dev mode: in the
+0.27.1 wheel they are routes of ``vllm/entrypoints/serve/dev/sleep/api_router.py`` and ``dev/rpc/api_router.py``, which
+``vllm/entrypoints/openai/api_server.py`` registers only ``if envs.VLLM_SERVER_DEV_MODE`` (``register_vllm_dev_api_routers``;
+recorded by tools/vllm_cli_names.py in tests/data/vllm-0.27.1-names.json, ``dev_endpoints``). They are unprotected by
+``--api-key`` (docs/usage/security.md), and the API proxy's allowlist never forwards them
+(kimi_k3.serving.api_proxy.VLLM_UNPROTECTED_PATHS): only the pod's loopback reaches them."""
+CHECKPOINTABLE_FLAGS = ("--disable-custom-all-reduce",)
+"""``vllm serve`` flags a snapshotted engine gets so that no GPU memory the checkpoint cannot move exists: vLLM's custom
+all-reduce shares its buffers between the ranks as CUDA IPC memory, and cuda-checkpoint "does not support UVM or IPC memory"
+(NVIDIA/cuda-checkpoint README @6ec728af, "Functionality"); vLLM 0.27.1's own checkpoint hooks release only FlashInfer's
+all-reduce and all2all ("Only FlashInfer all-reduce and FlashInfer all2all are supported for now",
+``vllm/distributed/device_communicators/cuda_communicator.py`` ``checkpoint_prepare``). FlashInfer's all-reduce is tried
+first anyway (``CudaCommunicator.all_reduce``: quick reduce, FlashInfer, AITER, custom, then NCCL), so what the custom
+all-reduce took goes to NCCL."""
+CHECKPOINTABLE_ENV = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
+"""The environment a snapshotted engine gets for the same reason: torch symmetric-memory all-reduce (on by default,
+``vllm/envs.py``) maps peer GPUs' memory, which neither checkpoint hook releases."""
+CHECKPOINT_RPCS = ("checkpoint_prepare", "checkpoint_restore")
+"""The worker methods (``vllm/v1/worker/gpu_worker.py`` ``Worker``, 0.27.1) called through ``POST /collective_rpc`` around a
+dump (prepare before it, restore after it, the engine asleep) and after a restore (restore, before the wake-up)."""
 INSTANCE_ARCH = {"p6-b300.48xlarge": "x86_64", "p6-b200.48xlarge": "x86_64", "p5en.48xlarge": "x86_64"}
 """CPU architecture of the catalog's GPU instances (aws.amazon.com/ec2/instance-types/p6 and /p5: Intel Xeon hosts); the Grace-based
 P6e-GB200 would be aarch64, which cuda-checkpoint does not ship for."""

@@ -5,8 +5,9 @@ Two halves, both run from the pod-side modules' ConfigMap (:mod:`kimi_k3.weights
 * :func:`snapshot_after_healthy`, in the warm-up sidecar before its warm-up request: once vLLM answers
   ``/health``, ``POST /sleep?level=2`` (vLLM's dev endpoint, served only with
   ``VLLM_SERVER_DEV_MODE=1``: :data:`~kimi_k3.weights.engine_snapshot.DEV_MODE_ENV`; level 2 releases the weights and
-  the KV cache, docs.vllm.ai features/sleep_mode), ask the snapshot agent for a dump (:class:`AgentChannel`), write ``SHA256SUMS`` then ``KEY``
-  last (:func:`seal`), and ``POST /wake_up`` whatever happened;
+  the KV cache, docs.vllm.ai features/sleep_mode), ``POST /collective_rpc`` ``checkpoint_prepare`` (the ranks release
+  the communicator memory a checkpoint cannot move), ask the snapshot agent for a dump (:class:`AgentChannel`), write
+  ``SHA256SUMS`` then ``KEY`` last (:func:`seal`), then ``checkpoint_restore`` and the wake-up whatever happened;
 * :func:`restore_or_cold`, the engine container's start: the recorded key against this pod's
   (:func:`~kimi_k3.weights.engine_snapshot.restore_decision`, naming the first field that differs), every
   file's sha256 against ``SHA256SUMS``, then the agent's restore into this container; anything short of
@@ -184,6 +185,16 @@ class Engine:
         steps = (("/wake_up?tags=weights", None), ("/collective_rpc", {"method": "reload_weights"}), ("/wake_up?tags=kv_cache", None))
         return all(self._call("POST", path, body) == 200 for path, body in steps)
 
+    def checkpoint_prepare(self) -> bool:
+        """``POST /collective_rpc`` ``{"method": "checkpoint_prepare"}``: every rank releases the communicator memory a process
+        checkpoint cannot move (FlashInfer all-reduce and all2all workspaces, vLLM 0.27.1); True on 200."""
+        return self._call("POST", "/collective_rpc", {"method": engine_snapshot.CHECKPOINT_RPCS[0]}) == 200
+
+    def checkpoint_restore(self) -> bool:
+        """``POST /collective_rpc`` ``{"method": "checkpoint_restore"}``: the ranks rebuild what :meth:`checkpoint_prepare`
+        released (after a dump that left the engine running, or in a restored engine); True on 200."""
+        return self._call("POST", "/collective_rpc", {"method": engine_snapshot.CHECKPOINT_RPCS[1]}) == 200
+
 
 def snapshot_dir(root: Path, key: engine_snapshot.SnapshotKey) -> Path:
     """Where a key's snapshot lives: ``<root>/<key digest>``."""
@@ -192,7 +203,8 @@ def snapshot_dir(root: Path, key: engine_snapshot.SnapshotKey) -> Path:
 
 def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key: engine_snapshot.SnapshotKey, log: Callable[[str], None], token: str,
                            *, health_timeout_s: float = 3600.0) -> bool:
-    """Snapshot a healthy engine once per key: sleep level 2, the agent's dump, ``SHA256SUMS`` then ``KEY``, wake up (always). True: sealed.
+    """Snapshot a healthy engine once per key: sleep level 2, ``checkpoint_prepare``, the agent's dump, ``SHA256SUMS`` then
+    ``KEY``, ``checkpoint_restore`` and wake up (always). True: sealed.
 
     ``token`` is the value of ``KIMI_K3_SNAPSHOT_TOKEN`` in the engine's environment, by which the agent finds its process tree.
     """
@@ -208,9 +220,14 @@ def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key:
     if not engine.sleep():
         log(engine_snapshot.COLD_LOG.format(key=short, reason=f"POST /sleep?level={SLEEP_LEVEL} refused (needs --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1): no snapshot"))
         return False
+    prepared = False
     try:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
+        prepared = engine.checkpoint_prepare()
+        if not prepared:
+            log(engine_snapshot.COLD_LOG.format(key=short, reason="POST /collective_rpc checkpoint_prepare refused: no snapshot"))
+            return False
         answer = agent.ask("dump", key=key.digest(), directory=key.digest(), token=token)
         if not answer.get("ok"):
             log(engine_snapshot.COLD_LOG.format(key=short, reason=f"dump failed: {answer.get('error', 'no reason given')}: no snapshot"))
@@ -219,6 +236,8 @@ def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key:
         log(engine_snapshot.DUMP_LOG.format(key=short, files=files, gb=size / 1e9, seconds=time.monotonic() - start))
         return True
     finally:
+        if prepared and not engine.checkpoint_restore():
+            log(f"engine snapshot {short}: checkpoint_restore FAILED after the dump")
         woke = engine.wake_up()
         log(f"engine snapshot {short}: wake_up {'done' if woke else 'FAILED'}")
 
@@ -245,7 +264,8 @@ def restore_or_cold(agent: AgentChannel, root: Path, key: engine_snapshot.Snapsh
 def hold_restored(engine: Engine, directory: Path, log: Callable[[str], None], *, start_timeout_s: float = 600.0, unhealthy_s: float = 60.0,
                   poll_s: float = 5.0, stop: Callable[[], bool] = lambda: False, weights_marker: Path | None = None) -> int:
     """The placeholder's life after a restore: (``weights_marker``: wait for the sync's verified marker,) wake the restored
-    engine with its weights reloaded (:meth:`Engine.wake_up`: it was dumped asleep), wait for ``/health``, then watch it;
+    engine's communicators (:meth:`Engine.checkpoint_restore`: it was dumped prepared) and the engine with its weights reloaded
+    (:meth:`Engine.wake_up`: it was dumped asleep), wait for ``/health``, then watch it;
     ``stop()`` (SIGTERM) ends it with 0.
 
     A restored engine that never answers, or stops answering for ``unhealthy_s``, loses its ``KEY`` (the next start is
@@ -256,9 +276,9 @@ def hold_restored(engine: Engine, directory: Path, log: Callable[[str], None], *
             if stop():
                 return 0
             time.sleep(poll_s)
-    if not engine.wake_up():
+    if not engine.checkpoint_restore() or not engine.wake_up():
         (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
-        log(f"engine snapshot {directory.name[:12]}: the restored engine refused wake_up/reload_weights: KEY removed, the next start is cold")
+        log(f"engine snapshot {directory.name[:12]}: the restored engine refused checkpoint_restore/wake_up/reload_weights: KEY removed, the next start is cold")
         return 1
     if not engine.wait_healthy(start_timeout_s, poll_s=min(poll_s, 2.0)):
         (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
