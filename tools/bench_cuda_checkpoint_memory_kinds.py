@@ -15,7 +15,9 @@ bytes before and after:
   weights and the KV cache);
 * ``ipc``: a tensor exported by one process and opened by another through CUDA IPC
   (``torch.multiprocessing``), the way vLLM's custom all-reduce shares its buffers between ranks; both the
-  importer and the exporter are checkpointed, each alone.
+  importer and the exporter are checkpointed, each alone;
+* ``cuda_graph_replayed_after_restore``: a process that captured a CUDA graph (two matmuls) replays it after
+  the restore; ``same_bytes`` is true only when both its memory and the graph's output are unchanged.
 
 The orchestrating process never touches CUDA. Prints one JSON document.
 """
@@ -38,6 +40,29 @@ torch.cuda.synchronize()
 print("ready", int(x.to(torch.int64).sum()), torch.cuda.memory_stats().get("segment.all.current", 0), flush=True)
 sys.stdin.readline()
 print("digest", int(x.to(torch.int64).sum()), flush=True)
+"""
+
+_GRAPH = r"""
+import sys, torch
+n = int(sys.argv[1])
+x = torch.empty(n, dtype=torch.uint8, device="cuda")
+x.copy_(torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda"))
+a = torch.randn(1024, 1024, device="cuda"); b = torch.randn(1024, 1024, device="cuda")
+s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    for _ in range(3):
+        out = (a @ b).relu_() @ b
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    out = (a @ b).relu_() @ b
+g.replay(); torch.cuda.synchronize()
+before = out.clone()
+print("ready", int(x.to(torch.int64).sum()), flush=True)
+sys.stdin.readline()
+out.zero_(); g.replay(); torch.cuda.synchronize()
+same = bool(torch.equal(out, before))
+print("digest", int(x.to(torch.int64).sum()) if same else -1, flush=True)
 """
 
 _IPC = r"""
@@ -84,9 +109,10 @@ def _cycle(tool: str, pid: int) -> dict:
     return out
 
 
-def holder(tool: str, nbytes: int, env: dict[str, str]) -> dict:
-    """One process holding ``nbytes`` with the allocator ``env`` selects, checkpointed and restored."""
-    child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(nbytes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+def holder(tool: str, nbytes: int, env: dict[str, str], program: str = _HOLDER) -> dict:
+    """One process holding ``nbytes`` with the allocator ``env`` selects, checkpointed and restored (``program``:
+    :data:`_GRAPH` also replays a captured CUDA graph after the restore and compares its output)."""
+    child = subprocess.Popen([sys.executable, "-c", program, str(nbytes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
     try:
         assert child.stdout is not None and child.stdin is not None
@@ -139,6 +165,7 @@ def main() -> None:
         "mib": args.mib,
         "plain": holder(args.cuda_checkpoint, nbytes, {}),
         "vmm": holder(args.cuda_checkpoint, nbytes, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+        "cuda_graph_replayed_after_restore": holder(args.cuda_checkpoint, nbytes, {}, _GRAPH),
         "ipc_importer": ipc(args.cuda_checkpoint, nbytes, "importer"),
         "ipc_exporter": ipc(args.cuda_checkpoint, nbytes, "exporter"),
     }
