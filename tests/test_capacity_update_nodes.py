@@ -22,6 +22,7 @@ from kimi_k3.cli import capacity_update_nodes as command
 from kimi_k3.cli import main
 from kimi_k3.errors import UserError
 from kimi_k3.offline import create_times
+from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE
 from kimi_k3.stack import time_to_serve
 from kimi_k3.stack.settings import load_stack
 from kimi_k3.weights import estimate
@@ -37,8 +38,8 @@ LT = "lt-0123456789abcdef0"
 OLD, NEW = "1.34.2-20251120", "1.34.2-20251215"
 _SESSION = botocore.session.get_session()
 
-FIGURES = nu.DowntimeFigures(drain_s=2015, update_s=120, node_start_min=9.2, node_case="warm", price_per_hour=112.3)
-"""Figures for the pure tests: 2015 s + 120 s + 552 s = 2687 s, 45 whole minutes."""
+FIGURES = nu.DowntimeFigures(drain_s=2015, drain_rounds=2, update_s=120, node_start_min=9.2, node_case="warm", price_per_hour=112.3)
+"""Figures for the pure tests: 2 x 2015 s + 120 s + 552 s = 4702 s, 79 whole minutes."""
 
 
 def client(service):
@@ -98,19 +99,20 @@ def update(update_id, status="InProgress", kind="VersionUpdate", errors=()):
 def test_a_serving_group_gets_drain_size_0_update_and_scale_back_with_its_downtime_and_cost():
     plan = nu.plan_node_update(state(), block(), NOW, nu.NodeVersions(release_version=NEW), FIGURES)
     assert plan.steps == (nu.SCALE_IN, nu.UPDATE, nu.SCALE_BACK)
-    assert plan.downtime_min == 45 and plan.node_minutes == 90 and plan.cost_usd == pytest.approx(90 / 60 * 112.3)
-    assert plan.serving_again_at == NOW + timedelta(minutes=45)
+    assert plan.downtime_min == 79 and plan.node_minutes == 158 and plan.cost_usd == pytest.approx(158 / 60 * 112.3)
+    assert plan.serving_again_at == NOW + timedelta(minutes=79)
+    assert plan.outage_min == 45  # from the second pod's stop: 2015 s + 120 s + 552 s
 
 
 def test_a_plan_that_serves_again_after_the_scale_down_is_refused_and_one_that_fits_is_not():
     end = NOW - timedelta(days=1) + timedelta(days=7)
-    last = end - timedelta(minutes=40) - timedelta(minutes=45)  # serving again exactly at the scale-down moment
+    last = end - timedelta(minutes=40) - timedelta(minutes=79)  # serving again exactly at the scale-down moment
     target = nu.NodeVersions(release_version=NEW)
     assert nu.plan_node_update(state(), block(), last, target, FIGURES).serving_again_at == end - timedelta(minutes=40)
     with pytest.raises(UserError) as caught:
         nu.plan_node_update(state(), block(), last + timedelta(minutes=1), target, FIGURES)
     message = str(caught.value)
-    assert message.startswith("too late for a node update") and "~45 min" in message and "40 min before the block ends" in message
+    assert message.startswith("too late for a node update") and "~79 min (drain 2 x 2015 s" in message and "40 min before the block ends" in message
 
 
 @pytest.mark.parametrize(("changes", "said"), [
@@ -275,8 +277,12 @@ def test_the_printed_downtime_is_the_drain_the_update_at_0_and_the_stacks_node_s
     assert main(["capacity", "update-nodes", "prod", "--release-version", NEW, "--dry-run"]) == 0
     out = capsys.readouterr().out
     node_start = estimate.estimate_case(time_to_serve.startup_inputs(STACK), "warm").minutes  # prod keeps compile caches in S3
-    expected = math.ceil((STACK.serving.front.drain.grace_s + create_times.NODE_GROUP_WITHOUT_JOIN_CHECK.duration.total_seconds()) / 60 + node_start)
-    assert f"Serving downtime: ~{expected} min with no replica ({2 * expected} GPU-node-minutes, " in out
+    drain = STACK.serving.front.drain.grace_s * STACK.serving.replicas  # the PodDisruptionBudget: one eviction at a time
+    assert PDB_MAX_UNAVAILABLE == 1 and STACK.serving.replicas == 2
+    expected = math.ceil((drain + create_times.NODE_GROUP_WITHOUT_JOIN_CHECK.duration.total_seconds()) / 60 + node_start)
+    outage = math.ceil((STACK.serving.front.drain.grace_s + create_times.NODE_GROUP_WITHOUT_JOIN_CHECK.duration.total_seconds()) / 60 + node_start)
+    assert (f"Serving downtime: ~{expected} min from the first pod's stop until the new nodes serve, no replica at all for the last ~{outage} min "
+            f"(up to {2 * expected} GPU-node-minutes, ") in out
     assert f"{2 * expected / 60 * estimate.block_price(STACK.capacity.instance_type).value:,.0f} USD" in out
     assert "--dry-run: nothing sent." in out
 

@@ -10,8 +10,9 @@ of the node group is set to 0" (EKS user guide, capacity-blocks-mng, Considerati
    node before it terminates the node ("When a node in a managed node group is terminated due to a
    scaling action or update, every Pod on that node is drained first", EKS API reference,
    UpdateNodegroupVersion), so each serving pod runs its stop sequence (the serving front's
-   :class:`~kimi_k3.serving.drain.DrainPlan`, up to its ``terminationGracePeriodSeconds``). The step
-   waits until the group's Auto Scaling groups hold no instance.
+   :class:`~kimi_k3.serving.drain.DrainPlan`, up to its ``terminationGracePeriodSeconds``); the
+   evictions respect the serving PodDisruptionBudget, one pod at a time, so the estimate counts one
+   grace period per replica. The step waits until the group's Auto Scaling groups hold no instance.
 2. **update** — ``UpdateNodegroupVersion`` with the release version, Kubernetes version and/or launch
    template version given, then waits for the update (``DescribeUpdate``) to be ``Successful``.
 3. **scale back** — to the reserved count through :mod:`kimi_k3.capacity.scale_up` (the one home of
@@ -134,6 +135,10 @@ class DowntimeFigures:
 
     drain_s: int
     """Longest stop of a serving pod: the serving front's ``DrainPlan.grace_s`` (``terminationGracePeriodSeconds``)."""
+    drain_rounds: int
+    """How many of those stops follow one another: EKS's node drain evicts, and the serving PodDisruptionBudget lets an
+    eviction take one pod at a time (``kimi_k3.serving.base.PDB_MAX_UNAVAILABLE``; why the block-end drain scales the
+    workload instead, :mod:`kimi_k3.serving.block_end`), so one round per replica."""
     update_s: int
     """The version update of a group at desired 0 (the offline engine's ``NODE_GROUP_WITHOUT_JOIN_CHECK`` create time)."""
     node_start_min: float
@@ -145,7 +150,7 @@ class DowntimeFigures:
 
     def step_seconds(self, step: str) -> float:
         """How long ``step`` is expected to take."""
-        return {SCALE_IN: self.drain_s, UPDATE: self.update_s, SCALE_BACK: self.node_start_min * 60}[step]
+        return {SCALE_IN: self.drain_s * self.drain_rounds, UPDATE: self.update_s, SCALE_BACK: self.node_start_min * 60}[step]
 
 
 @dataclass(frozen=True)
@@ -175,8 +180,16 @@ class NodeUpdatePlan:
 
     @property
     def downtime_min(self) -> int:
-        """Whole minutes without serving from the first step left until the new nodes serve."""
+        """Whole minutes from the first step left until the new nodes serve (capacity reduced from the first pod's stop)."""
         return math.ceil(sum(self.figures.step_seconds(s) for s in self.steps) / 60) if self.steps else 0
+
+    @property
+    def outage_min(self) -> int:
+        """Whole minutes with no replica serving: from the last pod's stop (the drains follow one another) until the new nodes serve."""
+        if not self.steps:
+            return 0
+        earlier = (self.figures.drain_rounds - 1) * self.figures.drain_s if SCALE_IN in self.steps else 0
+        return math.ceil((sum(self.figures.step_seconds(s) for s in self.steps) - earlier) / 60)
 
     @property
     def serving_again_at(self) -> datetime:
@@ -185,7 +198,7 @@ class NodeUpdatePlan:
 
     @property
     def node_minutes(self) -> int:
-        """GPU-node-minutes lost: every reserved node for the downtime."""
+        """GPU-node-minutes lost, at most: every reserved node for the whole downtime."""
         return self.block.total_instances * self.downtime_min
 
     @property
@@ -312,7 +325,7 @@ def plan_node_update(state: NodeGroupState, block: CapacityBlockFacts, now: date
     plan = NodeUpdatePlan(state, block, target, steps, figures, now, resume)
     if steps and plan.serving_again_at > plan.scaledown_at:
         raise UserError(
-            f"too late for a node update: {' + '.join(steps)} takes ~{plan.downtime_min} min (drain {figures.drain_s} s, update "
+            f"too late for a node update: {' + '.join(steps)} takes ~{plan.downtime_min} min (drain {figures.drain_rounds} x {figures.drain_s} s, update "
             f"{figures.update_s} s, a {figures.node_case} node start {math.ceil(figures.node_start_min)} min), serving again ~{plan.serving_again_at:%H:%M} UTC, "
             f"after EKS scales the group to 0 at {plan.scaledown_at:%Y-%m-%d %H:%M} UTC (40 min before the block ends); apply it with `pulumi up` after the block"
         )

@@ -9,10 +9,10 @@ The steps and their rules live in :mod:`kimi_k3.capacity.node_update`.
 The versions are the flags', else the stack config's (``gpuAmiReleaseVersion`` and ``clusterVersion``, the values
 the stack's plan declares for the node group; a launch template version is a number ``pulumi up`` makes, so only a
 flag gives it); the
-downtime comes from the project's figures: the serving front's drain (``DrainPlan.grace_s``), the
-offline engine's time for a node group at size 0 (``NODE_GROUP_WITHOUT_JOIN_CHECK``) and the
-time-to-serve estimate of a new node with the block rate, as the change review prices a node replacement
-(:func:`kimi_k3.offline.impact.minutes_for`).
+downtime comes from the project's figures (:func:`kimi_k3.offline.impact.node_update_figures`): the serving
+front's drain (``DrainPlan.grace_s``) once per replica, the offline engine's time for a node group at size 0
+(``NODE_GROUP_WITHOUT_JOIN_CHECK``) and the time-to-serve estimate of a new node with the block rate, as the
+change review prices a node replacement (:func:`kimi_k3.offline.impact.minutes_for`).
 """
 
 from __future__ import annotations
@@ -44,17 +44,13 @@ def ticker() -> nu.Ticker:
 
 
 def figures(settings: Any) -> nu.DowntimeFigures:
-    """The stack's downtime figures (see the module docstring); UserError when its instance type has no start-up figures."""
-    from kimi_k3.offline import create_times, impact  # loaded by this command only: the others start without it
+    """The stack's downtime figures (:func:`kimi_k3.offline.impact.node_update_figures`); UserError without start-up figures."""
+    from kimi_k3.offline import impact  # loaded by this command only: the others start without it
 
-    minutes = impact.minutes_for(settings)
-    if minutes is None:
+    found = impact.node_update_figures(settings)
+    if found is None:
         raise UserError(f"no start-up figures for {settings.capacity.instance_type}: the downtime of a node update cannot be estimated, nor whether it fits the block")
-    return nu.DowntimeFigures(
-        drain_s=settings.serving.front.drain.grace_s,
-        update_s=int(create_times.NODE_GROUP_WITHOUT_JOIN_CHECK.duration.total_seconds()),
-        node_start_min=minutes.node_start, node_case=minutes.node_case, price_per_hour=minutes.price_per_hour,
-    )
+    return found
 
 
 def wanted_versions(args: argparse.Namespace, settings: Any) -> tuple[nu.NodeVersions, str]:
@@ -88,15 +84,17 @@ def print_plan(plan: nu.NodeUpdatePlan) -> None:
     print(f"Update to {plan.target.text()}, steps left:")
     for number, step in enumerate(plan.steps, 1):
         about = {
-            nu.SCALE_IN: f"UpdateNodegroupConfig desired 0 (min 0); EKS drains each serving pod (up to {f.drain_s} s each, the serving front's drain) "
-                         "and terminates the nodes; wait until no instance is left",
+            nu.SCALE_IN: f"UpdateNodegroupConfig desired 0 (min 0); EKS drains the serving pods before terminating the nodes, one at a time "
+                         f"(the PodDisruptionBudget), each up to {f.drain_s} s (the serving front's drain): up to {math.ceil(f.drain_rounds * f.drain_s / 60)} min; "
+                         "wait until no instance is left",
             nu.UPDATE: (f"wait for the running version update {plan.resume_update}" if plan.resume_update else "UpdateNodegroupVersion")
                        + f" at size 0 (~{math.ceil(f.update_s / 60)} min), wait until DescribeUpdate says Successful",
             nu.SCALE_BACK: f"desired {block.total_instances} (the reserved count); a {f.node_case} node start ~{math.ceil(f.node_start_min)} min until it serves",
         }[step]
         print(f"  {number}. {step}: {about}")
     cost = "" if plan.cost_usd is None else f", {plan.cost_usd:,.0f} USD at {f.price_per_hour:,.2f} USD per instance-hour"
-    print(f"Serving downtime: ~{plan.downtime_min} min with no replica ({plan.node_minutes} GPU-node-minutes{cost}); "
+    print(f"Serving downtime: ~{plan.downtime_min} min from the first pod's stop until the new nodes serve, no replica at all for the last "
+          f"~{plan.outage_min} min (up to {plan.node_minutes} GPU-node-minutes{cost}); "
           f"serving again ~{minute_text(plan.serving_again_at)} UTC, before the scale-down at {minute_text(plan.scaledown_at)} UTC")
 
 
