@@ -419,3 +419,25 @@ def test_the_waits_end_at_the_scale_down_whatever_wait_minutes_says():
             nu.run_node_update(nu.Clients(eks, autoscaling), plan, nu.Ticker(NOW, fake.monotonic, fake.sleep), NOW + timedelta(hours=5), say=lambda _: None)
         stub.assert_no_pending_responses()
     assert fake.slept == [nu.POLL_S] * 2
+
+
+@pytest.mark.parametrize(("answer", "code"), [("no\n", 1), ("", 1)])
+def test_at_a_terminal_anything_but_yes_sends_nothing(aws, capsys, monkeypatch, answer, code):
+    from tests.aws_stubs import FakeStdin
+
+    monkeypatch.setattr("sys.stdin", FakeStdin(answer, tty=True))
+    _read(aws, nodegroup(desired=2), 2)
+    assert main(["capacity", "update-nodes", "prod", "--release-version", NEW]) == code
+    out = capsys.readouterr().out
+    assert "Type 'yes' to go ahead" in out and out.rstrip().endswith("Not started.")
+
+
+def test_at_a_terminal_a_typed_yes_goes_ahead(aws, capsys, monkeypatch):
+    from tests.aws_stubs import FakeStdin
+
+    monkeypatch.setattr("sys.stdin", FakeStdin("yes\n", tty=True))
+    _read(aws, nodegroup(desired=0, release=NEW), 0)
+    _state(aws, nodegroup(desired=0, release=NEW), 0)
+    aws["eks"].add_response("update_nodegroup_config", update("u-back", kind="ConfigUpdate"),
+                            {"clusterName": CLUSTER, "nodegroupName": GROUP, "scalingConfig": {"minSize": 0, "maxSize": 2, "desiredSize": 2}})
+    assert main(["capacity", "update-nodes", "prod", "--release-version", NEW]) == 0
