@@ -86,8 +86,10 @@ def asg(instances):
     }]}
 
 
-def update(update_id, status="InProgress", kind="VersionUpdate", errors=()):
+def update(update_id, status="InProgress", kind="VersionUpdate", errors=(), release=None):
     answer = {"id": update_id, "status": status, "type": kind, "createdAt": NOW}
+    if release:
+        answer["params"] = [{"type": "ReleaseVersion", "value": release}]
     if errors:
         answer["errors"] = [{"errorCode": "NodeCreationFailure", "errorMessage": e, "resourceIds": [GROUP]} for e in errors]
     return {"update": answer}
@@ -318,8 +320,14 @@ def test_a_rerun_while_nodes_still_drain_waits_for_them_without_asking_again(aws
     assert main(["capacity", "update-nodes", "prod", "--release-version", NEW, "--yes"]) == 0
 
 
+def test_a_version_update_to_another_release_at_size_0_is_refused_not_waited_for():
+    running = nu.UpdateState.from_api(update("u-9", release="1.34.2-20251201")["update"])
+    with pytest.raises(UserError, match="update in progress \\(VersionUpdate u-9, desired size 0, to releaseVersion 1.34.2-20251201\\)"):
+        nu.plan_node_update(state(desired=0, instances=0, status="UPDATING", in_progress=running), block(), NOW, nu.NodeVersions(release_version=NEW), FIGURES)
+
+
 def test_a_rerun_during_the_version_update_waits_for_it_instead_of_starting_another(aws, capsys):
-    running = update("u-ver")
+    running = update("u-ver", release=NEW)
     aws["ec2"].add_response("describe_capacity_reservations", {"CapacityReservations": [reservation()]}, {"CapacityReservationIds": [RID]})
     aws["eks"].add_response("list_nodegroups", {"nodegroups": [GROUP]}, {"clusterName": CLUSTER})
     aws["eks"].add_response("describe_nodegroup", {"nodegroup": nodegroup(desired=0, status="UPDATING")}, {"clusterName": CLUSTER, "nodegroupName": GROUP})

@@ -121,12 +121,16 @@ class UpdateState:
     """``InProgress``, ``Successful``, ``Failed``, ``Cancelled``."""
     errors: tuple[str, ...] = ()
     """Its error messages (``errors[].errorMessage``)."""
+    versions: NodeVersions = NodeVersions()
+    """What a version update asks for (its ``params``: ``Version``, ``ReleaseVersion``, ``LaunchTemplateVersion``)."""
 
     @classmethod
     def from_api(cls, update: dict[str, Any]) -> UpdateState:
         """Build from ``DescribeUpdate``'s ``update``."""
         errors = tuple(f"{e.get('errorCode', '')}: {e.get('errorMessage', '')}".strip(": ") for e in update.get("errors") or [])
-        return cls(str(update["id"]), str(update.get("type", "")), str(update.get("status", "")), errors)
+        params = {p.get("type"): p.get("value") for p in update.get("params") or []}
+        versions = NodeVersions(params.get("Version"), params.get("ReleaseVersion"), params.get("LaunchTemplateVersion"))
+        return cls(str(update["id"]), str(update.get("type", "")), str(update.get("status", "")), errors, versions)
 
 
 @dataclass(frozen=True)
@@ -284,6 +288,13 @@ def at_target(state: NodeGroupState, target: NodeVersions) -> bool:
     )
 
 
+def _same_asks(running: NodeVersions, target: NodeVersions) -> bool:
+    """True when a running version update asks for no value other than ``target``'s (one it does not name is not checked)."""
+    return all(have is None or want is None or have == want for have, want in (
+        (running.kubernetes_version, target.kubernetes_version), (running.release_version, target.release_version),
+        (running.launch_template_version, target.launch_template_version)))
+
+
 def remaining_steps(state: NodeGroupState, target: NodeVersions, reserved: int) -> tuple[tuple[str, ...], str | None]:
     """The steps left from where the group stands, and the id of a running version update to wait for (resume).
 
@@ -292,12 +303,13 @@ def remaining_steps(state: NodeGroupState, target: NodeVersions, reserved: int) 
     """
     running = state.in_progress
     if running is not None:
-        if running.type == "VersionUpdate" and state.size.desired_size == 0:
+        if running.type == "VersionUpdate" and state.size.desired_size == 0 and _same_asks(running.versions, target):
             return (UPDATE, SCALE_BACK), running.id
         if running.type == "ConfigUpdate" and state.size.desired_size == 0 and not at_target(state, target):
             return (SCALE_IN, UPDATE, SCALE_BACK), None
         raise UserError(
-            f"node group {state.size.name} has an update in progress ({running.type} {running.id}, desired size {state.size.desired_size}); "
+            f"node group {state.size.name} has an update in progress ({running.type} {running.id}, desired size {state.size.desired_size}"
+            + (f", to {running.versions.text()}" if running.versions.asked() else "") + "); "
             "EKS refuses another one until it ends (ResourceInUseException): wait for it "
             f"(aws eks describe-update --name {state.size.cluster} --nodegroup-name {state.size.name} --update-id {running.id}) and rerun"
         )
