@@ -108,6 +108,7 @@ def test_a_gpu_node_upgrade_is_refused_while_the_block_serves_even_with_allow_di
         refused = in_phase(found, phase, allow).refused
         if phase in (SERVING, ENDING):
             assert refused is not None and "--allow-disruption or not" in refused and EKS_RULE in refused and UPGRADE_QUOTE in refused
+            assert "`kimi-k3 capacity update-nodes STACK`" in refused  # the way to do it during the block
             assert NODE_CHANGES[change][1] in launch_template_reason(refused)
         else:
             assert refused is None

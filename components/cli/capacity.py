@@ -15,7 +15,7 @@ from typing import Any
 from kimi_k3.capacity import assessment, preflight, status
 from kimi_k3.capacity import aws as capacity_aws
 from kimi_k3.capacity import offerings as capacity_offerings
-from kimi_k3.cli import capacity_clock, capacity_extend, capacity_scale_up
+from kimi_k3.cli import capacity_clock, capacity_extend, capacity_scale_up, capacity_update_nodes
 from kimi_k3.cli.arguments import add_stack_arguments, whole_number
 from kimi_k3.cli.capacity_tables import hours_text, print_offerings, relative, table
 from kimi_k3.cli.purchase import add_yes_flag, confirm_offer, print_purchased, refuse_without_confirmation, search_flags, search_query
@@ -225,4 +225,5 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     capacity_extend.add_subcommands(sub)
     capacity_scale_up.add_subcommand(sub)
+    capacity_update_nodes.add_subcommand(sub)
     return parser

@@ -41,8 +41,11 @@ from datetime import datetime
 from typing import Any
 
 from kimi_k3.capacity.assessment import BEFORE, ENDED, ENDING, SERVING
+from kimi_k3.capacity.node_update import DowntimeFigures
+from kimi_k3.offline.create_times import NODE_GROUP_WITHOUT_JOIN_CHECK
 from kimi_k3.offline.diff import CREATE, DELETE, REPLACE, UNCHANGED, ChangeSet, ResourceChange, render_path, value_at
 from kimi_k3.offline.replacement_rules import covers
+from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE
 from kimi_k3.stack import time_to_serve
 from kimi_k3.weights import estimate
 
@@ -136,6 +139,25 @@ def minutes_for(settings: Any) -> Minutes | None:
         node_start=estimate.estimate_case(x, case).minutes,
         node_case=case,
         price_per_hour=price.value if price else None,
+    )
+
+
+def node_update_figures(settings: Any) -> DowntimeFigures | None:
+    """What ``kimi-k3 capacity update-nodes`` prices a GPU node update during a block with (``None`` as :func:`minutes_for`).
+
+    The same node start and block rate as a node replacement here; the serving front's drain
+    (``DrainPlan.grace_s``) once per replica, the PodDisruptionBudget letting EKS's drain evict one pod
+    at a time (``PDB_MAX_UNAVAILABLE``); the update at size 0, the offline engine's create time of a
+    node group without nodes (:data:`kimi_k3.offline.create_times.NODE_GROUP_WITHOUT_JOIN_CHECK`).
+    """
+    minutes = minutes_for(settings)
+    if minutes is None:
+        return None
+    return DowntimeFigures(
+        drain_s=settings.serving.front.drain.grace_s,
+        drain_rounds=math.ceil(settings.serving.replicas / PDB_MAX_UNAVAILABLE),
+        update_s=int(NODE_GROUP_WITHOUT_JOIN_CHECK.duration.total_seconds()),
+        node_start_min=minutes.node_start, node_case=minutes.node_case, price_per_hour=minutes.price_per_hour,
     )
 
 
@@ -379,6 +401,6 @@ def disruptions(changes: ChangeSet, minutes: Minutes | None, block: BlockContext
 
 __all__ = [
     "ANNOTATION_REASONS", "CAPACITY_BLOCK_UPGRADE_SOURCE", "NODE_VERSION_PATHS", "POD_TEMPLATES",
-    "BlockContext", "Disruption", "Minutes", "block_context", "disruptions", "minutes_for", "node_disruptions", "template_reasons",
+    "BlockContext", "Disruption", "Minutes", "block_context", "disruptions", "minutes_for", "node_disruptions", "node_update_figures", "template_reasons",
     "workload_disruptions",
 ]

@@ -148,7 +148,8 @@ class Review:
             return (
                 f"refused while the block serves (until {_when(self.block.end)}), --allow-disruption or not: " + "; ".join(parts)
                 + ": an upgrade of the Capacity Block node group at its reserved size; EKS upgrades such a group only at desired "
-                f"size 0 ({CAPACITY_BLOCK_UPGRADE_SOURCE}); apply after the block ends, or before the next one starts"
+                f"size 0 ({CAPACITY_BLOCK_UPGRADE_SOURCE}); do it during the block with `kimi-k3 capacity update-nodes STACK` (drain, size 0, "
+                "update, scale back: it prints the downtime first), or apply after the block ends, or before the next one starts"
             )
         if self.allow_disruption or not self.disruptive:
             return None
