@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kimi_k3.capacity.facts import CapacityBlockFacts
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_function
 from kimi_k3.core.clock import utc
 from kimi_k3.errors import UserError
 
@@ -186,6 +186,7 @@ def az_in_region(az: str, region: str) -> bool:
     return (len(rest) == 1 and rest.isalpha()) or rest.startswith("-")
 
 
+@checked_function
 def assess(block: CapacityBlockFacts, needs: BlockNeeds, now: datetime, terms: Terms = ARGS_TERMS) -> tuple[Finding, ...]:
     """Every finding about ``block`` against ``needs`` at ``now`` (pure: no AWS call, no clock)."""
     now = utc(now)
@@ -283,6 +284,7 @@ def warnings(findings: Iterable[Finding]) -> tuple[str, ...]:
     return tuple(f.message for f in findings if f.level == WARN)
 
 
+@checked_function
 def verdict(findings: Sequence[Finding]) -> tuple[str, ...]:
     """Raise :class:`UserError` with every ``FAIL`` message (one line); else return the ``WARN`` messages."""
     failed = failures(findings)
