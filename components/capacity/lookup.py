@@ -36,8 +36,8 @@ import pulumi_aws as aws
 
 from kimi_k3.capacity import rules
 from kimi_k3.capacity.facts import CapacityBlockFacts, ended_from_record, gone_line
-from kimi_k3.core.args_check import checked_function
 from kimi_k3.core import formats
+from kimi_k3.core.args_check import checked_function
 from kimi_k3.errors import ComponentInputError, Problem, UserError
 
 NOT_FOUND, CREDENTIALS, DENIED, REGION, THROTTLED, OTHER = "not found", "credentials", "denied", "region", "throttled", "other"
