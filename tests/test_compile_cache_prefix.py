@@ -6,6 +6,7 @@ The refusals of bad URIs are the lines they were before the change (pinned here)
 from __future__ import annotations
 
 import json
+import re
 
 import pulumi
 import pytest
@@ -100,3 +101,12 @@ def test_the_serving_pods_role_and_the_cache_object_read_the_prefix_without_pars
     assert serving_pod.cache_object_uri(startup, inputs) == f"s3://kimi-cache/k3/{key}.tar"
     monkeypatch.undo()
     assert serving_pod.cache_object_uri(startup, inputs) == compile_cache.cache_object_uri("s3://kimi-cache/k3/", key)  # the pod module's own build
+
+
+@pytest.mark.parametrize(("bucket", "prefix"), [("kimi-cache", ""), ("kimi-cache", "*"), ("kimi-cache", "k3"), ("Kimi Cache", "k3/")])
+def test_a_hand_built_prefix_the_parser_would_refuse_is_refused_where_it_is_built(bucket, prefix):
+    """An ``S3Prefix`` handed to the args is taken as it is (not parsed again): built by hand with an empty prefix or ``*`` it would
+    scope the caches' (or the staging Job's) role to the whole bucket, so it is refused where it is built."""
+    with pytest.raises(UserError, match=rf"^S3Prefix: bucket {re.escape(repr(bucket))} with prefix {re.escape(repr(prefix))} is not accepted; expected an S3 bucket name and a non-empty key prefix"):
+        S3Prefix(bucket, prefix)
+    assert S3Prefix.parse("s3://kimi-cache/k3/") == S3Prefix("kimi-cache", "k3/")

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kimi_k3.errors import UserError
+from kimi_k3.errors import ComponentInputError, Problem, UserError
 
 S3_PREFIX_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/([\w!\-.'()/=]+/)$")
 """``s3://bucket/prefix/``: an S3 bucket name, then a non-empty key prefix with a trailing slash and no wildcards."""
@@ -29,6 +29,13 @@ class S3Prefix:
     """The bucket's name."""
     prefix: str
     """The key prefix, with its trailing slash (``models/kimi-k3/<revision>/``)."""
+
+    def __post_init__(self) -> None:
+        """Refuse a hand-built prefix :meth:`parse` would refuse: ``S3Prefix("bucket", "")`` or ``"*"`` would scope a role to the whole bucket."""
+        if not (isinstance(self.bucket, str) and isinstance(self.prefix, str) and S3_PREFIX_URI.fullmatch(f"s3://{self.bucket}/{self.prefix}")):
+            raise ComponentInputError("S3Prefix", None, [Problem("prefix", (
+                f"bucket {self.bucket!r} with prefix {self.prefix!r} is not accepted; expected an S3 bucket name and a non-empty key prefix ending in / "
+                "(letters, digits and ! - _ . ' ( ) = / only), as S3Prefix.parse('s3://bucket/prefix/') gives"))])
 
     @classmethod
     def parse(cls, uri: object) -> S3Prefix:
