@@ -191,3 +191,21 @@ def test_verdict_refuses_a_generator_whose_warnings_it_would_lose():
     assert kimi_k3.verdict(findings)
     with pytest.raises(ComponentInputError, match=r"^verdict: findings <generator object .* \(generator\) is not accepted"):
         kimi_k3.verdict(f for f in findings)
+
+
+def test_the_platform_refuses_a_naive_now_naming_its_own_parameter():
+    from tests.builders import load_stack_settings
+
+    settings = load_stack_settings()
+    message = _refusal(lambda: kimi_k3.Platform("kimi", settings, now=datetime(2026, 12, 1, 8)))
+    assert message == "Platform 'kimi': now 2026-12-01T08:00:00 has no timezone; expected a UTC datetime such as datetime(2026, 12, 1, 11, 30, tzinfo=UTC)"
+
+
+@pytest.mark.parametrize(("changes", "line"), [
+    ({"nodes_required": 0}, "BlockNeeds: nodes_required 0 is not accepted; expected at least 1"),
+    ({"region": "us-east-1a"}, "BlockNeeds: region 'us-east-1a' is not accepted; expected an AWS region name such as us-east-1"),
+])
+def test_block_needs_no_block_can_be_judged_against_are_refused_where_they_are_built(changes, line):
+    with pytest.raises(ComponentInputError) as caught:
+        kimi_k3.BlockNeeds("p6-b300.48xlarge", **changes)
+    assert str(caught.value) == line

@@ -113,6 +113,9 @@ def _constructor_problems(
             continue
         wrong = mismatch(value, annotations[parameter], parameter)
         if wrong is None:
+            naive = naive_problem(parameter, value) if isinstance(value, datetime) else None
+            if naive:  # Platform(name, settings, now=datetime.now()): local time, hours off the block's window
+                found.append(Problem(parameter, naive))
             continue
         _, _, expected = wrong
         shown = "None" if value is None else f"{value_shown(value)} ({type_name(value)})"
