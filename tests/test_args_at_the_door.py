@@ -130,3 +130,82 @@ def test_the_facts_ec2_answers_map_into_are_accepted():
         "State": "scheduled", "StartDate": _FACTS["start"], "EndDate": _FACTS["end"], "Tags": [{"Key": "team", "Value": "llm"}],
     })
     assert (facts.instance_count, facts.start, facts.tags) == (2, _FACTS["start"], (("team", "llm"),))
+
+
+def _exported_functions() -> list[tuple[str, str]]:
+    """``(package, name)`` of every plain function a package of the public face exports (what one's own program calls)."""
+    import kimi_k3.hyperpod
+    import kimi_k3.serving
+
+    return sorted((package.__name__, name) for package in (kimi_k3, kimi_k3.serving, kimi_k3.hyperpod)
+                  for name in package.__all__ if inspect.isfunction(getattr(package, name)))
+
+
+def test_the_walk_finds_the_exported_functions():
+    assert {("kimi_k3", "assess"), ("kimi_k3", "verdict"), ("kimi_k3", "lookup_capacity_block"),
+            ("kimi_k3", "render_inference_endpoint_config"), ("kimi_k3.serving", "contract_summary")} <= set(_exported_functions())
+
+
+@pytest.mark.parametrize(("package", "name"), _exported_functions())
+def test_every_exported_function_checks_its_arguments_at_the_door(package, name):
+    function = getattr(sys.modules[package], name)
+    assert function.__code__.co_name == "checked_arguments", f"{package}.{name} is not wrapped by core/args_check.checked_function"
+    parameters = inspect.signature(function).parameters.values()
+    required = [p.name for p in parameters if p.default is inspect.Parameter.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+    first = required[0]
+    with pytest.raises(ComponentInputError) as caught:
+        function(*[object()] * len(required))  # nothing the library's functions take as an argument
+    assert caught.value.component == name and len(caught.value.problems) == len(required), str(caught.value)
+    assert caught.value.problems[0].reason.startswith(f"{first} <object> (object) is not accepted; expected "), str(caught.value)
+
+
+_NOW = datetime(2026, 12, 1, 8, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("call", "line"), [
+    (lambda: kimi_k3.assess(CapacityBlockFacts(**_FACTS), "p6-b300.48xlarge", _NOW),
+     "assess: needs 'p6-b300.48xlarge' (str) is not accepted; expected a BlockNeeds"),
+    (lambda: kimi_k3.assess(CapacityBlockFacts(**_FACTS), kimi_k3.BlockNeeds("p6-b300.48xlarge")),
+     "assess: now is required: a datetime, as in assess(block, needs, now)"),
+    (lambda: kimi_k3.assess(CapacityBlockFacts(**_FACTS), kimi_k3.BlockNeeds("p6-b300.48xlarge"), datetime(2026, 12, 1, 8)),
+     "assess: now 2026-12-01T08:00:00 has no timezone; expected a UTC datetime such as datetime(2026, 12, 1, 11, 30, tzinfo=UTC)"),
+    (lambda: kimi_k3.assess(CapacityBlockFacts(**_FACTS), kimi_k3.BlockNeeds("p6-b300.48xlarge"), _NOW, term=None),
+     "assess: term is not an argument of assess; did you mean terms?"),
+    (lambda: kimi_k3.verdict(["cannot serve"]), "verdict: findings[0] 'cannot serve' (str) is not accepted; expected a Finding"),
+    (lambda: kimi_k3.verdict(kimi_k3.assess), "verdict: findings <function assess> (function) is not accepted; expected a sequence of Finding (a list or tuple, not a str)"),
+    (lambda: kimi_k3.lookup_capacity_block("cr-0a1b2c3d4e5f60718", pulumi.ResourceOptions()),
+     "lookup_capacity_block: opts <ResourceOptions> (ResourceOptions) is not accepted; expected an InvokeOptions or None"),
+    (lambda: kimi_k3.lookup_capacity_block("cr-0a1b2c3d4e5f60718", region="us-east-1a"),
+     "lookup_capacity_block: region 'us-east-1a' is not accepted; expected an AWS region name such as us-east-1"),
+])
+def test_an_exported_function_refuses_a_wrong_argument_in_one_line_naming_it(call, line):
+    with pytest.raises(ComponentInputError) as caught:
+        call()
+    assert str(caught.value) == line
+
+
+def test_verdict_refuses_a_generator_whose_warnings_it_would_lose():
+    """``verdict`` reads its findings twice (the failures, then the warnings): a generator would give no warnings at all."""
+    ending = CapacityBlockFacts(**{**_FACTS, "end": _NOW + (_FACTS["end"] - _FACTS["start"]) / 84})  # two hours left: a warning
+    findings = kimi_k3.assess(ending, kimi_k3.BlockNeeds("p6-b300.48xlarge"), _NOW)
+    assert kimi_k3.verdict(findings)
+    with pytest.raises(ComponentInputError, match=r"^verdict: findings <generator object .* \(generator\) is not accepted"):
+        kimi_k3.verdict(f for f in findings)
+
+
+def test_the_platform_refuses_a_naive_now_naming_its_own_parameter():
+    from tests.builders import load_stack_settings
+
+    settings = load_stack_settings()
+    message = _refusal(lambda: kimi_k3.Platform("kimi", settings, now=datetime(2026, 12, 1, 8)))
+    assert message == "Platform 'kimi': now 2026-12-01T08:00:00 has no timezone; expected a UTC datetime such as datetime(2026, 12, 1, 11, 30, tzinfo=UTC)"
+
+
+@pytest.mark.parametrize(("changes", "line"), [
+    ({"nodes_required": 0}, "BlockNeeds: nodes_required 0 is not accepted; expected at least 1"),
+    ({"region": "us-east-1a"}, "BlockNeeds: region 'us-east-1a' is not accepted; expected an AWS region name such as us-east-1"),
+])
+def test_block_needs_no_block_can_be_judged_against_are_refused_where_they_are_built(changes, line):
+    with pytest.raises(ComponentInputError) as caught:
+        kimi_k3.BlockNeeds("p6-b300.48xlarge", **changes)
+    assert str(caught.value) == line

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kimi_k3.core.s3 import S3Prefix
 from kimi_k3.errors import SettingsError
 from kimi_k3.stack import time_to_serve
 from kimi_k3.stack.settings import load_stack
@@ -106,7 +107,7 @@ def test_a_release_with_a_reported_node_problem_warns_naming_the_ami_key():
 def test_the_committed_stacks_turn_the_mechanisms_on():
     prod = load_stack("prod").time_to_serve
     assert prod.staging_job and prod.node_local_weights and prod.image_prepull and prod.fast_image_pull
-    assert prod.compile_cache_s3_uri == "s3://acme-ml-weights-us-west-2/compile-cache/" and prod.bucket_name == "acme-ml-weights-us-west-2"
+    assert prod.compile_cache_s3_uri == S3Prefix("acme-ml-weights-us-west-2", "compile-cache/") and prod.bucket_name == "acme-ml-weights-us-west-2"
     dev = load_stack("dev").time_to_serve
     assert dev.image_prepull and dev.pull_through_secret_arn and not dev.node_local_weights  # Hugging Face direct: no node-side S3 sync
 

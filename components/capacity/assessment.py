@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kimi_k3.capacity.facts import CapacityBlockFacts
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core import formats
+from kimi_k3.core.args_check import checked_args, checked_function
 from kimi_k3.core.clock import utc
-from kimi_k3.errors import UserError
+from kimi_k3.errors import ComponentInputError, Problem, UserError
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 """Finding levels: fine, works with a caveat, cannot work."""
@@ -119,6 +120,17 @@ class BlockNeeds:
     region: str | None = None
     """Region the block must be in (``None``: not checked)."""
 
+    def __post_init__(self) -> None:
+        """Refuse needs no block can be judged against (the types are checked before, at the door): fewer than 1 node, a region
+        that is not a region's name (``us-east-1a`` given as the region would fail every block as "not in region us-east-1a")."""
+        problems = []
+        if self.nodes_required < 1:
+            problems.append(Problem("nodes_required", f"nodes_required {self.nodes_required} is not accepted; expected at least 1"))
+        if self.region is not None and not formats.REGION.fullmatch(self.region):
+            problems.append(Problem("region", f"region {self.region!r} is not accepted; expected an AWS region name such as us-east-1"))
+        if problems:
+            raise ComponentInputError("BlockNeeds", None, problems)
+
 
 @dataclass(frozen=True)
 class Terms:
@@ -186,6 +198,7 @@ def az_in_region(az: str, region: str) -> bool:
     return (len(rest) == 1 and rest.isalpha()) or rest.startswith("-")
 
 
+@checked_function
 def assess(block: CapacityBlockFacts, needs: BlockNeeds, now: datetime, terms: Terms = ARGS_TERMS) -> tuple[Finding, ...]:
     """Every finding about ``block`` against ``needs`` at ``now`` (pure: no AWS call, no clock)."""
     now = utc(now)
@@ -283,6 +296,7 @@ def warnings(findings: Iterable[Finding]) -> tuple[str, ...]:
     return tuple(f.message for f in findings if f.level == WARN)
 
 
+@checked_function
 def verdict(findings: Sequence[Finding]) -> tuple[str, ...]:
     """Raise :class:`UserError` with every ``FAIL`` message (one line); else return the ``WARN`` messages."""
     failed = failures(findings)

@@ -20,7 +20,7 @@ from typing import Any
 
 from kimi_k3.core import catalog
 from kimi_k3.core.args_check import checked_args
-from kimi_k3.core.clock import utc
+from kimi_k3.core.clock import naive_problem, utc
 from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import ComponentInputError, Problem, UserError
 
@@ -72,8 +72,9 @@ class CapacityBlockFacts:
         problems = []
         for field in ("start", "end"):
             moment = getattr(self, field)
-            if moment is not None and moment.utcoffset() is None:
-                problems.append(Problem(field, f"{field} {moment.isoformat()} has no timezone; expected a UTC datetime such as datetime(2026, 12, 1, 11, 30, tzinfo=UTC)"))
+            naive = naive_problem(field, moment) if moment is not None else None
+            if naive:
+                problems.append(Problem(field, naive))
         for field in ("instance_count", "available_instances"):
             if getattr(self, field) < 0:
                 problems.append(Problem(field, f"{field} {getattr(self, field)} is not accepted; expected 0 or more instances"))

@@ -36,6 +36,8 @@ import pulumi_aws as aws
 
 from kimi_k3.capacity import rules
 from kimi_k3.capacity.facts import CapacityBlockFacts, ended_from_record, gone_line
+from kimi_k3.core import formats
+from kimi_k3.core.args_check import checked_function
 from kimi_k3.errors import ComponentInputError, Problem, UserError
 
 NOT_FOUND, CREDENTIALS, DENIED, REGION, THROTTLED, OTHER = "not found", "credentials", "denied", "region", "throttled", "other"
@@ -128,17 +130,20 @@ def unreadable(reservation_id: str, detail: str, region: str | None = None) -> C
     return CapacityBlockUnreadable(reservation_id, detail, kind, region)
 
 
+@checked_function
 def lookup_capacity_block(reservation_id: str, opts: pulumi.InvokeOptions | None = None, *, region: str | None = None) -> CapacityBlockFacts:
     """Read the reservation through the AWS provider; a :class:`CapacityBlockUnreadable` (of its kind) when that fails.
 
-    :param region: the provider's region, named in the messages (the invoke uses the provider's own).
+    :param region: the provider's region (``us-east-1``), named in the messages (the invoke uses the provider's own).
 
     An id that is not a reservation's (an offering's ``cb-``, a malformed one) is refused before the invoke
     (:func:`kimi_k3.capacity.rules.reservation_id_problem`), naming ``reservation_id``.
     """
-    problem = rules.reservation_id_problem(reservation_id) if isinstance(reservation_id, str) else "expected a str: the reservation id (cr-...)"
+    problem = rules.reservation_id_problem(reservation_id)  # its type is checked at the door (checked_function)
     if problem:
         raise ComponentInputError("lookup_capacity_block", None, [Problem("reservation_id", f"reservation_id {reservation_id!r} is not accepted; {problem}")])
+    if region is not None and not formats.REGION.fullmatch(region):  # an AZ (us-east-1a) given for the region would be named as one in every message
+        raise ComponentInputError("lookup_capacity_block", None, [Problem("region", f"region {region!r} is not accepted; expected an AWS region name such as us-east-1")])
     try:
         result = aws.ec2.get_capacity_block_reservation(id=reservation_id, opts=opts)
     except Exception as err:  # the provider reports every failure as a generic invoke error: its text says which

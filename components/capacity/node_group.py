@@ -48,6 +48,7 @@ from kimi_k3.cluster import versions
 from kimi_k3.cluster.node_role import eks_node_role
 from kimi_k3.core import catalog, labels
 from kimi_k3.core.args_check import checked_args, checked_component
+from kimi_k3.core.clock import naive_problem
 from kimi_k3.core.formats import EMAIL_LETTER_TLD
 from kimi_k3.errors import Problems
 
@@ -594,6 +595,9 @@ def _validate(name: str, args: CapacityBlockNodeGroupArgs) -> None:
     type_problem = rules.gpu_instance_type_problem(args.instance_type)
     if type_problem:
         problems.reject("instance_type", args.instance_type, type_problem)
+    naive = naive_problem("now", args.now)  # datetime.now() is local time: the scale-up would be scheduled hours off the block's start
+    if naive:
+        problems.add("now", naive)
     if not args.subnet_ids_by_az:
         problems.reject("subnet_ids_by_az", dict(args.subnet_ids_by_az), "the node group needs the subnet of the Capacity Block's AZ")
     if not rules.ROOT_VOLUME_GIB[0] <= args.root_volume_gib <= rules.ROOT_VOLUME_GIB[1]:

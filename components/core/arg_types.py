@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import re
 import sys
 import types
 import typing
@@ -206,6 +207,10 @@ def type_problems(cls: type, values: Mapping[str, Any], secret_fields: tuple[str
     return problems
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+"""The memory address in a default ``repr`` (never the same twice: no message shows it)."""
+
+
 def _shown(value: Any) -> str:
     """``repr`` with every Pulumi Output as ``<Output>`` (its repr holds a memory address: never the same twice)."""
     if type(value).__name__ == "Output":
@@ -217,7 +222,7 @@ def _shown(value: Any) -> str:
         return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
     if isinstance(value, collections.abc.Mapping):
         return "{" + ", ".join(f"{_shown(k)}: {_shown(v)}" for k, v in value.items()) + "}"
-    return repr(value)
+    return _ADDRESS.sub("", repr(value))  # a function, a generator: <function assess>, never its address
 
 
 def value_shown(value: Any) -> str:

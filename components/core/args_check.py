@@ -12,9 +12,11 @@ import inspect
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar, overload
 
 from kimi_k3.core.arg_types import describe, mismatch, parameter_types, type_name, type_problems, value_shown
+from kimi_k3.core.clock import naive_problem
 from kimi_k3.core.example_values import example_findings
 from kimi_k3.core.suggest import nearest
 from kimi_k3.errors import ComponentInputError, Problem, warn
@@ -111,12 +113,89 @@ def _constructor_problems(
             continue
         wrong = mismatch(value, annotations[parameter], parameter)
         if wrong is None:
+            naive = naive_problem(parameter, value) if isinstance(value, datetime) else None
+            if naive:  # Platform(name, settings, now=datetime.now()): local time, hours off the block's window
+                found.append(Problem(parameter, naive))
             continue
         _, _, expected = wrong
         shown = "None" if value is None else f"{value_shown(value)} ({type_name(value)})"
         build = f": {component}(name, {_bare_name(expected)}(...))" if parameter == "args" else ""
         found.append(Problem(parameter, f"{parameter} {shown} is not accepted; expected {describe(annotations[parameter])}{build}"))
     return found
+
+
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+@overload
+def checked_function(function: _Function, /) -> _Function: ...
+@overload
+def checked_function(*, called: str | None = None) -> Callable[[_Function], _Function]: ...
+def checked_function(function: Any = None, *, called: str | None = None) -> Any:
+    """Decorator of a public function one's own program calls (``assess``, ``verdict``, ``lookup_capacity_block``): its
+    arguments checked against its annotations as it is called, the same check the args classes and components run.
+
+    A value of the wrong type (a sequence's item named by its index), a missing argument, an unknown keyword (with the
+    nearest parameter) or a ``datetime`` without a timezone (:func:`kimi_k3.core.clock.naive_problem`) raises
+    :class:`ComponentInputError` naming the function (``called``, where the user calls it by another name), the
+    argument, the value and its type and what is accepted, before the function reads it: one line, no
+    ``AttributeError`` traceback further in.
+    """
+
+    def decorate(func: _Function) -> _Function:
+        signature = inspect.signature(func)
+        shown = called or func.__name__
+
+        @functools.wraps(func)
+        def checked_arguments(*args: Any, **kwargs: Any) -> Any:
+            found = _call_problems(func, signature, shown, args, kwargs)
+            if found:
+                raise ComponentInputError(shown, None, found)
+            return func(*args, **kwargs)
+
+        return checked_arguments  # type: ignore[return-value]
+
+    return decorate if function is None else decorate(function)
+
+
+def _call_problems(func: Callable[..., Any], signature: inspect.Signature, shown: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Problem]:
+    """The problems of one call of a checked function: its binding, then each argument's type and, for a datetime, its timezone."""
+    parameters = [p for p in signature.parameters if p not in ("self", "cls")]
+    annotations = parameter_types(func, func.__module__)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as err:
+        return [_binding_problem(str(err), shown, signature, annotations)]
+    found = []
+    for parameter, value in bound.arguments.items():
+        if parameter not in parameters or parameter not in annotations:
+            continue
+        wrong = mismatch(value, annotations[parameter], parameter)
+        if wrong is not None:
+            path, there, expected = wrong
+            of_type = "None" if there is None else f"{value_shown(there)} ({type_name(there)})"
+            found.append(Problem(parameter, f"{path} {of_type} is not accepted; expected {describe(expected)}"))
+        elif isinstance(value, datetime):
+            naive = naive_problem(parameter, value)
+            if naive:
+                found.append(Problem(parameter, naive))
+    return found
+
+
+def _binding_problem(message: str, shown: str, signature: inspect.Signature, annotations: Mapping[str, Any]) -> Problem:
+    """The problem of a call the function's signature refuses: a missing argument, an unknown keyword, too many."""
+    parameters = [p for p in signature.parameters if p not in ("self", "cls")]
+    required = [p.name for p in signature.parameters.values() if p.name in parameters and p.default is inspect.Parameter.empty]
+    usage = f"{shown}({', '.join(required)})"
+    missing = re.search(r"missing a required (?:keyword-only )?argument: '(\w+)'", message)
+    if missing:
+        return Problem(missing[1], f"{missing[1]} is required: {describe(annotations.get(missing[1], Any))}, as in {usage}")
+    unknown = re.search(r"unexpected keyword argument '(\w+)'", message)
+    if unknown:
+        near = nearest(unknown[1], parameters)
+        hint = f"did you mean {near}?" if near else f"its arguments: {', '.join(parameters)}"
+        return Problem(unknown[1], f"{unknown[1]} is not an argument of {shown}; {hint}")
+    return Problem("args", f"{message} ({shown} takes {', '.join(parameters)}, as in {usage})")
 
 
 def _bare_name(annotation: Any) -> str:
@@ -169,4 +248,4 @@ def example_value_warnings(args: Any, secrets: tuple[str, ...] = ()) -> list[str
     return warnings
 
 
-__all__ = ["SECRET_FIX", "checked_args", "checked_component", "example_value_warnings"]
+__all__ = ["SECRET_FIX", "checked_args", "checked_component", "checked_function", "example_value_warnings"]

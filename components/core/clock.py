@@ -24,6 +24,14 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+def naive_problem(name: str, moment: datetime) -> str | None:
+    """Why ``moment``, given as ``name``, is refused (it has no timezone: ``datetime.now()`` is the machine's local time,
+    hours off UTC on most laptops); ``None`` when it is aware. The one wording of that refusal for a record and a call."""
+    if moment.utcoffset() is not None:
+        return None
+    return f"{name} {moment.isoformat()} has no timezone; expected a UTC datetime such as datetime(2026, 12, 1, 11, 30, tzinfo=UTC)"
+
+
 def program_now() -> datetime:
     """The moment the running program uses as "now" (UTC).
 
@@ -52,4 +60,4 @@ def parse_moment(text: str, flag: str) -> datetime:
         raise UserError(f"{flag} {text!r} is not accepted; expected an ISO 8601 time such as 2026-12-07T11:30:00Z") from None
 
 
-__all__ = ["parse_moment", "pinned", "program_now", "utc"]
+__all__ = ["naive_problem", "parse_moment", "pinned", "program_now", "utc"]

@@ -55,7 +55,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import catalog
-from kimi_k3.core.args_check import checked_args, checked_component
+from kimi_k3.core.args_check import checked_args, checked_component, checked_function
 from kimi_k3.core.formats import ABSOLUTE_PATH, DNS_LABEL, REGION
 from kimi_k3.errors import Problems, UserError
 from kimi_k3.hyperpod.routing import HyperPodRouting
@@ -225,6 +225,7 @@ def check_servable(contract: ServingContract, *, instance_type: str, replicas: i
     problems.raise_any()
 
 
+@checked_function
 def render_inference_endpoint_config(
     contract: ServingContract,
     *,

@@ -46,7 +46,6 @@ from kimi_k3.serving.pod_kit import PodKit, startup_code_config_map
 from kimi_k3.weights import pod_files
 from kimi_k3.weights.compile_cache import compile_cache_policy
 from kimi_k3.weights.image_pull import FLOATING_TAG_SKIP
-from kimi_k3.weights.s3store import S3Location
 
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 """Link-local address of the EKS Pod Identity Agent (credentials for the S3 init container)."""
@@ -157,9 +156,8 @@ class VllmServingBase(pulumi.ComponentResource):
 
             document = pulumi.Output.from_input(args.weights_kms_key_arn).apply(policy)
             inline: dict[str, pulumi.Input[str]] = {"read-weights": document}
-            cache = args.startup.compile_cache_s3_uri if args.startup is not None else None
-            if cache is not None:
-                cache_location = S3Location.parse(cache)
+            cache_location = args.startup.cache_prefix if args.startup is not None else None  # parsed once, by the settings or ServingStartup
+            if cache_location is not None:
                 inline["compile-cache"] = pulumi.Output.from_input(args.weights_kms_key_arn).apply(
                     lambda key: json.dumps(compile_cache_policy(cache_location.bucket, cache_location.prefix, args.aws_partition, key))
                 )

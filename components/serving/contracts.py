@@ -26,7 +26,7 @@ from typing import Any
 
 from kimi_k3.cluster.image_reference import IMAGE_RE  # the one grammar of an image reference (its home: kimi_k3.cluster.image_reference)
 from kimi_k3.core import catalog
-from kimi_k3.core.args_check import checked_args
+from kimi_k3.core.args_check import checked_args, checked_function
 from kimi_k3.core.formats import ABSOLUTE_PATH, GIT_REVISION
 from kimi_k3.core.s3 import S3_PREFIX_URI, S3Prefix
 from kimi_k3.errors import UserError
@@ -589,6 +589,7 @@ class ServingContract:
         return math.ceil(self.startup_budget_s(margin_s) / period_s)
 
 
+@checked_function
 def contract_summary(contract: ServingContract) -> dict[str, Any]:
     """Plain facts of a contract for stack outputs (no secrets)."""
     return {

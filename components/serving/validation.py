@@ -123,11 +123,12 @@ def _startup_problems(args: VllmServingArgs, problems: Problems) -> None:
         return
     if startup.node_local_storage_class is not None and args.contract.weights.source != "s3":
         problems.reject("startup.node_local_storage_class", startup.node_local_storage_class, "only with S3 weights (the node-side sync keeps one verified directory per revision)")
-    if startup.compile_cache_s3_uri is not None:
+    cache = startup.cache_prefix
+    if cache is not None:
         if not args.contract.image.pinned:
-            problems.reject("startup.compile_cache_s3_uri", startup.compile_cache_s3_uri, "only with an image pinned by digest (caches are keyed on the exact build)")
+            problems.reject("startup.compile_cache_s3_uri", cache.uri, "only with an image pinned by digest (caches are keyed on the exact build)")
         if args.contract.weights.source != "s3":
-            problems.reject("startup.compile_cache_s3_uri", startup.compile_cache_s3_uri, "only with S3 weights (the pod's Pod Identity role exists for them)")
+            problems.reject("startup.compile_cache_s3_uri", cache.uri, "only with S3 weights (the pod's Pod Identity role exists for them)")
 
 
 def _front_problems(args: VllmServingArgs, problems: Problems) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import pulumi_kubernetes as k8s
 
+from kimi_k3.core.s3 import S3Prefix, as_prefix
 from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import UserError
 from kimi_k3.weights import WeightsError, compile_cache, node_local, node_sync, pod_files, snapshot_agent, vllm_loader
@@ -41,16 +42,33 @@ RESTORE_RESOURCES = {"cpu": "4", "memory": "8Gi"}
 """Requests = limits of the cache restore init container (an init container's request does not add to the pod's)."""
 
 
-def cache_uri_problem(uri: str) -> str | None:
+def cache_uri_problem(uri: object) -> str | None:
     """What is accepted instead of ``uri`` as the caches' prefix (``ServingStartup.compile_cache_s3_uri``, the settings'
-    ``compileCacheS3Uri``); ``None``: accepted. The caches' role reads and writes only that prefix, so it is a non-empty one."""
+    ``compileCacheS3Uri``); ``None``: accepted, which is when :meth:`kimi_k3.core.s3.S3Prefix.parse` parses it (the weights
+    prefix's rule: the caches' role reads and writes only that prefix, so it is a non-empty one of S3's safe characters).
+
+    The wording says which part is wrong: the shape, an empty prefix, or a character the pods' reader
+    (:class:`~kimi_k3.weights.s3store.S3Location`) would take but the role's prefix must not hold (``$``: an IAM policy
+    variable such as ``${aws:username}``, substituted in the policy's ``Resource`` (IAM User Guide, "IAM policy elements:
+    Variables and tags"); ``+ , : ; @ &``: characters the S3 User Guide, "Naming Amazon S3 objects", says may need
+    special handling)."""
     try:
-        location = S3Location.parse(uri)
+        S3Prefix.parse(uri)
+        return None
+    except ValueError:
+        pass
+    try:
+        location = S3Location.parse(uri) if isinstance(uri, str) else None
     except WeightsError:
+        location = None
+    if location is None:
         return "expected s3://bucket/prefix/ with a trailing slash (the caches' role reads and writes only that prefix)"
     if not location.prefix:
         return "expected a non-empty prefix, s3://bucket/prefix/: the caches' role reads and writes only that prefix"
-    return None
+    return (
+        "expected s3://bucket/prefix/ whose prefix holds letters, digits and ! - _ . ' ( ) = / only (the caches' role reads and writes "
+        "only that prefix, and $ would be read as an IAM policy variable)"
+    )
 
 
 
@@ -62,8 +80,10 @@ class ServingStartup:
     """``VERIFY_HASHER`` of the node sync (:data:`kimi_k3.weights.node_sync.HASHERS`)."""
     node_local_storage_class: str | None = None
     """StorageClass of node-local weight volumes: the workload becomes a StatefulSet claiming one; ``None``: ``emptyDir``."""
-    compile_cache_s3_uri: str | None = None
-    """``s3://bucket/prefix/`` of the compile/JIT caches; ``None``: no restore, no save."""
+    compile_cache_s3_uri: S3Prefix | str | None = None
+    """Where the compile/JIT caches live (``compileCacheS3Uri``): the :class:`~kimi_k3.core.s3.S3Prefix` the stack passes (parsed once,
+    by the settings), or ``s3://bucket/prefix/`` from one's own program, parsed once here (:func:`cache_uri_problem` words a
+    refusal); an ``S3Prefix`` once built (:attr:`cache_prefix`). ``None``: no restore, no save."""
     ami_release_version: str | None = None
     """AMI release of the GPU nodes (the driver: part of the cache key)."""
     warmup: bool = True
@@ -86,13 +106,19 @@ class ServingStartup:
             raise UserError("serving startup: pipelined_load needs sync_sidecar: the loader reads the shards the sync sidecar verifies beside it")
         if self.verify_hasher not in node_sync.HASHERS:
             raise UserError(f"serving startup: verify_hasher {self.verify_hasher!r} is not accepted; accepted: {', '.join(node_sync.HASHERS)}{did_you_mean(self.verify_hasher, node_sync.HASHERS)}")
-        cache_problem = cache_uri_problem(self.compile_cache_s3_uri) if self.compile_cache_s3_uri is not None else None
-        if cache_problem:
-            raise UserError(f"serving startup: compile_cache_s3_uri {self.compile_cache_s3_uri!r} is not accepted; {cache_problem}")
+        if self.compile_cache_s3_uri is not None:  # the URI's one parse (a str from one's own program), refused in this field's words
+            object.__setattr__(self, "compile_cache_s3_uri", as_prefix(self.compile_cache_s3_uri, owner="serving startup", field="compile_cache_s3_uri", expected=cache_uri_problem))
         if self.compile_cache_s3_uri is not None and not self.warmup:
             raise UserError("serving startup: compile_cache_s3_uri needs warmup: the sidecar saves the caches once the replica is warmed up")
         if self.engine_snapshot and (self.node_local_storage_class is None or not self.warmup):
             raise UserError("serving startup: engine_snapshot needs node_local_storage_class and warmup: the snapshot lives on the node's volume and the warm-up sidecar takes it")
+
+    @property
+    def cache_prefix(self) -> S3Prefix | None:
+        """:attr:`compile_cache_s3_uri` as the :class:`~kimi_k3.core.s3.S3Prefix` it is once built (``None``: no caches)."""
+        prefix = self.compile_cache_s3_uri
+        assert not isinstance(prefix, str)  # parsed in __post_init__
+        return prefix
 
     @property
     def needs_code(self) -> bool:
@@ -102,9 +128,10 @@ class ServingStartup:
 
 def cache_object_uri(startup: ServingStartup, inputs: compile_cache.CacheKeyInputs) -> str | None:
     """``s3://…/<key>.tar`` of this pod's caches, or ``None`` without a cache prefix."""
-    if startup.compile_cache_s3_uri is None:
+    prefix = startup.cache_prefix
+    if prefix is None:
         return None
-    return compile_cache.cache_object_uri(startup.compile_cache_s3_uri, compile_cache.cache_key(inputs))
+    return prefix.object_uri(f"{compile_cache.cache_key(inputs)}.tar")  # what compile_cache.cache_object_uri builds, without a second parse
 
 
 def _env(values: Mapping[str, str]) -> list[k8s.core.v1.EnvVarArgs]:

@@ -9,6 +9,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from kimi_k3.core.s3 import S3Prefix
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.serving.contracts import ContractError, ImageContract
 from kimi_k3.stack.settings.capacity import CapacitySettings
@@ -26,8 +27,8 @@ class TimeToServeSettings:
     """Image of the staging Job (``weightsStagingImage``); ``None``: the serving image."""
     bucket_name: str | None = None
     """Declare a ``WeightsBucket`` of that name (``weightsBucketName``)."""
-    compile_cache_s3_uri: str | None = None
-    """``s3://bucket/prefix/`` of the compile/JIT caches (``compileCacheS3Uri``); ``None``: off."""
+    compile_cache_s3_uri: S3Prefix | None = None
+    """``s3://bucket/prefix/`` of the compile/JIT caches (``compileCacheS3Uri``), parsed once, here; ``None``: off."""
     node_local_weights: bool = False
     """StatefulSet + node-local volume instead of the ``emptyDir`` (``nodeLocalWeights``)."""
     sync_sidecar: bool = False
@@ -113,8 +114,8 @@ def validate_time_to_serve(
 
     hasher = one_of("weightsVerifyHasher", r.get("weightsVerifyHasher"), node_sync.HASHERS)  # the rule's home: ServingStartup.verify_hasher
     staging, staging_image = _staging_job(r, prod, serving, system_disk_gib)
-    cache_uri = _compile_cache(r, capacity, serving)
-    bucket_name = _bucket(r, serving, cache_uri)
+    cache = _compile_cache(r, capacity, serving)
+    bucket_name = _bucket(r, serving, cache)
     node_local, sidecar, cleanup_image = _node_local(r, prod, serving)
     contract = serving.contract
     pipelined = _pipelined_load(r, sidecar=sidecar, manifest=contract.weights.sha256_manifest)
@@ -123,7 +124,7 @@ def validate_time_to_serve(
     fast = _fast_image_pull(r, capacity, warnings)
     secret_arn, prefix, upstream, serving = _pull_through(r, region, serving, warnings, default_prefix)
     settings = TimeToServeSettings(
-        staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache_uri, node_local_weights=node_local, node_cleanup_image=cleanup_image,
+        staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache, node_local_weights=node_local, node_cleanup_image=cleanup_image,
         sync_sidecar=sidecar, pipelined_load=pipelined, engine_snapshot=snapshot, snapshot_agent_image=agent_image,
         image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
         pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
@@ -162,8 +163,9 @@ def _staging_job(r: Reader, prod: bool, serving: ServingSettings, system_disk_gi
     return staging, staging_image
 
 
-def _compile_cache(r: Reader, capacity: CapacitySettings, serving: ServingSettings) -> str | None:
-    """``compileCacheS3Uri`` (rules: :func:`kimi_k3.weights.serving_pod.cache_uri_problem`, its key's digest pin)."""
+def _compile_cache(r: Reader, capacity: CapacitySettings, serving: ServingSettings) -> S3Prefix | None:
+    """``compileCacheS3Uri``, parsed once into the :class:`~kimi_k3.core.s3.S3Prefix` the layers below take (rules: the prefix's
+    parser, worded by :func:`kimi_k3.weights.serving_pod.cache_uri_problem`; the key's digest pin)."""
     from kimi_k3.weights import WeightsError, compile_cache, serving_pod  # the weights components (Pulumi SDKs) load when a stack is validated
 
     contract = serving.contract
@@ -171,14 +173,15 @@ def _compile_cache(r: Reader, capacity: CapacitySettings, serving: ServingSettin
     cache_uri = r.get("compileCacheS3Uri") or None
     if cache_uri is None:
         return None
-    problem = serving_pod.cache_uri_problem(cache_uri)  # the rule's home: ServingStartup.compile_cache_s3_uri
-    if problem:
-        raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, problem)
+    try:
+        cache = S3Prefix.parse(cache_uri)  # the URI's one parse: ServingStartup and the serving pods' role take this S3Prefix
+    except ValueError:
+        raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, serving_pod.cache_uri_problem(cache_uri) or "") from None  # its wording's home: ServingStartup.compile_cache_s3_uri
     if weights.source != "s3":
         raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"only with {full_key('weightsSource')} s3: the serving pods' Pod Identity role (which reads and writes the caches) exists for S3 weights")
     if contract.engine.pipeline_parallel_size != 1:
         raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"single-node replicas only ({full_key('pipelineParallelSize')} 1): each rank of a LeaderWorkerSet compiles its own cache")
-    if weights.s3_uri and (cache_uri.startswith(weights.s3_uri) or weights.s3_uri.startswith(cache_uri)):
+    if weights.s3_uri and (cache.uri.startswith(weights.s3_uri) or weights.s3_uri.startswith(cache.uri)):
         raise SettingsError(full_key("compileCacheS3Uri"), cache_uri, f"a prefix apart from {full_key('weightsS3Uri')} {weights.s3_uri}: the serving pods write caches there, and must not write weights")
     try:
         compile_cache.cache_key(compile_cache.CacheKeyInputs(
@@ -189,13 +192,12 @@ def _compile_cache(r: Reader, capacity: CapacitySettings, serving: ServingSettin
             full_key("compileCacheS3Uri"), cache_uri,
             f"accepted only with {full_key('servingImage')} pinned by digest (repo@sha256:<64 hex>): caches are keyed on the exact build, and a tag moves",
         ) from None
-    return cache_uri
+    return cache
 
 
-def _bucket(r: Reader, serving: ServingSettings, cache_uri: str | None) -> str | None:
+def _bucket(r: Reader, serving: ServingSettings, cache: S3Prefix | None) -> str | None:
     """``weightsBucketName`` (rule: :func:`kimi_k3.weights.bucket.validate`), which must be a bucket the stack names."""
     from kimi_k3.weights import bucket  # the weights components (Pulumi SDKs) load when a stack is validated
-    from kimi_k3.weights.s3store import S3Location  # the weights components (Pulumi SDKs) load when a stack is validated
 
     bucket_name = r.get("weightsBucketName") or None
     if bucket_name is None:
@@ -204,7 +206,7 @@ def _bucket(r: Reader, serving: ServingSettings, cache_uri: str | None) -> str |
         bucket.validate(bucket.WeightsBucketArgs(bucket_name=bucket_name))  # the rule's home: WeightsBucketArgs.bucket_name
     except UserError as err:
         raise SettingsError(full_key("weightsBucketName"), bucket_name, f"expected an S3 bucket name ({err})") from None
-    buckets = [b for b in (serving.contract.weights.s3_bucket, S3Location.parse(cache_uri).bucket if cache_uri else None) if b]
+    buckets = [b for b in (serving.contract.weights.s3_bucket, cache.bucket if cache else None) if b]
     if bucket_name not in buckets:
         named = " or ".join(dict.fromkeys(buckets)) or f"none yet: set {full_key('weightsS3Uri')} or {full_key('compileCacheS3Uri')}"
         raise SettingsError(full_key("weightsBucketName"), bucket_name, f"the bucket {full_key('weightsS3Uri')} or {full_key('compileCacheS3Uri')} names ({named})")
