@@ -180,8 +180,8 @@ def stack_problems(*, replicas: int, pipeline_parallel_size: int, node_local_wei
     problems = []
     if pipeline_parallel_size != 1:
         problems.append(("pipeline_parallel_size", "single-node replicas only: ModelExpress's k8s-service sources are one pod holding every TP rank"))
-    if replicas < 2:
-        problems.append(("replicas", f"needs 2 or more replicas ({replicas}): a replaced node's pod takes the weights from another serving replica"))
+    if replicas == 1:  # 0: one replica per reserved node, resolved at deploy time
+        problems.append(("replicas", "needs 2 or more replicas (1): a replaced node's pod takes the weights from another serving replica"))
     if not node_local_weights:
         problems.append(("node_local_weights", "needs node-local weights: the first replica loads them from the node's disk and serves them to the next"))
     if not sync_sidecar:
