@@ -85,8 +85,8 @@ class VllmServer(VllmServingBase):
         if kit.peer_transfer:  # every serving pod is a weight source for the next (ModelExpress's k8s-service backend)
             key = kit.peer_key()
             pod_labels[peer_transfer.PEER_KEY_LABEL] = key
-            self.peers_service = peer_weights.peers_service(kit.peer_service(), args.namespace, selector, key, kit.instance.gpus, foundation.common, foundation.in_namespace)
-            peer_weights.peers_network_policy(kit.peer_service(), args.namespace, selector, key, kit.instance.gpus, foundation.common, foundation.in_namespace)
+            self.peers_service = peer_weights.peers_service(name, args.namespace, selector, key, kit.instance.gpus, foundation.common, foundation.in_namespace)
+            peer_weights.peers_network_policy(name, args.namespace, selector, key, kit.instance.gpus, foundation.common, foundation.in_namespace)
 
         pod_annotations = {**scrape_annotations(args), **api_pod.template_annotations(args)}
         warmup = kit.warmup_sidecar()

@@ -64,6 +64,8 @@ PEER_KEY_LABEL = "kimi-k3.io/peer-key"
 """Pod label the peers Service selects: :func:`peer_key` of what must match for the bytes to be the same weights."""
 ATTEMPT_MARKER = "/tmp/.kimi-k3-peer-attempted"
 """Written when a start takes the peer path; on the pod's ``/tmp`` volume, so a container restart takes the cold path."""
+ATTEMPT_MARKER_ENV = "PEER_ATTEMPT_MARKER"
+"""Overrides :data:`ATTEMPT_MARKER`'s path (tests)."""
 PEER_START_ENV = "PEER_START_SCRIPT"
 """The peer path's ``/bin/sh -c`` script (wait for the engine's config files, then ``exec vllm serve "$@"``)."""
 SERVICE_ENV = "MX_K8S_SERVICE_PATTERN"
@@ -125,6 +127,8 @@ def engine_env(*, service: str, model_revision: str) -> dict[str, str]:
         "MX_MODEL_REVISION": model_revision,
         # docs/BENCHMARKS.md @ v0.5.1: pool registration 1.14 s against 8.16 s per tensor for DeepSeek-V4-Pro TP8
         "MX_POOL_REG": "1",
+        # modelexpress/__init__.py: its loggers join vLLM's handlers at this level; peer_start reads its INFO lines
+        "MODEL_EXPRESS_LOG_LEVEL": "INFO",
         **EFA_ENV,
     }
 
@@ -221,6 +225,11 @@ def fallback_reason(line: str) -> str | None:
     return None
 
 
+def _write(line: str) -> None:
+    sys.stdout.write(line)
+    sys.stdout.flush()
+
+
 def _stop(child: subprocess.Popen[str], grace_s: float) -> None:
     """SIGTERM the engine's process group, SIGKILL after ``grace_s``."""
     try:
@@ -237,8 +246,14 @@ def supervise_peer_start(argv: Sequence[str], *, weights_marker: str, log: Calla
     """Run the peer path's engine (``argv``), passing its log through; ``None`` when the wrapper stopped it to take the cold path,
     else the engine's exit status. SIGTERM/SIGINT go to the engine's process group (the pod's stop sequence)."""
     child = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    def forward(sig: int, _frame: object) -> None:
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            pass
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda s, _f: os.killpg(child.pid, s))
+        signal.signal(sig, forward)
     assert child.stdout is not None
     watching = True
     for line in child.stdout:
@@ -257,12 +272,13 @@ def supervise_peer_start(argv: Sequence[str], *, weights_marker: str, log: Calla
 
 
 def peer_start(cold: Sequence[str], env: Mapping[str, str], *, log: Callable[[str], None], execvp: Callable[[str, list[str]], None] = os.execvp,
-               connect: Callable[..., socket.socket] = socket.create_connection, out: Callable[[str], None] = sys.stdout.write, marker: str = ATTEMPT_MARKER) -> int:
+               connect: Callable[..., socket.socket] = socket.create_connection, out: Callable[[str], None] = _write) -> int:
     """``podmain peer-start CMD… -- vllm-serve ARGS…``: the peer path or the cold path (module docstring). ``cold`` is the container's
     normal command, ``/bin/sh -c SCRIPT vllm-serve ARGS…``; the peer path runs ``/bin/sh -c $PEER_START_SCRIPT vllm-serve ARGS…``."""
     if "vllm-serve" not in cold:
         raise SystemExit("peer-start: the command must be /bin/sh -c SCRIPT vllm-serve ARGS...")
     engine_args = list(cold[cold.index("vllm-serve") + 1:])
+    marker = env.get(ATTEMPT_MARKER_ENV, ATTEMPT_MARKER)
     reason = ""
     if os.path.exists(marker):
         reason = "an earlier start of this pod took the peer path"
@@ -284,6 +300,7 @@ def peer_start(cold: Sequence[str], env: Mapping[str, str], *, log: Callable[[st
 
 __all__ = [
     "ATTEMPT_MARKER",
+    "ATTEMPT_MARKER_ENV",
     "COLD_LOG",
     "EFA_ENV",
     "EFA_RESOURCE",
