@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.serving.contracts import ContractError, ImageContract
+from kimi_k3.stack import seam
 from kimi_k3.stack.settings.capacity import CapacitySettings
 from kimi_k3.stack.settings.reader import Reader, full_key, one_of
 from kimi_k3.stack.settings.serving import ServingSettings
@@ -89,14 +90,6 @@ def _engine_snapshot(r: Reader, *, instance_type: str, node_local: bool, image: 
     return True, agent_image
 
 
-PEER_PROBLEM_KEYS = {
-    "pipeline_parallel_size": "pipelineParallelSize", "replicas": "replicas", "node_local_weights": "nodeLocalWeights", "sync_sidecar": "weightsSyncSidecar",
-    "sha256_manifest": "weightsSha256Manifest", "image": "servingImage", "efa_enabled": "efaEnabled", "efa_interfaces": "gpuInstanceType",
-    "pipelined_load": "pipelinedWeightsLoad",
-}
-"""The key behind each input of :func:`kimi_k3.weights.peer_transfer.stack_problems`."""
-
-
 def _peer_transfer(r: Reader, *, capacity: CapacitySettings, serving: ServingSettings, node_local: bool, sidecar: bool, pipelined: bool) -> bool:
     """``peerWeightsTransfer``: the peer path's stack requirements (``peer_transfer.stack_problems``), the first named with its key."""
     if not r.get("peerWeightsTransfer"):
@@ -113,7 +106,7 @@ def _peer_transfer(r: Reader, *, capacity: CapacitySettings, serving: ServingSet
     )
     if problems:
         field, why = problems[0]
-        raise SettingsError(full_key("peerWeightsTransfer"), True, f"{why} ({full_key(PEER_PROBLEM_KEYS[field])})")
+        raise SettingsError(full_key("peerWeightsTransfer"), True, f"{why} ({seam.config_key('peer_stack_problems', field)})")
     return True
 
 
