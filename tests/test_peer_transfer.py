@@ -185,9 +185,9 @@ def _render(path: Path, marker: str, **names) -> str:
     """The message of the ``logger.*`` call in ``path`` whose f-string holds ``marker``, evaluated with ``names``."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("info", "warning") and node.args:
-            if marker in ast.unparse(node.args[0]):
-                return eval(compile(ast.Expression(node.args[0]), str(path), "eval"), {}, names)  # noqa: S307  # the vendored upstream f-string
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("info", "warning") and node.args \
+                and marker in ast.unparse(node.args[0]):
+            return eval(compile(ast.Expression(node.args[0]), str(path), "eval"), {}, names)  # the vendored upstream f-string
     raise AssertionError(f"{marker!r} not in {path}")
 
 

@@ -38,6 +38,7 @@ Standard library only: this module runs in the engine container (:data:`kimi_k3.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -247,10 +248,8 @@ def supervise_peer_start(argv: Sequence[str], *, weights_marker: str, log: Calla
     else the engine's exit status. SIGTERM/SIGINT go to the engine's process group (the pod's stop sequence)."""
     child = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     def forward(sig: int, _frame: object) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            pass
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
