@@ -305,3 +305,11 @@ def test_the_replacement_case_takes_the_peer_only_with_the_key():
     assert any(p.name == "weights from a serving peer (NIXL over EFA)" for p in with_key.phases)
     assert not any(p.name.startswith("weights from a serving peer") for p in without.phases)
     assert with_key.minutes < without.minutes
+
+
+def test_a_leader_worker_set_refuses_the_peer_path():
+    from tests.test_lws import render
+
+    startup = ServingStartup(peer_transfer=True, sync_sidecar=True, node_local_storage_class="kimi-local-weights")
+    with pytest.raises(UserError, match=r"startup.peer_transfer True is not accepted; expected false: a peer's weights come from one pod holding every TP rank"):
+        render(startup=startup)
