@@ -30,8 +30,9 @@ from tests.conftest import DATA, NOW, ROOT, fixture_for
 from tests.k8s_checks import checkov_scan, validate_manifest, write_manifests
 
 MX = DATA / "modelexpress-v0.5.1"
-ON = {"kimi-k3:peerWeightsTransfer": True, "kimi-k3:efaEnabled": True, "kimi-k3:pipelinedWeightsLoad": False}
-"""The committed prod stack with the peer path on (EFA on, the pipelined loader off: both set the load format)."""
+ON = {"kimi-k3:peerWeightsTransfer": True, "kimi-k3:efaEnabled": True, "kimi-k3:pipelinedWeightsLoad": False, "kimi-k3:engineSnapshot": False,
+      "kimi-k3:engineSnapshotAgentImage": None}
+"""The committed prod stack with the peer path on (EFA on; the pipelined loader and the engine snapshot off: the key excludes both)."""
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +59,7 @@ def _prod(**changes):
 
     config = project.read_stack_config(project.find_project(None, ROOT), "prod")
     values = {**config.values, **ON, **{f"kimi-k3:{k}": (v if isinstance(v, str) else wire.to_wire(v)) for k, v in changes.items()}}
+    values = {k: v for k, v in values.items() if v is not None}
     return from_values(values, config.secret_keys, stack="prod")
 
 
@@ -78,6 +80,8 @@ def test_the_committed_stacks_leave_it_off_and_prod_accepts_it_with_its_requirem
     (dict(pipelinedWeightsLoad=True), r"kimi-k3:peerWeightsTransfer: True is not accepted; both set vLLM's --load-format, and VLLM_PLUGINS=modelexpress stops the kimi_k3_pipelined plugin .*\(kimi-k3:pipelinedWeightsLoad\)"),
     (dict(replicas=1), r"kimi-k3:peerWeightsTransfer: True is not accepted; needs 2 or more replicas \(1\).*\(kimi-k3:replicas\)"),
     (dict(weightsSyncSidecar=False), r"kimi-k3:peerWeightsTransfer: True is not accepted; needs the sync as a sidecar.*\(kimi-k3:weightsSyncSidecar\)"),
+    (dict(engineSnapshot=True, engineSnapshotAgentImage="210987654321.dkr.ecr.us-west-2.amazonaws.com/kimi-k3-snapshot-agent@sha256:" + "2e" * 32),
+     r"kimi-k3:peerWeightsTransfer: True is not accepted; not with the engine snapshot: on the peer path this wrapper stays the parent of vLLM.*\(kimi-k3:engineSnapshot\)"),
     (dict(weightsSha256Manifest=""), r"kimi-k3:peerWeightsTransfer: True is not accepted; needs a sha256 manifest.*\(kimi-k3:weightsSha256Manifest\)"),
 ])
 def test_the_key_is_refused_unless_its_requirements_hold(changes, message):
@@ -87,7 +91,7 @@ def test_the_key_is_refused_unless_its_requirements_hold(changes, message):
 
 def test_the_rules_refuse_every_requirement_apart():
     ok = dict(replicas=2, pipeline_parallel_size=1, node_local_weights=True, sync_sidecar=True, image="r/vllm@sha256:" + "a" * 64, efa_enabled=True,
-              efa_interfaces=16, pipelined_load=False, sha256_manifest="SHA256SUMS")
+              efa_interfaces=16, pipelined_load=False, sha256_manifest="SHA256SUMS", engine_snapshot=False)
     assert peer_transfer.stack_problems(**ok) == []
     assert peer_transfer.stack_problems(**{**ok, "replicas": 0}) == []  # one per reserved node: resolved at deploy time
     for field, value in (("pipeline_parallel_size", 2), ("node_local_weights", False), ("sha256_manifest", None), ("efa_interfaces", 0)):
@@ -101,6 +105,8 @@ def test_the_component_refuses_it_without_node_local_weights_or_beside_the_pipel
         ServingStartup(peer_transfer=True, sync_sidecar=True)
     with pytest.raises(UserError, match=r"peer_transfer and pipelined_load both set vLLM's --load-format"):
         ServingStartup(peer_transfer=True, sync_sidecar=True, node_local_storage_class="local", pipelined_load=True)
+    with pytest.raises(UserError, match=r"peer_transfer and engine_snapshot are not accepted together; not with the engine snapshot"):
+        ServingStartup(peer_transfer=True, sync_sidecar=True, node_local_storage_class="local", engine_snapshot=True)
 
 
 # --- what is rendered -------------------------------------------------------------------------------------------------

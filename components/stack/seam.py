@@ -122,6 +122,7 @@ SEAM: tuple[Feed, ...] = (
     Feed("efaEnabled", "peer_stack_problems", "efa_enabled"),
     Feed("gpuInstanceType", "peer_stack_problems", "efa_interfaces", "the catalog's EFA interfaces of the instance type"),
     Feed("pipelinedWeightsLoad", "peer_stack_problems", "pipelined_load"),
+    Feed("engineSnapshot", "peer_stack_problems", "engine_snapshot"),
     # the Capacity Block assessment's findings
     Feed("capacityReservationId", "CapacityTerms", "reservation"),
     Feed("gpuInstanceType", "CapacityTerms", "instance_type"),

@@ -89,6 +89,11 @@ EFA_ENV: Mapping[str, str] = {
 }
 """libfabric's EFA settings of the engine container on the peer path."""
 
+SNAPSHOT_CONFLICT = ("not with the engine snapshot: on the peer path this wrapper stays the parent of vLLM, so the snapshot agent's "
+                     "dump (the tree rooted at the first process carrying the pod's token) would take the wrapper and its pipe too, "
+                     "a restore no test here has run: choose one")
+"""Why the peer path and ``engineSnapshot`` are refused together (:mod:`kimi_k3.weights.snapshot_agent_loop` ``find_pids``)."""
+
 COLD_LOG = "peer transfer: {reason}: cold path (the node's weights, synced from S3)"
 """The wrapper's line when it takes the cold path (``kimi-k3 startup-report`` reads it)."""
 PEER_LOG = "peer transfer: a serving peer answers at {address}: loading its weights over EFA with ModelExpress (--load-format modelexpress)"
@@ -180,7 +185,7 @@ def capability_problem(added: Iterable[str], level: str) -> str | None:
 
 
 def stack_problems(*, replicas: int, pipeline_parallel_size: int, node_local_weights: bool, sync_sidecar: bool, image: str,
-                   efa_enabled: bool, efa_interfaces: int, pipelined_load: bool, sha256_manifest: str | None) -> list[tuple[str, str]]:
+                   efa_enabled: bool, efa_interfaces: int, pipelined_load: bool, sha256_manifest: str | None, engine_snapshot: bool) -> list[tuple[str, str]]:
     """``(input, why)`` for each reason a stack cannot take a new pod's weights from a serving peer (empty: it can)."""
     problems = []
     if pipeline_parallel_size != 1:
@@ -203,6 +208,8 @@ def stack_problems(*, replicas: int, pipeline_parallel_size: int, node_local_wei
     if pipelined_load:
         problems.append(("pipelined_load", "both set vLLM's --load-format, and VLLM_PLUGINS=modelexpress stops the kimi_k3_pipelined plugin from loading "
                                            "(vllm/plugins/__init__.py: only the plugins VLLM_PLUGINS names load): choose one"))
+    if engine_snapshot:
+        problems.append(("engine_snapshot", SNAPSHOT_CONFLICT))
     return problems
 
 
@@ -314,6 +321,7 @@ __all__ = [
     "PLUGIN",
     "POD_SECURITY_CAPABILITIES",
     "SERVICE_ENV",
+    "SNAPSHOT_CONFLICT",
     "WEIGHTS_MARKER_ENV",
     "WORKER_GRPC_PORT",
     "capability_problem",

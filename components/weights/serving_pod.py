@@ -26,7 +26,7 @@ import pulumi_kubernetes as k8s
 
 from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import UserError
-from kimi_k3.weights import WeightsError, compile_cache, node_local, node_sync, pod_files, snapshot_agent, vllm_loader
+from kimi_k3.weights import WeightsError, compile_cache, node_local, node_sync, peer_transfer, pod_files, snapshot_agent, vllm_loader
 from kimi_k3.weights.s3store import S3Location
 
 WEIGHTS_ROOT = "/weights"
@@ -99,6 +99,8 @@ class ServingStartup:
             raise UserError("serving startup: engine_snapshot needs node_local_storage_class and warmup: the snapshot lives on the node's volume and the warm-up sidecar takes it")
         if self.peer_transfer and (self.node_local_storage_class is None or not self.sync_sidecar):
             raise UserError("serving startup: peer_transfer needs node_local_storage_class and sync_sidecar: the first replica serves its node's weights, and a new pod's engine starts beside the sync it falls back to")
+        if self.peer_transfer and self.engine_snapshot:
+            raise UserError(f"serving startup: peer_transfer and engine_snapshot are not accepted together; {peer_transfer.SNAPSHOT_CONFLICT}")
         if self.peer_transfer and self.pipelined_load:
             raise UserError("serving startup: peer_transfer and pipelined_load both set vLLM's --load-format (VLLM_PLUGINS=modelexpress stops the kimi_k3_pipelined plugin from loading); accepted: one of them")
 

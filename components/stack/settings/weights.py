@@ -90,7 +90,7 @@ def _engine_snapshot(r: Reader, *, instance_type: str, node_local: bool, image: 
     return True, agent_image
 
 
-def _peer_transfer(r: Reader, *, capacity: CapacitySettings, serving: ServingSettings, node_local: bool, sidecar: bool, pipelined: bool) -> bool:
+def _peer_transfer(r: Reader, *, capacity: CapacitySettings, serving: ServingSettings, node_local: bool, sidecar: bool, pipelined: bool, snapshot: bool) -> bool:
     """``peerWeightsTransfer``: the peer path's stack requirements (``peer_transfer.stack_problems``), the first named with its key."""
     if not r.get("peerWeightsTransfer"):
         return False
@@ -102,7 +102,7 @@ def _peer_transfer(r: Reader, *, capacity: CapacitySettings, serving: ServingSet
     problems = peer_transfer.stack_problems(
         replicas=serving.replicas, pipeline_parallel_size=contract.engine.pipeline_parallel_size, node_local_weights=node_local, sync_sidecar=sidecar,
         image=contract.image.image, efa_enabled=bool(capacity.efa_enabled), efa_interfaces=instance.efa_interfaces if instance else 0, pipelined_load=pipelined,
-        sha256_manifest=contract.weights.sha256_manifest,
+        sha256_manifest=contract.weights.sha256_manifest, engine_snapshot=snapshot,
     )
     if problems:
         field, why = problems[0]
@@ -143,7 +143,7 @@ def validate_time_to_serve(
     pipelined = _pipelined_load(r, sidecar=sidecar, manifest=contract.weights.sha256_manifest)
     snapshot, agent_image = _engine_snapshot(r, instance_type=capacity.instance_type, node_local=bool(node_local), image=contract.image.image,
                                              pipeline_parallel_size=contract.engine.pipeline_parallel_size, prod=prod)
-    peer = _peer_transfer(r, capacity=capacity, serving=serving, node_local=bool(node_local), sidecar=bool(sidecar), pipelined=pipelined)
+    peer = _peer_transfer(r, capacity=capacity, serving=serving, node_local=bool(node_local), sidecar=bool(sidecar), pipelined=pipelined, snapshot=snapshot)
     fast = _fast_image_pull(r, capacity, warnings)
     secret_arn, prefix, upstream, serving = _pull_through(r, region, serving, warnings, default_prefix)
     settings = TimeToServeSettings(
