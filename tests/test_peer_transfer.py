@@ -170,6 +170,8 @@ def test_the_gpu_nodes_have_the_efa_security_group_open_to_itself(peer_plan):
     assert set(rules) == {"SecurityGroupIngressRule", "SecurityGroupEgressRule"}, rules
     for rule in rules.values():  # all traffic, to and from the group itself (EC2 user guide, efa-start)
         assert rule["ipProtocol"] == "-1" and rule["referencedSecurityGroupId"] == rule["securityGroupId"]
+    releases = [r for r in peer_plan.by_type("kubernetes:helm.sh/v3:Release") if "efa-device-plugin" in r.name]
+    assert len(releases) == 1  # the EFA device plugin advertises vpc.amazonaws.com/efa (efaEnabled)
     lt = peer_plan.one("aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").plain_inputs
     efa_only = [i for i in lt["networkInterfaces"] if i.get("interfaceType") == "efa-only"]
     assert len(efa_only) == 16 and all(next(iter(rules.values()))["securityGroupId"] in i["securityGroups"] for i in efa_only)
