@@ -321,3 +321,21 @@ def test_a_leader_worker_set_refuses_the_peer_path():
     startup = ServingStartup(peer_transfer=True, sync_sidecar=True, node_local_storage_class="kimi-local-weights")
     with pytest.raises(UserError, match=r"startup.peer_transfer True is not accepted; expected false: a peer's weights come from one pod holding every TP rank"):
         render(startup=startup)
+
+
+def test_no_container_of_the_plan_adds_a_capability_its_namespaces_pod_security_refuses(peer_plan):
+    """Pod Security admission refuses the pod at apply time (Pod Security Standards, "Capabilities"): every workload of the plan
+    with the peer path on, against its namespace's ``enforce`` level."""
+    objects = peer_plan.kubernetes_objects()
+    levels = {m["metadata"]["name"]: m["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce", "privileged") for m in objects if m["kind"] == "Namespace"}
+    checked, refused = [], []
+    for m in objects:
+        spec = (m.get("spec", {}).get("template") or {}).get("spec") if m["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job") else None
+        if spec is None or m["metadata"].get("namespace") not in levels:
+            continue
+        for c in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+            checked.append((m["metadata"]["name"], c["name"]))
+            problem = peer_transfer.capability_problem((c.get("securityContext") or {}).get("capabilities", {}).get("add", []), levels[m["metadata"]["namespace"]])
+            if problem:
+                refused.append((m["metadata"]["name"], c["name"], problem))
+    assert ("kimi-k3-serving", "vllm") in checked and len(checked) >= 10 and refused == []
