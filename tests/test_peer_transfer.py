@@ -125,7 +125,7 @@ def test_the_engine_loads_with_modelexpress_over_every_efa_interface_of_the_node
     assert efa == 16
     assert engine["resources"]["requests"]["vpc.amazonaws.com/efa"] == engine["resources"]["limits"]["vpc.amazonaws.com/efa"] == str(efa)
     assert peer_transfer.efa_request_problem(efa + 1, efa, "p6-b300.48xlarge") == "17 EFA interfaces requested; p6-b300.48xlarge has 16: expected 1..16"
-    assert len(workload["spec"]["template"]["metadata"]["labels"][peer_transfer.PEER_KEY_LABEL]) == 20
+    assert workload["spec"]["template"]["metadata"]["labels"][peer_transfer.PEER_KEY_LABEL] == env["PEER_KEY"] and len(env["PEER_KEY"]) == 20
 
 
 def test_the_peers_service_selects_the_serving_pods_of_the_same_key_with_one_port_per_rank(peer_plan):
@@ -248,7 +248,7 @@ def _run(pod, *, port: int, lines: str = "", sleep: float = 0) -> subprocess.Com
     env = {
         "PATH": pod.path, "PYTHONPATH": str(ROOT), "MX_K8S_SERVICE_PATTERN": "127.0.0.1", "MX_WORKER_GRPC_PORT": str(port),
         "PEER_START_SCRIPT": 'exec vllm serve "$@"', "WEIGHTS_MARKER": str(pod.marker), "PEER_ATTEMPT_MARKER": str(pod.attempt),
-        "FAKE_LINES": lines, "FAKE_SLEEP": str(sleep),
+        "FAKE_LINES": lines, "FAKE_SLEEP": str(sleep), "PEER_KEY": "1725f1a14a7e32136bcb",
     }
     cold = ["/bin/sh", "-c", 'echo "cold path: $*"', "vllm-serve", "--model", "/models/k3", "--load-format", "modelexpress"]
     return subprocess.run([sys.executable, "-m", "kimi_k3.weights.podmain", "peer-start", *cold], env=env, capture_output=True, text=True, timeout=60)
@@ -274,7 +274,8 @@ def test_no_serving_peer_takes_the_cold_path_and_says_why(pod):
     port = _free_port()
     result = _run(pod, port=port)
     assert result.returncode == 0
-    assert f"peer transfer: no serving peer answers at 127.0.0.1:{port} (ConnectionRefusedError" in result.stderr
+    assert ("peer transfer: no serving peer of this image, revision and engine (kimi-k3.io/peer-key=1725f1a14a7e32136bcb) answers at "
+            f"127.0.0.1:{port} (ConnectionRefusedError") in result.stderr
     assert result.stdout == "cold path: --model /models/k3 --load-format modelexpress\n"
     assert not pod.attempt.exists()
 

@@ -373,7 +373,7 @@ class PodKit:
         if manifest is None:
             raise UserError("serving: startup.peer_transfer needs contract.weights.sha256_manifest: the peer path starts the engine once the manifest's config files are verified")
         return {**pod_files.POD_ENV, peer_transfer.PEER_START_ENV: serving_pod.pipelined_engine_start(mount, manifest, start),
-                peer_transfer.WEIGHTS_MARKER_ENV: f"{mount.rstrip('/')}/{node_sync.WEIGHTS_MARKER}"}
+                peer_transfer.WEIGHTS_MARKER_ENV: f"{mount.rstrip('/')}/{node_sync.WEIGHTS_MARKER}", peer_transfer.KEY_ENV: self.peer_key()}
 
     def warmup_sidecar(self) -> k8s.core.v1.ContainerArgs | None:
         """The warm-up-then-save sidecar (``args.startup.warmup``), else ``None``."""

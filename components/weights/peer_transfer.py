@@ -69,6 +69,8 @@ ATTEMPT_MARKER_ENV = "PEER_ATTEMPT_MARKER"
 """Overrides :data:`ATTEMPT_MARKER`'s path (tests)."""
 PEER_START_ENV = "PEER_START_SCRIPT"
 """The peer path's ``/bin/sh -c`` script (wait for the engine's config files, then ``exec vllm serve "$@"``)."""
+KEY_ENV = "PEER_KEY"
+"""This pod's :data:`PEER_KEY_LABEL` value, named in the cold path's log line."""
 SERVICE_ENV = "MX_K8S_SERVICE_PATTERN"
 """The peers Service's name, which ModelExpress's client dials (``metadata/k8s_service_client.py``) and so does :func:`find_peer`."""
 WEIGHTS_MARKER_ENV = "WEIGHTS_MARKER"
@@ -290,6 +292,8 @@ def peer_start(cold: Sequence[str], env: Mapping[str, str], *, log: Callable[[st
         reason = "an earlier start of this pod took the peer path"
     else:
         address, reason = find_peer(env[SERVICE_ENV], int(env.get("MX_WORKER_GRPC_PORT", WORKER_GRPC_PORT)), connect=connect)
+        if address is None and env.get(KEY_ENV):  # the Service selects this key only: a pod of another image or revision is no peer
+            reason = reason.replace("no serving peer", f"no serving peer of this image, revision and engine ({PEER_KEY_LABEL}={env[KEY_ENV]})", 1)
         if address is not None:
             with open(marker, "w") as fh:
                 fh.write(f"{time.monotonic()}\n")
@@ -312,6 +316,7 @@ __all__ = [
     "EFA_RESOURCE",
     "FALLBACK_LOG",
     "FALLBACK_PATTERNS",
+    "KEY_ENV",
     "LOAD_FORMAT",
     "METADATA_PORT",
     "MX_TAG",
