@@ -340,3 +340,22 @@ def test_no_container_of_the_plan_adds_a_capability_its_namespaces_pod_security_
             if problem:
                 refused.append((m["metadata"]["name"], c["name"], problem))
     assert ("kimi-k3-serving", "vllm") in checked and len(checked) >= 10 and refused == []
+
+
+def test_prod_with_the_key_shortens_the_replacement_and_lengthens_every_other_start():
+    """docs/weights.md, "Why off in prod": the trade that paragraph's figures show, from the committed prod stack with and without the key."""
+    from kimi_k3.stack import project, time_to_serve
+    from kimi_k3.stack.settings import load_settings
+
+    def figures(settings) -> dict[str, float]:
+        x = time_to_serve.startup_inputs(settings)
+        out = {case: round(e.minutes, 1) for case, e in estimate.estimate_all(x).items()}
+        peer = estimate.peer_replacement(x)
+        return {**out, "peer": round(peer.minutes, 1), "peer after Ready": round(peer.after_node_ready, 1)}
+
+    committed = figures(load_settings(project.find_project(None, ROOT), "prod"))
+    keyed = figures(_prod())
+    assert committed["peer"] == committed["warm"]  # without the key a replaced node is a warm start
+    assert keyed["peer"] < committed["peer"] and keyed["peer after Ready"] < committed["peer after Ready"]
+    # ... and every other start pays for the pipelined loader and the engine snapshot the key excludes
+    assert all(keyed[case] > committed[case] for case in ("cold", "warm", "pod re-created", "container restart")), (committed, keyed)
