@@ -22,8 +22,10 @@ The engine container starts through ``podmain peer-start`` (:func:`peer_start`):
 * a peer answers: the **peer path**, vLLM started once its config files are verified (:data:`PEER_START_ENV`), the sync
   sidecar still filling the node's disk beside it. The wrapper watches the engine's log: ModelExpress falls through to its
   disk loader when the transfer fails (``Strategy rdma failed, trying next`` …, :data:`FALLBACK_PATTERNS`), and a disk
-  load before the sync has finished would read a partial checkpoint (vLLM 0.27.1's ``DefaultModelLoader`` skips its
-  "weights not initialized" check for quantized models), so the wrapper stops the engine and takes the cold path,
+  load before the sync has finished would read a partial checkpoint (vLLM's ``DefaultModelLoader`` runs its strict
+  "Following weights were not initialized from checkpoint" check for non-quantized models only, ``default_loader.py``
+  in recent releases, *read in a secondary source*, not re-read at 0.27.1; Kimi K3 is MXFP4), so the wrapper stops the
+  engine and takes the cold path,
   naming the reason in the log (:data:`COLD_LOG`). Once the node's weights are complete the fall-through is harmless and
   is only logged.
 
