@@ -121,7 +121,7 @@ def test_prod_against_issue_34s_targets_each_miss_names_the_phase_in_its_way():
 
 
 def test_a_node_replaced_beside_a_serving_peer_takes_the_weights_over_efa():
-    peer = est.peer_replacement(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True))
+    peer = est.peer_replacement(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True, peer_transfer=True))
     transfer = next(p for p in peer.phases if p.name.startswith("weights from a serving peer"))
     assert transfer.minutes == pytest.approx(1560.9 / FIGURES["peer_transfer_rate"].value / 60)
     assert peer.minutes < minutes(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True, pipelined_load=True), "warm")
@@ -202,7 +202,7 @@ def test_the_report_reads_every_new_phase_from_real_format_lines_beside_the_esti
     assert rows["engine snapshot sha256 verify"].measured_min == pytest.approx(1.2 / 60, abs=0.01)
     assert rows["KV cache re-allocated (wake_up)"].measured_min == pytest.approx(1.734902 / 60, abs=0.01)
     assert rows["weights reload into the restored engine (page cache)"].measured_min == pytest.approx(58.31 / 60, abs=0.01)
-    peer = {r.name: r for r in startup.report(est.peer_replacement(PROD), log.measurements).rows}
+    peer = {r.name: r for r in startup.report(est.peer_replacement(replace(PROD, peer_transfer=True)), log.measurements).rows}
     assert peer["weights from a serving peer (NIXL over EFA)"].measured_min == pytest.approx(18.44 / 60, abs=0.01)
     warm = {r.name: r for r in startup.report(est.estimate_case(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True), "warm"), log.measurements).rows}
     assert warm["weights and engine snapshot sync (S3, CRT)"].measured_min == pytest.approx(131 / 60, abs=0.01)

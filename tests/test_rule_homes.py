@@ -259,6 +259,7 @@ ROWS = (
     Row("nlbIdleTimeoutSeconds", 10000, lambda: lambda: ServingFront(nlb_idle_timeout_s=10000, behind_nlb=True), "idle_timeout_s", stack_file="prod"),
     Row("pipelinedWeightsLoad", True, lambda: startup(pipelined_load=True), "pipelined_load"),  # dev: no sync sidecar
     Row("engineSnapshot", True, lambda: startup(engine_snapshot=True, warmup=True), "engine_snapshot"),  # dev: no node-local weights
+    Row("peerWeightsTransfer", True, lambda: startup(peer_transfer=True), "peer_transfer"),  # dev: no node-local weights
     Row("compileCacheS3Uri", "s3://kimi-weights/cache", lambda: startup(compile_cache_s3_uri="s3://kimi-weights/cache"), "compile_cache_s3_uri", S3_WEIGHTS),
     Row("compileCacheS3Uri", "s3://kimi-weights/", lambda: startup(compile_cache_s3_uri="s3://kimi-weights/"), "compile_cache_s3_uri", S3_WEIGHTS),
     # the deploy runner

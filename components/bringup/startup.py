@@ -78,7 +78,8 @@ LOG_DURATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("engine snapshot restore", r"engine snapshot \S+: restored [\d.]+ GB in (?P<s>[\d.]+) s"),
         ("engine snapshot dump", r"engine snapshot \S+: dumped and sealed \d+ files \([\d.]+ GB\) in (?P<s>[\d.]+) s"),  # DUMP_LOG
         # ModelExpress's receive from a serving peer (ai-dynamo/modelexpress modelexpress_client/python/modelexpress/
-        # load_strategy/rdma_strategy.py @ 02d6bd93): "[Worker N] [TIMING] Total receive time: 11.02s"
+        # load_strategy/rdma_strategy.py @ v0.5.1, the tag kimi_k3.weights.peer_transfer.MX_TAG pins; tests/test_peer_transfer.py renders the
+        # vendored file's own f-strings): "[Worker N] [TIMING] Total receive time: 11.02s"
         ("peer transfer", r"\[TIMING\] Total receive time: (?P<s>[\d.]+)s"),
         ("peer transfer (RDMA only)", r"\[TIMING\] RDMA transfer complete: \d+ tensors, [\d.]+ GB, (?P<s>[\d.]+)s"),
         # the pipelined loader (kimi_k3.weights.pipelined_load: WAIT_LOG): how long it waited for shards still in transfer

@@ -326,6 +326,8 @@ def _problems(name: str, args: VllmLeaderWorkerSetArgs) -> tuple[Problems, int |
     for arg in args.contract.engine.extra_args if isinstance(args.contract, ServingContract) else ():
         if flag_of(arg) in _RESERVED_EXTRA_FLAGS:
             problems.reject("contract.engine.extra_args", arg, "the leader-worker set runs vLLM's own multi-node mode across the group and sets the distribution itself")
+    if args.startup is not None and args.startup.peer_transfer:
+        problems.reject("startup.peer_transfer", True, "expected false: a peer's weights come from one pod holding every TP rank (ModelExpress's k8s-service sources); use VllmServer")
     if not isinstance(args.efa_enabled, bool):
         problems.reject("efa_enabled", args.efa_enabled, "expected true or false")
     if args.efa_interfaces is not None:

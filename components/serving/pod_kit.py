@@ -35,7 +35,7 @@ from kimi_k3.serving import api_pod
 from kimi_k3.serving.args import AWS_CLI_IMAGE, VllmServingArgs
 from kimi_k3.serving.contracts import ServingContract
 from kimi_k3.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
-from kimi_k3.weights import compile_cache, engine_snapshot, node_local, node_sync, serving_pod
+from kimi_k3.weights import compile_cache, engine_snapshot, node_local, node_sync, peer_transfer, pod_files, serving_pod
 from kimi_k3.weights.startup_figures import FIGURES
 
 HOME = "/home/vllm"
@@ -297,6 +297,29 @@ class PodKit:
         return self.args.startup is not None and self.args.startup.engine_snapshot
 
     @property
+    def peer_transfer(self) -> bool:
+        """A new pod takes its weights from a serving peer over EFA (``args.startup.peer_transfer``)."""
+        return self.args.startup is not None and self.args.startup.peer_transfer
+
+    def peer_service(self) -> str:
+        """Name of the Service of the serving peers (ModelExpress's ``k8s-service`` backend dials it): ``{name}-peers``."""
+        return f"{self.name}-peers"
+
+    def peer_key(self) -> str:
+        """The :data:`~kimi_k3.weights.peer_transfer.PEER_KEY_LABEL` of this pod: image, model revision, engine args and env."""
+        contract = self.args.contract
+        return peer_transfer.peer_key(image=contract.image.image, model_revision=contract.weights.revision, engine_args=self.engine_args(), engine_env=self.vllm_env())
+
+    def efa_resources(self) -> dict[str, str]:
+        """``vpc.amazonaws.com/efa``: every EFA interface of the node on the peer path (the pod owns the node), else nothing."""
+        if not self.peer_transfer:
+            return {}
+        problem = peer_transfer.efa_request_problem(self.instance.efa_interfaces, self.instance.efa_interfaces, self.instance.name)
+        if problem:
+            raise UserError(f"serving: startup.peer_transfer: {problem}")
+        return {peer_transfer.EFA_RESOURCE: str(self.instance.efa_interfaces)}
+
+    @property
     def pipelined_load(self) -> bool:
         """vLLM starts beside the sync and loads each shard once verified (``args.startup.pipelined_load``, with the sync sidecar)."""
         startup = self.args.startup
@@ -322,15 +345,19 @@ class PodKit:
         engine = api_pod.engine_args(self.args, self.args.contract.weights.mount_path)
         if self.pipelined_load:
             engine = serving_pod.pipelined_args(engine)
+        if self.peer_transfer:
+            engine = peer_transfer.with_load_format(engine)
         if not self.engine_snapshot:
             return engine
         return [*engine, *(f for f in (engine_snapshot.SLEEP_MODE_FLAG, *engine_snapshot.CHECKPOINTABLE_FLAGS) if f not in engine)]
 
     def vllm_env(self) -> dict[str, str]:
         """The contract's vLLM environment, with the dev mode that serves ``/sleep`` and ``/wake_up`` and no all-reduce the
-        checkpoint cannot move (:data:`~kimi_k3.weights.engine_snapshot.CHECKPOINTABLE_ENV`) when the engine is snapshotted."""
+        checkpoint cannot move (:data:`~kimi_k3.weights.engine_snapshot.CHECKPOINTABLE_ENV`) when the engine is snapshotted,
+        and ModelExpress's on the peer path."""
         snapshot = {**engine_snapshot.DEV_MODE_ENV, **engine_snapshot.CHECKPOINTABLE_ENV} if self.engine_snapshot else {}
-        return {**self.args.contract.vllm_env(), **snapshot}
+        mx = peer_transfer.engine_env(service=self.peer_service(), model_revision=self.args.contract.weights.revision) if self.peer_transfer else {}
+        return {**self.args.contract.vllm_env(), **snapshot, **mx}
 
     def snapshot_env(self) -> dict[str, str]:
         """``SNAPSHOT_*`` of the engine container and the warm-up sidecar (the key's plan-time fields, the root, the engine's URL)."""
@@ -339,6 +366,18 @@ class PodKit:
                                                  engine_args=self.engine_args(), engine_env={**self.vllm_env(), **self.pipelined_env()})
         env = serving_pod.snapshot_env(fields, f"http://127.0.0.1:{api_pod.proxy_config(self.args).engine_port}")
         return {**env, "WEIGHTS_MARKER": f"{contract.weights.mount_path.rstrip('/')}/{node_sync.WEIGHTS_MARKER}"}
+
+    def peer_env(self, start: str) -> dict[str, str]:
+        """The peer wrapper's environment (:func:`kimi_k3.weights.peer_transfer.peer_start`): the peer path's start (``start``
+        once the engine's config files are verified) and the sync's whole-manifest marker; nothing when the peer path is off."""
+        if not self.peer_transfer:
+            return {}
+        mount = self.args.contract.weights.mount_path
+        manifest = self.args.contract.weights.sha256_manifest
+        if manifest is None:
+            raise UserError("serving: startup.peer_transfer needs contract.weights.sha256_manifest: the peer path starts the engine once the manifest's config files are verified")
+        return {**pod_files.POD_ENV, peer_transfer.PEER_START_ENV: serving_pod.pipelined_engine_start(mount, manifest, start),
+                peer_transfer.WEIGHTS_MARKER_ENV: f"{mount.rstrip('/')}/{node_sync.WEIGHTS_MARKER}", peer_transfer.KEY_ENV: self.peer_key()}
 
     def warmup_sidecar(self) -> k8s.core.v1.ContainerArgs | None:
         """The warm-up-then-save sidecar (``args.startup.warmup``), else ``None``."""
@@ -412,14 +451,18 @@ class PodKit:
         contract = args.contract
         # Exec form: `vllm` is the container's PID 1 and receives SIGTERM itself (the AOT wrapper execs it).
         command = ["/bin/sh", "-c", serving_pod.aot_load_wrapper(CACHE_RESTORED_MARKER), "vllm-serve"] if self.compile_cache_uri() else ["vllm", "serve"]
+        peer_env: dict[str, str] = {}
         if args.startup is not None and args.startup.sync_sidecar:  # the weights are still arriving when this container starts
             start = command[2] if command[0] == "/bin/sh" else 'exec vllm serve "$@"'
             wait = serving_pod.pipelined_engine_start(contract.weights.mount_path, self.pipelined_manifest(), start) if self.pipelined_load \
                 else serving_pod.wait_for_weights(contract.weights.mount_path, start)
             command = ["/bin/sh", "-c", wait, "vllm-serve"]
+            peer_env = self.peer_env(start)
         mounts = self.mounts(shm=True)
-        if self.pipelined_load or self.engine_snapshot:  # the loader plugin (weights/vllm_loader), the restore wrapper: pod modules
+        if self.pipelined_load or self.engine_snapshot or self.peer_transfer:  # the loader plugin, the restore and peer wrappers: pod modules
             mounts = [*mounts, serving_pod.code_mount()]
+        if self.peer_transfer:  # the weights from a serving peer over EFA, else the command above (cold)
+            command = serving_pod.peer_start_command(command)
         if self.engine_snapshot:  # restore the snapshot of this pod's key into this container, else the command above (cold)
             command = serving_pod.engine_start_command(command)
             mounts = [*mounts, serving_pod.snapshot_mount("models")]
@@ -429,8 +472,8 @@ class PodKit:
             image_pull_policy=contract.image.pull_policy,
             command=command,
             args=self.engine_args(),
-            env=self.engine_env({**self.pipelined_env(), **(self.snapshot_env() if self.engine_snapshot else {})}),
-            resources=self.engine_resources(beside_proxy=True),
+            env=self.engine_env({**self.pipelined_env(), **peer_env, **(self.snapshot_env() if self.engine_snapshot else {})}),
+            resources=self.engine_resources(self.efa_resources(), beside_proxy=True),
             **self.probes(),
             lifecycle=api_pod.engine_lifecycle(args),
             security_context=container_security_context(),

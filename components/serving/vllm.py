@@ -27,12 +27,12 @@ from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import labels
 from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
-from kimi_k3.serving import api_pod
+from kimi_k3.serving import api_pod, peer_weights
 from kimi_k3.serving.args import VllmServingArgs
 from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
 from kimi_k3.serving.block_end import ScaleTarget
 from kimi_k3.serving.validation import validate_serving_args
-from kimi_k3.weights import node_local, pod_files
+from kimi_k3.weights import node_local, peer_transfer, pod_files
 from kimi_k3.weights.serving_pod import WARMUP_CHECKOV_SKIPS
 
 
@@ -81,6 +81,12 @@ class VllmServer(VllmServingBase):
         foundation = self._declare_foundation(name, args)
         kit, selector = foundation.kit, foundation.selector
         pod_labels = {**foundation.common, **selector, "app.kubernetes.io/component": "server", labels.MODEL_LABEL: labels.MODEL}
+        self.peers_service: k8s.core.v1.Service | None = None
+        if kit.peer_transfer:  # every serving pod is a weight source for the next (ModelExpress's k8s-service backend)
+            key = kit.peer_key()
+            pod_labels[peer_transfer.PEER_KEY_LABEL] = key
+            self.peers_service = peer_weights.peers_service(name, args.namespace, selector, key, kit.instance.gpus, foundation.common, foundation.in_namespace)
+            peer_weights.peers_network_policy(name, args.namespace, selector, key, kit.instance.gpus, foundation.common, foundation.in_namespace)
 
         pod_annotations = {**scrape_annotations(args), **api_pod.template_annotations(args)}
         warmup = kit.warmup_sidecar()

@@ -45,6 +45,7 @@ INPUTS = {
     "startup_warnings": "kimi_k3.weights.estimate:startup_warnings",
     "StartupInputs": "kimi_k3.weights.estimate:StartupInputs",
     "CapacityTerms": "kimi_k3.capacity.assessment:Terms",
+    "peer_stack_problems": "kimi_k3.weights.peer_transfer:stack_problems",  # the inputs peerWeightsTransfer's refusal names
 }
 """Each component input the seam names, and where it lives (``module:attribute``)."""
 
@@ -111,6 +112,17 @@ SEAM: tuple[Feed, ...] = (
     Feed("engineReadyTimeoutSeconds", "startup_warnings", "ready_timeout_s"),
     Feed("capacityReservationId", "startup_warnings", "block_hours", "the block's remaining hours, read from the reservation"),
     Feed("weightsSource", "StartupInputs", "weights_source", "the stack always passes it"),
+    # what peerWeightsTransfer needs (kimi_k3.weights.peer_transfer.stack_problems): its refusal names the key behind the input
+    Feed("pipelineParallelSize", "peer_stack_problems", "pipeline_parallel_size"),
+    Feed("replicas", "peer_stack_problems", "replicas"),
+    Feed("nodeLocalWeights", "peer_stack_problems", "node_local_weights"),
+    Feed("weightsSyncSidecar", "peer_stack_problems", "sync_sidecar"),
+    Feed("weightsSha256Manifest", "peer_stack_problems", "sha256_manifest"),
+    Feed("servingImage", "peer_stack_problems", "image"),
+    Feed("efaEnabled", "peer_stack_problems", "efa_enabled"),
+    Feed("gpuInstanceType", "peer_stack_problems", "efa_interfaces", "the catalog's EFA interfaces of the instance type"),
+    Feed("pipelinedWeightsLoad", "peer_stack_problems", "pipelined_load"),
+    Feed("engineSnapshot", "peer_stack_problems", "engine_snapshot"),
     # the Capacity Block assessment's findings
     Feed("capacityReservationId", "CapacityTerms", "reservation"),
     Feed("gpuInstanceType", "CapacityTerms", "instance_type"),

@@ -83,6 +83,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
         sidecar_sync=t.sync_sidecar,
         pipelined_load=t.pipelined_load,
         engine_snapshot=t.engine_snapshot,
+        peer_transfer=t.peer_transfer,
         drain_s=(drain.engine_pre_stop_s, min(drain.engine_pre_stop_s + drain.drain_s, drain.grace_s)),
     )
 
@@ -125,6 +126,7 @@ def serving_startup(settings: StackSettings, *, multi_node: bool) -> ServingStar
         sync_sidecar=t.sync_sidecar,
         pipelined_load=t.pipelined_load,
         engine_snapshot=t.engine_snapshot,
+        peer_transfer=t.peer_transfer,
     )
 
 

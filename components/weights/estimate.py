@@ -103,6 +103,9 @@ class StartupInputs:
     engine_snapshot_s3: bool = False
     """The snapshot's copy in S3 restores a new node of a later block (warm) and a node replaced beside a peer; with
     :attr:`engine_snapshot`. Not deployed: ``engineSnapshot`` keeps the snapshot on the node only."""
+    peer_transfer: bool = False
+    """A replaced node's pod takes the weights GPU to GPU from a serving replica over EFA with ModelExpress
+    (:mod:`kimi_k3.weights.peer_transfer`, ``peerWeightsTransfer``); otherwise :func:`peer_replacement` is a warm start."""
     drain_s: tuple[int, int] = (35, 1835)
     """Seconds from a re-created pod's delete until its engine exits and releases the GPUs: (no request in flight, the longest drain)."""
 
@@ -399,7 +402,10 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
 
 def peer_replacement(x: StartupInputs) -> CaseEstimate:
     """A node replaced in a block while another replica serves: the weights GPU to GPU from that peer over EFA (NIXL,
-    ModelExpress-style) instead of S3, the engine restored from the S3 copy of its snapshot (else started with the caches)."""
+    ModelExpress-style) instead of S3, the engine restored from the S3 copy of its snapshot (else started with the caches).
+    Without :attr:`StartupInputs.peer_transfer` the replaced node's pod syncs from S3 like any new node: the ``warm`` case."""
+    if not x.peer_transfer:
+        return CaseEstimate("node replaced beside a serving peer", estimate_case(x, "warm").phases)
     restored = x.engine_snapshot and x.engine_snapshot_s3 and x.node_local_weights
     size_gb = x.weights_bytes / 1e9
     peer = FIGURES["peer_transfer_rate"]

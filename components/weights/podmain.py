@@ -18,6 +18,8 @@ comes from the environment the pod spec sets:
   ``WEIGHTS_MARKER``): restore
   the engine snapshot of this pod's key (:mod:`.snapshot_pod`) and stay as its placeholder, else ``exec CMD`` (cold);
   ``warmup-then-save`` with ``SNAPSHOT_ROOT`` snapshots the engine after its first healthy start, before the warm-up;
+* ``peer-start CMD…`` (the engine container with ``peerWeightsTransfer``: ``MX_K8S_SERVICE_PATTERN``, ``PEER_START_SCRIPT``,
+  ``WEIGHTS_MARKER``): the weights from a serving peer over EFA with ModelExpress, else ``exec CMD`` (:mod:`.peer_transfer`);
 * ``snapshot-agent`` (the agent DaemonSet, ``SNAPSHOT_ROOT``, ``SNAPSHOT_GPUS``): answer the pods' dump/restore requests.
 
 Exit status: 0 done, 1 failed (the message is on stderr). ``cache-*`` and the sidecar never
@@ -126,6 +128,12 @@ def _engine_start(command: list[str]) -> int:
     return 1  # pragma: no cover  (execvp does not return)
 
 
+def _peer_start(command: list[str]) -> int:
+    from kimi_k3.weights import peer_transfer  # the pod's entry point: each subcommand loads only its own modules
+
+    return peer_transfer.peer_start(command, os.environ, log=_log)
+
+
 def _snapshot_after_healthy() -> None:
     from pathlib import Path  # the pod's entry point: each subcommand loads only its own modules
 
@@ -171,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) > 1 and argv[0] == "engine-start":
         return _engine_start(argv[1:])
+    if len(argv) > 1 and argv[0] == "peer-start":
+        return _peer_start(argv[1:])
     if len(argv) != 1 or argv[0] not in ACTIONS:
-        print(f"usage: python3 -m kimi_k3.weights.podmain {{{'|'.join(ACTIONS)}}} | engine-start CMD...", file=sys.stderr)
+        print(f"usage: python3 -m kimi_k3.weights.podmain {{{'|'.join(ACTIONS)}}} | engine-start CMD... | peer-start CMD...", file=sys.stderr)
         return 2
     return ACTIONS[argv[0]]()
 

@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 from kimi_k3.core.s3 import S3Prefix, as_prefix
 from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import UserError
-from kimi_k3.weights import WeightsError, compile_cache, node_local, node_sync, pod_files, snapshot_agent, vllm_loader
+from kimi_k3.weights import WeightsError, compile_cache, node_local, node_sync, peer_transfer, pod_files, snapshot_agent, vllm_loader
 from kimi_k3.weights.s3store import S3Location
 
 WEIGHTS_ROOT = "/weights"
@@ -100,6 +100,10 @@ class ServingStartup:
     pipelined_load: bool = False
     """With :attr:`sync_sidecar`: the engine starts once its config files are verified and loads with the pipelined loader
     (``--load-format`` :data:`kimi_k3.weights.vllm_loader.LOAD_FORMAT`), each shard once verified (:func:`pipelined_engine_start`)."""
+    peer_transfer: bool = False
+    """Take a new pod's weights from a serving peer over EFA with ModelExpress (:mod:`kimi_k3.weights.peer_transfer`): the engine
+    container starts through ``podmain peer-start`` and vLLM loads with ``--load-format modelexpress``. Needs node-local weights and
+    the sync sidecar (the cold fall-back), and excludes :attr:`pipelined_load` (both set the load format)."""
 
     def __post_init__(self) -> None:
         if self.pipelined_load and not self.sync_sidecar:
@@ -112,6 +116,12 @@ class ServingStartup:
             raise UserError("serving startup: compile_cache_s3_uri needs warmup: the sidecar saves the caches once the replica is warmed up")
         if self.engine_snapshot and (self.node_local_storage_class is None or not self.warmup):
             raise UserError("serving startup: engine_snapshot needs node_local_storage_class and warmup: the snapshot lives on the node's volume and the warm-up sidecar takes it")
+        if self.peer_transfer and (self.node_local_storage_class is None or not self.sync_sidecar):
+            raise UserError("serving startup: peer_transfer needs node_local_storage_class and sync_sidecar: the first replica serves its node's weights, and a new pod's engine starts beside the sync it falls back to")
+        if self.peer_transfer and self.engine_snapshot:
+            raise UserError(f"serving startup: peer_transfer and engine_snapshot are not accepted together; {peer_transfer.SNAPSHOT_CONFLICT}")
+        if self.peer_transfer and self.pipelined_load:
+            raise UserError("serving startup: peer_transfer and pipelined_load both set vLLM's --load-format (VLLM_PLUGINS=modelexpress stops the kimi_k3_pipelined plugin from loading); accepted: one of them")
 
     @property
     def cache_prefix(self) -> S3Prefix | None:
@@ -123,7 +133,7 @@ class ServingStartup:
     @property
     def needs_code(self) -> bool:
         """The pod runs the project's pod-side modules (a ConfigMap volume)."""
-        return self.warmup or self.compile_cache_s3_uri is not None or self.pipelined_load or self.engine_snapshot
+        return self.warmup or self.compile_cache_s3_uri is not None or self.pipelined_load or self.engine_snapshot or self.peer_transfer
 
 
 def cache_object_uri(startup: ServingStartup, inputs: compile_cache.CacheKeyInputs) -> str | None:
@@ -288,6 +298,11 @@ def engine_start_command(cold: Sequence[str]) -> list[str]:
     return ["python3", "-m", "kimi_k3.weights.podmain", "engine-start", *cold]
 
 
+def peer_start_command(cold: Sequence[str]) -> list[str]:
+    """The engine container's command with a peer transfer: ``podmain peer-start`` takes the peer path, else execs ``cold`` (the args follow)."""
+    return ["python3", "-m", "kimi_k3.weights.podmain", "peer-start", *cold]
+
+
 def snapshot_key_fields(*, image: str, gpu: str, gpus: int, model_revision: str, engine_args: Sequence[str], engine_env: Mapping[str, str]) -> str:
     """``SNAPSHOT_KEY_FIELDS``: the :class:`~kimi_k3.weights.engine_snapshot.SnapshotKey` fields the plan knows (the pod adds the node's driver)."""
     return json.dumps({"image": image, "gpu": gpu, "gpus": gpus, "model_revision": model_revision, "engine_args": list(engine_args),
@@ -329,6 +344,7 @@ __all__ = [
     "cache_restore_container",
     "code_volume",
     "engine_start_command",
+    "peer_start_command",
     "pipelined_args",
     "pipelined_engine_start",
     "pipelined_env",

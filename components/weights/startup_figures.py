@@ -267,9 +267,12 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
     ),
     "peer_transfer_rate": _fig(
         _median(170.54 / 1.5, 681 / 15), "GB/s",
-        "GPU-to-GPU from a serving peer over RDMA with NIXL (ModelExpress), node-wide: ai-dynamo/modelexpress docs/POC_TRTLLM.md (read), "
-        "Llama-70B TP8 170.54 GB at ~1.5 s a rank; CLAUDE.md of the same repository (read), DeepSeek-V3 681 GB in ~15 s; middle of the two. "
-        "docs/BENCHMARKS.md (read): DeepSeek-V4-Pro weights in 11 s, API ready in 1 min 44 s with kernel artifacts (8 x B200)",
+        "GPU-to-GPU from a serving peer over RDMA with NIXL (ModelExpress), node-wide: ai-dynamo/modelexpress @ v0.5.1 (the tag "
+        "kimi_k3.weights.peer_transfer pins) docs/ARCHITECTURE.md and docs/DEPLOYMENT.md (read), DeepSeek-V3 681 GB across 8 GPUs in ~15 s; "
+        "docs/POC_TRTLLM.md of the same repository's history (commit b7b39291, not in the tag; read), Llama-70B TP8 170.54 GB at ~1.5 s a rank; "
+        "middle of the two. docs/BENCHMARKS.md @ v0.5.1 (read): DeepSeek-V4-Pro model loading 11 s P2P against 1 min 10 s from local storage, "
+        "API ready in 1 min 44 s with kernel artifacts against 7 min with P2P weights only (8 x B200, ConnectX-7; the model's size is not "
+        "given there, so no rate is taken from it)",
         low=681 / 15, high=170.54 / 1.5,
     ),
     "nat_data_processing": _fig(0.045, "USD/GB", "Amazon VPC pricing, NAT gateway data processing in us-east-1 (recalled, not re-read here; check the region's price)", estimate=True),

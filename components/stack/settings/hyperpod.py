@@ -37,7 +37,7 @@ EKS_ONLY_KEYS = (
     "servingExtraRoutes", "servingMaxGenerationSeconds", "servingDrainSeconds", "servingPreStopSeconds",
     "servingTerminationGraceSeconds", "nlbIdleTimeoutSeconds", "weightsKmsKeyArn",
     "prometheusOperatorEnabled", "prometheusOperatorInstall", "prometheusOperatorChartVersion", "deliveryCheckEnabled",
-    "weightsStagingJob", "weightsStagingImage", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "weightsSyncSidecar", "pipelinedWeightsLoad", "engineSnapshot", "engineSnapshotAgentImage", "imagePrePull", "fastImagePull",
+    "weightsStagingJob", "weightsStagingImage", "weightsBucketName", "compileCacheS3Uri", "nodeLocalWeights", "weightsSyncSidecar", "pipelinedWeightsLoad", "engineSnapshot", "peerWeightsTransfer", "engineSnapshotAgentImage", "imagePrePull", "fastImagePull",
     "dockerHubPullThroughSecretArn", "ecrPullThroughPrefix", "weightsVerifyHasher", "nodeCleanupImage",
     "conversationRouting", "routerSessionHeader", "routerReplicas", "routerPreStopSeconds", "routerImage",
 )

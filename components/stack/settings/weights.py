@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from kimi_k3.core.s3 import S3Prefix
 from kimi_k3.errors import SettingsError, UserError
 from kimi_k3.serving.contracts import ContractError, ImageContract
+from kimi_k3.stack import seam
 from kimi_k3.stack.settings.capacity import CapacitySettings
 from kimi_k3.stack.settings.reader import Reader, full_key, one_of
 from kimi_k3.stack.settings.serving import ServingSettings
@@ -37,6 +38,8 @@ class TimeToServeSettings:
     """The engine starts beside the sync sidecar and its loader reads each shard once verified (``pipelinedWeightsLoad``)."""
     engine_snapshot: bool = False
     """Restore instead of rebuild: the snapshot agent and the engine's restore-or-cold wrapper (``engineSnapshot``)."""
+    peer_transfer: bool = False
+    """A new pod's weights from a serving peer over EFA with ModelExpress (``peerWeightsTransfer``)."""
     snapshot_agent_image: str | None = None
     """Image of the snapshot agent (``engineSnapshotAgentImage``); set when ``engine_snapshot`` is."""
     node_cleanup_image: str = "registry.k8s.io/sig-storage/local-volume-node-cleanup:v2.9.0"
@@ -88,6 +91,26 @@ def _engine_snapshot(r: Reader, *, instance_type: str, node_local: bool, image: 
     return True, agent_image
 
 
+def _peer_transfer(r: Reader, *, capacity: CapacitySettings, serving: ServingSettings, node_local: bool, sidecar: bool, pipelined: bool, snapshot: bool) -> bool:
+    """``peerWeightsTransfer``: the peer path's stack requirements (``peer_transfer.stack_problems``), the first named with its key."""
+    if not r.get("peerWeightsTransfer"):
+        return False
+    from kimi_k3.core import catalog  # the catalog's EFA interfaces of the GPU instance type
+    from kimi_k3.weights import peer_transfer  # the weights components load when a stack is validated, not when settings are imported
+
+    contract = serving.contract
+    instance = catalog.INSTANCE_TYPES.get(capacity.instance_type)
+    problems = peer_transfer.stack_problems(
+        replicas=serving.replicas, pipeline_parallel_size=contract.engine.pipeline_parallel_size, node_local_weights=node_local, sync_sidecar=sidecar,
+        image=contract.image.image, efa_enabled=bool(capacity.efa_enabled), efa_interfaces=instance.efa_interfaces if instance else 0, pipelined_load=pipelined,
+        sha256_manifest=contract.weights.sha256_manifest, engine_snapshot=snapshot,
+    )
+    if problems:
+        field, why = problems[0]
+        raise SettingsError(full_key("peerWeightsTransfer"), True, f"{why} ({seam.config_key('peer_stack_problems', field)})")
+    return True
+
+
 def _image_like(ref: str) -> bool:
     """``ref`` parses as an image reference with a tag or a digest (the serving contract's parser)."""
     try:
@@ -121,11 +144,12 @@ def validate_time_to_serve(
     pipelined = _pipelined_load(r, sidecar=sidecar, manifest=contract.weights.sha256_manifest)
     snapshot, agent_image = _engine_snapshot(r, instance_type=capacity.instance_type, node_local=bool(node_local), image=contract.image.image,
                                              pipeline_parallel_size=contract.engine.pipeline_parallel_size, prod=prod)
+    peer = _peer_transfer(r, capacity=capacity, serving=serving, node_local=bool(node_local), sidecar=bool(sidecar), pipelined=pipelined, snapshot=snapshot)
     fast = _fast_image_pull(r, capacity, warnings)
     secret_arn, prefix, upstream, serving = _pull_through(r, region, serving, warnings, default_prefix)
     settings = TimeToServeSettings(
         staging_job=staging, staging_image=staging_image if staging else None, bucket_name=bucket_name, compile_cache_s3_uri=cache, node_local_weights=node_local, node_cleanup_image=cleanup_image,
-        sync_sidecar=sidecar, pipelined_load=pipelined, engine_snapshot=snapshot, snapshot_agent_image=agent_image,
+        sync_sidecar=sidecar, pipelined_load=pipelined, engine_snapshot=snapshot, snapshot_agent_image=agent_image, peer_transfer=peer,
         image_prepull=r.get("imagePrePull"), fast_image_pull=fast, pull_through_secret_arn=secret_arn,
         pull_through_upstream_image=upstream, pull_through_prefix=prefix, verify_hasher=hasher,
     )
