@@ -628,6 +628,24 @@ moment_rows("scale-up before EKS's scale-down", "capacity/scaling.py EKS_SCALEDO
             site="capacity/scale_up.py::plan_scale_up: now >= block.end - EKS_SCALEDOWN_BEFORE_END")
 
 
+def _update_nodes(now: datetime) -> object:
+    from kimi_k3.capacity import node_update as nu
+    from kimi_k3.capacity.scale_up import NodeGroupSize
+    from tests.builders import block_facts
+
+    block = block_facts(state="active", start=T0 - timedelta(days=1), end=T0 + timedelta(days=6), instance_count=2)
+    group = nu.NodeGroupState(NodeGroupSize("kimi-k3-prod", "gpu", 0, 2, 2, "ACTIVE"), nu.NodeVersions("1.34", "1.34.2-20251120"),
+                              "AL2023_x86_64_NVIDIA", None, block.reservation_id, instances=2)
+    figures = nu.DowntimeFigures(drain_s=2015, drain_rounds=2, update_s=120, node_start_min=9.2, node_case="warm", price_per_hour=112.3)
+    return nu.plan_node_update(group, block, now, nu.NodeVersions(release_version="1.34.3-20251215"), figures)
+
+
+moment_rows("update-nodes serves again before EKS's scale-down", "capacity/node_update.py plan_node_update (2 x 2015 s drain + 120 s update + 9.2 min "
+            "node start = 79 min; EKS scales a Capacity Block group to 0 40 minutes before the end)", _update_nodes,
+            last_accepted=T0 + timedelta(days=6, minutes=-40 - 79), message="too late for a node update",
+            site="capacity/node_update.py::plan_node_update: plan.serving_again_at > plan.scaledown_at")
+
+
 def _extendable(now: datetime) -> object:
     from kimi_k3.capacity.extensions import check_extendable
     from tests.builders import block_facts
@@ -1326,6 +1344,8 @@ limit(Limit("engine snapshot GPUs", "min", 1, 0, "gpus 0 must be at least 1", "w
 
 
 NOT_LIMITS: dict[str, str] = {
+    "capacity/node_update.py::wait_update: ticker.now() + timedelta(seconds=poll_s) > deadline": "how long update-nodes waits for EKS's update (--wait-minutes; a wait that ends in an error), not a limit of a value",
+    "capacity/node_update.py::wait_no_instances: ticker.now() + timedelta(seconds=poll_s) > deadline": "how long update-nodes waits for the group's instances to go (--wait-minutes), not a limit of a value",
     "offline/image_store.py::root_volume_problem: seconds <= IMAGE_WRITE_BUDGET_S": "an offline apply-time rule on a plan's launch template (tests/test_image_store.py probes its edge: 615 MiB/s accepted, 600 refused), not a value a user sets",
     "weights/pipelined_load.py::verified_shards: clock() - start > timeout_s": "how long the loader waits for the sync (a wait that ends in an error), not a limit of a value",
     "weights/node_sync.py::sync_streams: 1 <= streams <= 16": "the sync's stream count, a module constant (node_sync.SYNC_STREAMS) no user sets; tests/test_node_sync_streams.py probes 0, 17 and True",
