@@ -85,10 +85,9 @@ snap_fetch() {
   echo "fetched $(grep -c . "$dir/SHA256SUMS") files and KEY last from $src in $(( $(date +%s) - start )) s"
 }
 snapshot_copier() {
-  # runs while the shell that started it does (the sidecar's, for the pod's life; a one-shot run's, until it ends)
-  set +e; main=$$
+  set +e
   mkdir -p "$snap_q"
-  while kill -0 "$main" 2>/dev/null; do
+  while :; do
     for req in "$snap_q"/upload.* "$snap_q"/fetch.*; do
       [ -f "$req" ] || continue
       name=${req##*/}
@@ -110,8 +109,9 @@ snapshot_copier() {
 
 
 def copier_script(script: str) -> str:
-    """``script`` (the sync) with the snapshot copier running beside it in the background, for the pod's life (the sidecar's)."""
-    return f"{COPIER_FUNCTIONS}\nsnapshot_copier &\n{script}"
+    """``script`` (the sync) with the snapshot copier running beside it in the background, for the pod's life (the sidecar's);
+    not with ``SYNC_ONESHOT=1`` (the script run outside a pod, which ends once synced)."""
+    return f'{COPIER_FUNCTIONS}\n[ "${{SYNC_ONESHOT:-0}}" = 1 ] || snapshot_copier &\n{script}'
 
 
 def copier_env(compile_cache_s3_uri: str) -> dict[str, str]:
