@@ -299,3 +299,45 @@ def test_the_s3_copy_needs_the_snapshot_the_sidecar_and_the_cache_prefix():
     assert env["SNAPSHOT_S3_URI"] == "s3://acme-cache/cc/engine-snapshots/" and env["SNAPSHOT_ROOT"] == snapshot_copy.SIDECAR_SNAPSHOT_ROOT
     assert "snapshot_copier &" in serving_pod.sync_script(True, sidecar=True, snapshot_copy_on=True)
     assert "snapshot_copier" not in serving_pod.sync_script(True, sidecar=True)
+
+
+def test_prod_deploys_the_copy_expires_it_and_its_role_reaches_only_the_cache_prefix(prod_plan):
+    from tests.test_time_to_serve_stack import containers, env, serving_workload
+
+    pod = serving_workload(prod_plan)["spec"]["template"]["spec"]
+    prefix = "s3://acme-ml-weights-us-west-2/compile-cache/engine-snapshots/"
+    sync = containers(pod, "initContainers")["fetch-weights"]
+    assert env(sync)["SNAPSHOT_S3_URI"] == prefix and env(sync)["SNAPSHOT_ROOT"] == snapshot_copy.SIDECAR_SNAPSHOT_ROOT
+    assert "snapshot_copier &" in sync["command"][2]
+    assert any(m["mountPath"] == serving_pod.WEIGHTS_ROOT and "subPath" not in m for m in sync["volumeMounts"])  # the volume's root: the snapshots too
+    for name in ("vllm", "warmup"):
+        assert env(containers(pod)[name])["SNAPSHOT_S3_URI"] == prefix
+    (life,) = [r for r in prod_plan.resources if r.type == "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"]
+    rule = next(r for r in life.plain_inputs["rules"] if r["id"] == "expire-compile-cache-engine-snapshots")
+    assert rule["filter"] == {"prefix": "compile-cache/engine-snapshots/"} and rule["expiration"] == {"days": engine_snapshot.S3_COPY_EXPIRY_DAYS}
+    (policy,) = [r for r in prod_plan.resources if r.type == "aws:iam/rolePolicy:RolePolicy" and r.name.endswith("-weights-compile-cache")]
+    statements = json.loads(policy.plain_inputs["policy"])["Statement"]
+    writes = next(s for s in statements if "s3:PutObject" in s["Action"])
+    assert writes["Resource"] == ["arn:aws:s3:::acme-ml-weights-us-west-2/compile-cache/*"]  # the copies' prefix is inside it, nothing else is
+
+
+def test_the_estimate_follows_what_is_deployed_and_counts_the_first_dump_before_ready():
+    from kimi_k3.stack import time_to_serve
+    from kimi_k3.stack.settings import load_stack
+    from kimi_k3.weights import estimate
+
+    prod = load_stack("prod")
+    x = time_to_serve.startup_inputs(prod)
+    assert x.engine_snapshot_s3 and time_to_serve.engine_snapshot_s3(prod)
+    assert not time_to_serve.startup_inputs(replace(prod, time_to_serve=replace(prod.time_to_serve, sync_sidecar=False, pipelined_load=False))).engine_snapshot_s3
+    cold, warm = estimate.estimate_case(x, "cold"), estimate.estimate_case(x, "warm")
+    names = [p.name for p in cold.phases]
+    dump = [n for n in names if n.startswith("engine snapshot dump")]
+    assert len(dump) == 6 and names.index(dump[-1]) < names.index("first request (warm-up before Ready)")  # paid before Ready
+    assert sum(p.minutes for p in cold.phases if p.name in dump) == pytest.approx(estimate.dump_minutes(x)) and 1.5 < estimate.dump_minutes(x) < 2.5
+    assert not any(p.name.startswith("engine snapshot dump") for p in warm.phases)  # restored from the S3 copy: nothing to dump
+    no_copy = estimate.estimate_case(replace(x, engine_snapshot_s3=False), "warm")
+    assert any(p.name.startswith("engine snapshot dump") for p in no_copy.phases)  # a new node without the copy dumps the key again
+    assert warm.minutes <= 8 < no_copy.minutes and warm.after_node_ready < 3.5
+    fetch = next(p for p in warm.phases if p.name.startswith("engine snapshot from S3"))
+    assert fetch.lane == "engine" and fetch.minutes == pytest.approx(90 / (13 / 2) / 60, rel=0.05)

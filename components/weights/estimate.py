@@ -496,6 +496,10 @@ def format_estimates(x: StartupInputs, estimates: dict[str, CaseEstimate] | None
     """``time to first token: cold 15 min (11–21), ...`` and the cost per start at the block rate."""
     estimates = estimates or estimate_all(x)
     lines = ["time to first token: " + ", ".join(case_text(e) for e in estimates.values())]
+    dump = dump_minutes(x)
+    if dump:
+        where = "the cold case" if x.engine_snapshot_s3 else "the cold and warm cases (no S3 copy: each new node dumps again)"
+        lines.append(f"engine snapshot: the first start of a key dumps it before Ready, {dump:.1f} min of {where}; a restored start dumps nothing")
     price = block_price(x.instance_type)
     if price is None:
         od = catalog.INSTANCE_TYPES[x.instance_type].on_demand_usd_per_hour
