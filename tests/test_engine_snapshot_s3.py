@@ -283,7 +283,7 @@ def test_the_pod_key_carries_the_nodes_kernel_and_gpu_bus_ids(tmp_path):
 
 def test_the_queue_and_the_sidecars_view_of_the_root_are_the_pods():
     assert snapshot_pod.CopyChannel.QUEUE == snapshot_copy.QUEUE
-    assert snapshot_copy.SIDECAR_SNAPSHOT_ROOT == f"{serving_pod.WEIGHTS_ROOT}/{snapshot_agent.SNAPSHOT_SUBPATH}"
+    assert f"{serving_pod.WEIGHTS_ROOT}/{snapshot_agent.SNAPSHOT_SUBPATH}" == snapshot_copy.SIDECAR_SNAPSHOT_ROOT
     assert engine_snapshot.s3_copy_uri("s3://b/compile-cache/") == "s3://b/compile-cache/engine-snapshots/"
 
 

@@ -120,6 +120,11 @@ def validate_time_to_serve(
     pipelined = _pipelined_load(r, sidecar=sidecar, manifest=contract.weights.sha256_manifest)
     snapshot, agent_image = _engine_snapshot(r, instance_type=capacity.instance_type, node_local=bool(node_local), image=contract.image.image,
                                              pipeline_parallel_size=contract.engine.pipeline_parallel_size, prod=prod)
+    if snapshot and sidecar and cache_uri is not None and bucket_name != cache_uri.removeprefix("s3://").split("/", 1)[0]:
+        warnings.append(
+            f"{full_key('engineSnapshot')}: the snapshots' S3 copies under {cache_uri}engine-snapshots/ do not expire: {full_key('weightsBucketName')} "
+            "does not declare the cache's bucket, so its lifecycle rule is not declared here; add an expiration rule on that prefix where the bucket is managed"
+        )
     fast = _fast_image_pull(r, capacity, warnings)
     secret_arn, prefix, upstream, serving = _pull_through(r, region, serving, warnings, default_prefix)
     settings = TimeToServeSettings(
