@@ -496,10 +496,6 @@ def format_estimates(x: StartupInputs, estimates: dict[str, CaseEstimate] | None
     """``time to first token: cold 15 min (11–21), ...`` and the cost per start at the block rate."""
     estimates = estimates or estimate_all(x)
     lines = ["time to first token: " + ", ".join(case_text(e) for e in estimates.values())]
-    dump = dump_minutes(x)
-    if dump:
-        where = "the cold case" if x.engine_snapshot_s3 else "the cold and warm cases (no S3 copy: each new node dumps again)"
-        lines.append(f"engine snapshot: the first start of a key dumps it before Ready, {dump:.1f} min of {where}; a restored start dumps nothing")
     price = block_price(x.instance_type)
     if price is None:
         od = catalog.INSTANCE_TYPES[x.instance_type].on_demand_usd_per_hour
@@ -508,6 +504,10 @@ def format_estimates(x: StartupInputs, estimates: dict[str, CaseEstimate] | None
         nodes = f"{x.nodes} nodes" if x.nodes != 1 else "1 node"
         costs = ", ".join(f"{case} ${e.cost_usd(price.value, x.nodes):,.0f}" for case, e in estimates.items())
         lines.append(f"cost per start at ${price.value:g}/instance-h x {nodes} (block rate{', estimate' if price.estimate else ''}, {price.date}): {costs}")
+    dump = dump_minutes(x)
+    if dump:
+        where = "the cold case" if x.engine_snapshot_s3 else "the cold and warm cases (no S3 copy: each new node dumps again)"
+        lines.append(f"engine snapshot: the first start of a key dumps it before Ready, {dump:.1f} min of {where}; a restored start dumps nothing")
     return lines
 
 
