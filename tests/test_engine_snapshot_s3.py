@@ -23,6 +23,7 @@ import pytest
 
 from kimi_k3.errors import UserError
 from kimi_k3.weights import engine_snapshot, node_sync, serving_pod, snapshot_agent, snapshot_copy, snapshot_pod
+from tests.conftest import ROOT
 from tests.test_engine_snapshot_pod import KEY, FakeVllm, agent_thread, fake_dump
 
 KEY = replace(KEY, kernel_release="6.12.40-64.114.amzn2023.x86_64", gpu_bus_ids=tuple(f"00000000:{b}:00.0" for b in ("0A", "1A", "2A", "3A", "8A", "9A", "AA", "BA")))
@@ -341,3 +342,27 @@ def test_the_estimate_follows_what_is_deployed_and_counts_the_first_dump_before_
     assert warm.minutes <= 8 < no_copy.minutes and warm.after_node_ready < 3.5
     fetch = next(p for p in warm.phases if p.name.startswith("engine snapshot from S3"))
     assert fetch.lane == "engine" and fetch.minutes == pytest.approx(90 / (13 / 2) / 60, rel=0.05)
+
+
+def test_copies_in_a_bucket_the_stack_does_not_declare_are_warned_about_and_get_no_rule():
+    from kimi_k3.stack.settings import load_stack
+    from kimi_k3.weights import time_to_serve as tts
+
+    prod = load_stack("prod")
+    assert not any("do not expire" in w for w in prod.warnings)  # prod declares the cache's bucket: its lifecycle expires them
+    import yaml
+
+    from kimi_k3.stack import settings
+
+    values = {k: v if isinstance(v, str) else json.dumps(v) for k, v in yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"].items()}
+    values.pop("kimi-k3:weightsBucketName")  # the bucket managed elsewhere
+    values.pop("kimi-k3:weightsStagingJob")  # not this test's subject
+    values["kimi-k3:apiKey"] = "offline-placeholder"
+    managed_elsewhere = settings.from_values(values, {"kimi-k3:apiKey"}, stack="prod")
+    assert managed_elsewhere.time_to_serve.engine_snapshot and managed_elsewhere.time_to_serve.sync_sidecar
+    (warning,) = [w for w in managed_elsewhere.warnings if "do not expire" in w]
+    assert warning.startswith("kimi-k3:engineSnapshot: the snapshots' S3 copies under s3://") and "kimi-k3:weightsBucketName" in warning
+    args = tts.TimeToServeArgs(region="us-west-2", cluster_name="c", engine_image="i", instance_type="p6-b300.48xlarge", model_id="m", revision="f" * 40,
+                               bucket_name="another-bucket", engine_snapshot_s3_uri="s3://acme-cache/cc/engine-snapshots/")
+    assert tts.snapshot_copy_expiry(args) == {}
+    assert tts.snapshot_copy_expiry(replace(args, bucket_name="acme-cache")) == {"cc/engine-snapshots/": engine_snapshot.S3_COPY_EXPIRY_DAYS}
