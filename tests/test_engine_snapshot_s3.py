@@ -268,6 +268,12 @@ def test_the_warm_up_sidecar_asks_for_the_upload_after_the_seal_and_not_for_a_re
         assert snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(vllm.url), snapshot_pod.AgentChannel(root, poll_s=0.01), root, KEY, log.append, "pod-a",
                                                    copies=copies)
         assert [r["action"] for r in seen] == ["dump"] and "a sealed snapshot of this key is on the node: no dump" in log[-2]
+        # a refused copy's files (no KEY) are not sealed with the next dump: the directory starts empty
+        directory = snapshot_pod.snapshot_dir(root, KEY)
+        (directory / "KEY").unlink()
+        (directory / "pages-99.img").write_bytes(b"a refused S3 copy's file")
+        assert snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(vllm.url), snapshot_pod.AgentChannel(root, poll_s=0.01), root, KEY, log.append, "pod-a")
+        assert "pages-99.img" not in (directory / "SHA256SUMS").read_text() and not (directory / "pages-99.img").exists()
     finally:
         stop.set()
         vllm.close()
@@ -313,6 +319,8 @@ def test_prod_deploys_the_copy_expires_it_and_its_role_reaches_only_the_cache_pr
     assert any(m["mountPath"] == serving_pod.WEIGHTS_ROOT and "subPath" not in m for m in sync["volumeMounts"])  # the volume's root: the snapshots too
     for name in ("vllm", "warmup"):
         assert env(containers(pod)[name])["SNAPSHOT_S3_URI"] == prefix
+    # the pipelined loader reads the restored engine's reload shard by shard: the wrapper does not wait for the whole weights marker
+    assert "WEIGHTS_MARKER" not in env(containers(pod)["vllm"])
     (life,) = [r for r in prod_plan.resources if r.type == "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"]
     rule = next(r for r in life.plain_inputs["rules"] if r["id"] == "expire-compile-cache-engine-snapshots")
     assert rule["filter"] == {"prefix": "compile-cache/engine-snapshots/"} and rule["expiration"] == {"days": engine_snapshot.S3_COPY_EXPIRY_DAYS}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
 import urllib.error
@@ -266,8 +267,8 @@ def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key:
         log(engine_snapshot.COLD_LOG.format(key=short, reason=f"POST /sleep?level={SLEEP_LEVEL} refused (needs --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1): no snapshot"))
         return False
     try:
+        shutil.rmtree(directory, ignore_errors=True)  # no file of an earlier dump or of a refused S3 copy is sealed with this one
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
         answer = agent.ask("dump", key=key.digest(), directory=key.digest(), token=token)
         if not answer.get("ok"):
             log(engine_snapshot.COLD_LOG.format(key=short, reason=f"dump failed: {answer.get('error', 'no reason given')}: no snapshot"))
