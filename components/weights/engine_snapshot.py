@@ -25,7 +25,8 @@ into. What it needs (:data:`REQUIREMENTS`), each checked before a restore, any m
 
 A snapshot is only as good as its key: :class:`SnapshotKey` is the image digest, the driver
 version, the GPU model and count, the model revision, the engine's arguments and environment
-(the profile). The dump writes ``SHA256SUMS`` of every file, then ``KEY`` last (atomically): the
+(the profile), and the node's kernel and GPU PCI bus IDs, what another node must share for the
+snapshot's S3 copy to restore there (:mod:`kimi_k3.weights.snapshot_copy`). The dump writes ``SHA256SUMS`` of every file, then ``KEY`` last (atomically): the
 restore side checks the key field by field (:func:`restore_decision`, naming the first field that
 differs), then every file's sha256 against the manifest, as the weights are verified; anything
 short of all of it is a cold start, never a partial restore.
