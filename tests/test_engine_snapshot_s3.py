@@ -47,6 +47,8 @@ case "$1 $2" in
     for f in $want; do
       [ -n "${FAKE_FAIL:-}" ] && [ "$f" = "$FAKE_FAIL" ] && exit 1
       [ -f "$src$f" ] || continue
+      # as the AWS CLI's sync: a destination file of the same size, written after the source, is skipped (awscli s3 sync's size and time check)
+      [ -f "$dst$f" ] && [ "$(wc -c < "$src$f")" = "$(wc -c < "$dst$f")" ] && [ "$dst$f" -nt "$src$f" ] && continue
       mkdir -p "$dst"; cp "$src$f" "$dst$f.tmp$$"; mv "$dst$f.tmp$$" "$dst$f"
     done
     exit 0 ;;
@@ -234,6 +236,25 @@ def test_one_corrupted_byte_in_the_copy_is_a_cold_start_naming_the_file(tmp_path
     assert not restored and seen == []
     assert "the S3 copy, fetched: snapshot file pages-1.img: sha256" in log[-1]
     assert not (snapshot_pod.snapshot_dir(tmp_path / "node-b", KEY) / "KEY").exists()
+    pages[12345] ^= 1  # the copy repaired (a new upload): the next start fetches it and restores
+    (copy / "pages-1.img").write_bytes(bytes(pages))
+    restored, log, seen = restore_on(tmp_path, tmp_path / "node-b")
+    assert restored and [r["action"] for r in seen] == ["restore"], log
+
+
+def test_a_local_file_gone_bad_is_fetched_again_whole_not_skipped_by_the_sync(tmp_path):
+    """A node whose fetched snapshot lost its KEY (a restore that never answered) and has a file of the right size but wrong bytes:
+    the next fetch starts from an empty directory, since ``aws s3 sync`` skips a local file of the same size written after the object."""
+    uploaded(tmp_path)
+    node = tmp_path / "node-b"
+    assert restore_on(tmp_path, node)[0]
+    local = snapshot_pod.snapshot_dir(node, KEY)
+    (local / "KEY").unlink()
+    pages = bytearray((local / "pages-1.img").read_bytes())
+    pages[7] ^= 1
+    (local / "pages-1.img").write_bytes(bytes(pages))
+    restored, log, _ = restore_on(tmp_path, node)
+    assert restored, log
 
 
 def test_no_copy_or_a_failed_download_is_a_cold_start_named_in_the_log(tmp_path):
