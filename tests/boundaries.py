@@ -1035,6 +1035,9 @@ component("weights bucket: abort incomplete uploads after (days)", 1, 365, "abor
           lambda d: _bucket(abort_incomplete_days=d), WB + "1 <= args.abort_incomplete_days <= 365")
 component("weights bucket: noncurrent versions kept (days)", 1, 3650, "noncurrent_version_days 1-3650", "weights/bucket.py validate (S3 lifecycle NoncurrentVersionExpiration)",
           lambda d: _bucket(noncurrent_version_days=d), WB + "1 <= args.noncurrent_version_days <= 3650")
+component("weights bucket: a prefix's objects expire after (days)", 1, 3650, "expected a key prefix ending with '/' and 1-3650 days",
+          "weights/bucket.py validate (S3 lifecycle Expiration Days: a positive integer; the engine snapshots' copies)",
+          lambda d: _bucket(expiring_prefixes={"compile-cache/engine-snapshots/": d}), WB + "1 <= days <= 3650")
 limit(
     Limit("weights bucket name length", "min", "abc", "ab", "expected 3-63 lower-case letters", "weights/bucket.py _BUCKET (S3 bucket naming rules: 3 to 63)", lambda n: _bucket(bucket_name=n)),
     Limit("weights bucket name length", "max", "b" * 63, "b" * 64, "expected 3-63 lower-case letters", "weights/bucket.py _BUCKET (S3 bucket naming rules: 3 to 63)", lambda n: _bucket(bucket_name=n),

@@ -31,12 +31,13 @@ TARGETS = {"cold": 12, "warm": 8, "pod re-created": 2, "container restart": 1.5}
 def test_a_snapshot_restores_only_under_its_own_key_and_names_the_first_field_that_differs():
     assert engine_snapshot.restore_decision(KEY.to_json(), KEY)[0] is True
     for change, field in ((dict(driver_version="590.86.10"), "driver_version"), (dict(image=IMAGE[:-1] + "b"), "image"), (dict(gpu="B200"), "gpu"),
-                          (dict(engine_args=("--tensor-parallel-size", "8")), "engine_args"), (dict(model_revision="e" * 40), "model_revision")):
+                          (dict(engine_args=("--tensor-parallel-size", "8")), "engine_args"), (dict(model_revision="e" * 40), "model_revision"),
+                          (dict(kernel_release="6.12.0-other"), "kernel_release"), (dict(gpu_bus_ids=("00000000:1A:00.0",)), "gpu_bus_ids")):
         ok, reason = engine_snapshot.restore_decision(replace(KEY, **change).to_json(), KEY)
         assert not ok and reason.startswith(f"snapshot {field} ") and reason.endswith("cold start"), reason
     assert engine_snapshot.restore_decision(None, KEY) == (False, "no snapshot (KEY missing): cold start")
     assert not engine_snapshot.restore_decision("{not json", KEY)[0]
-    assert not engine_snapshot.restore_decision(KEY.to_json().replace('"v1"', '"v0"'), KEY)[0]  # another layout
+    assert not engine_snapshot.restore_decision(KEY.to_json().replace(f'"{engine_snapshot.KEY_VERSION}"', '"v0"'), KEY)[0]  # another layout
     assert KEY.digest() != replace(KEY, engine_env=(("VLLM_USE_V1", "0"),)).digest()
 
 

@@ -194,12 +194,18 @@ def test_a_vllm_0_27_1_format_log_gives_every_phase_it_prints_beside_the_prod_es
     assert measured == {
         "engine start", "weights load into GPUs (page cache), each shard once verified", "last shard into the GPUs (pipelined load)",
         "compile (cold)", "profile run and KV cache", "CUDA graph capture (51 sizes)",
+        # the first dump of the key (engineSnapshot), before Ready: vLLM's own sleep and wake-up lines
+        "engine snapshot dump: sleep level 2", "engine snapshot dump: wake, KV cache re-allocated",
     }
     # what the engine log cannot time: the node and the pod (the cluster's objects), the sync (its own container's log), the kernel
     # JIT (inside the profile run), memory profiling (0.27.1 logs "Memory profiling takes" at DEBUG: vllm/v1/worker/gpu_worker.py:562)
     assert set(rows) - measured == {
         "node boot, join and GPUs advertised", "pod start", "weights sync (S3, CRT)", "sha256 verify (overlapped; tail after the last file)",
         "engine image pull (DaemonSet, beside the sync)", "kernel JIT and autotune (cold)", "memory profiling", "first request (warm-up before Ready)",
+        # the dump's device, CRIU and seal parts are one line of the warm-up sidecar's log (DUMP_LOG), not the engine's, and this log
+        # has no line of the wake's reload
+        "engine snapshot dump: cuda-checkpoint (GPUs side by side)", "engine snapshot dump: CRIU writes the pages to the NVMe",
+        "engine snapshot dump: SHA256SUMS then KEY (seal)", "engine snapshot dump: wake, weights reloaded (page cache)",
     }
     assert rows["compile (cold)"].measured_min == round(138.6 / 60, 2) and rows["last shard into the GPUs (pipelined load)"].measured_min == 0.14
     text = "\n".join(startup.render(startup.report(estimate.estimate_case(prod, "container restart"), log.measurements)))

@@ -21,7 +21,7 @@ from kimi_k3.core import catalog, labels
 from kimi_k3.serving.contracts import ServingContract
 from kimi_k3.serving.vllm import VllmServer, VllmServerArgs
 from kimi_k3.stack import time_to_serve
-from kimi_k3.weights import compile_cache, estimate, image_pull, node_local, node_sync, serving_pod
+from kimi_k3.weights import compile_cache, estimate, image_pull, node_local, node_sync, serving_pod, snapshot_copy
 from kimi_k3.weights import time_to_serve as tts_component
 from kimi_k3.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs
 from tests.conftest import NOW
@@ -133,7 +133,8 @@ def test_prod_pod_syncs_at_line_rate_restores_caches_and_warms_up_before_ready(p
     init = containers(pod, "initContainers")
     assert list(init) == ["fetch-weights", "restore-compile-cache"]  # no second sha256 pass: verification overlaps the sync
     fetch = init["fetch-weights"]
-    assert fetch["command"] == ["/bin/sh", "-c", node_sync.sidecar_script(node_local.PRUNE_SCRIPT + node_sync.NODE_SYNC_SCRIPT)]
+    # the sync as a native sidecar, with the engine snapshot's S3 copier beside it (engineSnapshot with the sidecar and the cache prefix)
+    assert fetch["command"] == ["/bin/sh", "-c", snapshot_copy.copier_script(node_sync.sidecar_script(node_local.PRUNE_SCRIPT + node_sync.NODE_SYNC_SCRIPT))]
     assert fetch["restartPolicy"] == "Always" and fetch["startupProbe"]["exec"]["command"] == ["test", "-f", serving_pod.SYNC_DECIDED]  # a native sidecar
     fetch_env = env(fetch)
     assert fetch_env["TARGET_BANDWIDTH"] == str(node_sync.target_bandwidth_bytes_per_s("p6-b300.48xlarge"))

@@ -258,6 +258,8 @@ PHASE_EVIDENCE: Mapping[str, tuple[str, ...]] = {
     "engine snapshot restore (CRIU + cuda-checkpoint)": ("engine snapshot restore",),
     "weights reload into the restored engine (page cache)": ("weights reload",),
     "KV cache re-allocated (wake_up)": ("wake up",),
+    "engine snapshot dump: sleep level 2": ("sleep",),  # the first dump of a key (estimate.dump_phases), before Ready
+    "engine snapshot dump: wake, KV cache re-allocated": ("wake up",),
     "weights from a serving peer (NIXL over EFA)": ("peer transfer", "peer transfer (RDMA only)"),
     "weights load into GPUs (page cache), each shard once verified": ("model loading", "weights load"),
     "last shard into the GPUs (pipelined load)": ("pipelined load wait",),

@@ -16,6 +16,7 @@ engine log is ``warm``, a compile is ``cold``. Read-only; writes ``--out`` (defa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,8 @@ def cmd_startup_report(args: argparse.Namespace) -> int:
     nodes, pods, events = startup.split_kinds(objects)
     measurements = [*startup.cluster_measurements(nodes, pods, events), *log.measurements]
     case = args.case or ("warm" if log.cache_hit else "cold")
+    if inputs.engine_snapshot_s3 and not any(m.what == "engine snapshot restore" for m in log.measurements):
+        inputs = dataclasses.replace(inputs, engine_snapshot_s3=False)  # this start restored no snapshot: compare it with the start that rebuilds
     result = startup.report(estimate.estimate_case(inputs, case), measurements, cache_hit=log.cache_hit,
                             kv_cache_memory_bytes=log.kv_cache_memory_bytes, sources=sources)
     print("\n".join(startup.render(result)))

@@ -258,7 +258,7 @@ class PodKit:
                 name="fetch-weights",
                 image=args.init_image,
                 image_pull_policy="IfNotPresent",
-                command=["/bin/sh", "-c", serving_pod.sync_script(node_local_weights, sidecar=startup.sync_sidecar)],
+                command=["/bin/sh", "-c", serving_pod.sync_script(node_local_weights, sidecar=startup.sync_sidecar, snapshot_copy_on=startup.engine_snapshot_s3)],
                 env=plain_env({**HOME_ENV, **env}),
                 resources=k8s.core.v1.ResourceRequirementsArgs(requests=resources, limits=resources),
                 security_context=container_security_context(),
@@ -364,7 +364,10 @@ class PodKit:
         contract = self.args.contract
         fields = serving_pod.snapshot_key_fields(image=contract.image.image, gpu=self.instance.gpu, gpus=self.instance.gpus, model_revision=contract.weights.revision,
                                                  engine_args=self.engine_args(), engine_env={**self.vllm_env(), **self.pipelined_env()})
-        env = serving_pod.snapshot_env(fields, f"http://127.0.0.1:{api_pod.proxy_config(self.args).engine_port}")
+        env = serving_pod.snapshot_env(fields, f"http://127.0.0.1:{api_pod.proxy_config(self.args).engine_port}",
+                                       self.args.startup.engine_snapshot_s3_uri if self.args.startup is not None else None)
+        if self.pipelined_load:  # the restored engine's reload reads through the pipelined loader, which waits for each shard itself
+            return env
         return {**env, "WEIGHTS_MARKER": f"{contract.weights.mount_path.rstrip('/')}/{node_sync.WEIGHTS_MARKER}"}
 
     def peer_env(self, start: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ import pulumi
 
 from kimi_k3.stack import seam
 from kimi_k3.stack.settings import StackSettings
-from kimi_k3.weights import estimate, image_pull, node_local, node_sync
+from kimi_k3.weights import engine_snapshot, estimate, image_pull, node_local, node_sync
 from kimi_k3.weights.serving_pod import SIDECAR_SYNC_CPUS, ServingStartup
 from kimi_k3.weights.time_to_serve import STORAGE_CLASS, TimeToServeArgs
 
@@ -29,6 +29,14 @@ from kimi_k3.weights.time_to_serve import STORAGE_CLASS, TimeToServeArgs
 def hasher_of(verify_hasher: str) -> str:
     """The estimate's hasher for ``weightsVerifyHasher`` (``auto`` takes openssl, which the sync prefers when the image has it)."""
     return "sha256sum" if verify_hasher == "sha256sum" else "openssl"
+
+
+def engine_snapshot_s3(settings: StackSettings) -> bool:
+    """The engine snapshot's S3 copy is deployed: ``engineSnapshot`` with the sync sidecar (``weightsSyncSidecar``, the pod's AWS CLI
+    container that copies it) and ``compileCacheS3Uri`` (the prefix the pods' role reads and writes). No key of its own: the copy is
+    the snapshot's, in the bucket and under the role the caches already have (docs/weights.md)."""
+    t = settings.time_to_serve
+    return t.engine_snapshot and t.sync_sidecar and t.compile_cache_s3_uri is not None
 
 
 def stack_facts(settings: StackSettings) -> estimate.StartupInputs:
@@ -84,6 +92,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
         pipelined_load=t.pipelined_load,
         engine_snapshot=t.engine_snapshot,
         peer_transfer=t.peer_transfer,
+        engine_snapshot_s3=engine_snapshot_s3(settings),
         drain_s=(drain.engine_pre_stop_s, min(drain.engine_pre_stop_s + drain.drain_s, drain.grace_s)),
     )
 
@@ -127,6 +136,7 @@ def serving_startup(settings: StackSettings, *, multi_node: bool) -> ServingStar
         pipelined_load=t.pipelined_load,
         engine_snapshot=t.engine_snapshot,
         peer_transfer=t.peer_transfer,
+        engine_snapshot_s3=engine_snapshot_s3(settings),
     )
 
 
@@ -142,11 +152,13 @@ def args_from_settings(settings: StackSettings, *, cluster_name: pulumi.Input[st
         hugging_face_token=hugging_face_token, node_local_weights=t.node_local_weights, node_cleanup_image=t.node_cleanup_image, image_prepull=t.image_prepull,
         pull_through_secret_arn=t.pull_through_secret_arn, pull_through_prefix=t.pull_through_prefix, node_role_name=node_role_name, tags=dict(tags or {}),
         snapshot_agent_image=t.snapshot_agent_image, gpus=settings.instance.gpus,
+        engine_snapshot_s3_uri=engine_snapshot.s3_copy_uri(t.compile_cache_s3_uri.uri) if engine_snapshot_s3(settings) and t.compile_cache_s3_uri else None,
     )
 
 
 __all__ = [
     "args_from_settings",
+    "engine_snapshot_s3",
     "estimate_lines",
     "serving_startup",
     "startup_inputs",

@@ -10,8 +10,9 @@ Two kinds of modules live here:
   :mod:`.peer_transfer` (ModelExpress over EFA).
   They import only the standard library and boto3 (present in the vLLM image), never Pulumi;
   :data:`POD_MODULES` lists them;
-* pure builders for the stack (IAM policies, the staging Job, the node sync script, the image
-  pre-pull DaemonSet, node-local storage, the start-up estimate), which may import Pulumi.
+* pure builders for the stack (IAM policies, the staging Job, the node sync script and the engine
+  snapshot's S3 copier beside it, :mod:`.snapshot_copy`, the image pre-pull DaemonSet, node-local
+  storage, the start-up estimate), which may import Pulumi.
 
 Errors raised by the pod-side code are :class:`WeightsError`; the CLI turns them into one line.
 See ``docs/weights.md`` for the design and its sources.

@@ -37,6 +37,10 @@ class WeightsBucketArgs:
     """Days after which unfinished multipart uploads are aborted."""
     noncurrent_version_days: int = 30
     """Days a replaced or deleted object version is kept."""
+    expiring_prefixes: Mapping[str, int] = field(default_factory=dict)
+    """Key prefixes (``a/b/``) whose objects S3 expires that many days after their creation, one lifecycle rule each (the engine
+    snapshots' S3 copies: :data:`kimi_k3.weights.engine_snapshot.S3_COPY_EXPIRY_DAYS`). A bucket has one lifecycle configuration,
+    which ``PutBucketLifecycleConfiguration`` replaces whole (Amazon S3 API reference), so every rule lives in this one resource."""
     protect: bool = True
     """Refuse to delete the bucket from Pulumi (1.56 TB takes hours to stage again)."""
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -49,6 +53,9 @@ def validate(args: WeightsBucketArgs) -> None:
         raise UserError(f"weights bucket: bucket_name {args.bucket_name!r} is not accepted; expected 3-63 lower-case letters, digits, '.' or '-'")
     if not 1 <= args.abort_incomplete_days <= 365 or not 1 <= args.noncurrent_version_days <= 3650:
         raise UserError("weights bucket: abort_incomplete_days must be 1-365 and noncurrent_version_days 1-3650")
+    for prefix, days in args.expiring_prefixes.items():
+        if not prefix.endswith("/") or prefix.startswith("/") or not 1 <= days <= 3650:
+            raise UserError(f"weights bucket: expiring_prefixes {prefix!r}: {days!r} is not accepted; expected a key prefix ending with '/' and 1-3650 days")
 
 
 @checked_component
@@ -86,7 +93,13 @@ class WeightsBucket(pulumi.ComponentResource):
                     filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
                     abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(days_after_initiation=args.abort_incomplete_days),
                     noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(noncurrent_days=args.noncurrent_version_days),
-                )
+                ),
+                *(aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id=f"expire-{prefix.strip('/').replace('/', '-')}"[:255],
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=prefix),
+                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=days),
+                ) for prefix, days in sorted(args.expiring_prefixes.items())),
             ],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
         )

@@ -25,7 +25,8 @@ into. What it needs (:data:`REQUIREMENTS`), each checked before a restore, any m
 
 A snapshot is only as good as its key: :class:`SnapshotKey` is the image digest, the driver
 version, the GPU model and count, the model revision, the engine's arguments and environment
-(the profile). The dump writes ``SHA256SUMS`` of every file, then ``KEY`` last (atomically): the
+(the profile), and the node's kernel and GPU PCI bus IDs, what another node must share for the
+snapshot's S3 copy to restore there (:mod:`kimi_k3.weights.snapshot_copy`). The dump writes ``SHA256SUMS`` of every file, then ``KEY`` last (atomically): the
 restore side checks the key field by field (:func:`restore_decision`, naming the first field that
 differs), then every file's sha256 against the manifest, as the weights are verified; anything
 short of all of it is a cold start, never a partial restore.
@@ -44,8 +45,8 @@ try:
 except ModuleNotFoundError:  # in a pod (kimi_k3.weights.pod_files ships no kimi_k3.errors: it imports Pulumi); the pod reports a bad key as a cold start
     UserError = ValueError  # type: ignore[misc, assignment]
 
-KEY_VERSION = "v1"
-"""Bump when the snapshot layout or the key's fields change."""
+KEY_VERSION = "v2"
+"""Bump when the snapshot layout or the key's fields change (v2: the node's kernel and GPU PCI bus IDs, for the S3 copy)."""
 MIN_DRIVER_SINGLE_GPU = 580
 """Dynamo Snapshot's minimum driver branch (docs.nvidia.com/dynamo, Snapshotting GPU Workers, prerequisites)."""
 MIN_DRIVER_MULTI_GPU = 590
@@ -123,6 +124,15 @@ class SnapshotKey:
     """``vllm serve`` arguments (the profile): memory layout, capture sizes, parallelism."""
     engine_env: tuple[tuple[str, str], ...] = ()
     """The engine's environment that changes compiled code or memory (sorted name/value pairs)."""
+    kernel_release: str = ""
+    """The node's kernel (``uname -r``; a container shares the host's): CRIU restores a process tree onto the kernel whose
+    interfaces it dumped (criu.org "What cannot be checkpointed": kernel features are checked on restore), and the S3 copy
+    restores on another node, whose kernel the AMI release fixes."""
+    gpu_bus_ids: tuple[str, ...] = ()
+    """The node's GPUs' PCI bus IDs in index order (``nvidia-smi --query-gpu=pci.bus_id``): a restored process keeps the dump
+    side's bus IDs (``cuDeviceGetPCIBusId``), and NCCL resolves its devices by bus ID (``nvmlDeviceGetHandleByPciBusId``), which
+    fails on a node whose GPUs sit at other addresses (NVIDIA/cuda-checkpoint#48). The same layout restores index onto index,
+    cuda-checkpoint's default without ``--device-map`` (NVIDIA/cuda-checkpoint#46, #54)."""
 
     def __post_init__(self) -> None:
         if not _DIGEST.search(self.image):
@@ -139,6 +149,28 @@ class SnapshotKey:
     def digest(self) -> str:
         """Hex sha256 of :meth:`to_json`: the snapshot's directory name on the node and its object name in S3."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+S3_COPY_PREFIX = "engine-snapshots/"
+"""Where the snapshots' S3 copies live under the compile-cache prefix (``<compileCacheS3Uri>engine-snapshots/<key digest>/``):
+the pods' role already reads and writes only that prefix (:func:`kimi_k3.weights.compile_cache.compile_cache_policy`), and the
+cache archives are ``<prefix><key>.tar`` objects beside it, never under it."""
+S3_COPY_EXPIRY_DAYS = 14
+"""Days after which S3 expires a copy's objects (a lifecycle rule on :data:`S3_COPY_PREFIX`, ``WeightsBucket``): a key outlives
+a new image, driver or AMI release rarely longer, and a block two weeks later restores from its own first start instead."""
+S3_CLAIM = "CLAIM"
+"""The object an uploader writes first with ``If-None-Match: *`` (S3 conditional writes: "Add preconditions to S3 operations
+with conditional requests", Amazon S3 user guide; a second writer gets 412 Precondition Failed): two replicas that dumped the
+same key never interleave their files in one copy. Written once, it is never replaced: the copy expires as a whole."""
+FETCH_LOG = "engine snapshot {key}: fetched the S3 copy in {seconds:.1f} s"
+"""The wrapper's line when the S3 copy of its key has landed on a new node (then verified as a local snapshot: :data:`VERIFY_LOG`)."""
+UPLOAD_LOG = "engine snapshot {key}: asked the sync sidecar to copy it to S3 ({uri})"
+"""The warm-up sidecar's line after a seal when the S3 copy is on (the copy's own line is the sync sidecar's)."""
+
+
+def s3_copy_uri(compile_cache_s3_uri: str) -> str:
+    """``s3://bucket/<cache prefix>engine-snapshots/``: the prefix of every snapshot's S3 copy (one ``<key digest>/`` under it)."""
+    return f"{compile_cache_s3_uri.rstrip('/')}/{S3_COPY_PREFIX}"
 
 
 def requirement_problems(driver_version: str, gpus: int, criu_version: tuple[int, int] | None, arch: str = "x86_64") -> list[str]:
@@ -224,19 +256,22 @@ def key_from_json(text: str) -> SnapshotKey:
     data.pop("version", None)
     data["engine_args"] = tuple(data.get("engine_args", ()))
     data["engine_env"] = tuple(tuple(pair) for pair in data.get("engine_env", ()))
+    data["gpu_bus_ids"] = tuple(data.get("gpu_bus_ids", ()))
     return SnapshotKey(**data)
 
 
-def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_revision: str, engine_args: Sequence[str], engine_env: Mapping[str, str]) -> SnapshotKey:
+def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_revision: str, engine_args: Sequence[str], engine_env: Mapping[str, str],
+                 kernel_release: str = "", gpu_bus_ids: Sequence[str] = ()) -> SnapshotKey:
     """The :class:`SnapshotKey` of a serving pod (the env sorted, so the same pod gives the same key)."""
     return SnapshotKey(image=image, driver_version=driver_version, gpu=gpu, gpus=gpus, model_revision=model_revision,
-                       engine_args=tuple(engine_args), engine_env=tuple(sorted(engine_env.items())))
+                       engine_args=tuple(engine_args), engine_env=tuple(sorted(engine_env.items())), kernel_release=kernel_release, gpu_bus_ids=tuple(gpu_bus_ids))
 
 
 __all__ = [
     "COLD_LOG",
     "DEV_MODE_ENV",
     "DUMP_LOG",
+    "FETCH_LOG",
     "INSTANCE_ARCH",
     "KEY_FILE",
     "KEY_VERSION",
@@ -245,8 +280,12 @@ __all__ = [
     "MIN_DRIVER_SINGLE_GPU",
     "REQUIREMENTS",
     "RESTORE_LOG",
+    "S3_CLAIM",
+    "S3_COPY_EXPIRY_DAYS",
+    "S3_COPY_PREFIX",
     "SLEEP_MODE_FLAG",
     "SNAPSHOT_MANIFEST",
+    "UPLOAD_LOG",
     "VERIFY_LOG",
     "SnapshotKey",
     "key_from_json",
@@ -254,6 +293,7 @@ __all__ = [
     "manifest_problems",
     "requirement_problems",
     "restore_decision",
+    "s3_copy_uri",
     "snapshot_env",
     "stack_problems",
 ]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from kimi_k3.core import catalog
 from kimi_k3.errors import UserError
-from kimi_k3.weights.startup_figures import DEFAULT_CAPTURE_SIZES, FIGURES, SNAPSHOT_GPUS, device_restore_s
+from kimi_k3.weights.startup_figures import DEFAULT_CAPTURE_SIZES, FIGURES, GPU_BENCH_H100, SEAL_WORKERS, SNAPSHOT_GPUS, device_checkpoint_s, device_restore_s
 
 CASES = ("cold", "warm", "pod re-created", "container restart")
 CASE_MEANINGS = {
@@ -101,8 +101,9 @@ class StartupInputs:
     """Restore instead of rebuild (:mod:`kimi_k3.weights.engine_snapshot`): a CRIU + cuda-checkpoint snapshot of the engine, weights
     and KV cache released, on the node's NVMe (container restart, re-created pod); needs :attr:`node_local_weights`."""
     engine_snapshot_s3: bool = False
-    """The snapshot's copy in S3 restores a new node of a later block (warm) and a node replaced beside a peer; with
-    :attr:`engine_snapshot`. Not deployed: ``engineSnapshot`` keeps the snapshot on the node only."""
+    """The snapshot's copy in S3 (:mod:`kimi_k3.weights.snapshot_copy`) restores a new node of a later block (warm) and a node replaced
+    beside a peer; with :attr:`engine_snapshot` and :attr:`sidecar_sync` (the sync sidecar copies it). Deployed by ``engineSnapshot``
+    with ``weightsSyncSidecar`` and ``compileCacheS3Uri`` (``kimi_k3.stack.time_to_serve.engine_snapshot_s3``)."""
     peer_transfer: bool = False
     """A replaced node's pod takes the weights GPU to GPU from a serving replica over EFA with ModelExpress
     (:mod:`kimi_k3.weights.peer_transfer`, ``peerWeightsTransfer``); otherwise :func:`peer_replacement` is a warm start."""
@@ -267,9 +268,41 @@ def _load_phase(x: StartupInputs, resident: bool) -> Phase:
     return _rate_phase("weights load into GPUs (from the NVMe)", size_gb, rate, source, True, engine=True)
 
 
-def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool, loaded: bool = False) -> list[Phase]:
+def dump_phases(x: StartupInputs) -> list[Phase]:
+    """The first dump of a key, in the warm-up sidecar before its warm-up request, so before the pod is Ready
+    (:func:`kimi_k3.weights.snapshot_pod.snapshot_after_healthy`, then ``warm_up_and_mark``): sleep level 2, cuda-checkpoint moves
+    each GPU's state to host memory (the GPUs side by side, the H100's measured checkpoint line), CRIU writes the tree's pages to
+    the NVMe, ``SHA256SUMS`` hashed by :data:`~kimi_k3.weights.startup_figures.SEAL_WORKERS` threads, then the wake: the weights
+    reloaded from the page cache and the KV cache re-allocated."""
+    state = FIGURES["snapshot_state_gb"]
+    rate = FIGURES["snapshot_restore_rate"]
+    per_core = FIGURES["openssl_per_core"]  # hashlib is OpenSSL's sha256
+    seal_rate = per_core.value * SEAL_WORKERS
+    device = [device_checkpoint_s(gb / SNAPSHOT_GPUS) / 60 for gb in (state.value, state.lo, state.hi)]
+    return [
+        _p("snapshot_sleep", "engine snapshot dump: sleep level 2", engine=True),
+        Phase("engine snapshot dump: cuda-checkpoint (GPUs side by side)", device[0],
+              f"{state.value:g} GB over {SNAPSHOT_GPUS} GPUs at the H100's measured checkpoint line (device_checkpoint_s, CUDA_CHECKPOINT_H100) [{GPU_BENCH_H100}]", True, low=device[1], high=device[2], engine=True),
+        Phase("engine snapshot dump: CRIU writes the pages to the NVMe", state.value / rate.value / 60,
+              f"estimate: {state.value:g} GB at CRIU's restore rate, the same pages the other way [{rate.source}]", True,
+              low=state.lo / rate.hi / 60, high=state.hi / rate.lo / 60, engine=True),
+        Phase("engine snapshot dump: SHA256SUMS then KEY (seal)", state.value / seal_rate / 60,
+              f"{state.value:g} GB / {SEAL_WORKERS} threads x {per_core.value} GB/s [{per_core.source}]", True,
+              low=state.lo / seal_rate / 60, high=state.hi / seal_rate / 60, engine=True),
+        replace(_reload_phase(x, True), name="engine snapshot dump: wake, weights reloaded (page cache)"),
+        _p("kv_wake", "engine snapshot dump: wake, KV cache re-allocated", engine=True),
+    ]
+
+
+def dump_minutes(x: StartupInputs) -> float:
+    """Minutes the first dump of a key adds before Ready (:func:`dump_phases`), ``0`` without :attr:`StartupInputs.engine_snapshot`."""
+    return sum(p.minutes for p in dump_phases(x)) if x.engine_snapshot and x.node_local_weights else 0.0
+
+
+def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool, loaded: bool = False, dump: bool = False) -> list[Phase]:
     """The engine container from its start to the first token: ``caches`` = its compile/JIT caches are there (a hit);
-    ``loaded``: the engine started and the weights loaded beside the sync (:func:`_pipelined_lanes`), so both are left out."""
+    ``loaded``: the engine started and the weights loaded beside the sync (:func:`_pipelined_lanes`), so both are left out;
+    ``dump``: the first dump of the key before the warm-up request (:func:`dump_phases`)."""
     graphs = x.capture_sizes / DEFAULT_CAPTURE_SIZES
     phases = [] if loaded else [_p("engine_start", engine=True), _load_phase(x, resident)]
     if caches:
@@ -281,6 +314,7 @@ def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool
     phases += [
         _p("profile_run", "profile run and KV cache", engine=True),
         _p("cuda_graphs", f"CUDA graph capture ({x.capture_sizes} sizes)", scale=graphs, engine=True),
+        *(dump_phases(x) if dump else []),
         _p("first_request", "first request (warm-up before Ready)"),
     ]
     return phases
@@ -333,6 +367,13 @@ def _sidecar_lanes(x: StartupInputs, *, caches: bool, restored: bool) -> list[Ph
     whole load."""
     engine = [replace(_image_phase(x), block="node-prep", lane="engine")]
     if restored:
+        # The S3 copy lands beside the weights (the copier's streams and the sync's share the node's rate), then it is verified and
+        # restored. With the pipelined loader the restored engine reloads each shard once verified (its reload_weights reads through
+        # the profile's load format, the pipelined loader); without it, the reload waits for the whole weights marker (hold_restored).
+        s3 = FIGURES["s3_node_rate"]
+        shared = replace(s3, value=s3.value / 2, low=s3.lo / 2, high=s3.hi / 2)
+        engine.append(_rate_phase("engine snapshot from S3 (its copy, sharing the node's rate with the weights)", FIGURES["snapshot_state_gb"].value, shared,
+                                  f"half of {s3.source}", s3.estimate, block="node-prep", lane="engine"))
         engine += _snapshot_phases(x, block="node-prep", lane="engine")
     else:
         if x.pipelined_load:
@@ -368,7 +409,7 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
                     phases.append(_reload_phase(x, True))
                 phases += [_p("kv_wake", "KV cache re-allocated (wake_up)", engine=True), _p("first_request", "first request (warm-up before Ready)")]
             else:
-                phases += _engine_phases(x, caches=hit, resident=True, plan=hit and x.startup_plan, loaded=x.pipelined_load)
+                phases += _engine_phases(x, caches=hit, resident=True, plan=hit and x.startup_plan, loaded=x.pipelined_load, dump=snapshot)
             return CaseEstimate(case, tuple(phases))
         if x.image_prepull:
             transfer = [replace(p, block="node-prep", lane="weights") for p in transfer]
@@ -377,7 +418,7 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
         if hit:
             phases.append(_p("cache_restore", "compile cache restore"))
         resident = x.buffered_load and x.sync_page_cache and x.weights_source == "s3"
-        phases += _engine_phases(x, caches=hit, resident=resident, plan=hit and x.startup_plan)
+        phases += _engine_phases(x, caches=hit, resident=resident, plan=hit and x.startup_plan, dump=snapshot)
         return CaseEstimate(case, tuple(phases))
     if case == "pod re-created":
         phases.append(_p("pod_start", "pod start"))
@@ -469,6 +510,10 @@ def format_estimates(x: StartupInputs, estimates: dict[str, CaseEstimate] | None
         nodes = f"{x.nodes} nodes" if x.nodes != 1 else "1 node"
         costs = ", ".join(f"{case} ${e.cost_usd(price.value, x.nodes):,.0f}" for case, e in estimates.items())
         lines.append(f"cost per start at ${price.value:g}/instance-h x {nodes} (block rate{', estimate' if price.estimate else ''}, {price.date}): {costs}")
+    dump = dump_minutes(x)
+    if dump:
+        where = "the cold case" if x.engine_snapshot_s3 else "the cold and warm cases (no S3 copy: each new node dumps again)"
+        lines.append(f"engine snapshot: the first start of a key dumps it before Ready, {dump:.1f} min of {where}; a restored start dumps nothing")
     return lines
 
 

@@ -15,7 +15,7 @@ comes from the environment the pod spec sets:
   and warms it up again after a container restart.
 
 * ``engine-start CMD…`` (the engine container with ``SNAPSHOT_ROOT``, ``SNAPSHOT_KEY_FIELDS``, ``VLLM_URL``, optional
-  ``WEIGHTS_MARKER``): restore
+  ``WEIGHTS_MARKER`` and ``SNAPSHOT_S3_URI``, the S3 copy fetched by the sync sidecar when the node has none): restore
   the engine snapshot of this pod's key (:mod:`.snapshot_pod`) and stay as its placeholder, else ``exec CMD`` (cold);
   ``warmup-then-save`` with ``SNAPSHOT_ROOT`` snapshots the engine after its first healthy start, before the warm-up;
 * ``peer-start CMD…`` (the engine container with ``peerWeightsTransfer``: ``MX_K8S_SERVICE_PATTERN``, ``PEER_START_SCRIPT``,
@@ -99,7 +99,8 @@ def _snapshot_key(log):
     from kimi_k3.weights import snapshot_pod  # the pod's entry point: each subcommand loads only its own modules
 
     try:
-        return snapshot_pod.pod_key(_env("SNAPSHOT_KEY_FIELDS"), snapshot_pod.node_driver_version())
+        return snapshot_pod.pod_key(_env("SNAPSHOT_KEY_FIELDS"), snapshot_pod.node_driver_version(), kernel_release=os.uname().release,
+                                    gpu_bus_ids=snapshot_pod.node_gpu_bus_ids())
     except (ValueError, TypeError, KeyError) as err:  # a driver nvidia-smi does not report, a malformed key: no snapshot, a cold start
         log(f"engine snapshot: no key for this pod ({err}): cold start")
         return None
@@ -107,6 +108,14 @@ def _snapshot_key(log):
 
 def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def _copies(root):
+    """The sync sidecar's snapshot copier when the S3 copy is on (``SNAPSHOT_S3_URI``), else ``None``."""
+    from kimi_k3.weights import snapshot_pod  # the pod's entry point: each subcommand loads only its own modules
+
+    uri = os.environ.get("SNAPSHOT_S3_URI")
+    return snapshot_pod.CopyChannel(root, uri) if uri else None
 
 
 def _engine_start(command: list[str]) -> int:
@@ -118,7 +127,7 @@ def _engine_start(command: list[str]) -> int:
     os.environ[snapshot_agent_loop.TOKEN_ENV] = token  # marks this placeholder and the engine it execs for the agent
     root = Path(_env("SNAPSHOT_ROOT"))
     key = _snapshot_key(_log)
-    if key is not None and snapshot_pod.restore_or_cold(snapshot_pod.AgentChannel(root), root, key, _log, token):
+    if key is not None and snapshot_pod.restore_or_cold(snapshot_pod.AgentChannel(root), root, key, _log, token, _copies(root)):
         stopped = []
         signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
         marker = os.environ.get("WEIGHTS_MARKER")
@@ -142,7 +151,8 @@ def _snapshot_after_healthy() -> None:
     root = Path(_env("SNAPSHOT_ROOT"))
     key = _snapshot_key(_log)
     if key is not None:
-        snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(_env("VLLM_URL")), snapshot_pod.AgentChannel(root), root, key, _log, os.environ.get("HOSTNAME") or os.uname().nodename)
+        snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(_env("VLLM_URL")), snapshot_pod.AgentChannel(root), root, key, _log, os.environ.get("HOSTNAME") or os.uname().nodename,
+                                            copies=_copies(root))
 
 
 def _snapshot_agent() -> int:

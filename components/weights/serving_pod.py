@@ -27,7 +27,18 @@ import pulumi_kubernetes as k8s
 from kimi_k3.core.s3 import S3Prefix, as_prefix
 from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import UserError
-from kimi_k3.weights import WeightsError, compile_cache, node_local, node_sync, peer_transfer, pod_files, snapshot_agent, vllm_loader
+from kimi_k3.weights import (
+    WeightsError,
+    compile_cache,
+    engine_snapshot,
+    node_local,
+    node_sync,
+    peer_transfer,
+    pod_files,
+    snapshot_agent,
+    snapshot_copy,
+    vllm_loader,
+)
 from kimi_k3.weights.s3store import S3Location
 
 WEIGHTS_ROOT = "/weights"
@@ -97,6 +108,11 @@ class ServingStartup:
     the warm-up sidecar takes the snapshot after the first healthy start. Needs node-local weights and the warm-up sidecar,
     and the snapshot agent on the nodes (:class:`kimi_k3.weights.snapshot_agent.SnapshotAgent`)."""
 
+    engine_snapshot_s3: bool = False
+    """The snapshot's S3 copy (:mod:`kimi_k3.weights.snapshot_copy`): sealed snapshots are copied to
+    ``<compile_cache_s3_uri>engine-snapshots/<key digest>/`` and a new node without one fetches it, both by the sync sidecar (the
+    pod's AWS CLI container with the bucket role). Needs :attr:`engine_snapshot`, :attr:`sync_sidecar` and :attr:`compile_cache_s3_uri`."""
+
     pipelined_load: bool = False
     """With :attr:`sync_sidecar`: the engine starts once its config files are verified and loads with the pipelined loader
     (``--load-format`` :data:`kimi_k3.weights.vllm_loader.LOAD_FORMAT`), each shard once verified (:func:`pipelined_engine_start`)."""
@@ -122,6 +138,9 @@ class ServingStartup:
             raise UserError(f"serving startup: peer_transfer and engine_snapshot are not accepted together; {peer_transfer.SNAPSHOT_CONFLICT}")
         if self.peer_transfer and self.pipelined_load:
             raise UserError("serving startup: peer_transfer and pipelined_load both set vLLM's --load-format (VLLM_PLUGINS=modelexpress stops the kimi_k3_pipelined plugin from loading); accepted: one of them")
+        if self.engine_snapshot_s3 and not (self.engine_snapshot and self.sync_sidecar and self.compile_cache_s3_uri is not None):
+            raise UserError("serving startup: engine_snapshot_s3 needs engine_snapshot, sync_sidecar and compile_cache_s3_uri: the sync sidecar copies "
+                            "the snapshot to and from the compile-cache prefix, with the role that reads and writes it")
 
     @property
     def cache_prefix(self) -> S3Prefix | None:
@@ -129,6 +148,14 @@ class ServingStartup:
         prefix = self.compile_cache_s3_uri
         assert not isinstance(prefix, str)  # parsed in __post_init__
         return prefix
+
+    @property
+    def engine_snapshot_s3_uri(self) -> str | None:
+        """``s3://…/<cache prefix>engine-snapshots/`` of the snapshots' copies with :attr:`engine_snapshot_s3`, else ``None``."""
+        prefix = self.cache_prefix
+        if not self.engine_snapshot_s3 or prefix is None:
+            return None
+        return engine_snapshot.s3_copy_uri(prefix.uri)
 
     @property
     def needs_code(self) -> bool:
@@ -148,10 +175,14 @@ def _env(values: Mapping[str, str]) -> list[k8s.core.v1.EnvVarArgs]:
     return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()]
 
 
-def sync_script(node_local_weights: bool, sidecar: bool = False) -> str:
-    """The sync container's shell: prune other revisions first when the volume outlives the pod; as a sidecar, stay up once done."""
+def sync_script(node_local_weights: bool, sidecar: bool = False, snapshot_copy_on: bool = False) -> str:
+    """The sync container's shell: prune other revisions first when the volume outlives the pod; as a sidecar, stay up once done;
+    ``snapshot_copy_on`` (a sidecar only): the engine snapshot's S3 copier beside the sync (:mod:`kimi_k3.weights.snapshot_copy`)."""
     script = node_local.PRUNE_SCRIPT + node_sync.NODE_SYNC_SCRIPT if node_local_weights else node_sync.NODE_SYNC_SCRIPT
-    return node_sync.sidecar_script(script) if sidecar else script
+    if not sidecar:
+        return script
+    wrapped = node_sync.sidecar_script(script)
+    return snapshot_copy.copier_script(wrapped) if snapshot_copy_on else wrapped
 
 
 def sync_env(*, startup: ServingStartup, weights_s3_uri: str, mount_path: str, revision: str, sha256_manifest: str, instance_type: str, cpus: int, region: str) -> dict[str, str]:
@@ -166,6 +197,9 @@ def sync_env(*, startup: ServingStartup, weights_s3_uri: str, mount_path: str, r
         env.update(WEIGHTS_ROOT=WEIGHTS_ROOT, KEEP_REVISION=revision)
     if startup.sync_sidecar:
         env.update(SYNC_DECIDED=SYNC_DECIDED, SHARD_MARKERS=node_sync.SHARD_MARKERS)
+    cache = startup.cache_prefix
+    if startup.engine_snapshot_s3 and cache is not None:
+        env.update(snapshot_copy.copier_env(cache.uri))
     return env
 
 
@@ -309,9 +343,11 @@ def snapshot_key_fields(*, image: str, gpu: str, gpus: int, model_revision: str,
                        "engine_env": sorted([k, v] for k, v in engine_env.items())}, sort_keys=True)
 
 
-def snapshot_env(key_fields: str, engine_url: str) -> dict[str, str]:
-    """Environment of the engine container and the warm-up sidecar with an engine snapshot (plus :data:`POD_ENV` for the code)."""
-    return {**pod_files.POD_ENV, "SNAPSHOT_ROOT": snapshot_agent.MOUNT_PATH, "SNAPSHOT_KEY_FIELDS": key_fields, "VLLM_URL": engine_url}
+def snapshot_env(key_fields: str, engine_url: str, s3_uri: str | None = None) -> dict[str, str]:
+    """Environment of the engine container and the warm-up sidecar with an engine snapshot (plus :data:`POD_ENV` for the code);
+    ``s3_uri``: the copies' prefix (:attr:`ServingStartup.engine_snapshot_s3_uri`), which turns on the fetch and the upload."""
+    env = {**pod_files.POD_ENV, "SNAPSHOT_ROOT": snapshot_agent.MOUNT_PATH, "SNAPSHOT_KEY_FIELDS": key_fields, "VLLM_URL": engine_url}
+    return {**env, "SNAPSHOT_S3_URI": s3_uri} if s3_uri else env
 
 
 def snapshot_mount(volume: str) -> k8s.core.v1.VolumeMountArgs:

@@ -26,11 +26,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,19 +58,28 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def file_sums(directory: Path) -> dict[str, str]:
-    """``name -> sha256`` of every file of a snapshot (relative names; the manifest, the key and temporary files left out)."""
-    sums: dict[str, str] = {}
+SEAL_WORKERS = 8
+"""Threads hashing a snapshot's files (``hashlib`` releases the GIL while it hashes; CRIU writes one pages image per process)."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sums(directory: Path, workers: int = SEAL_WORKERS) -> dict[str, str]:
+    """``name -> sha256`` of every file of a snapshot (relative names; the manifest, the key and temporary files left out), ``workers`` at once."""
+    names = {}
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         name = path.relative_to(directory).as_posix()
-        if name in (engine_snapshot.SNAPSHOT_MANIFEST, engine_snapshot.KEY_FILE) or path.name.startswith("."):
+        if name in (engine_snapshot.SNAPSHOT_MANIFEST, engine_snapshot.KEY_FILE, engine_snapshot.S3_CLAIM) or path.name.startswith("."):
             continue
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            while block := f.read(_CHUNK):
-                digest.update(block)
-        sums[name] = digest.hexdigest()
-    return sums
+        names[name] = path
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return dict(zip(names, pool.map(_sha256, names.values()), strict=True))
 
 
 def _size(directory: Path, names: list[str]) -> int:
@@ -142,6 +153,42 @@ class AgentChannel:
         return {"ok": False, "error": f"the snapshot agent did not answer {action} in {self.timeout_s:.0f} s"}
 
 
+class CopyChannel:
+    """Requests to the sync sidecar's snapshot copier (:mod:`kimi_k3.weights.snapshot_copy`): files under ``<root>/.s3/``."""
+
+    QUEUE = ".s3"
+
+    def __init__(self, root: Path, uri: str, timeout_s: float = 900.0, poll_s: float = 0.2) -> None:
+        """``root``: the snapshot root; ``uri``: the copies' S3 prefix (for the log); ``timeout_s``: how long a fetch may take; ``poll_s``: how often to look."""
+        self.root, self.uri, self.timeout_s, self.poll_s = root, uri, timeout_s, poll_s
+
+    def _request(self, action: str, digest: str) -> Path:
+        queue = self.root / self.QUEUE
+        queue.mkdir(parents=True, exist_ok=True)
+        request = queue / f"{action}.{digest}"
+        for old in (request.with_name(request.name + ".ok"), request.with_name(request.name + ".fail")):
+            old.unlink(missing_ok=True)
+        _atomic_write(request, digest + "\n")
+        return request
+
+    def upload(self, digest: str) -> None:
+        """Ask for the sealed snapshot ``digest`` to be copied to S3 (not waited for: serving never waits on it)."""
+        self._request("upload", digest)
+
+    def fetch(self, digest: str) -> tuple[bool, str]:
+        """Ask for the S3 copy of ``digest`` on this node and wait for the answer: ``(landed, the copier's line)``."""
+        request = self._request("fetch", digest)
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            for verdict in ("ok", "fail"):
+                answer = request.with_name(f"{request.name}.{verdict}")
+                if answer.is_file():
+                    return verdict == "ok", answer.read_text().strip()
+            time.sleep(self.poll_s)
+        request.unlink(missing_ok=True)
+        return False, f"the sync sidecar did not fetch the S3 copy in {self.timeout_s:.0f} s (is weightsSyncSidecar's copier running?)"
+
+
 class Engine:
     """vLLM's HTTP endpoints on loopback: ``/health``, and the dev endpoints ``/sleep`` and ``/wake_up`` (``VLLM_SERVER_DEV_MODE=1``)."""
 
@@ -201,29 +248,40 @@ def snapshot_dir(root: Path, key: engine_snapshot.SnapshotKey) -> Path:
     return root / key.digest()
 
 
+def _upload(copies: CopyChannel | None, key: engine_snapshot.SnapshotKey, log: Callable[[str], None]) -> None:
+    if copies is not None:
+        copies.upload(key.digest())
+        log(engine_snapshot.UPLOAD_LOG.format(key=key.digest()[:12], uri=f"{copies.uri}{key.digest()}/"))
+
+
 def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key: engine_snapshot.SnapshotKey, log: Callable[[str], None], token: str,
-                           *, health_timeout_s: float = 3600.0) -> bool:
+                           *, health_timeout_s: float = 3600.0, copies: CopyChannel | None = None) -> bool:
     """Snapshot a healthy engine once per key: sleep level 2, ``checkpoint_prepare``, the agent's dump, ``SHA256SUMS`` then
     ``KEY``, ``checkpoint_restore`` and wake up (always). True: sealed.
 
-    ``token`` is the value of ``KIMI_K3_SNAPSHOT_TOKEN`` in the engine's environment, by which the agent finds its process tree.
+    ``token`` is the value of ``KIMI_K3_SNAPSHOT_TOKEN`` in the engine's environment, by which the agent finds its process tree;
+    ``copies``: once sealed (or found sealed), the sync sidecar copies it to S3 (the copier skips a key already there).
     """
     directory = snapshot_dir(root, key)
     short = key.digest()[:12]
-    if directory.is_dir() and check(directory, key).restore:
-        log(f"engine snapshot {short}: a verified snapshot of this key is on the node: no dump")
-        return True
     if not engine.wait_healthy(health_timeout_s):
         log(engine_snapshot.COLD_LOG.format(key=short, reason="the engine never answered /health: no snapshot"))
         return False
+    # Looked at once the engine answers: a restored engine answers only after its wrapper has fetched (the S3 copy), verified and
+    # restored the snapshot, so a sidecar that looked at its start would dump the key again. The wrapper verified every file.
+    key_path = directory / engine_snapshot.KEY_FILE
+    if key_path.is_file() and engine_snapshot.restore_decision(key_path.read_text(), key)[0]:
+        log(f"engine snapshot {short}: a sealed snapshot of this key is on the node: no dump")
+        _upload(copies, key, log)
+        return True
     start = time.monotonic()
     if not engine.sleep():
         log(engine_snapshot.COLD_LOG.format(key=short, reason=f"POST /sleep?level={SLEEP_LEVEL} refused (needs --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1): no snapshot"))
         return False
     prepared = False
     try:
+        shutil.rmtree(directory, ignore_errors=True)  # no file of an earlier dump or of a refused S3 copy is sealed with this one
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)
         prepared = engine.checkpoint_prepare()
         if not prepared:
             log(engine_snapshot.COLD_LOG.format(key=short, reason="POST /collective_rpc checkpoint_prepare refused: no snapshot"))
@@ -234,6 +292,7 @@ def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key:
             return False
         files, size = seal(directory, key)
         log(engine_snapshot.DUMP_LOG.format(key=short, files=files, gb=size / 1e9, seconds=time.monotonic() - start))
+        _upload(copies, key, log)
         return True
     finally:
         if prepared and not engine.checkpoint_restore():
@@ -242,12 +301,32 @@ def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key:
         log(f"engine snapshot {short}: wake_up {'done' if woke else 'FAILED'}")
 
 
-def restore_or_cold(agent: AgentChannel, root: Path, key: engine_snapshot.SnapshotKey, log: Callable[[str], None], token: str) -> bool:
-    """True when the agent restored the snapshot of ``key`` into this container (``token``: ``KIMI_K3_SNAPSHOT_TOKEN`` of this placeholder); False: cold start."""
+def _fetch(copies: CopyChannel, key: engine_snapshot.SnapshotKey, log: Callable[[str], None]) -> str | None:
+    """The S3 copy of ``key`` fetched onto this node by the sync sidecar; ``None`` when it landed, else why not."""
+    start = time.monotonic()
+    landed, line = copies.fetch(key.digest())
+    if not landed:
+        return f"no snapshot on this node, and the S3 copy was not fetched: {line}: cold start"
+    log(engine_snapshot.FETCH_LOG.format(key=key.digest()[:12], seconds=time.monotonic() - start) + f" ({line})")
+    return None
+
+
+def restore_or_cold(agent: AgentChannel, root: Path, key: engine_snapshot.SnapshotKey, log: Callable[[str], None], token: str,
+                    copies: CopyChannel | None = None) -> bool:
+    """True when the agent restored the snapshot of ``key`` into this container (``token``: ``KIMI_K3_SNAPSHOT_TOKEN`` of this placeholder); False: cold start.
+
+    ``copies``: with no snapshot of ``key`` on the node (no ``KEY``), its S3 copy is fetched first (:class:`CopyChannel`)."""
     directory = snapshot_dir(root, key)
     short = key.digest()[:12]
     start = time.monotonic()
     verdict = check(directory, key)
+    if not verdict.restore and copies is not None and not (directory / engine_snapshot.KEY_FILE).is_file():
+        missed = _fetch(copies, key, log)
+        start = time.monotonic()
+        verdict = check(directory, key) if missed is None else Verdict(False, missed)
+        if missed is None and not verdict.restore:
+            (directory / engine_snapshot.KEY_FILE).unlink(missing_ok=True)  # never trusted again: the next start fetches again or starts cold
+            verdict = Verdict(False, f"the S3 copy, fetched: {verdict.reason}")
     if not verdict.restore:
         log(engine_snapshot.COLD_LOG.format(key=short, reason=verdict.reason))
         return False
@@ -308,10 +387,20 @@ def node_driver_version() -> str:
     return out.splitlines()[0].strip() if out.strip() else ""
 
 
-def pod_key(plan_fields_json: str, driver_version: str) -> engine_snapshot.SnapshotKey:
-    """This pod's key: the fields the plan knows (``SNAPSHOT_KEY_FIELDS``: image, GPU, args, env…) plus the node's driver."""
+def node_gpu_bus_ids() -> tuple[str, ...]:
+    """The node's GPUs' PCI bus IDs in index order (``nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader``); ``()`` when unreadable."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader"], capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(line.strip() for line in out.splitlines() if line.strip())
+
+
+def pod_key(plan_fields_json: str, driver_version: str, *, kernel_release: str = "", gpu_bus_ids: tuple[str, ...] = ()) -> engine_snapshot.SnapshotKey:
+    """This pod's key: the fields the plan knows (``SNAPSHOT_KEY_FIELDS``: image, GPU, args, env…) plus the node's driver, kernel
+    (``os.uname().release``: the host's) and GPU bus IDs (:func:`node_gpu_bus_ids`)."""
     fields = json.loads(plan_fields_json)
-    fields["driver_version"] = driver_version
+    fields.update(driver_version=driver_version, kernel_release=kernel_release, gpu_bus_ids=list(gpu_bus_ids))
     return engine_snapshot.key_from_json(json.dumps(fields))
 
 
@@ -319,14 +408,17 @@ __all__ = [
     "AGENT_DIR",
     "REQUESTS",
     "RESULTS",
+    "SEAL_WORKERS",
     "SLEEP_LEVEL",
     "AgentChannel",
+    "CopyChannel",
     "Engine",
     "Verdict",
     "check",
     "file_sums",
     "hold_restored",
     "node_driver_version",
+    "node_gpu_bus_ids",
     "pod_key",
     "restore_or_cold",
     "seal",

@@ -96,6 +96,20 @@ def device_restore_s(gb: float) -> float:
     return small["restore_s"] + (gb - small_gb) * per_gb
 
 
+def device_checkpoint_s(gb: float) -> float:
+    """Seconds cuda-checkpoint takes to checkpoint ``gb`` of one GPU's state out to host memory: the line through the two H100 points
+    (:data:`CUDA_CHECKPOINT_H100`; a fixed ~5.4 s and ~2.0 GB/s beyond it). The device half of the first dump of a key."""
+    small, large = CUDA_CHECKPOINT_H100[4], CUDA_CHECKPOINT_H100[32]
+    small_gb, large_gb = 4 * 2**30 / 1e9, 32 * 2**30 / 1e9
+    per_gb = (large["checkpoint_s"] - small["checkpoint_s"]) / (large_gb - small_gb)
+    return small["checkpoint_s"] + (gb - small_gb) * per_gb
+
+
+SEAL_WORKERS = 8
+"""Threads hashing a snapshot's files when it is sealed (:func:`kimi_k3.weights.snapshot_pod.file_sums`; ``hashlib`` releases the GIL
+while it hashes, and CRIU writes one pages image per process of the tree, nine of them for TP8)."""
+
+
 SNAPSHOT_GPUS = 8
 """GPUs whose state one engine snapshot holds (TP8), each restored by its own worker process side by side."""
 
@@ -259,6 +273,12 @@ FIGURES: MappingProxyType[str, Figure] = MappingProxyType({
         "CRIU's host half (the processes' pages read back from the NVMe) was not measured: CRIU is not on that machine",
         low=31 / 12, high=145 / 41,
     ),
+    "snapshot_sleep": _fig(
+        0.05, "min",
+        "estimate: vLLM sleep(level=2) before a dump, the weights and KV cache discarded (freeing, nothing copied: 'It took … seconds to fall "
+        "asleep', vllm/v1/executor/abstract.py, which `kimi-k3 startup-report` reads); range 0.02-0.2",
+        low=0.02, high=0.2, estimate=True,
+    ),
     "kv_wake": _fig(
         0.03, "min",
         "estimate: vLLM wake_up(tags=['kv_cache']) re-allocating the KV cache the snapshot released (allocation only, nothing copied; "
@@ -288,5 +308,5 @@ FASTSAFETENSORS_ANOMALY = (
 
 __all__ = [
     "CUDA_CHECKPOINT_H100", "DATE", "DEFAULT_CAPTURE_SIZES", "FASTSAFETENSORS_ANOMALY", "FIGURES", "GPU_BENCH", "GPU_BENCH_H100", "GPU_RUNS",
-    "GRAPH_CAPTURES", "H100", "H200", "LOAD_RATES", "MEASURED_ON_GPU", "SNAPSHOT_GPUS", "device_restore_s",
+    "GRAPH_CAPTURES", "H100", "H200", "LOAD_RATES", "MEASURED_ON_GPU", "SEAL_WORKERS", "SNAPSHOT_GPUS", "device_checkpoint_s", "device_restore_s",
 ]

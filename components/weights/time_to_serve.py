@@ -22,9 +22,10 @@ from kimi_k3.core import catalog, labels
 from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.core.s3 import S3Prefix, as_prefix
 from kimi_k3.errors import Problems
-from kimi_k3.weights import image_pull, node_local
+from kimi_k3.weights import engine_snapshot, image_pull, node_local
 from kimi_k3.weights.bucket import WeightsBucket, WeightsBucketArgs
 from kimi_k3.weights.image_pull import FLOATING_TAG_SKIP
+from kimi_k3.weights.s3store import S3Location
 from kimi_k3.weights.snapshot_agent import SnapshotAgent, SnapshotAgentArgs
 from kimi_k3.weights.staging_job import WeightsStagingJob, WeightsStagingJobArgs
 
@@ -117,6 +118,9 @@ class TimeToServeArgs:
     ``instance_type``; ``None``: no agent (the serving pods' ``ServingStartup.engine_snapshot`` needs one)."""
     gpus: int = 8
     """GPUs of an engine (the agent's driver floor: multi-GPU from 2); read only with ``snapshot_agent_image``."""
+    engine_snapshot_s3_uri: str | None = None
+    """``s3://bucket/prefix/`` of the engine snapshots' S3 copies (:mod:`kimi_k3.weights.snapshot_copy`): when ``bucket_name`` is that
+    bucket, its lifecycle expires them after :data:`~kimi_k3.weights.engine_snapshot.S3_COPY_EXPIRY_DAYS`; ``None``: no copies."""
 
     def __post_init__(self) -> None:
         if self.weights_s3_uri is not None:
@@ -133,6 +137,14 @@ def check_args(problems: Problems, args: TimeToServeArgs) -> None:
         problems.reject("node_cleanup_image", args.node_cleanup_image, cleanup_problem)
     if args.pull_through_secret_arn and not image_pull.valid_prefix(args.pull_through_prefix):
         problems.reject("pull_through_prefix", args.pull_through_prefix, image_pull.PREFIX_ACCEPTED)
+
+
+def snapshot_copy_expiry(args: TimeToServeArgs) -> dict[str, int]:
+    """``{prefix: days}`` of the snapshot copies when the declared bucket holds them (its lifecycle's rule), else ``{}``."""
+    if args.engine_snapshot_s3_uri is None or not args.bucket_name:
+        return {}
+    location = S3Location.parse(args.engine_snapshot_s3_uri)
+    return {location.prefix: engine_snapshot.S3_COPY_EXPIRY_DAYS} if location.bucket == args.bucket_name else {}
 
 
 def declares_anything(args: TimeToServeArgs) -> bool:
@@ -159,7 +171,8 @@ class TimeToServe(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.bucket: WeightsBucket | None = None
         if args.bucket_name:
-            self.bucket = WeightsBucket(f"{name}-bucket", WeightsBucketArgs(bucket_name=args.bucket_name, kms_key_arn=args.kms_key_arn, tags=dict(args.tags)), opts=child)
+            self.bucket = WeightsBucket(f"{name}-bucket", WeightsBucketArgs(bucket_name=args.bucket_name, kms_key_arn=args.kms_key_arn, tags=dict(args.tags),
+                                                                            expiring_prefixes=snapshot_copy_expiry(args)), opts=child)
         self.staging_job: WeightsStagingJob | None = None
         if args.staging_job:
             assert args.weights_s3_uri is not None  # refused above
@@ -276,4 +289,5 @@ __all__ = [
     "check_args",
     "declares_anything",
     "prepull_annotations",
+    "snapshot_copy_expiry",
 ]

@@ -145,6 +145,11 @@ def validate_time_to_serve(
     snapshot, agent_image = _engine_snapshot(r, instance_type=capacity.instance_type, node_local=bool(node_local), image=contract.image.image,
                                              pipeline_parallel_size=contract.engine.pipeline_parallel_size, prod=prod)
     peer = _peer_transfer(r, capacity=capacity, serving=serving, node_local=bool(node_local), sidecar=bool(sidecar), pipelined=pipelined, snapshot=snapshot)
+    if snapshot and sidecar and cache is not None and bucket_name != cache.bucket:
+        warnings.append(
+            f"{full_key('engineSnapshot')}: the snapshots' S3 copies under {cache.uri}engine-snapshots/ do not expire: {full_key('weightsBucketName')} "
+            "does not declare the cache's bucket, so its lifecycle rule is not declared here; add an expiration rule on that prefix where the bucket is managed"
+        )
     fast = _fast_image_pull(r, capacity, warnings)
     secret_arn, prefix, upstream, serving = _pull_through(r, region, serving, warnings, default_prefix)
     settings = TimeToServeSettings(
