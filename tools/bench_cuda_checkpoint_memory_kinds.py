@@ -25,6 +25,7 @@ The orchestrating process never touches CUDA. Prints one JSON document.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -93,17 +94,36 @@ if __name__ == "__main__":
 """
 
 
+ACTION_TIMEOUT_S = 45
+"""A cuda-checkpoint action that has not answered by then is recorded as hung (``lock`` waits for the process's CUDA work)."""
+READY_TIMEOUT_S = 90
+"""How long a holder may take to allocate and print ``ready``."""
+
+
+def _readline(stream, timeout_s: float) -> list[str]:
+    """One line of a child's stdout, split; ``[]`` when none comes in ``timeout_s``."""
+    import select
+
+    ready, _, _ = select.select([stream], [], [], timeout_s)
+    return stream.readline().split() if ready else []
+
+
 def _cycle(tool: str, pid: int) -> dict:
     out: dict = {"pid": pid}
     for action in ("lock", "checkpoint", "restore", "unlock"):
         start = time.perf_counter()
-        done = subprocess.run([tool, "--action", action, "--pid", str(pid)], capture_output=True, text=True, timeout=300)
+        try:
+            done = subprocess.run([tool, "--action", action, "--pid", str(pid)], capture_output=True, text=True, timeout=ACTION_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            out[f"{action}_error"] = f"no answer in {ACTION_TIMEOUT_S} s"
+            return out
         out[f"{action}_s"] = round(time.perf_counter() - start, 3)
         if done.returncode:
             out[f"{action}_error"] = (done.stdout + done.stderr).strip()[:300] or f"exit {done.returncode}"
             if action != "lock":  # leave the process as it can be: try to give it its GPU back
-                subprocess.run([tool, "--action", "restore", "--pid", str(pid)], capture_output=True, timeout=300)
-                subprocess.run([tool, "--action", "unlock", "--pid", str(pid)], capture_output=True, timeout=300)
+                for undo in ("restore", "unlock"):
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        subprocess.run([tool, "--action", undo, "--pid", str(pid)], capture_output=True, timeout=ACTION_TIMEOUT_S)
             return out
     out["moved"] = True
     return out
@@ -116,13 +136,13 @@ def holder(tool: str, nbytes: int, env: dict[str, str], program: str = _HOLDER) 
                              stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
     try:
         assert child.stdout is not None and child.stdin is not None
-        ready = child.stdout.readline().split()
+        ready = _readline(child.stdout, READY_TIMEOUT_S)
         if not ready:
-            return {"error": (child.stderr.read() if child.stderr else "")[-300:]}
+            return {"error": f"no ready line in {READY_TIMEOUT_S} s"}
         out = {"env": env, **_cycle(tool, child.pid)}
         child.stdin.write("\n")
         child.stdin.flush()
-        after = child.stdout.readline().split()
+        after = _readline(child.stdout, ACTION_TIMEOUT_S)
         out["same_bytes"] = bool(after) and after[1] == ready[1]
         return out
     finally:
@@ -136,14 +156,14 @@ def ipc(tool: str, nbytes: int, which: str) -> dict:
                              stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdin is not None
-        ready = child.stdout.readline().split()
+        ready = _readline(child.stdout, READY_TIMEOUT_S)
         if not ready:
-            return {"error": (child.stderr.read() if child.stderr else "")[-300:]}
+            return {"error": f"no ready line in {READY_TIMEOUT_S} s"}
         pid = int(ready[2]) if which == "importer" else child.pid
         out = {"checkpointed": which, **_cycle(tool, pid)}
         child.stdin.write("\n")
         child.stdin.flush()
-        after = child.stdout.readline().split()
+        after = _readline(child.stdout, ACTION_TIMEOUT_S)
         out["same_bytes_seen_by_importer"] = bool(after) and after[1] == ready[1]
         return out
     finally:
@@ -160,15 +180,20 @@ def main() -> None:
     args = parser.parse_args()
     nbytes = args.mib * 2**20
     driver = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-    result = {
-        "gpu_and_driver": driver,
-        "mib": args.mib,
-        "plain": holder(args.cuda_checkpoint, nbytes, {}),
-        "vmm": holder(args.cuda_checkpoint, nbytes, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
-        "cuda_graph_replayed_after_restore": holder(args.cuda_checkpoint, nbytes, {}, _GRAPH),
-        "ipc_importer": ipc(args.cuda_checkpoint, nbytes, "importer"),
-        "ipc_exporter": ipc(args.cuda_checkpoint, nbytes, "exporter"),
+    result: dict = {"gpu_and_driver": driver, "mib": args.mib}
+    kinds = {
+        "plain": lambda: holder(args.cuda_checkpoint, nbytes, {}),
+        "vmm": lambda: holder(args.cuda_checkpoint, nbytes, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+        "cuda_graph_replayed_after_restore": lambda: holder(args.cuda_checkpoint, nbytes, {}, _GRAPH),
+        "ipc_importer": lambda: ipc(args.cuda_checkpoint, nbytes, "importer"),
+        "ipc_exporter": lambda: ipc(args.cuda_checkpoint, nbytes, "exporter"),
     }
+    for name, run in kinds.items():
+        result[name] = run()
+        print(name, json.dumps(result[name]), file=sys.stderr, flush=True)
+        if args.out:  # what was measured comes back even if a later kind hangs the machine
+            with open(args.out, "w") as fh:
+                fh.write(json.dumps(result, indent=1) + "\n")
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
