@@ -209,3 +209,14 @@ def test_block_needs_no_block_can_be_judged_against_are_refused_where_they_are_b
     with pytest.raises(ComponentInputError) as caught:
         kimi_k3.BlockNeeds("p6-b300.48xlarge", **changes)
     assert str(caught.value) == line
+
+
+def test_the_serving_startup_checks_its_field_types_at_the_door():
+    """``ServingStartup`` (``VllmServingArgs.startup``) refused ``warmup="no"`` as true before it was checked."""
+    from kimi_k3.weights.serving_pod import ServingStartup
+
+    with pytest.raises(ComponentInputError) as caught:
+        ServingStartup(warmup="no")
+    assert str(caught.value) == "ServingStartup: warmup 'no' (str) is not accepted; expected a bool"
+    with pytest.raises(ComponentInputError, match=r"ServingStartup: sync_streams .* did you mean"):
+        ServingStartup(sync_streams=4)  # type: ignore[call-arg]

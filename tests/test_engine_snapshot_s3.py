@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -395,3 +396,26 @@ def test_copies_in_a_bucket_the_stack_does_not_declare_are_warned_about_and_get_
                                bucket_name="another-bucket", engine_snapshot_s3_uri="s3://acme-cache/cc/engine-snapshots/")
     assert tts.snapshot_copy_expiry(args) == {}
     assert tts.snapshot_copy_expiry(replace(args, bucket_name="acme-cache")) == {"cc/engine-snapshots/": engine_snapshot.S3_COPY_EXPIRY_DAYS}
+
+
+def test_startup_report_reads_the_copiers_own_upload_line_and_the_wrappers_fetch_line(tmp_path):
+    """The loop's stdout (the fetch-weights container's log) parsed by ``kimi-k3 startup-report``: the upload's seconds."""
+    from kimi_k3.bringup import startup
+
+    root = tmp_path / "node-a"
+    sealed(root)
+    out = tmp_path / "copier.log"
+    script = snapshot_copy.COPIER_FUNCTIONS + "\nsnapshot_copier\n"
+    with out.open("w") as sink:
+        proc = subprocess.Popen(["sh", "-c", script], env={**fake_aws(tmp_path), "SNAPSHOT_ROOT": str(root)}, start_new_session=True, stdout=sink, stderr=subprocess.DEVNULL)
+        try:
+            snapshot_pod.CopyChannel(root, URI).upload(KEY.digest())
+            deadline = time.monotonic() + 30
+            while "upload:" not in out.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+    lines = [*out.read_text().splitlines(), engine_snapshot.FETCH_LOG.format(key=KEY.digest()[:12], seconds=7.5)]
+    seen = {m.what: m.seconds for m in startup.parse_engine_log(lines).measurements}
+    assert set(seen) == {"engine snapshot upload", "engine snapshot fetch"} and seen["engine snapshot fetch"] == 7.5, lines

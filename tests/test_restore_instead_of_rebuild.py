@@ -188,6 +188,9 @@ NEW_PHASE_LINES = [
     # this project's lines (kimi_k3.weights.engine_snapshot, node_sync)
     engine_snapshot.VERIFY_LOG.format(key=KEY.digest()[:12], files=412, gb=88.4, seconds=1.2),
     engine_snapshot.RESTORE_LOG.format(key=KEY.digest()[:12], gb=88.4, seconds=31.7),
+    engine_snapshot.FETCH_LOG.format(key=KEY.digest()[:12], seconds=9.4) + " (fetched 412 files and KEY last from s3://acme/c/engine-snapshots/ab/ in 9 s)",
+    # the copier's line in the fetch-weights container (kimi_k3.weights.snapshot_copy, COPIER_SCRIPT)
+    f"engine snapshot copy {KEY.digest()[:12]}: upload: uploaded 412 files and KEY last to s3://acme/c/engine-snapshots/{KEY.digest()}/ in 38 s",
     "synced and verified 97 files from s3://acme-ml-weights-us-west-2/kimi-k3/ in 131 s (openssl, 16 workers, target 43750000000 B/s)",
 ]
 
@@ -196,7 +199,8 @@ def test_the_report_reads_every_new_phase_from_real_format_lines_beside_the_esti
     log = startup.parse_engine_log(NEW_PHASE_LINES)
     seen = {m.what: m.seconds for m in log.measurements}
     assert seen == {"sleep": 2.514233, "wake up": 1.734902, "weights reload": 58.31, "peer transfer (RDMA only)": 17.902, "peer transfer": 18.44,
-                    "engine snapshot verify": 1.2, "engine snapshot restore": 31.7, "weights sync and verify": 131.0}
+                    "engine snapshot verify": 1.2, "engine snapshot restore": 31.7, "weights sync and verify": 131.0,
+                    "engine snapshot fetch": 9.4, "engine snapshot upload": 38.0}
     restart = startup.report(est.estimate_case(replace(PROD, engine_snapshot=True), "container restart"), log.measurements)
     rows = {r.name: r for r in restart.rows}
     assert rows["engine snapshot restore (CRIU + cuda-checkpoint)"].measured_min == pytest.approx(31.7 / 60, abs=0.01)
@@ -207,6 +211,8 @@ def test_the_report_reads_every_new_phase_from_real_format_lines_beside_the_esti
     assert peer["weights from a serving peer (NIXL over EFA)"].measured_min == pytest.approx(18.44 / 60, abs=0.01)
     warm = {r.name: r for r in startup.report(est.estimate_case(replace(PROD, engine_snapshot=True, engine_snapshot_s3=True), "warm"), log.measurements).rows}
     assert warm["weights and engine snapshot sync (S3, CRT)"].measured_min == pytest.approx(131 / 60, abs=0.01)
+    fetched = [r for r in warm.values() if r.name.startswith("engine snapshot from S3")]
+    assert fetched and all(r.measured_min == pytest.approx(9.4 / 60, abs=0.01) for r in fetched), list(warm)
     lines = startup.render(restart)
     assert any(line.split() [:6] == ["engine", "snapshot", "restore", "(CRIU", "+", "cuda-checkpoint)"] and "measured   0.53" in line for line in lines), lines
 

@@ -77,6 +77,9 @@ LOG_DURATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("engine snapshot verify", r"engine snapshot \S+: verified \d+ files \([\d.]+ GB\) in (?P<s>[\d.]+) s"),
         ("engine snapshot restore", r"engine snapshot \S+: restored [\d.]+ GB in (?P<s>[\d.]+) s"),
         ("engine snapshot dump", r"engine snapshot \S+: dumped and sealed \d+ files \([\d.]+ GB\) in (?P<s>[\d.]+) s"),  # DUMP_LOG
+        # the S3 copy (kimi_k3.weights.engine_snapshot FETCH_LOG, from the wrapper; snapshot_copy's copier line, from the sync sidecar)
+        ("engine snapshot fetch", r"engine snapshot \S+: fetched the S3 copy in (?P<s>[\d.]+) s"),
+        ("engine snapshot upload", r"engine snapshot copy \S+: upload: uploaded \d+ files and KEY last to \S+ in (?P<s>\d+) s"),
         # ModelExpress's receive from a serving peer (ai-dynamo/modelexpress modelexpress_client/python/modelexpress/
         # load_strategy/rdma_strategy.py @ v0.5.1, the tag kimi_k3.weights.peer_transfer.MX_TAG pins; tests/test_peer_transfer.py renders the
         # vendored file's own f-strings): "[Worker N] [TIMING] Total receive time: 11.02s"
@@ -255,6 +258,8 @@ PHASE_EVIDENCE: Mapping[str, tuple[str, ...]] = {
     "weights sync (S3, CRT)": ("weights sync and verify",),
     "weights and engine snapshot sync (S3, CRT)": ("weights sync and verify",),
     "engine snapshot sha256 verify": ("engine snapshot verify",),
+    "engine snapshot from S3 (its copy, sharing the node's rate with the weights)": ("engine snapshot fetch",),
+    "engine snapshot from S3": ("engine snapshot fetch",),
     "engine snapshot restore (CRIU + cuda-checkpoint)": ("engine snapshot restore",),
     "weights reload into the restored engine (page cache)": ("weights reload",),
     "KV cache re-allocated (wake_up)": ("wake up",),

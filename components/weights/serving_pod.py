@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import pulumi_kubernetes as k8s
 
+from kimi_k3.core.args_check import checked_args
 from kimi_k3.core.s3 import S3Prefix, as_prefix
 from kimi_k3.core.suggest import did_you_mean
 from kimi_k3.errors import UserError
@@ -83,6 +84,7 @@ def cache_uri_problem(uri: object) -> str | None:
 
 
 
+@checked_args
 @dataclass(frozen=True)
 class ServingStartup:
     """How a serving pod starts (docs/weights.md). Every field has its rule's home in ``kimi_k3.weights``."""
