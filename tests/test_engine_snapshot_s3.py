@@ -56,10 +56,20 @@ case "$1 $2" in
     shift 2; key=; body=; cond=
     while [ "$#" -gt 0 ]; do case $1 in --key) key=$2; shift 2 ;; --body) body=$2; shift 2 ;; --if-none-match) cond=$2; shift 2 ;; *) shift 2 ;; esac; done
     target="$FAKE_BUCKET/$key"
-    if [ "$cond" = "*" ] && [ -e "$target" ]; then
-      echo "An error occurred (PreconditionFailed) when calling the PutObject operation: At least one of the pre-conditions you specified did not hold" >&2; exit 254
+    mkdir -p "$(dirname "$target")"; cp "$body" "$target.tmp$$"
+    if [ "$cond" = "*" ]; then
+      # as S3: of two conditional writers one wins, atomically (ln refuses an existing name), the other gets 412
+      ln "$target.tmp$$" "$target" 2>/dev/null || { rm -f "$target.tmp$$"
+        echo "An error occurred (PreconditionFailed) when calling the PutObject operation: At least one of the pre-conditions you specified did not hold" >&2; exit 254; }
+      rm -f "$target.tmp$$"
+    else
+      mv "$target.tmp$$" "$target"
     fi
-    mkdir -p "$(dirname "$target")"; cp "$body" "$target"; echo '{"ETag": "x"}'; exit 0 ;;
+    echo '{"ETag": "x"}'; exit 0 ;;
+  "s3api delete-object")
+    shift 2; key=
+    while [ "$#" -gt 0 ]; do case $1 in --key) key=$2; shift 2 ;; *) shift 2 ;; esac; done
+    rm -f "$FAKE_BUCKET/$key"; exit 0 ;;
 esac
 echo "fake aws: unexpected $*" >&2; exit 2
 """

@@ -1,0 +1,174 @@
+"""Issue 34, cold case: only one replica dumps a new key, and only while another replica of the key already serves.
+
+Two warm-up sidecar runs for real, one per node: each its own snapshot root, its own copier loop (the shipped POSIX sh,
+:data:`kimi_k3.weights.snapshot_copy.COPIER_FUNCTIONS`) against one fake S3 bucket (tests/test_engine_snapshot_s3.py's fake
+``aws``, whose conditional put is atomic as S3's is), its own real HTTP server in vLLM's place and a thread answering as the
+snapshot agent; the real :func:`kimi_k3.weights.snapshot_pod.snapshot_after_healthy` then the real warm-up marker
+(:func:`kimi_k3.weights.warmup.mark_ready`), the order ``podmain warmup-then-save`` runs them in. "Ready" is the marker; the
+headless Service's DNS answer is a stand-in resolver that returns the pod IPs whose marker exists (only Ready endpoints resolve).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+from kimi_k3.weights import engine_snapshot, snapshot_pod, warmup
+from tests.test_engine_snapshot_pod import FakeVllm, agent_thread, fake_dump
+from tests.test_engine_snapshot_s3 import KEY, URI, copier, in_s3
+
+HOST = "kimi-k3-key-peers.kimi-k3.svc.cluster.local"
+IPS = {"a": "10.0.1.10", "b": "10.0.2.20"}
+
+
+class Dns:
+    """Stands in for CoreDNS answering the headless Service: the IPs of the pods whose warm-up marker exists (Ready ones only)."""
+
+    def __init__(self, markers: dict[str, Path]) -> None:
+        self.markers = markers
+        self.asked: list[str] = []
+
+    def __call__(self, host: str, port, proto: int = 0) -> list:
+        self.asked.append(host)
+        ready = [IPS[pod] for pod, marker in self.markers.items() if marker.exists()]
+        if host != HOST or not ready:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, proto, "", (ip, 0)) for ip in ready]
+
+
+class Node:
+    """One replica's node: snapshot root, fake vLLM, agent thread (recording at each dump whether the other pod was Ready)."""
+
+    def __init__(self, tmp_path: Path, pod: str, markers: dict[str, Path]) -> None:
+        self.pod, self.root, self.marker = pod, tmp_path / f"node-{pod}", markers[pod]
+        self.root.mkdir()
+        self.vllm = FakeVllm()
+        self.log: list[str] = []
+        self.dumps: list[dict] = []  # each dump request, with "others_ready": the other replicas' markers at that moment
+        self.others = [m for p, m in markers.items() if p != pod]
+        self.stop = threading.Event()
+        record = fake_dump(self.root, self.dumps)
+
+        def answer(request: dict) -> dict:
+            request["others_ready"] = [m.exists() for m in self.others]
+            return record(request)
+
+        agent_thread(self.root, answer, self.stop)
+
+    def sidecar(self, dns: Dns | None, wait_s: float = 30.0) -> bool:
+        """``warmup-then-save``'s order: the snapshot step, then Ready (the marker)."""
+        peers = snapshot_pod.Peers(HOST, IPS[self.pod], wait_s=wait_s, poll_s=0.05, resolver=dns) if dns is not None else None
+        sealed = snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(self.vllm.url), snapshot_pod.AgentChannel(self.root, poll_s=0.01), self.root, KEY,
+                                                     self.log.append, f"pod-{self.pod}", copies=snapshot_pod.CopyChannel(self.root, URI, poll_s=0.02), peers=peers)
+        warmup.mark_ready(str(self.marker))
+        return sealed
+
+    def slept(self) -> bool:
+        return any(c.startswith("POST /sleep") for c in self.vllm.calls)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.vllm.close()
+
+
+def two_nodes(tmp_path: Path) -> tuple[Node, Node, Dns]:
+    markers = {pod: tmp_path / f"ready-{pod}" for pod in IPS}
+    return Node(tmp_path, "a", markers), Node(tmp_path, "b", markers), Dns(markers)
+
+
+def wait_for(path: Path, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not path.exists():
+        time.sleep(0.05)
+    return path.exists()
+
+
+def test_of_two_replicas_of_a_new_key_the_loser_goes_ready_at_once_and_the_winner_dumps_only_once_the_loser_serves(tmp_path):
+    a, b, dns = two_nodes(tmp_path)
+    results: dict[str, bool] = {}
+    try:
+        with copier(tmp_path, a.root), copier(tmp_path, b.root):
+            threads = [threading.Thread(target=lambda n=n: results.__setitem__(n.pod, n.sidecar(dns))) for n in (a, b)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            assert wait_for(in_s3(tmp_path) / "KEY")  # the winner's upload went through its own claim (no 412 against itself)
+    finally:
+        a.close()
+        b.close()
+    winner, loser = (a, b) if results["a"] else (b, a)
+    assert results[winner.pod] and not results[loser.pod]
+    assert not loser.slept() and loser.dumps == []  # the loser never slept its engine: it went Ready at once
+    assert [d["others_ready"] for d in winner.dumps] == [[True]]  # one dump, taken while the other replica was Ready
+    assert snapshot_pod.check(snapshot_pod.snapshot_dir(winner.root, KEY), KEY).restore
+    assert not (snapshot_pod.snapshot_dir(loser.root, KEY) / engine_snapshot.KEY_FILE).exists()
+    assert winner.marker.exists() and loser.marker.exists()
+    short = KEY.digest()[:12]
+    assert any(line.startswith(f"engine snapshot {short}: dump election: no dump, Ready now: another replica won the claim") for line in loser.log), loser.log
+    assert any(f"{IPS[loser.pod]} Ready after" in line and "dumping before this replica's Ready" in line for line in winner.log), winner.log
+    assert HOST in dns.asked
+
+
+def test_a_winner_without_a_ready_peer_in_the_bound_goes_ready_without_a_dump_and_releases_the_claim(tmp_path):
+    markers = {pod: tmp_path / f"ready-{pod}" for pod in IPS}
+    a = Node(tmp_path, "a", markers)  # node b is not Ready during a's first start
+    dns = Dns(markers)
+    claim = in_s3(tmp_path) / engine_snapshot.S3_CLAIM
+    try:
+        with copier(tmp_path, a.root):
+            start = time.monotonic()
+            assert not a.sidecar(dns, wait_s=0.5)
+            took = time.monotonic() - start
+            deadline = time.monotonic() + 20
+            while claim.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not claim.exists()  # released: the next start of the key may claim it
+            first = list(a.log)
+            markers["b"].touch()  # the next start, beside a Ready replica: it wins the claim again and dumps
+            assert a.sidecar(dns)
+    finally:
+        a.close()
+    assert 0.5 <= took < 10 and not any("dumped and sealed" in line for line in first)
+    assert any("no other replica of this key Ready in 0.5 s: Ready without a dump, claim released" in line for line in first), first
+    assert [d["others_ready"] for d in a.dumps] == [[True]]  # the one dump was the second start's, beside a Ready peer
+
+
+def test_one_replica_keeps_the_old_order_dump_before_its_own_ready(tmp_path):
+    markers = {"a": tmp_path / "ready-a"}
+    a = Node(tmp_path, "a", markers)
+    try:
+        with copier(tmp_path, a.root):
+            assert a.sidecar(None)  # replicas 1: no peers host, no election
+            assert wait_for(in_s3(tmp_path) / "KEY")
+    finally:
+        a.close()
+    assert a.slept() and len(a.dumps) == 1
+    assert not any("dump election" in line for line in a.log)
+
+
+def test_a_key_already_in_s3_is_not_dumped_again(tmp_path):
+    a, b, dns = two_nodes(tmp_path)
+    copy = in_s3(tmp_path)
+    copy.mkdir(parents=True)
+    (copy / "KEY").write_text(KEY.to_json())
+    try:
+        with copier(tmp_path, a.root):
+            assert not a.sidecar(dns)
+    finally:
+        a.close()
+        b.close()
+    assert not a.slept() and a.dumps == [] and a.marker.exists()
+    assert any("its S3 copy exists" in line for line in a.log), a.log
+
+
+def test_ready_peers_leaves_out_this_pod_and_answers_nothing_when_the_name_does_not_resolve(tmp_path):
+    markers = {pod: tmp_path / f"ready-{pod}" for pod in IPS}
+    dns = Dns(markers)
+    assert snapshot_pod.ready_peers(HOST, IPS["a"], dns) == []  # NXDOMAIN: none Ready
+    markers["a"].touch()
+    assert snapshot_pod.ready_peers(HOST, IPS["a"], dns) == []  # only itself
+    markers["b"].touch()
+    assert snapshot_pod.ready_peers(HOST, IPS["a"], dns) == [IPS["b"]]
