@@ -13,9 +13,12 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from kimi_k3.weights import engine_snapshot, snapshot_pod, warmup
+import pytest
+
+from kimi_k3.weights import engine_snapshot, peer_transfer, snapshot_pod, warmup
 from tests.test_engine_snapshot_pod import FakeVllm, agent_thread, fake_dump
 from tests.test_engine_snapshot_s3 import KEY, URI, copier, in_s3
 
@@ -172,3 +175,67 @@ def test_ready_peers_leaves_out_this_pod_and_answers_nothing_when_the_name_does_
     assert snapshot_pod.ready_peers(HOST, IPS["a"], dns) == []  # only itself
     markers["b"].touch()
     assert snapshot_pod.ready_peers(HOST, IPS["a"], dns) == [IPS["b"]]
+
+
+# --- what the plan declares ------------------------------------------------------------------------------------------------
+
+def _objects(plan) -> dict[tuple[str, str], dict]:
+    return {(m["kind"], m["metadata"]["name"]): m for m in plan.kubernetes_objects()}
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_prod_declares_the_headless_service_of_the_ready_replicas_of_the_key_and_the_sidecar_resolves_it(prod_plan, tmp_path):
+    from tests.k8s_checks import checkov_scan, validate_manifest, write_manifests
+    from tests.test_time_to_serve_stack import containers, env, serving_workload
+
+    objects = _objects(prod_plan)
+    service = objects[("Service", "kimi-k3-serving-key-peers")]
+    workload = serving_workload(prod_plan)
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    spec = service["spec"]
+    assert spec["clusterIP"] == "None" and spec["publishNotReadyAddresses"] is False  # only Ready endpoints resolve
+    assert _selects(spec["selector"], labels) and peer_transfer.PEER_KEY_LABEL in spec["selector"]  # the pods of this key, the one label
+    warm = env(containers(workload["spec"]["template"]["spec"])["warmup"])
+    namespace = service["metadata"]["namespace"]
+    assert warm[engine_snapshot.PEERS_HOST_ENV] == f"kimi-k3-serving-key-peers.{namespace}.svc.cluster.local"
+    assert warm[engine_snapshot.POD_IP_ENV] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    # the pod may ask kube-dns: an egress rule of a policy selecting the serving pods names kube-dns on 53
+    dns_out = [p for (kind, _), p in objects.items() if kind == "NetworkPolicy" and _selects(p["spec"]["podSelector"].get("matchLabels", {}), labels)
+               and any(any(t.get("podSelector", {}).get("matchLabels") == {"k8s-app": "kube-dns"} for t in rule.get("to", []))
+                       and {"port": 53, "protocol": "UDP"} in rule.get("ports", []) for rule in p["spec"].get("egress", []))]
+    assert dns_out, "no NetworkPolicy lets the serving pods query kube-dns"
+    picked = [service, workload, *dns_out]
+    for manifest in picked:
+        validate_manifest(manifest, prod_plan.settings.cluster.version)
+    write_manifests(picked, tmp_path)
+    report = checkov_scan(tmp_path)
+    assert report["failed"] == [], [(c["check_id"], c["resource"]) for c in report["failed"]]
+
+
+def test_one_replica_declares_no_election():
+    from kimi_k3.stack import time_to_serve
+    from kimi_k3.stack.settings import load_stack
+
+    prod = load_stack("prod")
+    one = replace(prod, serving=replace(prod.serving, replicas=1))
+    assert time_to_serve.startup_inputs(prod).dump_beside_peer and not time_to_serve.startup_inputs(one).dump_beside_peer
+    assert not engine_snapshot.dump_waits_for_peer(s3_copy=False, replicas=2) and engine_snapshot.dump_waits_for_peer(s3_copy=True, replicas=2)
+
+
+def test_the_cold_case_first_ready_pays_no_dump_and_the_plan_prints_the_full_capacity_extra():
+    from kimi_k3.stack import time_to_serve
+    from kimi_k3.stack.settings import load_stack
+    from kimi_k3.weights import estimate
+
+    x = time_to_serve.startup_inputs(load_stack("prod"))
+    single = replace(x, dump_beside_peer=False)
+    cold, old = estimate.estimate_case(x, "cold"), estimate.estimate_case(single, "cold")
+    assert not any(p.name.startswith("engine snapshot dump") for p in cold.phases)
+    assert cold.minutes == pytest.approx(old.minutes - estimate.dump_minutes(x))  # the first Ready is the loser's: no dump
+    assert estimate.estimate_case(x, "warm").minutes == estimate.estimate_case(single, "warm").minutes  # the S3 copy: no dump either way
+    lines = estimate.format_estimates(x)
+    assert lines[-1].endswith(f"full capacity at +{estimate.dump_minutes(x):.1f} min") and "first Ready pays no dump" in lines[-1]
+    assert "dumps it before Ready" in estimate.format_estimates(single)[-1]

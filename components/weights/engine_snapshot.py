@@ -181,8 +181,8 @@ POD_IP_ENV = "POD_IP"
 PEER_READY_WAIT_S = 900
 """How long the claim's winner waits for another replica of its key to be Ready before it dumps. The replicas of a stack start
 together (one node group, one scheduled scale-up) and the loser goes Ready as soon as its warm-up request is answered, so the wait
-is the spread between two nodes' cold starts: the cold case's range is 9.9–23.4 min (docs/weights.md), 13.5 min apart at most,
-rounded up to 15. Past it the winner goes Ready without a dump and releases the claim (the next start of the key tries again)."""
+is the spread between two nodes' cold starts: the first Ready's cold case lies in 8.8–19.9 min (prod's estimate, docs/weights.md),
+11.1 min apart at most, rounded up to 15 for a node that joins late. Past it the winner goes Ready without a dump and releases the claim (the next start of the key tries again)."""
 
 
 def dump_waits_for_peer(*, s3_copy: bool, replicas: int) -> bool:
