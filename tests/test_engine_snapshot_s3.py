@@ -377,7 +377,7 @@ def test_the_estimate_follows_what_is_deployed_and_counts_the_first_dump_before_
     assert len(dump) == 6 and names.index(dump[-1]) < names.index("first request (warm-up before Ready)")  # paid before Ready
     assert sum(p.minutes for p in cold.phases if p.name in dump) == pytest.approx(estimate.dump_minutes(x)) and 1.5 < estimate.dump_minutes(x) < 2.5
     assert not any(p.name.startswith("engine snapshot dump") for p in warm.phases)  # restored from the S3 copy: nothing to dump
-    no_copy = estimate.estimate_case(replace(x, engine_snapshot_s3=False), "warm")
+    no_copy = estimate.estimate_case(replace(x, engine_snapshot_s3=False, dump_beside_peer=False), "warm")  # no copy: no claim to elect by
     assert any(p.name.startswith("engine snapshot dump") for p in no_copy.phases)  # a new node without the copy dumps the key again
     assert warm.minutes <= 8 < no_copy.minutes and warm.after_node_ready < 3.5
     fetch = next(p for p in warm.phases if p.name.startswith("engine snapshot from S3"))

@@ -303,7 +303,7 @@ def dump_minutes(x: StartupInputs) -> float:
 
 def dump_before_first_ready(x: StartupInputs) -> bool:
     """A new key's first start dumps it before the service's first Ready: a snapshot without the election (:attr:`StartupInputs.dump_beside_peer`)."""
-    return x.engine_snapshot and x.node_local_weights and not (x.dump_beside_peer and x.engine_snapshot_s3)
+    return x.engine_snapshot and x.node_local_weights and not x.dump_beside_peer
 
 
 def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool, loaded: bool = False, dump: bool = False) -> list[Phase]:
