@@ -23,20 +23,23 @@ from tests.test_engine_snapshot_pod import FakeVllm, agent_thread, fake_dump
 from tests.test_engine_snapshot_s3 import KEY, URI, copier, in_s3
 
 HOST = "kimi-k3-key-peers.kimi-k3.svc.cluster.local"
-IPS = {"a": "10.0.1.10", "b": "10.0.2.20"}
+SERVING = "kimi-k3-metrics.kimi-k3.svc.cluster.local"
+IPS = {"a": "10.0.1.10", "b": "10.0.2.20", "old": "10.0.3.30"}
 
 
 class Dns:
-    """Stands in for CoreDNS answering the headless Service: the IPs of the pods whose warm-up marker exists (Ready ones only)."""
+    """Stands in for CoreDNS answering the headless Services: the IPs of the pods whose warm-up marker exists (Ready ones only);
+    :data:`HOST` the pods of this key (``markers``), :data:`SERVING` every serving pod (``other_key`` too)."""
 
-    def __init__(self, markers: dict[str, Path]) -> None:
-        self.markers = markers
+    def __init__(self, markers: dict[str, Path], other_key: dict[str, Path] | None = None) -> None:
+        self.markers, self.other_key = markers, other_key or {}
         self.asked: list[str] = []
 
     def __call__(self, host: str, port, proto: int = 0) -> list:
         self.asked.append(host)
-        ready = [IPS[pod] for pod, marker in self.markers.items() if marker.exists()]
-        if host != HOST or not ready:
+        pods = {HOST: self.markers, SERVING: {**self.markers, **self.other_key}}.get(host, {})
+        ready = [IPS[pod] for pod, marker in pods.items() if marker.exists()]
+        if not ready:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return [(socket.AF_INET, socket.SOCK_STREAM, proto, "", (ip, 0)) for ip in ready]
 
@@ -62,7 +65,7 @@ class Node:
 
     def sidecar(self, dns: Dns | None, wait_s: float = 30.0) -> bool:
         """``warmup-then-save``'s order: the snapshot step, then Ready (the marker)."""
-        peers = snapshot_pod.Peers(HOST, IPS[self.pod], wait_s=wait_s, poll_s=0.05, resolver=dns) if dns is not None else None
+        peers = snapshot_pod.Peers(HOST, IPS[self.pod], wait_s=wait_s, poll_s=0.05, resolver=dns, serving_host=SERVING) if dns is not None else None
         sealed = snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(self.vllm.url), snapshot_pod.AgentChannel(self.root, poll_s=0.01), self.root, KEY,
                                                      self.log.append, f"pod-{self.pod}", copies=snapshot_pod.CopyChannel(self.root, URI, poll_s=0.02), peers=peers)
         warmup.mark_ready(str(self.marker))
@@ -77,7 +80,7 @@ class Node:
 
 
 def two_nodes(tmp_path: Path) -> tuple[Node, Node, Dns]:
-    markers = {pod: tmp_path / f"ready-{pod}" for pod in IPS}
+    markers = {pod: tmp_path / f"ready-{pod}" for pod in ("a", "b")}
     return Node(tmp_path, "a", markers), Node(tmp_path, "b", markers), Dns(markers)
 
 
@@ -116,7 +119,7 @@ def test_of_two_replicas_of_a_new_key_the_loser_goes_ready_at_once_and_the_winne
 
 
 def test_a_winner_without_a_ready_peer_in_the_bound_goes_ready_without_a_dump_and_releases_the_claim(tmp_path):
-    markers = {pod: tmp_path / f"ready-{pod}" for pod in IPS}
+    markers = {pod: tmp_path / f"ready-{pod}" for pod in ("a", "b")}
     a = Node(tmp_path, "a", markers)  # node b is not Ready during a's first start
     dns = Dns(markers)
     claim = in_s3(tmp_path) / engine_snapshot.S3_CLAIM
@@ -137,6 +140,29 @@ def test_a_winner_without_a_ready_peer_in_the_bound_goes_ready_without_a_dump_an
     assert 0.5 <= took < 10 and not any("dumped and sealed" in line for line in first)
     assert any("no other replica of this key Ready in 0.5 s: Ready without a dump, claim released" in line for line in first), first
     assert [d["others_ready"] for d in a.dumps] == [[True]]  # the one dump was the second start's, beside a Ready peer
+
+
+def test_in_a_rollout_the_first_pod_of_the_new_key_goes_ready_beside_the_old_keys_pod_without_waiting_the_bound(tmp_path):
+    """The StatefulSet replaces one pod at a time and waits for it: the other pod still serves the old key and is never this key's
+    peer, so waiting the 15 min would only keep the service at half capacity. The next pod of the new key dumps beside this one."""
+    markers = {pod: tmp_path / f"ready-{pod}" for pod in ("a", "b")}
+    old = {"old": tmp_path / "ready-old"}
+    old["old"].touch()  # the old key's replica serves
+    a = Node(tmp_path, "a", markers)
+    claim = in_s3(tmp_path) / engine_snapshot.S3_CLAIM
+    try:
+        with copier(tmp_path, a.root):
+            start = time.monotonic()
+            assert not a.sidecar(Dns(markers, old), wait_s=60)
+            took = time.monotonic() - start
+            deadline = time.monotonic() + 20
+            while claim.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not claim.exists()  # released: b, replaced next with the new key, wins it and dumps beside a
+    finally:
+        a.close()
+    assert took < 10 and not a.slept() and a.dumps == [] and a.marker.exists()
+    assert any(f"{IPS['old']} of another key serve, none of this key" in line for line in a.log), a.log
 
 
 def test_one_replica_keeps_the_old_order_dump_before_its_own_ready(tmp_path):
@@ -168,7 +194,7 @@ def test_a_key_already_in_s3_is_not_dumped_again(tmp_path):
 
 
 def test_ready_peers_leaves_out_this_pod_and_answers_nothing_when_the_name_does_not_resolve(tmp_path):
-    markers = {pod: tmp_path / f"ready-{pod}" for pod in IPS}
+    markers = {pod: tmp_path / f"ready-{pod}" for pod in ("a", "b")}
     dns = Dns(markers)
     assert snapshot_pod.ready_peers(HOST, IPS["a"], dns) == []  # NXDOMAIN: none Ready
     markers["a"].touch()
@@ -202,6 +228,10 @@ def test_prod_declares_the_headless_service_of_the_ready_replicas_of_the_key_and
     namespace = service["metadata"]["namespace"]
     assert warm[engine_snapshot.PEERS_HOST_ENV] == f"kimi-k3-serving-key-peers.{namespace}.svc.cluster.local"
     assert warm[engine_snapshot.POD_IP_ENV] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    serving_name, _, rest = warm[engine_snapshot.SERVING_HOST_ENV].partition(".")
+    every = objects[("Service", serving_name)]  # every Ready serving pod, of any key (a rollout's old pod)
+    assert rest == f"{namespace}.svc.cluster.local" and every["spec"]["clusterIP"] == "None" and not every["spec"].get("publishNotReadyAddresses")
+    assert _selects(every["spec"]["selector"], labels) and peer_transfer.PEER_KEY_LABEL not in every["spec"]["selector"]
     # the pod may ask kube-dns: an egress rule of a policy selecting the serving pods names kube-dns on 53
     dns_out = [p for (kind, _), p in objects.items() if kind == "NetworkPolicy" and _selects(p["spec"]["podSelector"].get("matchLabels", {}), labels)
                and any(any(t.get("podSelector", {}).get("matchLabels") == {"k8s-app": "kube-dns"} for t in rule.get("to", []))

@@ -408,6 +408,7 @@ class PodKit:
             mounts=[m for m in self.mounts() if m.name in ("home", "tmp")] + ([serving_pod.snapshot_mount("models")] if self.engine_snapshot else []),
             security_context=container_security_context(), snapshot_env=self.snapshot_env() if self.engine_snapshot else None,
             snapshot_peers_host=self.key_peers_host() if self.snapshot_election else None,
+            serving_host=f"{self.name}-metrics.{args.namespace}.svc.cluster.local" if self.snapshot_election else None,  # base's headless metrics Service
         )
 
     def engine_env(self, extra: Mapping[str, str] | None = None, *, with_api_key: bool = True) -> list[k8s.core.v1.EnvVarArgs]:

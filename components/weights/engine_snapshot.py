@@ -176,6 +176,10 @@ CLAIM_ERROR = "error:"
 PEERS_HOST_ENV = "SNAPSHOT_PEERS_HOST"
 """The warm-up sidecar's env: the headless Service's name that resolves to the Ready serving pods of this pod's peer key
 (:func:`kimi_k3.weights.snapshot_pod.ready_peers`); set only when :func:`dump_waits_for_peer`."""
+SERVING_HOST_ENV = "SNAPSHOT_SERVING_HOST"
+"""The warm-up sidecar's env beside :data:`PEERS_HOST_ENV`: the headless Service of every Ready serving pod, of any key. A Ready pod
+of another key while none of this key is Ready is a rollout (the StatefulSet replaces one pod at a time and waits for this one):
+the winner goes Ready without a dump and releases the claim, and the next pod of the key, beside this one, dumps."""
 POD_IP_ENV = "POD_IP"
 """The warm-up sidecar's own pod IP (the downward API's ``status.podIP``), left out of :data:`PEERS_HOST_ENV`'s answers."""
 PEER_READY_WAIT_S = 900
@@ -320,6 +324,7 @@ __all__ = [
     "S3_CLAIM",
     "S3_COPY_EXPIRY_DAYS",
     "S3_COPY_PREFIX",
+    "SERVING_HOST_ENV",
     "SLEEP_MODE_FLAG",
     "SNAPSHOT_MANIFEST",
     "UPLOAD_LOG",

@@ -153,7 +153,7 @@ def _snapshot_after_healthy() -> None:
     key = _snapshot_key(_log)
     if key is not None:
         host = os.environ.get(engine_snapshot.PEERS_HOST_ENV)  # set by the plan only with two or more replicas and the S3 copy
-        peers = snapshot_pod.Peers(host, os.environ.get(engine_snapshot.POD_IP_ENV, "")) if host else None
+        peers = snapshot_pod.Peers(host, os.environ.get(engine_snapshot.POD_IP_ENV, ""), serving_host=os.environ.get(engine_snapshot.SERVING_HOST_ENV) or None) if host else None
         snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(_env("VLLM_URL")), snapshot_pod.AgentChannel(root), root, key, _log, os.environ.get("HOSTNAME") or os.uname().nodename,
                                             copies=_copies(root), peers=peers)
 

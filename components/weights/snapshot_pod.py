@@ -290,14 +290,27 @@ class Peers:
     """How often it resolves the name again (CoreDNS answers a headless Service with a 5 s TTL)."""
     resolver: Callable[..., list] = socket.getaddrinfo
     """``socket.getaddrinfo`` or a stand-in (tests)."""
+    serving_host: str | None = None
+    """The headless Service of every Ready serving pod, of any key (:data:`~kimi_k3.weights.engine_snapshot.SERVING_HOST_ENV`)."""
+    other_key_polls: int = 3
+    """Polls in a row that must see a Ready pod of another key (and none of this key) before it counts as a rollout: the two
+    Services' endpoints of one pod may land a moment apart, so a peer of this key just turning Ready is not mistaken for one."""
 
-    def wait_ready(self) -> list[str]:
-        """The Ready peers' addresses as soon as there is one, ``[]`` once :attr:`wait_s` has passed without."""
+    def wait_ready(self) -> tuple[list[str], list[str]]:
+        """``(Ready peers of this key, [])`` as soon as there is one; ``([], Ready pods of another key)`` once they have been
+        seen :attr:`other_key_polls` polls in a row (a rollout); ``([], [])`` once :attr:`wait_s` has passed without either."""
         deadline = time.monotonic() + self.wait_s
+        seen_other = 0
         while True:
             found = ready_peers(self.host, self.own_ip, self.resolver)
-            if found or time.monotonic() >= deadline:
-                return found
+            if found:
+                return found, []
+            other = ready_peers(self.serving_host, self.own_ip, self.resolver) if self.serving_host else []
+            seen_other = seen_other + 1 if other else 0
+            if seen_other >= self.other_key_polls:
+                return [], other
+            if time.monotonic() >= deadline:
+                return [], []
             time.sleep(self.poll_s)
 
 
@@ -313,7 +326,12 @@ def elect_dump(copies: CopyChannel, peers: Peers, key: engine_snapshot.SnapshotK
         return False
     log(engine_snapshot.ELECTION_LOG.format(key=short, verdict=f"won the claim ({line}); waiting up to {peers.wait_s:g} s for another replica of this key to be Ready ({peers.host})"))
     start = time.monotonic()
-    found = peers.wait_ready()
+    found, other_key = peers.wait_ready()
+    if other_key:
+        copies.release(key.digest())
+        log(engine_snapshot.ELECTION_LOG.format(key=short, verdict=f"{', '.join(other_key)} of another key serve, none of this key (a rollout waits for this replica): "
+                                                "Ready without a dump, claim released (the next replica of this key dumps it beside this one)"))
+        return False
     if not found:
         copies.release(key.digest())
         log(engine_snapshot.ELECTION_LOG.format(key=short, verdict=f"no other replica of this key Ready in {peers.wait_s:g} s: Ready without a dump, claim released (the next start tries again)"))
