@@ -1063,6 +1063,21 @@ limit(*(Limit("ECR pull-through cache prefix length", edge, at, beyond, "expecte
               _pull_through, ("weights/image_pull.py::valid_prefix: 2 <= len(ecr_repository_prefix) <= 30",)) for edge, at, beyond in (("min", "dh", "d"), ("max", "d" * 30, "d" * 31))))
 
 
+def _dump_election(replicas: int) -> object:
+    """Prod with ``replicas``: its warm-up sidecars elect the one that dumps a new key (the plan's estimate says so), else "refused"."""
+    from kimi_k3.stack import time_to_serve
+
+    x = time_to_serve.startup_inputs(settings_of("prod", replicas=replicas))
+    if not x.dump_beside_peer:
+        raise UserError(f"{replicas} replica: no other replica serves during the dump, so the dump is paid before its own Ready")
+    return x
+
+
+limit(Limit("the engine snapshot's dump election: replicas", "min", 2, 1, "no other replica serves during the dump",
+            "weights/engine_snapshot.py dump_waits_for_peer (with the S3 copy's CLAIM; one replica dumps before its own Ready)", _dump_election,
+            ("weights/engine_snapshot.py::dump_waits_for_peer: replicas >= 2",)))
+
+
 def _weights_error() -> type[Exception]:
     from kimi_k3.weights import WeightsError
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -120,6 +121,21 @@ def test_an_upstream_log_alone_prints_every_phase_it_holds_beside_the_estimate(n
         assert what in out  # printed under "also measured"
 
 
+def test_prods_replica_that_dumped_the_key_is_compared_with_the_start_that_dumps_and_the_other_without(capsys, tmp_path):
+    """Prod's two replicas of a new key: the claim's winner slept and woke (the dump), the other went Ready without."""
+    log = (LOGS / "kimi-k3-tp8-vllm-0.27.1-format-pipelined.log").read_text()
+    dumped, plain = tmp_path / "dumped.log", tmp_path / "plain.log"
+    dumped.write_text(log)
+    plain.write_text("".join(line for line in log.splitlines(keepends=True) if "to fall asleep" not in line and "to wake up" not in line))
+    rows = {}
+    for name, path in (("dumped", dumped), ("plain", plain)):
+        code, _, _ = run(capsys, "prod", "--engine-log", str(path), "--out", str(tmp_path / f"{name}.json"))
+        assert code == 0
+        rows[name] = {r["name"] for r in json.loads((tmp_path / f"{name}.json").read_text())["phases"]}
+    assert "engine snapshot dump: sleep level 2" in rows["dumped"]
+    assert not any(n.startswith("engine snapshot dump") for n in rows["plain"])
+
+
 def test_saved_objects_and_a_log_against_a_stacks_estimate(capsys, tmp_path):
     node, pod, pulled = cluster_objects()
     events = tmp_path / "objects.json"
@@ -188,7 +204,8 @@ def test_a_vllm_0_27_1_format_log_gives_every_phase_it_prints_beside_the_prod_es
         "engine start": 44.5, "engine total": 289.5,  # 0.27.1's banner ("vLLM server version") to "Starting to load model" / "Starting vLLM server on"
     }
     assert log.cache_hit is None  # 0.27.1 prints neither "Compiling a graph for" nor an AOT load at INFO here
-    prod = time_to_serve.startup_inputs(settings.load_stack("prod"))
+    # the log is of the replica that dumped the new key (it slept and woke): prod's other replica is Ready without a dump
+    prod = replace(time_to_serve.startup_inputs(settings.load_stack("prod")), dump_beside_peer=False)
     rows = {r.name: r for r in startup.report(estimate.estimate_case(prod, "cold"), log.measurements).rows}
     measured = {name for name, r in rows.items() if r.measured_min is not None}
     assert measured == {

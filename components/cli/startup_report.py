@@ -107,6 +107,8 @@ def cmd_startup_report(args: argparse.Namespace) -> int:
     case = args.case or ("warm" if log.cache_hit else "cold")
     if inputs.engine_snapshot_s3 and not any(m.what == "engine snapshot restore" for m in log.measurements):
         inputs = dataclasses.replace(inputs, engine_snapshot_s3=False)  # this start restored no snapshot: compare it with the start that rebuilds
+    if inputs.dump_beside_peer and any(m.what == "sleep" for m in log.measurements):
+        inputs = dataclasses.replace(inputs, dump_beside_peer=False)  # this replica won the key's claim and dumped it: compare it with the start that dumps
     result = startup.report(estimate.estimate_case(inputs, case), measurements, cache_hit=log.cache_hit,
                             kv_cache_memory_bytes=log.kv_cache_memory_bytes, sources=sources)
     print("\n".join(startup.render(result)))

@@ -10,6 +10,9 @@ The namespace denies everything by default (:func:`kimi_k3.serving.base.network_
 the serving pods reach each other's ModelExpress ports (the WorkerGrpcServer and NIXL's listen thread of every rank) over the
 pod network. The RDMA itself runs over the EFA interfaces, outside the pod network, admitted by the GPU nodes' EFA security
 group (all traffic to and from itself: :mod:`kimi_k3.capacity.node_group`).
+
+The same peer key label serves the engine snapshot's dump election (``engineSnapshot`` with two or more replicas and the S3
+copy): :func:`key_peers_service`, a headless Service whose DNS answers are the Ready pods of the key.
 """
 
 from __future__ import annotations
@@ -44,6 +47,29 @@ def peers_service(name: str, namespace: str, selector: Mapping[str, str], key: s
     )
 
 
+def key_peers_service_name(name: str) -> str:
+    """``{name}-key-peers``: the headless Service of the Ready serving pods of one peer key (:func:`key_peers_service`)."""
+    return f"{name}-key-peers"
+
+
+def key_peers_service(name: str, namespace: str, selector: Mapping[str, str], key: str, port: int, target_port: str, labels: Mapping[str, str],
+                      opts: pulumi.ResourceOptions) -> k8s.core.v1.Service:
+    """``{name}-key-peers``: headless (``clusterIP: None``), ``publishNotReadyAddresses: false``, the serving pods of ``key``.
+
+    Kubernetes docs, "DNS for Services and Pods": a headless Service's A records are "the set of IPs of all of the Ready Pods
+    selected by the Service", so the warm-up sidecar learns, without API access, whether another replica of its key serves
+    (:func:`kimi_k3.weights.snapshot_pod.ready_peers`: the engine snapshot's dump election). Resolving it is a query to kube-dns,
+    which the serving pods' NetworkPolicy already lets out (:func:`kimi_k3.serving.base.egress_rules`); no traffic goes to the
+    peers, and ``port`` / ``target_port`` (the API's, the proxy container's port name) only name the endpoints' port."""
+    return k8s.core.v1.Service(
+        key_peers_service_name(name),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=key_peers_service_name(name), namespace=namespace, labels=dict(labels)),
+        spec=k8s.core.v1.ServiceSpecArgs(type="ClusterIP", cluster_ip="None", publish_not_ready_addresses=False, selector=peer_selector(selector, key),
+                                         ports=[k8s.core.v1.ServicePortArgs(name=target_port, port=port, target_port=target_port, protocol="TCP")]),
+        opts=opts,
+    )
+
+
 def peers_network_policy(name: str, namespace: str, selector: Mapping[str, str], key: str, gpus: int, labels: Mapping[str, str],
                          opts: pulumi.ResourceOptions) -> k8s.networking.v1.NetworkPolicy:
     """``{name}-peers``: the serving pods of ``key`` reach each other on every rank's WorkerGrpcServer and NIXL listen port, in and out."""
@@ -63,4 +89,4 @@ def peers_network_policy(name: str, namespace: str, selector: Mapping[str, str],
     )
 
 
-__all__ = ["peer_selector", "peers_network_policy", "peers_service", "rank_ports"]
+__all__ = ["key_peers_service", "key_peers_service_name", "peer_selector", "peers_network_policy", "peers_service", "rank_ports"]

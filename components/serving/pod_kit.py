@@ -31,7 +31,7 @@ import pulumi_kubernetes as k8s
 from kimi_k3.cluster.pod_security import RUN_AS_USER, container_security_context
 from kimi_k3.core import catalog, labels
 from kimi_k3.errors import UserError
-from kimi_k3.serving import api_pod
+from kimi_k3.serving import api_pod, peer_weights
 from kimi_k3.serving.args import AWS_CLI_IMAGE, VllmServingArgs
 from kimi_k3.serving.contracts import ServingContract
 from kimi_k3.serving.scripts import HF_DOWNLOAD_SCRIPT, READINESS_SCRIPT, S3_SYNC_SCRIPT, VERIFY_SCRIPT
@@ -301,6 +301,17 @@ class PodKit:
         """A new pod takes its weights from a serving peer over EFA (``args.startup.peer_transfer``)."""
         return self.args.startup is not None and self.args.startup.peer_transfer
 
+    @property
+    def snapshot_election(self) -> bool:
+        """Only one replica dumps a new key, once another serves (:func:`~kimi_k3.weights.engine_snapshot.dump_waits_for_peer`:
+        the engine snapshot's S3 copy and two or more replicas); the pods then carry their peer key and a headless Service finds them."""
+        startup = self.args.startup
+        return startup is not None and startup.engine_snapshot and engine_snapshot.dump_waits_for_peer(s3_copy=startup.engine_snapshot_s3, replicas=self.args.replicas)
+
+    def key_peers_host(self) -> str:
+        """DNS name of the headless Service of the Ready replicas of this pod's key (:func:`kimi_k3.serving.peer_weights.key_peers_service`)."""
+        return f"{peer_weights.key_peers_service_name(self.name)}.{self.args.namespace}.svc.cluster.local"
+
     def peer_service(self) -> str:
         """Name of the Service of the serving peers (ModelExpress's ``k8s-service`` backend dials it): ``{name}-peers``."""
         return f"{self.name}-peers"
@@ -396,6 +407,8 @@ class PodKit:
             api_key_env=secret_env("VLLM_API_KEY", key) if key else None,
             mounts=[m for m in self.mounts() if m.name in ("home", "tmp")] + ([serving_pod.snapshot_mount("models")] if self.engine_snapshot else []),
             security_context=container_security_context(), snapshot_env=self.snapshot_env() if self.engine_snapshot else None,
+            snapshot_peers_host=self.key_peers_host() if self.snapshot_election else None,
+            serving_host=f"{self.name}-metrics.{args.namespace}.svc.cluster.local" if self.snapshot_election else None,  # base's headless metrics Service
         )
 
     def engine_env(self, extra: Mapping[str, str] | None = None, *, with_api_key: bool = True) -> list[k8s.core.v1.EnvVarArgs]:

@@ -27,7 +27,7 @@ from kimi_k3.cluster.kubernetes_provider import require_kubernetes_provider
 from kimi_k3.core import labels
 from kimi_k3.core.args_check import checked_args, checked_component
 from kimi_k3.errors import Problems
-from kimi_k3.serving import api_pod, peer_weights
+from kimi_k3.serving import api_pod, api_proxy, peer_weights
 from kimi_k3.serving.args import VllmServingArgs
 from kimi_k3.serving.base import PDB_MAX_UNAVAILABLE, SECRET_ENV_SKIP, Foundation, VllmServingBase, checkov_skips, scrape_annotations
 from kimi_k3.serving.block_end import ScaleTarget
@@ -82,9 +82,15 @@ class VllmServer(VllmServingBase):
         kit, selector = foundation.kit, foundation.selector
         pod_labels = {**foundation.common, **selector, "app.kubernetes.io/component": "server", labels.MODEL_LABEL: labels.MODEL}
         self.peers_service: k8s.core.v1.Service | None = None
+        self.key_peers_service: k8s.core.v1.Service | None = None
+        if kit.peer_transfer or kit.snapshot_election:  # the one peer key label: same image, revision, engine args and env
+            pod_labels[peer_transfer.PEER_KEY_LABEL] = kit.peer_key()
+        if kit.snapshot_election:  # the warm-up sidecar's DNS answer: the Ready replicas of its key (the dump's election)
+            self.key_peers_service = peer_weights.key_peers_service(name, args.namespace, selector, kit.peer_key(), args.contract.api.port,
+                                                                    api_proxy.PORT_NAMES["api"],
+                                                                    foundation.common, foundation.in_namespace)
         if kit.peer_transfer:  # every serving pod is a weight source for the next (ModelExpress's k8s-service backend)
             key = kit.peer_key()
-            pod_labels[peer_transfer.PEER_KEY_LABEL] = key
             self.peers_service = peer_weights.peers_service(name, args.namespace, selector, key, kit.instance.gpus, foundation.common, foundation.in_namespace)
             peer_weights.peers_network_policy(name, args.namespace, selector, key, kit.instance.gpus, foundation.common, foundation.in_namespace)
 

@@ -93,6 +93,7 @@ def startup_inputs(settings: StackSettings) -> estimate.StartupInputs:
         engine_snapshot=t.engine_snapshot,
         peer_transfer=t.peer_transfer,
         engine_snapshot_s3=engine_snapshot_s3(settings),
+        dump_beside_peer=t.engine_snapshot and engine_snapshot.dump_waits_for_peer(s3_copy=engine_snapshot_s3(settings), replicas=max(1, settings.serving.replicas)),
         drain_s=(drain.engine_pre_stop_s, min(drain.engine_pre_stop_s + drain.drain_s, drain.grace_s)),
     )
 

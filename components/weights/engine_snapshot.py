@@ -161,9 +161,42 @@ a new image, driver or AMI release rarely longer, and a block two weeks later re
 S3_CLAIM = "CLAIM"
 """The object an uploader writes first with ``If-None-Match: *`` (S3 conditional writes: "Add preconditions to S3 operations
 with conditional requests", Amazon S3 user guide; a second writer gets 412 Precondition Failed): two replicas that dumped the
-same key never interleave their files in one copy. Written once, it is never replaced: the copy expires as a whole."""
+same key never interleave their files in one copy. With two or more replicas it is also the dump's election
+(:func:`dump_waits_for_peer`): taken before the dump, so only one replica dumps a new key. Never replaced: the copy expires as a
+whole; a claim won and given up without a dump is deleted (the copier's ``snap_release``), so the next start tries again."""
+CLAIM_WON = "claimed:"
+"""First word of the copier's answer to a claim: this node holds the key's :data:`S3_CLAIM` (written now, or by an earlier start on
+this node): it dumps."""
+CLAIM_HELD = "held:"
+"""First word of the copier's answer to a claim: S3 answered 412 Precondition Failed, another replica holds it: no dump here."""
+CLAIM_COPIED = "copied:"
+"""First word of the copier's answer to a claim: the key's ``KEY`` is already in S3: nothing to dump (the next start fetches it)."""
+CLAIM_ERROR = "error:"
+"""First word of the copier's answer when the claim's put failed otherwise: no election can be held, so no dump."""
+PEERS_HOST_ENV = "SNAPSHOT_PEERS_HOST"
+"""The warm-up sidecar's env: the headless Service's name that resolves to the Ready serving pods of this pod's peer key
+(:func:`kimi_k3.weights.snapshot_pod.ready_peers`); set only when :func:`dump_waits_for_peer`."""
+SERVING_HOST_ENV = "SNAPSHOT_SERVING_HOST"
+"""The warm-up sidecar's env beside :data:`PEERS_HOST_ENV`: the headless Service of every Ready serving pod, of any key. A Ready pod
+of another key while none of this key is Ready is a rollout (the StatefulSet replaces one pod at a time and waits for this one):
+the winner goes Ready without a dump and releases the claim, and the next pod of the key, beside this one, dumps."""
+POD_IP_ENV = "POD_IP"
+"""The warm-up sidecar's own pod IP (the downward API's ``status.podIP``), left out of :data:`PEERS_HOST_ENV`'s answers."""
+PEER_READY_WAIT_S = 900
+"""How long the claim's winner waits for another replica of its key to be Ready before it dumps. The replicas of a stack start
+together (one node group, one scheduled scale-up) and the loser goes Ready as soon as its warm-up request is answered, so the wait
+is the spread between two nodes' cold starts: the first Ready's cold case lies in 8.8–19.9 min (prod's estimate, docs/weights.md),
+11.1 min apart at most, rounded up to 15 for a node that joins late. Past it the winner goes Ready without a dump and releases the claim (the next start of the key tries again)."""
+
+
+def dump_waits_for_peer(*, s3_copy: bool, replicas: int) -> bool:
+    """Whether only one replica dumps a new key, and only once another replica of it serves (the claim's election): with the S3 copy
+    (the claim is its ``CLAIM``) and two or more replicas. One replica (or no copy) dumps before its own Ready, as before."""
+    return s3_copy and replicas >= 2
 FETCH_LOG = "engine snapshot {key}: fetched the S3 copy in {seconds:.1f} s"
 """The wrapper's line when the S3 copy of its key has landed on a new node (then verified as a local snapshot: :data:`VERIFY_LOG`)."""
+ELECTION_LOG = "engine snapshot {key}: dump election: {verdict}"
+"""The warm-up sidecar's line at each step of the dump's election (:func:`kimi_k3.weights.snapshot_pod.elect_dump`)."""
 UPLOAD_LOG = "engine snapshot {key}: asked the sync sidecar to copy it to S3 ({uri})"
 """The warm-up sidecar's line after a seal when the S3 copy is on (the copy's own line is the sync sidecar's)."""
 
@@ -268,9 +301,14 @@ def key_from_pod(*, image: str, driver_version: str, gpu: str, gpus: int, model_
 
 
 __all__ = [
+    "CLAIM_COPIED",
+    "CLAIM_ERROR",
+    "CLAIM_HELD",
+    "CLAIM_WON",
     "COLD_LOG",
     "DEV_MODE_ENV",
     "DUMP_LOG",
+    "ELECTION_LOG",
     "FETCH_LOG",
     "INSTANCE_ARCH",
     "KEY_FILE",
@@ -278,16 +316,21 @@ __all__ = [
     "MIN_CRIU",
     "MIN_DRIVER_MULTI_GPU",
     "MIN_DRIVER_SINGLE_GPU",
+    "PEERS_HOST_ENV",
+    "PEER_READY_WAIT_S",
+    "POD_IP_ENV",
     "REQUIREMENTS",
     "RESTORE_LOG",
     "S3_CLAIM",
     "S3_COPY_EXPIRY_DAYS",
     "S3_COPY_PREFIX",
+    "SERVING_HOST_ENV",
     "SLEEP_MODE_FLAG",
     "SNAPSHOT_MANIFEST",
     "UPLOAD_LOG",
     "VERIFY_LOG",
     "SnapshotKey",
+    "dump_waits_for_peer",
     "key_from_json",
     "key_from_pod",
     "manifest_problems",

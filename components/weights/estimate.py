@@ -104,6 +104,8 @@ class StartupInputs:
     """The snapshot's copy in S3 (:mod:`kimi_k3.weights.snapshot_copy`) restores a new node of a later block (warm) and a node replaced
     beside a peer; with :attr:`engine_snapshot` and :attr:`sidecar_sync` (the sync sidecar copies it). Deployed by ``engineSnapshot``
     with ``weightsSyncSidecar`` and ``compileCacheS3Uri`` (``kimi_k3.stack.time_to_serve.engine_snapshot_s3``)."""
+    dump_beside_peer: bool = False
+    """One replica dumps a new key once another serves (:func:`kimi_k3.weights.engine_snapshot.dump_waits_for_peer`): the cold first Ready pays no dump."""
     peer_transfer: bool = False
     """A replaced node's pod takes the weights GPU to GPU from a serving replica over EFA with ModelExpress
     (:mod:`kimi_k3.weights.peer_transfer`, ``peerWeightsTransfer``); otherwise :func:`peer_replacement` is a warm start."""
@@ -295,8 +297,13 @@ def dump_phases(x: StartupInputs) -> list[Phase]:
 
 
 def dump_minutes(x: StartupInputs) -> float:
-    """Minutes the first dump of a key adds before Ready (:func:`dump_phases`), ``0`` without :attr:`StartupInputs.engine_snapshot`."""
+    """Minutes of the first dump of a key on the replica that dumps it (:func:`dump_phases`), ``0`` without :attr:`StartupInputs.engine_snapshot`."""
     return sum(p.minutes for p in dump_phases(x)) if x.engine_snapshot and x.node_local_weights else 0.0
+
+
+def dump_before_first_ready(x: StartupInputs) -> bool:
+    """A new key's first start dumps it before the service's first Ready: a snapshot without the election (:attr:`StartupInputs.dump_beside_peer`)."""
+    return x.engine_snapshot and x.node_local_weights and not x.dump_beside_peer
 
 
 def _engine_phases(x: StartupInputs, *, caches: bool, resident: bool, plan: bool, loaded: bool = False, dump: bool = False) -> list[Phase]:
@@ -409,7 +416,7 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
                     phases.append(_reload_phase(x, True))
                 phases += [_p("kv_wake", "KV cache re-allocated (wake_up)", engine=True), _p("first_request", "first request (warm-up before Ready)")]
             else:
-                phases += _engine_phases(x, caches=hit, resident=True, plan=hit and x.startup_plan, loaded=x.pipelined_load, dump=snapshot)
+                phases += _engine_phases(x, caches=hit, resident=True, plan=hit and x.startup_plan, loaded=x.pipelined_load, dump=dump_before_first_ready(x))
             return CaseEstimate(case, tuple(phases))
         if x.image_prepull:
             transfer = [replace(p, block="node-prep", lane="weights") for p in transfer]
@@ -418,7 +425,7 @@ def estimate_case(x: StartupInputs, case: str) -> CaseEstimate:
         if hit:
             phases.append(_p("cache_restore", "compile cache restore"))
         resident = x.buffered_load and x.sync_page_cache and x.weights_source == "s3"
-        phases += _engine_phases(x, caches=hit, resident=resident, plan=hit and x.startup_plan, dump=snapshot)
+        phases += _engine_phases(x, caches=hit, resident=resident, plan=hit and x.startup_plan, dump=dump_before_first_ready(x))
         return CaseEstimate(case, tuple(phases))
     if case == "pod re-created":
         phases.append(_p("pod_start", "pod start"))
@@ -510,10 +517,10 @@ def format_estimates(x: StartupInputs, estimates: dict[str, CaseEstimate] | None
         nodes = f"{x.nodes} nodes" if x.nodes != 1 else "1 node"
         costs = ", ".join(f"{case} ${e.cost_usd(price.value, x.nodes):,.0f}" for case, e in estimates.items())
         lines.append(f"cost per start at ${price.value:g}/instance-h x {nodes} (block rate{', estimate' if price.estimate else ''}, {price.date}): {costs}")
-    dump = dump_minutes(x)
+    dump, where = dump_minutes(x), "the cold case" if x.engine_snapshot_s3 else "the cold and warm cases (no S3 copy: each new node dumps again)"
     if dump:
-        where = "the cold case" if x.engine_snapshot_s3 else "the cold and warm cases (no S3 copy: each new node dumps again)"
-        lines.append(f"engine snapshot: the first start of a key dumps it before Ready, {dump:.1f} min of {where}; a restored start dumps nothing")
+        lines.append(f"engine snapshot: the first start of a key dumps it before Ready, {dump:.1f} min of {where}; a restored start dumps nothing" if dump_before_first_ready(x)
+                     else f"engine snapshot: a new key's first Ready pays no dump; the replica winning its claim dumps it once another serves: full capacity at +{dump:.1f} min")
     return lines
 
 

@@ -17,7 +17,8 @@ comes from the environment the pod spec sets:
 * ``engine-start CMD…`` (the engine container with ``SNAPSHOT_ROOT``, ``SNAPSHOT_KEY_FIELDS``, ``VLLM_URL``, optional
   ``WEIGHTS_MARKER`` and ``SNAPSHOT_S3_URI``, the S3 copy fetched by the sync sidecar when the node has none): restore
   the engine snapshot of this pod's key (:mod:`.snapshot_pod`) and stay as its placeholder, else ``exec CMD`` (cold);
-  ``warmup-then-save`` with ``SNAPSHOT_ROOT`` snapshots the engine after its first healthy start, before the warm-up;
+  ``warmup-then-save`` with ``SNAPSHOT_ROOT`` snapshots the engine after its first healthy start, before the warm-up
+  (with ``SNAPSHOT_PEERS_HOST`` and ``POD_IP``: only the replica that wins the key's claim, once another replica is Ready);
 * ``peer-start CMD…`` (the engine container with ``peerWeightsTransfer``: ``MX_K8S_SERVICE_PATTERN``, ``PEER_START_SCRIPT``,
   ``WEIGHTS_MARKER``): the weights from a serving peer over EFA with ModelExpress, else ``exec CMD`` (:mod:`.peer_transfer`);
 * ``snapshot-agent`` (the agent DaemonSet, ``SNAPSHOT_ROOT``, ``SNAPSHOT_GPUS``): answer the pods' dump/restore requests.
@@ -146,13 +147,15 @@ def _peer_start(command: list[str]) -> int:
 def _snapshot_after_healthy() -> None:
     from pathlib import Path  # the pod's entry point: each subcommand loads only its own modules
 
-    from kimi_k3.weights import snapshot_pod  # the pod's entry point: each subcommand loads only its own modules
+    from kimi_k3.weights import engine_snapshot, snapshot_pod  # the pod's entry point: each subcommand loads only its own modules
 
     root = Path(_env("SNAPSHOT_ROOT"))
     key = _snapshot_key(_log)
     if key is not None:
+        host = os.environ.get(engine_snapshot.PEERS_HOST_ENV)  # set by the plan only with two or more replicas and the S3 copy
+        peers = snapshot_pod.Peers(host, os.environ.get(engine_snapshot.POD_IP_ENV, ""), serving_host=os.environ.get(engine_snapshot.SERVING_HOST_ENV) or None) if host else None
         snapshot_pod.snapshot_after_healthy(snapshot_pod.Engine(_env("VLLM_URL")), snapshot_pod.AgentChannel(root), root, key, _log, os.environ.get("HOSTNAME") or os.uname().nodename,
-                                            copies=_copies(root))
+                                            copies=_copies(root), peers=peers)
 
 
 def _snapshot_agent() -> int:

@@ -304,14 +304,25 @@ def cache_restore_container(*, image: str, pull_policy: str, cache_uri: str, cac
 
 def warmup_container(*, image: str, pull_policy: str, engine_url: str, served_model_name: str, region: str, home_env: Mapping[str, str], cache_uri: str | None, cache_dirs: Sequence[str],
                      api_key_env: k8s.core.v1.EnvVarArgs | None, mounts: Sequence[k8s.core.v1.VolumeMountArgs], security_context: k8s.core.v1.SecurityContextArgs,
-                     snapshot_env: Mapping[str, str] | None = None) -> k8s.core.v1.ContainerArgs:
+                     snapshot_env: Mapping[str, str] | None = None, snapshot_peers_host: str | None = None,
+                     serving_host: str | None = None) -> k8s.core.v1.ContainerArgs:
     """The sidecar: wait for ``/health``, (``snapshot_env``: snapshot the engine once per key,) send the warm-up completion, write
-    :data:`WARMUP_MARKER`, save the caches, then unmark and re-warm after each engine restart."""
+    :data:`WARMUP_MARKER`, save the caches, then unmark and re-warm after each engine restart. ``snapshot_peers_host``: the headless
+    Service of the Ready replicas of this pod's key; a new key is then dumped only by the replica that wins its claim, once another
+    serves (:func:`kimi_k3.weights.snapshot_pod.elect_dump`), with the pod's own IP from the downward API to leave out;
+    ``serving_host``: the headless Service of every Ready serving pod (a rollout's pods of the old key)."""
     env = {**home_env, **(snapshot_env or {}), "AWS_REGION": region, "VLLM_URL": engine_url, "SERVED_MODEL_NAME": served_model_name, "WARMUP_MARKER": WARMUP_MARKER}
     if cache_uri is not None:
         env.update(CACHE_S3_URI=cache_uri, CACHE_DIRS=":".join(cache_dirs))
+    extra_env = [api_key_env] if api_key_env else []
+    if snapshot_peers_host is not None:
+        env[engine_snapshot.PEERS_HOST_ENV] = snapshot_peers_host
+        if serving_host is not None:
+            env[engine_snapshot.SERVING_HOST_ENV] = serving_host
+        extra_env.append(k8s.core.v1.EnvVarArgs(name=engine_snapshot.POD_IP_ENV, value_from=k8s.core.v1.EnvVarSourceArgs(
+            field_ref=k8s.core.v1.ObjectFieldSelectorArgs(field_path="status.podIP"))))
     return _python_container(
-        "warmup", "warmup-then-save", image=image, pull_policy=pull_policy, env=env, extra_env=[api_key_env] if api_key_env else [],
+        "warmup", "warmup-then-save", image=image, pull_policy=pull_policy, env=env, extra_env=extra_env,
         resources=WARMUP_RESOURCES, mounts=mounts, security_context=security_context,
     )
 

@@ -14,6 +14,11 @@ snapshot of its key), each written atomically; :data:`COPIER_FUNCTIONS`'s loop a
 * **upload**: nothing when ``KEY`` is already there; else ``CLAIM`` with ``If-None-Match: *`` (one uploader per key: a second
   gets 412), every file but ``KEY`` (``SHA256SUMS`` among them) over :data:`~kimi_k3.weights.node_sync.SYNC_STREAMS` streams, then
   ``KEY`` last: a copy without ``KEY`` is never taken, so a half-uploaded copy is a miss, not a partial restore;
+* **claim** (the dump's election, :func:`kimi_k3.weights.snapshot_pod.elect_dump`): before a new key is dumped, the same
+  ``CLAIM`` with ``If-None-Match: *``; the answer's first word is :data:`~kimi_k3.weights.engine_snapshot.CLAIM_WON` (written, or held by this node since an earlier
+  start: ``held.<key digest>`` on the snapshot root), :data:`~kimi_k3.weights.engine_snapshot.CLAIM_HELD` (412: another replica holds it), :data:`~kimi_k3.weights.engine_snapshot.CLAIM_COPIED`
+  (``KEY`` already in S3) or :data:`~kimi_k3.weights.engine_snapshot.CLAIM_ERROR`. The winner's upload writes no second ``CLAIM``; **release** deletes a claim won
+  and given up (no dump), so the next start of the key tries again;
 * **fetch**: ``KEY`` first, refused unless its sha256 is the digest asked for (the digest is the sha256 of the key's JSON:
   :meth:`~kimi_k3.weights.engine_snapshot.SnapshotKey.digest`); then ``SHA256SUMS``, then the files it lists over the streams,
   ``KEY`` moved into place last. The wrapper then checks the copy exactly as a local snapshot
@@ -30,12 +35,13 @@ from kimi_k3.weights.snapshot_agent import SNAPSHOT_SUBPATH
 
 QUEUE = ".s3"
 """Directory of the copy requests and answers under the snapshot root."""
+
 SIDECAR_SNAPSHOT_ROOT = f"/weights/{SNAPSHOT_SUBPATH}"
 """The snapshot root as the sync sidecar sees it: the weights volume's root is mounted at ``/weights``
 (:data:`kimi_k3.weights.serving_pod.WEIGHTS_ROOT`) and the snapshots are its ``.engine-snapshots`` directory
 (:data:`kimi_k3.weights.snapshot_agent.SNAPSHOT_SUBPATH`; tests/test_engine_snapshot_s3.py holds ``/weights`` to ``WEIGHTS_ROOT``)."""
 
-COPIER_FUNCTIONS = r"""
+_COPIER_TEMPLATE = r"""
 snap_q="$SNAPSHOT_ROOT/.s3"
 snap_sum() { if command -v openssl >/dev/null 2>&1; then set -- $(openssl dgst -sha256 -r "$1"); else set -- $(sha256sum "$1"); fi; printf '%s\n' "$1"; }
 snap_streams() {
@@ -62,7 +68,9 @@ snap_upload() {
   [ -f "$dir/KEY" ] && [ -f "$dir/SHA256SUMS" ] || { echo "not sealed on this node (KEY or SHA256SUMS missing): not uploaded"; return 1; }
   if aws s3 ls "${dest}KEY" >/dev/null 2>&1; then echo "already in S3 at $dest: nothing to upload"; return 0; fi
   bucket=${dest#s3://}; bucket=${bucket%%/*}; path=${dest#s3://$bucket/}
-  if ! err=$(aws s3api put-object --bucket "$bucket" --key "${path}CLAIM" --if-none-match '*' --body "$dir/SHA256SUMS" 2>&1 >/dev/null); then
+  if [ -f "$snap_q/held.$d" ]; then
+    :  # this node won the claim before its dump (snap_claim): the CLAIM in S3 is its own
+  elif ! err=$(aws s3api put-object --bucket "$bucket" --key "${path}CLAIM" --if-none-match '*' --body "$dir/SHA256SUMS" 2>&1 >/dev/null); then
     case $err in *PreconditionFailed*|*412*) echo "another replica is uploading this key to $dest: not uploaded"; return 0 ;; esac
     echo "claim of $dest failed: $err"; return 1
   fi
@@ -70,7 +78,32 @@ snap_upload() {
   aws s3 cp "$dir/SHA256SUMS" "${dest}SHA256SUMS" --only-show-errors || { echo "upload of SHA256SUMS to $dest failed"; return 1; }
   snap_streams "$dir/" "$dest" "$dir/SHA256SUMS" || { echo "upload of the files to $dest failed: no KEY written"; return 1; }
   aws s3 cp "$dir/KEY" "${dest}KEY" --only-show-errors || { echo "upload of KEY to $dest failed"; return 1; }
+  rm -f "$snap_q/held.$d"
   echo "uploaded $(grep -c . "$dir/SHA256SUMS") files and KEY last to $dest in $(( $(date +%s) - start )) s"
+}
+snap_claim() {
+  # the dump's election (snapshot_pod.elect_dump): the same CLAIM the upload writes, taken before the dump; held.<digest> records
+  # on this node that the CLAIM in S3 is this node's (its upload then writes no second one; a restarted pod on it keeps the claim)
+  d=$1; dest="${SNAPSHOT_S3_URI}$d/"
+  if aws s3 ls "${dest}KEY" >/dev/null 2>&1; then echo "@CLAIM_COPIED@ already in S3 at $dest: no dump"; return 1; fi
+  if [ -f "$snap_q/held.$d" ]; then echo "@CLAIM_WON@ ${dest}CLAIM is this node's (an earlier start claimed it)"; return 0; fi
+  bucket=${dest#s3://}; bucket=${bucket%%/*}; path=${dest#s3://$bucket/}; mkdir -p "$snap_q"
+  printf '%s\n' "${HOSTNAME:-this pod}" > "$snap_q/.claim.$d"  # the claim names its pod (for whoever reads the bucket)
+  if ! err=$(aws s3api put-object --bucket "$bucket" --key "${path}CLAIM" --if-none-match '*' --body "$snap_q/.claim.$d" 2>&1 >/dev/null); then
+    case $err in *PreconditionFailed*|*412*) echo "@CLAIM_HELD@ another replica holds ${dest}CLAIM"; return 1 ;; esac
+    echo "@CLAIM_ERROR@ claim of ${dest}CLAIM failed: $err"; return 1
+  fi
+  : > "$snap_q/held.$d"
+  echo "@CLAIM_WON@ ${dest}CLAIM written (If-None-Match: *)"
+}
+snap_release() {
+  # a claim won and given up (no dump): the next start of the key may claim it again
+  d=$1; dest="${SNAPSHOT_S3_URI}$d/"
+  [ -f "$snap_q/held.$d" ] || { echo "no claim of this node to release"; return 0; }
+  bucket=${dest#s3://}; bucket=${bucket%%/*}; path=${dest#s3://$bucket/}
+  aws s3api delete-object --bucket "$bucket" --key "${path}CLAIM" >/dev/null 2>&1 || { echo "release of ${dest}CLAIM failed"; return 1; }
+  rm -f "$snap_q/held.$d"
+  echo "released ${dest}CLAIM"
 }
 snap_fetch() {
   d=$1; dir="$SNAPSHOT_ROOT/$d"; src="${SNAPSHOT_S3_URI}$d/"
@@ -88,7 +121,7 @@ snapshot_copier() {
   set +e
   mkdir -p "$snap_q"
   while :; do
-    for req in "$snap_q"/upload.* "$snap_q"/fetch.*; do
+    for req in "$snap_q"/claim.* "$snap_q"/release.* "$snap_q"/upload.* "$snap_q"/fetch.*; do
       [ -f "$req" ] || continue
       name=${req##*/}
       case $name in *.ok|*.fail|*.tmp) continue ;; esac
@@ -105,6 +138,16 @@ snapshot_copier() {
   done
 }
 """
+
+
+def _claim_words(template: str) -> str:
+    """``template`` with the claim's answer words of :mod:`~kimi_k3.weights.engine_snapshot` (their one home, which the pod reads)."""
+    for word in ("CLAIM_WON", "CLAIM_HELD", "CLAIM_COPIED", "CLAIM_ERROR"):
+        template = template.replace(f"@{word}@", getattr(engine_snapshot, word))
+    return template
+
+
+COPIER_FUNCTIONS = _claim_words(_COPIER_TEMPLATE)
 """Shell functions of the copy (see the module docstring); :func:`copier_script` starts :func:`snapshot_copier` in the background."""
 
 

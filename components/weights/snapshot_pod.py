@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 import urllib.error
@@ -175,10 +176,8 @@ class CopyChannel:
         """Ask for the sealed snapshot ``digest`` to be copied to S3 (not waited for: serving never waits on it)."""
         self._request("upload", digest)
 
-    def fetch(self, digest: str) -> tuple[bool, str]:
-        """Ask for the S3 copy of ``digest`` on this node and wait for the answer: ``(landed, the copier's line)``."""
-        request = self._request("fetch", digest)
-        deadline = time.monotonic() + self.timeout_s
+    def _answer(self, request: Path, timeout_s: float) -> tuple[bool, str] | None:
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for verdict in ("ok", "fail"):
                 answer = request.with_name(f"{request.name}.{verdict}")
@@ -186,7 +185,30 @@ class CopyChannel:
                     return verdict == "ok", answer.read_text().strip()
             time.sleep(self.poll_s)
         request.unlink(missing_ok=True)
-        return False, f"the sync sidecar did not fetch the S3 copy in {self.timeout_s:.0f} s (is weightsSyncSidecar's copier running?)"
+        return None
+
+    def fetch(self, digest: str) -> tuple[bool, str]:
+        """Ask for the S3 copy of ``digest`` on this node and wait for the answer: ``(landed, the copier's line)``."""
+        answer = self._answer(self._request("fetch", digest), self.timeout_s)
+        if answer is None:
+            return False, f"the sync sidecar did not fetch the S3 copy in {self.timeout_s:.0f} s (is weightsSyncSidecar's copier running?)"
+        return answer
+
+    def claim(self, digest: str, timeout_s: float = 120.0) -> tuple[str, str]:
+        """Ask the copier to take the key's ``CLAIM`` in S3 (``If-None-Match: *``) and wait: ``(outcome, the copier's line)``, the
+        outcome one of :data:`~kimi_k3.weights.engine_snapshot.CLAIM_WON`, ``CLAIM_HELD``, ``CLAIM_COPIED``, ``CLAIM_ERROR``."""
+        answer = self._answer(self._request("claim", digest), timeout_s)
+        if answer is None:
+            return engine_snapshot.CLAIM_ERROR, f"the sync sidecar did not answer the claim in {timeout_s:.0f} s (is weightsSyncSidecar's copier running?)"
+        line = answer[1]
+        for outcome in (engine_snapshot.CLAIM_WON, engine_snapshot.CLAIM_HELD, engine_snapshot.CLAIM_COPIED):
+            if line.startswith(outcome):
+                return outcome, line
+        return engine_snapshot.CLAIM_ERROR, line
+
+    def release(self, digest: str) -> None:
+        """Ask the copier to delete a ``CLAIM`` this node won and gives up (no dump): not waited for."""
+        self._request("release", digest)
 
 
 class Engine:
@@ -243,6 +265,81 @@ class Engine:
         return self._call("POST", "/collective_rpc", {"method": engine_snapshot.CHECKPOINT_RPCS[1]}) == 200
 
 
+def ready_peers(host: str, own_ip: str, resolver: Callable[..., list] = socket.getaddrinfo) -> list[str]:
+    """The addresses ``host`` resolves to, less ``own_ip``: with a headless Service (``clusterIP: None``, ``publishNotReadyAddresses``
+    false) the A records are its Ready endpoints only (Kubernetes docs, "DNS for Services and Pods": a headless Service's name
+    "resolves to the set of IPs of all of the Ready Pods selected by the Service"). No answer (NXDOMAIN while none is Ready) is ``[]``."""
+    try:
+        answers = resolver(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):  # socket.gaierror is an OSError
+        return []
+    return sorted({str(sockaddr[0]) for *_, sockaddr in answers} - {own_ip})
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The other Ready replicas of this pod's key, by DNS (the pod has no Kubernetes API access)."""
+
+    host: str
+    """The headless Service's DNS name (:data:`~kimi_k3.weights.engine_snapshot.PEERS_HOST_ENV`)."""
+    own_ip: str
+    """This pod's IP (:data:`~kimi_k3.weights.engine_snapshot.POD_IP_ENV`), never its own peer."""
+    wait_s: float = engine_snapshot.PEER_READY_WAIT_S
+    """How long the claim's winner waits for a Ready peer (:data:`~kimi_k3.weights.engine_snapshot.PEER_READY_WAIT_S`)."""
+    poll_s: float = 5.0
+    """How often it resolves the name again (CoreDNS answers a headless Service with a 5 s TTL)."""
+    resolver: Callable[..., list] = socket.getaddrinfo
+    """``socket.getaddrinfo`` or a stand-in (tests)."""
+    serving_host: str | None = None
+    """The headless Service of every Ready serving pod, of any key (:data:`~kimi_k3.weights.engine_snapshot.SERVING_HOST_ENV`)."""
+    other_key_polls: int = 3
+    """Polls in a row that must see a Ready pod of another key (and none of this key) before it counts as a rollout: the two
+    Services' endpoints of one pod may land a moment apart, so a peer of this key just turning Ready is not mistaken for one."""
+
+    def wait_ready(self) -> tuple[list[str], list[str]]:
+        """``(Ready peers of this key, [])`` as soon as there is one; ``([], Ready pods of another key)`` once they have been
+        seen :attr:`other_key_polls` polls in a row (a rollout); ``([], [])`` once :attr:`wait_s` has passed without either."""
+        deadline = time.monotonic() + self.wait_s
+        seen_other = 0
+        while True:
+            found = ready_peers(self.host, self.own_ip, self.resolver)
+            if found:
+                return found, []
+            other = ready_peers(self.serving_host, self.own_ip, self.resolver) if self.serving_host else []
+            seen_other = seen_other + 1 if other else 0
+            if seen_other >= self.other_key_polls:
+                return [], other
+            if time.monotonic() >= deadline:
+                return [], []
+            time.sleep(self.poll_s)
+
+
+def elect_dump(copies: CopyChannel, peers: Peers, key: engine_snapshot.SnapshotKey, log: Callable[[str], None]) -> bool:
+    """Whether this replica dumps the new ``key`` now: it wins the key's ``CLAIM`` (the copier's conditional put) and another
+    replica of the key is Ready within :attr:`Peers.wait_s`, so the service serves while this one sleeps, dumps and wakes. The
+    loser, a key already in S3, or a failed claim: no dump, Ready at once. No Ready peer in time: no dump, the claim released."""
+    short = key.digest()[:12]
+    outcome, line = copies.claim(key.digest())
+    if outcome != engine_snapshot.CLAIM_WON:
+        why = {engine_snapshot.CLAIM_HELD: "another replica won the claim and dumps it", engine_snapshot.CLAIM_COPIED: "its S3 copy exists (the next start fetches it)"}
+        log(engine_snapshot.ELECTION_LOG.format(key=short, verdict=f"no dump, Ready now: {why.get(outcome, 'the claim failed')} ({line})"))
+        return False
+    log(engine_snapshot.ELECTION_LOG.format(key=short, verdict=f"won the claim ({line}); waiting up to {peers.wait_s:g} s for another replica of this key to be Ready ({peers.host})"))
+    start = time.monotonic()
+    found, other_key = peers.wait_ready()
+    if other_key:
+        copies.release(key.digest())
+        log(engine_snapshot.ELECTION_LOG.format(key=short, verdict=f"{', '.join(other_key)} of another key serve, none of this key (a rollout waits for this replica): "
+                                                "Ready without a dump, claim released (the next replica of this key dumps it beside this one)"))
+        return False
+    if not found:
+        copies.release(key.digest())
+        log(engine_snapshot.ELECTION_LOG.format(key=short, verdict=f"no other replica of this key Ready in {peers.wait_s:g} s: Ready without a dump, claim released (the next start tries again)"))
+        return False
+    log(engine_snapshot.ELECTION_LOG.format(key=short, verdict=f"{', '.join(found)} Ready after {time.monotonic() - start:.0f} s: dumping before this replica's Ready"))
+    return True
+
+
 def snapshot_dir(root: Path, key: engine_snapshot.SnapshotKey) -> Path:
     """Where a key's snapshot lives: ``<root>/<key digest>``."""
     return root / key.digest()
@@ -255,12 +352,14 @@ def _upload(copies: CopyChannel | None, key: engine_snapshot.SnapshotKey, log: C
 
 
 def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key: engine_snapshot.SnapshotKey, log: Callable[[str], None], token: str,
-                           *, health_timeout_s: float = 3600.0, copies: CopyChannel | None = None) -> bool:
+                           *, health_timeout_s: float = 3600.0, copies: CopyChannel | None = None, peers: Peers | None = None) -> bool:
     """Snapshot a healthy engine once per key: sleep level 2, ``checkpoint_prepare``, the agent's dump, ``SHA256SUMS`` then
     ``KEY``, ``checkpoint_restore`` and wake up (always). True: sealed.
 
     ``token`` is the value of ``KIMI_K3_SNAPSHOT_TOKEN`` in the engine's environment, by which the agent finds its process tree;
-    ``copies``: once sealed (or found sealed), the sync sidecar copies it to S3 (the copier skips a key already there).
+    ``copies``: once sealed (or found sealed), the sync sidecar copies it to S3 (the copier skips a key already there);
+    ``peers`` (with ``copies``; two or more replicas, :func:`~kimi_k3.weights.engine_snapshot.dump_waits_for_peer`): a new key is
+    dumped only by the replica that wins its claim, once another replica serves (:func:`elect_dump`); without, before this Ready.
     """
     directory = snapshot_dir(root, key)
     short = key.digest()[:12]
@@ -274,6 +373,19 @@ def snapshot_after_healthy(engine: Engine, agent: AgentChannel, root: Path, key:
         log(f"engine snapshot {short}: a sealed snapshot of this key is on the node: no dump")
         _upload(copies, key, log)
         return True
+    if copies is not None and peers is not None:
+        if not elect_dump(copies, peers, key, log):
+            return False
+        if not _dump(engine, agent, directory, key, log, token, copies):
+            copies.release(key.digest())  # a dump that failed gives the claim back: the next start of the key tries again
+            return False
+        return True
+    return _dump(engine, agent, directory, key, log, token, copies)
+
+
+def _dump(engine: Engine, agent: AgentChannel, directory: Path, key: engine_snapshot.SnapshotKey, log: Callable[[str], None], token: str,
+          copies: CopyChannel | None) -> bool:
+    short = key.digest()[:12]
     start = time.monotonic()
     if not engine.sleep():
         log(engine_snapshot.COLD_LOG.format(key=short, reason=f"POST /sleep?level={SLEEP_LEVEL} refused (needs --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1): no snapshot"))
@@ -413,13 +525,16 @@ __all__ = [
     "AgentChannel",
     "CopyChannel",
     "Engine",
+    "Peers",
     "Verdict",
     "check",
+    "elect_dump",
     "file_sums",
     "hold_restored",
     "node_driver_version",
     "node_gpu_bus_ids",
     "pod_key",
+    "ready_peers",
     "restore_or_cold",
     "seal",
     "snapshot_after_healthy",
