@@ -80,8 +80,8 @@ def test_a_documentation_only_change_to_the_program_restarts_nothing(tmp_path):
 def test_an_image_digest_change_rolls_the_gpu_pods_one_at_a_time_with_minutes_and_cost():
     result, printed, status, _ = serving_rerun(config_overrides={"kimi-k3:servingImage": NEW_DIGEST})
     each = round_up(minutes_of(result).pod_recreated)
-    # the image digest is part of the engine snapshot's key too (SNAPSHOT_KEY_FIELDS): a new image never restores an old snapshot
-    assert re.search(r"  update   kubernetes:apps/v1:StatefulSet kimi-k3-serving   spec\.template \((env SNAPSHOT_KEY_FIELDS, )?image digest", printed)
+    # the image digest is part of the engine snapshot's key too (SNAPSHOT_KEY_FIELDS): a new image never restores an old snapshot; and of the peer key label: a pod of the new image is never a peer of an old one
+    assert re.search(r"  update   kubernetes:apps/v1:StatefulSet kimi-k3-serving   spec\.template \((metadata\.labels\[.kimi-k3\.io/peer-key.\], )?(env SNAPSHOT_KEY_FIELDS, )?image digest", printed)
     assert (
         f"serving impact: 2 GPU pods of kimi-k3-serving restart one at a time (half capacity for ~{each} min each), "
         f"~{2 * each} GPU-node-minutes, {cost(2 * each)}"
